@@ -1,0 +1,407 @@
+"""The `wap` command: a thin layer that parses arguments, calls the core and renders results.
+
+stdout carries results (Rich for people, one JSON document with --json); progress and errors for
+people go to stderr. Exit codes: 0 published, 1 blocked, 2 usage/config, 3 runtime, 4 conflict.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from wapflow.errors import EXIT_USAGE, ConfigError, WapError
+
+app = typer.Typer(
+    name="wap",
+    help="Write-Audit-Publish ingestion for Apache Iceberg on Spark.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+demo_app = typer.Typer(help="Generate taxi-trip data and run the end-to-end demo.", invoke_without_command=True)
+app.add_typer(demo_app, name="demo")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+ConfigOpt = Annotated[
+    str | None, typer.Option("--config", "-c", help="wap.toml to use (default: $WAP_CONFIG, then ./wap.toml).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of tables.")]
+
+
+def _progress(as_json: bool):  # noqa: ANN202
+    def report(msg: str) -> None:
+        err.print(f"[dim]· {msg}[/dim]")
+
+    return report
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, default=str, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def _fail(e: WapError, as_json: bool) -> NoReturn:
+    if as_json:
+        _emit_json({"status": "failed", "error": e.to_dict()})
+    else:
+        err.print(f"[bold red]error:[/bold red] {e}")
+    raise typer.Exit(e.exit_code)
+
+
+def _lakehouse(config: str | None, as_json: bool):  # noqa: ANN202
+    from wapflow.config import load_config
+    from wapflow.lakehouse.lakehouse import Lakehouse
+
+    return Lakehouse(load_config(config), progress=_progress(as_json))
+
+
+# --- init / setup -----------------------------------------------------------------------------
+
+
+@app.command()
+def init(
+    path: Annotated[Path, typer.Option("--path", help="Where to write the file.")] = Path("wap.toml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter wap.toml."""
+    from wapflow.config import STARTER
+
+    if path.exists() and not force:
+        _fail(ConfigError(f"{path} already exists", hint="use --force to overwrite it"), False)
+    path.write_text(STARTER, encoding="utf-8")
+    out.print(f"wrote {path}")
+
+
+@app.command()
+def setup(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    """Check Java and fetch the JVM jars (Iceberg runtime, SQLite JDBC) so later runs never stall."""
+    from wapflow.config import load_config
+    from wapflow.lakehouse import jvm
+
+    try:
+        cfg = load_config(config)
+        major = jvm.check_java()
+        lh = cfg.lakehouse
+        plan = jvm.resolve_jars(
+            jars=lh.jars,
+            extra_packages=lh.extra_packages,
+            resolution=lh.jar_resolution,
+            repo=lh.maven_repo,
+            jars_dir=lh.jars_dir,
+            progress=_progress(as_json),
+        )
+    except WapError as e:
+        _fail(e, as_json)
+    if as_json:
+        _emit_json({"java": major, "jars": list(plan.jars), "packages": list(plan.packages)})
+        return
+    out.print(f"Java {major}: ok")
+    for j in plan.jars:
+        out.print(f"jar: {j}")
+    for p in plan.packages:
+        out.print(f"package (resolved by Spark/Ivy at start): {p}")
+
+
+# --- run --------------------------------------------------------------------------------------
+
+
+def _checks_table(checks: list[dict[str, Any]]) -> Table:
+    t = Table(title="audit", title_justify="left")
+    for col in ("check", "status", "observed", "failing rows", "severity"):
+        t.add_column(col)
+    style = {"passed": "green", "failed": "bold red", "warned": "yellow"}
+    for c in checks:
+        t.add_row(
+            c["name"],
+            f"[{style.get(c['status'], '')}]{c['status']}[/]",
+            str(c["observed"]),
+            str(c["failing_rows"]),
+            c["severity"],
+        )
+    return t
+
+
+def render_run(res: Any) -> None:
+    color = {"published": "green", "blocked": "yellow", "failed": "red"}.get(res.status, "white")
+    out.print(f"[bold {color}]{res.status.upper()}[/] {res.table}  run {res.run_id}  branch {res.branch}")
+    if res.checks:
+        out.print(_checks_table(res.checks))
+    if res.rows_written is not None:
+        out.print(f"rows written: {res.rows_written}   snapshot: {res.snapshot_id}")
+    if res.status == "failed":
+        err.print(f"[bold red]error:[/bold red] {res.message}")
+    else:
+        out.print(res.message)
+
+
+@app.command()
+def run(
+    table: Annotated[str, typer.Argument(help="Target table, namespace.name (e.g. nyc.trips).")],
+    sources: Annotated[list[str], typer.Argument(help="Files, globs or URIs to ingest.")],
+    branch: Annotated[str | None, typer.Option("--branch", help="Audit branch name (default wap_<run-id>).")] = None,
+    not_null: Annotated[
+        list[str] | None, typer.Option("--not-null", help="Add a not_null check on COLUMN (repeatable).")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Re-run (or resume) this run id; never publishes twice.")
+    ] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write SOURCES to a branch of TABLE, audit the new rows, publish to main if the audit passes."""
+    from wapflow.pipeline import WapRun
+
+    try:
+        lh = _lakehouse(config, as_json)
+        res = WapRun(lh, table, sources, branch=branch, run_id=run_id, not_null=not_null).run()
+    except WapError as e:
+        _fail(e, as_json)
+    if as_json:
+        _emit_json(res.to_dict())
+    else:
+        render_run(res)
+    raise typer.Exit(res.exit_code)
+
+
+# --- inspection -------------------------------------------------------------------------------
+
+
+def _table(title: str, rows: list[dict[str, Any]], columns: list[str]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[_cell(r.get(c)) for c in columns])
+    return t
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+@app.command()
+def branches(
+    table: Annotated[str | None, typer.Argument(help="Only this table.")] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Branches kept for inspection, with their run and failed checks."""
+    from wapflow.views import list_branches
+
+    try:
+        rows = list_branches(_lakehouse(config, as_json), table)
+    except WapError as e:
+        _fail(e, as_json)
+    if as_json:
+        _emit_json({"branches": rows})
+        return
+    if not rows:
+        out.print("no kept branches")
+        return
+    out.print(_table("kept branches", rows, ["table", "branch", "run_id", "status", "rows", "failed_checks", "started_at"]))
+
+
+@app.command()
+def discard(
+    branch: Annotated[str, typer.Argument(help="The branch to drop.")],
+    table: Annotated[str | None, typer.Option("--table", help="Its table (found from the run store if omitted).")] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drop a kept branch; its rows were never on main."""
+    from wapflow.views import discard as do_discard
+
+    try:
+        res = do_discard(_lakehouse(config, as_json), branch, table)
+    except WapError as e:
+        _fail(e, as_json)
+    if as_json:
+        _emit_json(res)
+    else:
+        out.print(f"dropped branch {res['branch']} of {res['table']}")
+
+
+@app.command()
+def history(
+    table: Annotated[str, typer.Argument(help="Table, namespace.name.")],
+    limit: Annotated[int, typer.Option("--limit", help="At most this many snapshots.")] = 50,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """main's snapshots, newest first, with the run that wrote each."""
+    from wapflow.views import history as do_history
+
+    try:
+        rows = do_history(_lakehouse(config, as_json), table, limit=limit)
+    except WapError as e:
+        _fail(e, as_json)
+    if as_json:
+        _emit_json({"table": table, "snapshots": rows})
+        return
+    out.print(
+        _table(
+            f"history of {table} (main)",
+            rows,
+            ["snapshot_id", "committed_at", "operation", "run_id", "rows_added", "total_rows"],
+        )
+    )
+
+
+@app.command()
+def runs(
+    table: Annotated[str | None, typer.Option("--table", help="Only runs of this table.")] = None,
+    limit: Annotated[int, typer.Option("--limit")] = 20,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recent runs from the run store (no Spark needed)."""
+    from wapflow.config import load_config
+    from wapflow.runs.store import RunStore
+
+    try:
+        store = RunStore(load_config(config).run_store_url())
+    except WapError as e:
+        _fail(e, as_json)
+    recs = store.list(table, limit)
+    rows = [
+        {
+            "run_id": r.run_id,
+            "table": r.table_name,
+            "status": r.status,
+            "rows": r.rows_written,
+            "branch": r.branch if r.branch_kept else None,
+            "failed_checks": [c["name"] for c in r.checks if c.get("status") == "failed"],
+            "error": (r.error or {}).get("message"),
+            "started_at": r.started_at.isoformat(sep=" ", timespec="seconds"),
+        }
+        for r in recs
+    ]
+    if as_json:
+        _emit_json({"runs": rows})
+        return
+    out.print(_table("runs", rows, ["run_id", "table", "status", "rows", "branch", "failed_checks", "started_at"]))
+
+
+@app.command()
+def query(
+    sql: Annotated[str, typer.Argument(help="Spark SQL; tables as namespace.table.")],
+    branch: Annotated[str | None, typer.Option("--branch", help="Read every table at this branch.")] = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Time travel: a snapshot id or a timestamp (ISO 8601).")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many rows (0: all).")] = 100,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run SQL against the lakehouse, on main, a branch, or as of a snapshot/time."""
+    from wapflow.query import run_query
+
+    try:
+        cols, rows = run_query(_lakehouse(config, as_json), sql, branch=branch, as_of=as_of, limit=limit)
+    except WapError as e:
+        _fail(e, as_json)
+    if as_json:
+        _emit_json({"columns": cols, "rows": rows})
+        return
+    t = Table()
+    for c in cols:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[_cell(v) for v in r])
+    out.print(t)
+
+
+# --- demo -------------------------------------------------------------------------------------
+
+
+@demo_app.callback()
+def demo(
+    ctx: typer.Context,
+    directory: Annotated[Path, typer.Option("--dir", help="Demo folder (made fresh).")] = Path("wap-demo"),
+    rows: Annotated[int, typer.Option("--rows", "-n", help="Rows per generated file.")] = 10_000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Generate a clean and a dirty file and run WAP on both against a local lakehouse."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from wapflow.demo.run import run_demo
+
+    try:
+        res = run_demo(directory, rows, progress=_progress(as_json))
+    except WapError as e:
+        _fail(e, as_json)
+    if as_json:
+        _emit_json(res.to_dict())
+        raise typer.Exit(0 if res.as_expected else 3)
+    out.rule("1. clean file")
+    render_run(res.clean)
+    out.rule("2. dirty file (nulls in passenger_count)")
+    render_run(res.dirty)
+    out.rule("3. main afterwards")
+    same = res.main_snapshot_before_dirty == res.main_snapshot_after_dirty
+    out.print(
+        f"main snapshot before/after the dirty run: {res.main_snapshot_before_dirty} / "
+        f"{res.main_snapshot_after_dirty} ({'unchanged' if same else 'CHANGED'})"
+    )
+    out.print(
+        f"rows on main: {res.main_rows_after_dirty}; branch {res.dirty.branch} (kept for inspection): "
+        f"{res.dirty_branch_rows} rows, {res.dirty.rows_written} of them new"
+    )
+    out.print(_table("main, read back: trips by payment_type", res.by_payment_type, ["payment_type", "trips", "avg_fare"]))
+    cfg = Path(res.directory) / "wap.toml"
+    out.print(f"\nexplore: cd {res.directory} && wap branches && wap history nyc.trips")
+    out.print(f"         (config: {cfg})")
+    raise typer.Exit(0 if res.as_expected else 3)
+
+
+@demo_app.command("generate")
+def demo_generate(
+    rows: Annotated[int, typer.Option("--rows", "-n", help="Number of rows.")] = 1000,
+    null_rate: Annotated[
+        float | None, typer.Option("--null-rate", help="Fraction of passenger_count values that are null.")
+    ] = None,
+    no_null: Annotated[bool, typer.Option("--no-null", help="No nulls at all (a clean file).")] = False,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write into.")] = Path("landing"),
+    name: Annotated[str | None, typer.Option("--name", help="File name (default trips_<n>_<seed>.parquet).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    start_id: Annotated[int, typer.Option("--start-id", help="First trip_id.")] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a taxi-trip-like parquet file (with nulls in passenger_count unless --no-null)."""
+    from wapflow.demo.generate import write_trips
+
+    if no_null and null_rate:
+        _fail(ConfigError("--no-null and --null-rate contradict each other", hint="use one of them"), as_json)
+    rate = 0.0 if no_null else (0.01 if null_rate is None else null_rate)
+    if not 0.0 <= rate <= 1.0 or rows < 0:
+        _fail(ConfigError("--null-rate must be within [0, 1] and --rows >= 0"), as_json)
+    path = out_dir / (name or f"trips_{rows}_{seed}.parquet")
+    write_trips(path, rows, null_rate=rate, seed=seed, start_id=start_id)
+    if as_json:
+        _emit_json({"path": str(path), "rows": rows, "null_rate": rate})
+    else:
+        out.print(f"wrote {rows} rows to {path} (null rate {rate})")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

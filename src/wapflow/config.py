@@ -1,0 +1,373 @@
+"""wap.toml: where the lakehouse lives and what each table's audit demands.
+
+Validated up front with errors that name the file, the section and the key, so a
+typo is found before any JVM starts or any data moves.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from wapflow.errors import ConfigError, did_you_mean
+
+CONFIG_ENV = "WAP_CONFIG"
+DEFAULT_CONFIG_NAME = "wap.toml"
+
+Scalar = Union[bool, int, float, str]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# --- checks -----------------------------------------------------------------------------------
+
+
+class _CheckBase(_Strict):
+    name: str | None = None
+    severity: Literal["error", "warn"] = "error"
+
+    def columns(self) -> list[str]:
+        """Columns the check reads, validated against the batch before any write."""
+        return []
+
+    def display_name(self) -> str:
+        return self.name or self.default_name()
+
+    def default_name(self) -> str:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class NotNullCheck(_CheckBase):
+    check: Literal["not_null"]
+    column: str
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"not_null({self.column})"
+
+
+class BetweenCheck(_CheckBase):
+    check: Literal["between"]
+    column: str
+    min: Scalar | None = None
+    max: Scalar | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "BetweenCheck":
+        if self.min is None and self.max is None:
+            raise ValueError("between needs at least one of 'min' or 'max'")
+        return self
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"between({self.column}, {self.min}, {self.max})"
+
+
+class AcceptedValuesCheck(_CheckBase):
+    check: Literal["accepted_values"]
+    column: str
+    values: list[Scalar] = Field(min_length=1)
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"accepted_values({self.column})"
+
+
+class UniqueCheck(_CheckBase):
+    check: Literal["unique"]
+    columns_: list[str] = Field(alias="columns", min_length=1)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def columns(self) -> list[str]:
+        return list(self.columns_)
+
+    def default_name(self) -> str:
+        return f"unique({', '.join(self.columns_)})"
+
+
+class RowCountCheck(_CheckBase):
+    check: Literal["row_count"]
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "RowCountCheck":
+        if self.min is None and self.max is None:
+            raise ValueError("row_count needs at least one of 'min' or 'max'")
+        return self
+
+    def default_name(self) -> str:
+        return f"row_count({self.min}, {self.max})"
+
+
+class ExpressionCheck(_CheckBase):
+    check: Literal["expression"]
+    sql: str = Field(min_length=1)
+
+    def default_name(self) -> str:
+        return f"expression({self.sql})"
+
+
+Check = Annotated[
+    Union[NotNullCheck, BetweenCheck, AcceptedValuesCheck, UniqueCheck, RowCountCheck, ExpressionCheck],
+    Field(discriminator="check"),
+]
+CHECK_TYPES = ["not_null", "between", "accepted_values", "unique", "row_count", "expression"]
+
+
+# --- sections ---------------------------------------------------------------------------------
+
+CATALOG_KINDS = ["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom"]
+
+
+class LakehouseConfig(_Strict):
+    warehouse: str = "./lakehouse"
+    catalog: Literal["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom"] = "sqlite"
+    # Spark catalog name; PyIceberg's SqlCatalog must use the same name to see the tables.
+    catalog_name: str = "lakehouse"
+    # Passed through to Iceberg's Spark catalog (uri, credential, io-impl, ...).
+    catalog_properties: dict[str, str] = Field(default_factory=dict)
+    master: str = "local[*]"
+    driver_memory: str = "2g"
+    spark_conf: dict[str, Scalar] = Field(default_factory=dict)
+    # JVM jars: by default downloaded once from Maven Central into jars_dir.
+    jars: list[str] = Field(default_factory=list)
+    extra_packages: list[str] = Field(default_factory=list)
+    jar_resolution: Literal["download", "ivy"] = "download"
+    maven_repo: str = "https://repo1.maven.org/maven2"
+    jars_dir: str | None = None
+    run_store: str | None = None
+
+    @field_validator("catalog_name")
+    @classmethod
+    def _catalog_name(cls, v: str) -> str:
+        from wapflow.lakehouse.identifiers import validate_part
+
+        return validate_part(v, what="catalog_name")
+
+
+class TableConfig(_Strict):
+    format: Literal["parquet", "csv", "json"] | None = None
+    on_failure: Literal["keep", "drop"] = "keep"
+    checks: list[Check] = Field(default_factory=list)
+    # Reader options passed to Spark (e.g. {"delimiter" = ";"} for CSV).
+    read_options: dict[str, str] = Field(default_factory=dict)
+
+
+class WapConfig(_Strict):
+    lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
+    tables: dict[str, TableConfig] = Field(default_factory=dict)
+
+    # Where the file was read from; relative paths in it resolve against its folder.
+    source: Path | None = Field(default=None, exclude=True)
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def table(self, name: str) -> TableConfig:
+        """The table's section, or defaults for a table wap.toml does not mention."""
+        return self.tables.get(name, TableConfig())
+
+    def warehouse_location(self) -> str:
+        """Absolute warehouse URI or path (relative paths resolve against the config's folder)."""
+        wh = self.lakehouse.warehouse
+        if "://" in wh or wh.startswith("file:"):
+            return wh
+        return str((self.base_dir / wh).expanduser().resolve())
+
+    def is_local_warehouse(self) -> bool:
+        wh = self.lakehouse.warehouse
+        return "://" not in wh or wh.startswith("file:")
+
+    def local_warehouse_path(self) -> Path | None:
+        wh = self.warehouse_location()
+        if wh.startswith("file://"):
+            return Path(wh[len("file://"):])
+        if wh.startswith("file:"):
+            return Path(wh[len("file:"):])
+        if "://" in wh:
+            return None
+        return Path(wh)
+
+    def run_store_url(self) -> str:
+        if self.lakehouse.run_store:
+            return self.lakehouse.run_store
+        local = self.local_warehouse_path()
+        folder = local if local is not None else (self.base_dir / ".wap")
+        return f"sqlite:///{folder / 'wapflow_runs.db'}"
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def find_config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """--config wins, then $WAP_CONFIG, then ./wap.toml; None means built-in defaults."""
+    if explicit:
+        p = Path(explicit).expanduser()
+        if not p.is_file():
+            raise ConfigError(
+                f"config file {p} does not exist",
+                hint="create one with `wap init`, or drop --config to use the defaults",
+            )
+        return p
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        p = Path(env).expanduser()
+        if not p.is_file():
+            raise ConfigError(
+                f"config file {p} (from ${CONFIG_ENV}) does not exist",
+                hint=f"fix or unset ${CONFIG_ENV}",
+            )
+        return p
+    p = Path.cwd() / DEFAULT_CONFIG_NAME
+    return p if p.is_file() else None
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> WapConfig:
+    found = find_config_path(path)
+    if found is None:
+        return WapConfig()
+    try:
+        data = tomllib.loads(found.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{found} is not valid TOML: {e}", hint="fix the syntax at the line named") from e
+    cfg = parse_config(data, source=str(found))
+    cfg.source = found.resolve()
+    cfg.base_dir = found.resolve().parent
+    return cfg
+
+
+def parse_config(data: dict[str, Any], *, source: str = "wap.toml") -> WapConfig:
+    _precheck_check_types(data, source)
+    try:
+        return WapConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, data, source), hint="see the configuration reference in the README") from None
+
+
+def _precheck_check_types(data: dict[str, Any], source: str) -> None:
+    """Name unknown check types with suggestions; pydantic's union error would list every model."""
+    tables = data.get("tables")
+    if not isinstance(tables, dict):
+        return
+    for tname, tcfg in tables.items():
+        if not isinstance(tcfg, dict):
+            continue
+        checks = tcfg.get("checks", [])
+        if not isinstance(checks, list):
+            continue
+        for i, chk in enumerate(checks):
+            where = f'[tables."{tname}"] checks[{i}]'
+            if not isinstance(chk, dict):
+                raise ConfigError(f"{source}: {where} must be a table like {{ check = \"not_null\", column = \"x\" }}")
+            kind = chk.get("check")
+            if kind is None:
+                raise ConfigError(
+                    f"{source}: {where} has no 'check' key",
+                    hint=f"add check = one of {', '.join(CHECK_TYPES)}",
+                )
+            if kind not in CHECK_TYPES:
+                raise ConfigError(
+                    f"{source}: {where}: unknown check type '{kind}'{did_you_mean(str(kind), CHECK_TYPES)}",
+                    hint=f"known check types: {', '.join(CHECK_TYPES)}",
+                )
+
+
+def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose fields an error location points into, to suggest valid keys."""
+    if not loc:
+        return WapConfig
+    if loc[0] == "lakehouse":
+        return LakehouseConfig if len(loc) == 2 else None
+    if loc[0] == "tables" and len(loc) == 3:
+        return TableConfig
+    if loc[0] == "tables" and len(loc) >= 6 and loc[2] == "checks":
+        return {
+            "not_null": NotNullCheck,
+            "between": BetweenCheck,
+            "accepted_values": AcceptedValuesCheck,
+            "unique": UniqueCheck,
+            "row_count": RowCountCheck,
+            "expression": ExpressionCheck,
+        }.get(str(loc[4]))
+    return None
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    if not loc:
+        return "top level"
+    if loc[0] == "tables" and len(loc) >= 2:
+        head = f'[tables."{loc[1]}"]'
+        rest = list(loc[2:])
+        if len(rest) >= 2 and rest[0] == "checks":
+            head += f" checks[{rest[1]}]"
+            rest = rest[3:] if len(rest) >= 3 and rest[2] in CHECK_TYPES else rest[2:]
+        return head + ("." + ".".join(str(r) for r in rest) if rest else "")
+    if loc[0] == "lakehouse":
+        return "[lakehouse]" + ("." + ".".join(str(r) for r in loc[1:]) if len(loc) > 1 else "")
+    return ".".join(str(x) for x in loc)
+
+
+def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
+    lines = [f"{source} has {e.error_count()} problem(s):"]
+    for err in e.errors():
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden":
+            key = str(loc[-1])
+            model = _model_for(loc[:-1])
+            known = [f.alias or n for n, f in model.model_fields.items()] if model else []
+            known = [k for k in known if k not in ("source", "base_dir")]
+            suffix = did_you_mean(key, known) if known else ""
+            lines.append(f"  - {_where(loc[:-1])}: unknown key '{key}'{suffix}")
+        elif err["type"] == "missing":
+            lines.append(f"  - {_where(loc[:-1])}: missing required key '{loc[-1]}'")
+        else:
+            got = err.get("input")
+            got_s = repr(got) if not isinstance(got, dict) else "a table"
+            lines.append(f"  - {_where(loc)}: {err['msg']} (got {got_s})")
+    return "\n".join(lines)
+
+
+STARTER = '''# wap.toml: wapflow configuration (https://github.com/ - see README "Configuration").
+# Every key is optional; with no file at all wapflow uses these defaults.
+
+[lakehouse]
+# Local folder (embedded Iceberg JDBC catalog on SQLite inside it) or a URI such as s3://bucket/warehouse.
+warehouse = "./lakehouse"
+# "sqlite" (embedded default) or an Iceberg catalog type: "jdbc", "rest", "hive", "glue", "hadoop", "custom".
+catalog = "sqlite"
+# Spark catalog name; also the name PyIceberg's SqlCatalog must use to read the tables.
+catalog_name = "lakehouse"
+# Extra Iceberg catalog properties, passed through (uri, credential, io-impl, ...).
+# catalog_properties = { uri = "https://rest-catalog.example.com" }
+# Spark master: local[*], spark://host:7077, k8s://https://..., or sc://host:15002 (Spark Connect).
+master = "local[*]"
+driver_memory = "2g"
+# spark_conf = { "spark.sql.shuffle.partitions" = "8" }
+# Offline clusters: point at jars you already have instead of downloading from Maven Central.
+# jars = ["/opt/jars/iceberg-spark-runtime-4.1_2.13-1.11.0.jar", "/opt/jars/sqlite-jdbc-3.50.3.0.jar"]
+# run_store = "sqlite:///./lakehouse/wapflow_runs.db"   # any SQLAlchemy URL
+
+[tables."nyc.trips"]
+format = "parquet"          # parquet | csv | json (JSON lines); default: from the file extension
+on_failure = "keep"         # keep the audit branch for inspection, or "drop" it
+checks = [
+  { check = "not_null", column = "passenger_count" },
+  { check = "between", column = "fare_amount", min = 0, max = 1000, severity = "warn" },
+  { check = "accepted_values", column = "payment_type", values = [1, 2, 3, 4, 5, 6] },
+  { check = "unique", columns = ["trip_id"] },
+  { check = "row_count", min = 1 },
+  { check = "expression", sql = "dropoff_at >= pickup_at" },
+]
+'''

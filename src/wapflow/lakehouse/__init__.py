@@ -1,0 +1,1 @@
+"""The lakehouse: Spark session, Iceberg catalog, tables and their branches."""

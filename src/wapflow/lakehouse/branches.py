@@ -1,0 +1,89 @@
+"""Where a run's rows wait for their audit: a branch backend.
+
+One seam, because branching really varies: Iceberg table-level branches (this module) sandbox one
+table; catalog-level branches (Project Nessie) sandbox the whole catalog and are a later backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
+from wapflow.lakehouse.tables import Tables
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    table: TableName
+    name: str
+    head: int
+
+
+class BranchBackend(Protocol):
+    def create(self, table: TableName, branch: str) -> int | None: ...
+    def exists(self, table: TableName, branch: str) -> bool: ...
+    def head(self, table: TableName, branch: str) -> int | None: ...
+    def drop(self, table: TableName, branch: str) -> None: ...
+    def write_target(self, table: TableName, branch: str) -> str: ...
+    def fast_forward(self, table: TableName, branch: str) -> int: ...
+    def cherry_pick(self, table: TableName, snapshot_id: int) -> int: ...
+    def list(self, table: TableName) -> list[BranchInfo]: ...
+
+
+class IcebergTableBranches:
+    """Branches of a single Iceberg table (ALTER TABLE ... CREATE BRANCH, fast_forward, cherrypick)."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        self.spark = tables.spark
+        self.catalog = tables.catalog
+
+    def create(self, table: TableName, branch: str) -> int | None:
+        """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
+        validate_branch(branch)
+        base = self.tables.head(table, "main")
+        self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} CREATE BRANCH {quote(branch)}")
+        return base
+
+    def exists(self, table: TableName, branch: str) -> bool:
+        ref = self.tables.refs(table).get(branch)
+        return ref is not None and ref.type == "BRANCH"
+
+    def head(self, table: TableName, branch: str) -> int | None:
+        return self.tables.head(table, branch)
+
+    def drop(self, table: TableName, branch: str) -> None:
+        validate_branch(branch)
+        self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} DROP BRANCH IF EXISTS {quote(branch)}")
+
+    def write_target(self, table: TableName, branch: str) -> str:
+        return table.branch_sql(self.catalog, branch)
+
+    def read(self, table: TableName, branch: str) -> "DataFrame":
+        return self.tables.read(table, branch)
+
+    def fast_forward(self, table: TableName, branch: str) -> int:
+        validate_branch(branch)
+        row = self.spark.sql(
+            f"CALL {quote(self.catalog)}.system.fast_forward("
+            f"table => {sql_string(table.dotted)}, branch => 'main', to => {sql_string(branch)})"
+        ).first()
+        return int(row["updated_ref"])
+
+    def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
+        row = self.spark.sql(
+            f"CALL {quote(self.catalog)}.system.cherrypick_snapshot("
+            f"table => {sql_string(table.dotted)}, snapshot_id => {int(snapshot_id)})"
+        ).first()
+        return int(row["current_snapshot_id"])
+
+    def list(self, table: TableName) -> list[BranchInfo]:
+        return [
+            BranchInfo(table, r.name, r.snapshot_id)
+            for r in self.tables.refs(table).values()
+            if r.type == "BRANCH" and r.name != "main"
+        ]

@@ -1,0 +1,200 @@
+"""The JVM side: a Java 17+ runtime and the jars Spark needs, resolved from Maven Central and cached.
+
+Checked before Spark starts so that a missing Java or an unreachable Maven Central is a
+one-line message with a fix, not a Py4J stack trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from wapflow.errors import EnvironmentProblem
+
+ICEBERG_VERSION = "1.11.0"
+SPARK_SERIES = "4.1"
+SCALA_VERSION = "2.13"
+SQLITE_JDBC_VERSION = "3.50.3.0"
+MIN_JAVA = 17
+
+
+@dataclass(frozen=True)
+class Artifact:
+    group: str
+    name: str
+    version: str
+
+    @classmethod
+    def parse(cls, coord: str) -> "Artifact":
+        parts = coord.split(":")
+        if len(parts) != 3 or not all(parts):
+            raise EnvironmentProblem(
+                f"Maven coordinate {coord!r} is not group:artifact:version",
+                hint="e.g. org.apache.iceberg:iceberg-aws-bundle:1.11.0",
+            )
+        return cls(*parts)
+
+    @property
+    def coordinate(self) -> str:
+        return f"{self.group}:{self.name}:{self.version}"
+
+    @property
+    def filename(self) -> str:
+        return f"{self.name}-{self.version}.jar"
+
+    def url(self, repo: str) -> str:
+        return f"{repo.rstrip('/')}/{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.filename}"
+
+
+ICEBERG_RUNTIME = Artifact(
+    "org.apache.iceberg", f"iceberg-spark-runtime-{SPARK_SERIES}_{SCALA_VERSION}", ICEBERG_VERSION
+)
+SQLITE_JDBC = Artifact("org.xerial", "sqlite-jdbc", SQLITE_JDBC_VERSION)
+CORE_ARTIFACTS = (ICEBERG_RUNTIME, SQLITE_JDBC)
+
+
+def default_jars_dir() -> Path:
+    env = os.environ.get("WAP_JARS_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "wapflow" / "jars"
+
+
+# --- Java -------------------------------------------------------------------------------------
+
+
+def find_java() -> str | None:
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        cand = Path(home) / "bin" / "java"
+        if cand.is_file():
+            return str(cand)
+    return shutil.which("java")
+
+
+def java_major_version(java: str) -> int | None:
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not m:
+        return None
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # "1.8.0_392" style
+        major = int(m.group(2))
+    return major
+
+
+def check_java() -> int:
+    """Return the Java major version, or explain exactly what to install."""
+    java = find_java()
+    if java is None:
+        raise EnvironmentProblem(
+            f"Java was not found (Spark needs Java {MIN_JAVA} or newer)",
+            hint="install a JDK 17+ (e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME",
+        )
+    major = java_major_version(java)
+    if major is None:
+        raise EnvironmentProblem(f"could not read the version of {java}", hint="check that `java -version` works")
+    if major < MIN_JAVA:
+        raise EnvironmentProblem(
+            f"{java} is Java {major}; Spark 4.1 needs Java {MIN_JAVA} or newer",
+            hint="install a JDK 17+ and point JAVA_HOME at it",
+        )
+    return major
+
+
+# --- jars -------------------------------------------------------------------------------------
+
+
+Progress = Callable[[str], None]
+
+
+def _sha1(path: Path) -> str:
+    h = hashlib.sha1()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_artifact(art: Artifact, dest_dir: Path, repo: str, progress: Progress | None = None) -> Path:
+    """Download one jar (checksum-verified) unless it is already cached."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / art.filename
+    if dest.is_file() and dest.stat().st_size > 0:
+        return dest
+    url = art.url(repo)
+    if progress:
+        progress(f"downloading {art.coordinate}")
+    try:
+        with httpx.Client(timeout=httpx.Timeout(60.0, connect=20.0), follow_redirects=True) as client:
+            sha = client.get(url + ".sha1")
+            sha.raise_for_status()
+            expected = sha.text.strip().split()[0].lower()
+            fd, tmp_name = tempfile.mkstemp(dir=dest_dir, suffix=".part")
+            tmp = Path(tmp_name)
+            try:
+                with os.fdopen(fd, "wb") as out, client.stream("GET", url) as resp:
+                    resp.raise_for_status()
+                    for chunk in resp.iter_bytes(1 << 20):
+                        out.write(chunk)
+                got = _sha1(tmp)
+                if got != expected:
+                    raise EnvironmentProblem(
+                        f"checksum mismatch for {art.filename}: expected {expected}, got {got}",
+                        hint="retry `wap setup`; if it persists, check the maven_repo mirror",
+                    )
+                tmp.replace(dest)
+            finally:
+                tmp.unlink(missing_ok=True)
+    except httpx.HTTPError as e:
+        raise EnvironmentProblem(
+            f"could not download {art.coordinate} from {repo}: {e}",
+            hint="check network access to Maven Central, set lakehouse.maven_repo to a mirror, "
+            "or list pre-downloaded jars in lakehouse.jars",
+        ) from e
+    return dest
+
+
+@dataclass(frozen=True)
+class JarPlan:
+    """What Spark gets: local jar files (spark.jars) and/or Maven coordinates (spark.jars.packages)."""
+
+    jars: tuple[str, ...]
+    packages: tuple[str, ...]
+
+
+def resolve_jars(
+    *,
+    jars: list[str],
+    extra_packages: list[str],
+    resolution: str,
+    repo: str,
+    jars_dir: str | None,
+    progress: Progress | None = None,
+) -> JarPlan:
+    if jars:
+        missing = [j for j in jars if "://" not in j and not Path(j).expanduser().is_file()]
+        if missing:
+            raise EnvironmentProblem(
+                f"lakehouse.jars lists files that do not exist: {', '.join(missing)}",
+                hint="fix the paths, or remove lakehouse.jars to download the jars from Maven Central",
+            )
+        return JarPlan(tuple(str(Path(j).expanduser()) if "://" not in j else j for j in jars), ())
+    arts = list(CORE_ARTIFACTS) + [Artifact.parse(c) for c in extra_packages]
+    if resolution == "ivy":
+        return JarPlan((), tuple(a.coordinate for a in arts))
+    folder = Path(jars_dir).expanduser() if jars_dir else default_jars_dir()
+    return JarPlan(tuple(str(fetch_artifact(a, folder, repo, progress)) for a in arts), ())

@@ -1,0 +1,141 @@
+"""One SparkSession per process, configured from wap.toml, with the Iceberg catalog registered on it."""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wapflow.config import WapConfig
+from wapflow.errors import ConfigError, EngineError
+from wapflow.lakehouse import jvm
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+
+
+def catalog_properties(cfg: WapConfig) -> dict[str, str]:
+    """Iceberg catalog properties for Spark (and, for the embedded catalog, PyIceberg)."""
+    lh = cfg.lakehouse
+    props: dict[str, str] = {}
+    warehouse = cfg.warehouse_location()
+    local = cfg.local_warehouse_path()
+    if lh.catalog == "sqlite":
+        if local is None:
+            # The SQLite file must be on a local disk even when data lives on S3.
+            db = (cfg.base_dir / ".wap" / "catalog.db").resolve()
+        else:
+            db = local / "catalog.db"
+        db.parent.mkdir(parents=True, exist_ok=True)
+        props.update(
+            {
+                "type": "jdbc",
+                # WAL + busy timeout: concurrent wap processes wait instead of failing with SQLITE_BUSY.
+                "uri": f"jdbc:sqlite:{db}?journal_mode=WAL&busy_timeout=30000",
+                "jdbc.schema-version": "V1",
+            }
+        )
+    elif lh.catalog != "custom":
+        props["type"] = lh.catalog
+    if local is not None:
+        local.mkdir(parents=True, exist_ok=True)
+        props["warehouse"] = "file:" + str(local)
+    else:
+        props["warehouse"] = warehouse
+    props.update(lh.catalog_properties)
+    if lh.catalog == "custom" and "catalog-impl" not in props and "type" not in props:
+        raise ConfigError(
+            'catalog = "custom" needs catalog_properties.catalog-impl (a Java class name)',
+            hint='e.g. catalog_properties = { "catalog-impl" = "org.apache.iceberg.rest.RESTCatalog", uri = "..." }',
+        )
+    return props
+
+
+def sqlite_catalog_path(cfg: WapConfig) -> Path | None:
+    if cfg.lakehouse.catalog != "sqlite":
+        return None
+    local = cfg.local_warehouse_path()
+    return (local / "catalog.db") if local is not None else (cfg.base_dir / ".wap" / "catalog.db").resolve()
+
+
+def register_catalog(spark: "SparkSession", cfg: WapConfig) -> None:
+    """Catalogs load lazily by name, so they can be registered on a running session."""
+    name = cfg.lakehouse.catalog_name
+    spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
+    for k, v in catalog_properties(cfg).items():
+        spark.conf.set(f"spark.sql.catalog.{name}.{k}", v)
+
+
+def _is_local_master(master: str) -> bool:
+    return master.startswith("local")
+
+
+def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> "SparkSession":
+    """Start (or reuse) the SparkSession: Java check, jars, Iceberg extensions, catalog."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        register_catalog(active, cfg)
+        return active
+
+    lh = cfg.lakehouse
+    is_connect = lh.master.startswith("sc://")
+    builder = SparkSession.builder.appName("wapflow")
+    if is_connect:
+        # Spark Connect: jars and extensions live on the server; only the client session is built here.
+        builder = builder.remote(lh.master)
+    else:
+        jvm.check_java()
+        plan = jvm.resolve_jars(
+            jars=lh.jars,
+            extra_packages=lh.extra_packages,
+            resolution=lh.jar_resolution,
+            repo=lh.maven_repo,
+            jars_dir=lh.jars_dir,
+            progress=progress,
+        )
+        builder = builder.master(lh.master).config("spark.sql.extensions", ICEBERG_EXTENSIONS)
+        if plan.jars:
+            builder = builder.config("spark.jars", ",".join(plan.jars))
+        if plan.packages:
+            builder = builder.config("spark.jars.packages", ",".join(plan.packages))
+        builder = builder.config("spark.driver.memory", lh.driver_memory)
+        log_conf = resources.files("wapflow.lakehouse").joinpath("log4j2.properties")
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
+        if _is_local_master(lh.master):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = (
+                builder.config("spark.ui.enabled", "false")
+                .config("spark.sql.shuffle.partitions", "8")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.driver.bindAddress", "127.0.0.1")
+            )
+    name = lh.catalog_name
+    builder = builder.config(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
+    for k, v in catalog_properties(cfg).items():
+        builder = builder.config(f"spark.sql.catalog.{name}.{k}", v)
+    for k, v in lh.spark_conf.items():
+        builder = builder.config(k, str(v).lower() if isinstance(v, bool) else str(v))
+    if progress:
+        progress(f"starting Spark ({lh.master})")
+    try:
+        spark = builder.getOrCreate()
+    except Exception as e:  # noqa: BLE001 - Py4J/launcher errors have no common base
+        raise EngineError(
+            f"Spark did not start: {_first_line(e)}",
+            hint="check [lakehouse].master and spark_conf; `wap setup` checks Java and the jars",
+        ) from e
+    if not is_connect:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__

@@ -1,0 +1,147 @@
+"""Iceberg table operations through Spark SQL and metadata tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from wapflow.lakehouse.identifiers import TableName, quote
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+RUN_ID_PROP = "wapflow.run-id"
+SOURCES_PROP = "wapflow.sources"
+SOURCE_SNAPSHOT_PROP = "source-snapshot-id"  # set by Iceberg on cherry-picked snapshots
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    snapshot_id: int
+    parent_id: int | None
+    committed_at: datetime
+    operation: str | None
+    summary: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str | None:
+        return self.summary.get(RUN_ID_PROP)
+
+    @property
+    def added_records(self) -> int:
+        return int(self.summary.get("added-records", "0") or 0)
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str
+    type: str
+    snapshot_id: int
+
+
+class Tables:
+    """Reads and DDL for Iceberg tables in one Spark catalog."""
+
+    def __init__(self, spark: "SparkSession", catalog: str) -> None:
+        self.spark = spark
+        self.catalog = catalog
+
+    def ident(self, table: TableName) -> str:
+        return table.sql(self.catalog)
+
+    def exists(self, table: TableName) -> bool:
+        return bool(self.spark.catalog.tableExists(self.ident(table)))
+
+    def ensure_namespace(self, table: TableName) -> None:
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.namespace_sql(self.catalog)}")
+
+    def create_like(self, table: TableName, df: "DataFrame") -> None:
+        """Create an empty table with the batch's schema; its first (empty) snapshot gives branches a base."""
+        (
+            df.limit(0)
+            .writeTo(self.ident(table))
+            .using("iceberg")
+            .tableProperty("format-version", "2")
+            .tableProperty("write.wap.enabled", "true")
+            .create()
+        )
+
+    def drop(self, table: TableName) -> None:
+        self.spark.sql(f"DROP TABLE IF EXISTS {self.ident(table)} PURGE")
+
+    def schema(self, table: TableName) -> "StructType":
+        return self.spark.table(self.ident(table)).schema
+
+    def read(self, table: TableName, branch: str | None = None) -> "DataFrame":
+        if branch:
+            return self.spark.table(table.branch_sql(self.catalog, branch))
+        return self.spark.table(self.ident(table))
+
+    def read_increment(self, table: TableName, start_exclusive: int | None, end_inclusive: int) -> "DataFrame":
+        """Rows appended after one snapshot up to another: the audit reads only what a run added."""
+        reader = self.spark.read.format("iceberg")
+        if start_exclusive is None:
+            return reader.option("snapshot-id", str(end_inclusive)).load(self._load_name(table))
+        return (
+            reader.option("start-snapshot-id", str(start_exclusive))
+            .option("end-snapshot-id", str(end_inclusive))
+            .load(self._load_name(table))
+        )
+
+    def _load_name(self, table: TableName) -> str:
+        return self.ident(table)
+
+    def snapshots(self, table: TableName) -> dict[int, Snapshot]:
+        rows = self.spark.sql(
+            f"SELECT snapshot_id, parent_id, committed_at, operation, summary FROM {table.metadata_sql(self.catalog, 'snapshots')}"
+        ).collect()
+        return {
+            r["snapshot_id"]: Snapshot(
+                r["snapshot_id"], r["parent_id"], r["committed_at"], r["operation"], dict(r["summary"] or {})
+            )
+            for r in rows
+        }
+
+    def refs(self, table: TableName) -> dict[str, Ref]:
+        rows = self.spark.sql(f"SELECT name, type, snapshot_id FROM {table.metadata_sql(self.catalog, 'refs')}").collect()
+        return {r["name"]: Ref(r["name"], r["type"], r["snapshot_id"]) for r in rows}
+
+    def head(self, table: TableName, branch: str = "main") -> int | None:
+        ref = self.refs(table).get(branch)
+        return ref.snapshot_id if ref else None
+
+    def ancestry(self, snapshots: dict[int, Snapshot], head: int | None, stop: int | None = None) -> list[Snapshot]:
+        """Snapshots from head back to (not including) stop, newest first."""
+        out: list[Snapshot] = []
+        cur = head
+        while cur is not None and cur != stop and cur in snapshots:
+            out.append(snapshots[cur])
+            cur = snapshots[cur].parent_id
+        return out
+
+    def list_tables(self) -> list[TableName]:
+        found: list[TableName] = []
+
+        def walk(ns: tuple[str, ...]) -> None:
+            prefix = ".".join(quote(p) for p in (self.catalog, *ns))
+            for row in self.spark.sql(f"SHOW NAMESPACES IN {prefix}").collect():
+                child = tuple(str(row[0]).split("."))
+                walk(child)
+            if ns:
+                for row in self.spark.sql(f"SHOW TABLES IN {prefix}").collect():
+                    if not row["isTemporary"]:
+                        found.append(TableName(ns, row["tableName"]))
+
+        walk(())
+        return sorted(set(found), key=lambda t: t.dotted)
+
+    def row_count(self, table: TableName, branch: str | None = None) -> int:
+        return int(self.read(table, branch).count())
+
+
+def json_safe(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value

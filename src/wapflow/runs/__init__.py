@@ -1,0 +1,1 @@
+"""Runs: what every wap run did, recorded durably (the ledger and dashboard build on it)."""

@@ -1,0 +1,115 @@
+"""Read-side views the CLI and (later) the dashboard share: history, kept branches, discard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wapflow.errors import NotFound, UsageError
+from wapflow.lakehouse.identifiers import TableName, validate_branch
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.tables import SOURCE_SNAPSHOT_PROP, SOURCES_PROP
+
+
+def _require_table(lh: Lakehouse, table: TableName) -> None:
+    if not lh.tables.exists(table):
+        known = [t.dotted for t in lh.tables.list_tables()]
+        from wapflow.errors import did_you_mean
+
+        raise NotFound(
+            f"table {table} does not exist in catalog {lh.catalog}{did_you_mean(table.dotted, known)}",
+            hint="list tables with `wap query \"SHOW TABLES IN <namespace>\"`",
+        )
+
+
+def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    """main's snapshots, newest first, with the run that produced each (cherry-picks resolved)."""
+    table = TableName.parse(table_text)
+    _require_table(lh, table)
+    snaps = lh.tables.snapshots(table)
+    out = []
+    for s in lh.tables.ancestry(snaps, lh.tables.head(table, "main"))[:limit]:
+        run_id = s.run_id
+        src = s.summary.get(SOURCE_SNAPSHOT_PROP)
+        origin = snaps.get(int(src)) if src and src.isdigit() else None
+        if run_id is None and origin is not None:
+            run_id = origin.run_id
+        files = (origin.summary if origin else s.summary).get(SOURCES_PROP)
+        out.append(
+            {
+                "snapshot_id": s.snapshot_id,
+                "parent_id": s.parent_id,
+                "committed_at": s.committed_at.isoformat(sep=" ", timespec="seconds"),
+                "operation": s.operation,
+                "run_id": run_id,
+                "rows_added": s.added_records,
+                "total_rows": int(s.summary.get("total-records", "0") or 0),
+                "cherry_picked_from": int(src) if src and src.isdigit() else None,
+                "files": files.split(",") if files else [],
+            }
+        )
+    return out
+
+
+def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str, Any]]:
+    """Branches other than main, with the run that left each and its failed checks."""
+    if table_text:
+        table = TableName.parse(table_text)
+        _require_table(lh, table)
+        tables = [table]
+    else:
+        tables = lh.tables.list_tables()
+    out = []
+    for t in tables:
+        for b in lh.branches.list(t):
+            runs = [r for r in lh.store.by_branch(b.name) if r.table_name == t.dotted]
+            run = runs[0] if runs else None
+            out.append(
+                {
+                    "table": t.dotted,
+                    "branch": b.name,
+                    "head_snapshot_id": b.head,
+                    "run_id": run.run_id if run else None,
+                    "status": run.status if run else None,
+                    "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run else None,
+                    "rows": run.rows_written if run else None,
+                    "failed_checks": [c["name"] for c in (run.checks if run else []) if c.get("status") == "failed"],
+                    "files": run.files if run else [],
+                }
+            )
+    return out
+
+
+def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[str, Any]:
+    """Drop a kept branch (its rows were never on main) and mark its run discarded."""
+    validate_branch(branch)
+    runs = lh.store.by_branch(branch)
+    if table_text:
+        table = TableName.parse(table_text)
+    elif runs:
+        candidates = sorted({r.table_name for r in runs})
+        if len(candidates) > 1:
+            raise UsageError(
+                f"branch {branch} exists in several tables ({', '.join(candidates)})", hint="add --table TABLE"
+            )
+        table = TableName.parse(candidates[0])
+    else:
+        raise NotFound(
+            f"no recorded run used branch {branch}", hint=f"name its table: wap discard {branch} --table ns.table"
+        )
+    _require_table(lh, table)
+    if not lh.branches.exists(table, branch):
+        kept = [b.name for b in lh.branches.list(table)]
+        from wapflow.errors import did_you_mean
+
+        raise NotFound(
+            f"{table} has no branch {branch}{did_you_mean(branch, kept)}",
+            hint="see kept branches with `wap branches`",
+        )
+    lh.branches.drop(table, branch)
+    for r in runs:
+        if r.table_name == table.dotted and r.branch_kept:
+            r.branch_kept = False
+            if r.status == "blocked":
+                r.status = "discarded"
+            lh.store.save(r)
+    return {"table": table.dotted, "branch": branch, "dropped": True, "run_ids": [r.run_id for r in runs]}

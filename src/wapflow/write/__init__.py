@@ -1,0 +1,1 @@
+"""Write: read the landed files and append them to the run's branch only."""
