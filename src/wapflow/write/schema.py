@@ -17,11 +17,10 @@ if TYPE_CHECKING:
 
 # (batch type, table type) pairs that lose nothing when cast.
 _WIDENINGS = {
-    ("byte", "short"), ("byte", "int"), ("byte", "long"),
-    ("short", "int"), ("short", "long"),
-    ("int", "long"),
+    ("tinyint", "smallint"), ("tinyint", "int"), ("tinyint", "bigint"),
+    ("smallint", "int"), ("smallint", "bigint"),
+    ("int", "bigint"),
     ("float", "double"),
-    ("date", "timestamp"),
 }  # fmt: skip
 
 

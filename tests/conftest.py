@@ -1,0 +1,93 @@
+"""Shared fixtures: one real SparkSession for the whole test session, a fresh lakehouse per test.
+
+Each test gets its own warehouse folder and its own Spark catalog name (catalogs are registered on
+the running session), so tests never see each other's tables while paying for one JVM start.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from wapflow.config import WapConfig, parse_config
+from wapflow.demo.generate import generate_trips
+from wapflow.lakehouse.lakehouse import Lakehouse
+
+_counter = itertools.count()
+
+TRIPS_CHECKS = [
+    {"check": "not_null", "column": "passenger_count"},
+    {"check": "between", "column": "fare_amount", "min": 0, "max": 1000, "severity": "warn"},
+    {"check": "accepted_values", "column": "payment_type", "values": [1, 2, 3, 4, 5, 6]},
+    {"check": "unique", "columns": ["trip_id"]},
+    {"check": "row_count", "min": 1},
+    {"check": "expression", "sql": "dropoff_at >= pickup_at"},
+]
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from wapflow.lakehouse.session import build_session
+
+    base = tmp_path_factory.mktemp("spark-base")
+    cfg = parse_config(
+        {
+            "lakehouse": {
+                "warehouse": str(base / "wh"),
+                "catalog_name": "boot",
+                "master": "local[2]",
+                "driver_memory": "1g",
+                "spark_conf": {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"},
+            }
+        }
+    )
+    session = build_session(cfg)
+    yield session
+    session.stop()
+
+
+def make_config(tmp: Path, tables: dict[str, Any] | None = None, **lakehouse: Any) -> WapConfig:
+    name = f"t{next(_counter)}_{os.getpid()}"
+    lh = {"warehouse": str(tmp / "lakehouse"), "catalog_name": name, "master": "local[2]"}
+    lh.update(lakehouse)
+    cfg = parse_config({"lakehouse": lh, "tables": tables or {}})
+    cfg.base_dir = tmp
+    return cfg
+
+
+@pytest.fixture
+def lakehouse_factory(spark: Any, tmp_path: Path) -> Callable[..., Lakehouse]:
+    def make(tables: dict[str, Any] | None = None, **lakehouse: Any) -> Lakehouse:
+        return Lakehouse(make_config(tmp_path, tables, **lakehouse), spark=spark)
+
+    return make
+
+
+@pytest.fixture
+def trips_lakehouse(lakehouse_factory: Callable[..., Lakehouse]) -> Lakehouse:
+    """A lakehouse whose nyc.trips table has the README's six checks."""
+    return lakehouse_factory({"nyc.trips": {"checks": TRIPS_CHECKS}})
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    d = tmp_path / "landing"
+    d.mkdir()
+    return d
+
+
+def write_parquet(path: Path, table: pa.Table) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def trips_file(landing: Path, name: str, rows: int = 200, *, null_rate: float = 0.0, start_id: int = 1, seed: int = 0) -> Path:
+    return write_parquet(landing / name, generate_trips(rows, null_rate=null_rate, start_id=start_id, seed=seed))
