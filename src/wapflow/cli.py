@@ -27,8 +27,9 @@ app = typer.Typer(
 demo_app = typer.Typer(help="Generate taxi-trip data and run the end-to-end demo.", invoke_without_command=True)
 app.add_typer(demo_app, name="demo")
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", "-c", help="wap.toml to use (default: $WAP_CONFIG, then ./wap.toml).")

@@ -284,15 +284,15 @@ def _precheck_check_types(data: dict[str, Any], source: str) -> None:
                 )
 
 
-def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model whose fields an error location points into, to suggest valid keys."""
-    if not loc:
+def _model_for(parent: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose keys live at `parent`, to suggest valid keys for an unknown one."""
+    if not parent:
         return WapConfig
-    if loc[0] == "lakehouse":
-        return LakehouseConfig if len(loc) == 2 else None
-    if loc[0] == "tables" and len(loc) == 3:
+    if parent == ("lakehouse",):
+        return LakehouseConfig
+    if parent[0] == "tables" and len(parent) == 2:
         return TableConfig
-    if loc[0] == "tables" and len(loc) >= 6 and loc[2] == "checks":
+    if parent[0] == "tables" and len(parent) == 5 and parent[2] == "checks":
         return {
             "not_null": NotNullCheck,
             "between": BetweenCheck,
@@ -300,7 +300,7 @@ def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             "unique": UniqueCheck,
             "row_count": RowCountCheck,
             "expression": ExpressionCheck,
-        }.get(str(loc[4]))
+        }.get(str(parent[4]))
     return None
 
 

@@ -23,6 +23,7 @@ from wapflow.errors import (
     UsageError,
     WapError,
 )
+from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import RUN_ID_PROP, SOURCES_PROP, Snapshot
@@ -190,9 +191,10 @@ class WapRun:
                 )
             self.lh.progress(f"reading {len(self.sources)} file(s) as {self.fmt}")
             try:
-                df = read_batch(self.lh.spark, self.sources, self.fmt, self.table_cfg.read_options)
-                if exists:
-                    df, info = align_to_table(df, tables.schema(self.table), table=self.table.dotted)
+                table_schema = tables.schema(self.table) if exists else None
+                df = read_batch(self.lh.spark, self.sources, self.fmt, self.table_cfg.read_options, table_schema)
+                if table_schema is not None:
+                    df, info = align_to_table(df, table_schema, table=self.table.dotted, files=self.rec.files)
                     for w in info.widened:
                         self.lh.progress(f"widening {w}")
                 else:
@@ -241,8 +243,8 @@ class WapRun:
             self.lh.progress(f"warning: cleanup after failed write: {e}")
 
     def _classify(self, e: BaseException) -> WapError:
-        text = str(e)
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(e).__name__)
+        text = spark_errors.full_text(e)
+        first = spark_errors.describe(e)
         files = ", ".join(s.uri for s in self.sources)
         if any(m in text for m in _INPUT_MARKERS):
             return InputError(
@@ -269,7 +271,7 @@ class WapRun:
                 except WapError:
                     raise
                 except Exception as e:  # noqa: BLE001
-                    raise EngineError(f"the audit query failed: {str(e).strip().splitlines()[0]}") from e
+                    raise EngineError(f"the audit query failed: {spark_errors.describe(e)}") from e
             self.rec.checks = [c.to_dict() for c in self.report.checks]
             self._save()
             return self.report
@@ -326,7 +328,7 @@ class WapRun:
             e.at(run_id=self.run_id, step=step)
             self._fail(e, step)
         except Exception as e:  # noqa: BLE001 - record anything unexpected, then report it
-            err = EngineError(f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+            err = EngineError(f"{type(e).__name__}: {spark_errors.describe(e)}")
             err.at(run_id=self.run_id, step=step)
             self._fail(err, step)
         self.rec.finished_at = datetime.now(timezone.utc)

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from wapflow.errors import EngineError, PublishConflict
+from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.branches import BranchBackend
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.tables import SOURCE_SNAPSHOT_PROP, Snapshot, Tables
@@ -40,7 +41,7 @@ def find_published(tables: Tables, table: TableName, run_id: str) -> int | None:
 
 
 def _message(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return spark_errors.describe(e)
 
 
 def _is_commit_conflict(e: BaseException) -> bool:

@@ -33,7 +33,9 @@ def _tname(t: "DataType") -> str:
     return t.simpleString()
 
 
-def align_to_table(df: "DataFrame", table_schema: "StructType", *, table: str) -> tuple["DataFrame", Alignment]:
+def align_to_table(
+    df: "DataFrame", table_schema: "StructType", *, table: str, files: list[str] | None = None
+) -> tuple["DataFrame", Alignment]:
     """Select the table's columns in its order, casting safe widenings; anything else is an error."""
     from pyspark.sql import functions as F
 
@@ -65,7 +67,7 @@ def align_to_table(df: "DataFrame", table_schema: "StructType", *, table: str) -
             problems.append(f"column '{tf.name}' is {bt} in the batch but {tt} in {table} (not a safe widening)")
     if problems:
         raise SchemaMismatch(
-            f"the batch's schema does not match {table}:\n    " + "\n    ".join(problems),
+            f"the schema of {', '.join(files or ['the batch'])} does not match {table}:\n    " + "\n    ".join(problems),
             hint="fix the file, or write it to a new table; schema evolution policies are not supported yet",
         )
     return df.select(*cols), info

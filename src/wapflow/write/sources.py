@@ -16,6 +16,7 @@ from wapflow.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {
@@ -61,7 +62,8 @@ def resolve_sources(patterns: list[str]) -> list[SourceFile]:
             path = Path(p)
             if not path.exists():
                 near = _nearby(path)
-                raise InputError(f"source file {p} does not exist{near}", hint="check the path (it is relative to the current folder)")
+                hint = "check the path" + ("" if path.is_absolute() else f" (relative to {Path.cwd()})")
+                raise InputError(f"source file {p} does not exist{near}", hint=hint)
             if path.is_dir():
                 raise InputError(
                     f"source {p} is a folder", hint=f"pass the files, e.g. '{p.rstrip('/')}/*.parquet'"
@@ -125,12 +127,26 @@ def check_local_parquet(sources: list[SourceFile]) -> None:
             )
 
 
-def read_batch(spark: "SparkSession", sources: list[SourceFile], fmt: str, options: dict[str, str]) -> "DataFrame":
-    """A lazy DataFrame over every source file; parse errors surface when the branch write runs."""
+def read_batch(
+    spark: "SparkSession",
+    sources: list[SourceFile],
+    fmt: str,
+    options: dict[str, str],
+    schema: "StructType | None" = None,
+) -> "DataFrame":
+    """A lazy DataFrame over every source file; parse errors surface when the branch write runs.
+
+    Text formats (CSV, JSON) carry no types: once the table exists they are parsed with its schema
+    (a value that does not fit is a parse error naming the file), instead of guessing types per file.
+    """
     paths = [s.uri for s in sources]
     reader = spark.read.format(fmt)
+    if schema is not None and fmt in ("csv", "json"):
+        reader = reader.schema(schema)
     if fmt == "csv":
-        reader = reader.option("header", "true").option("inferSchema", "true").option("mode", "FAILFAST")
+        reader = reader.option("header", "true").option("mode", "FAILFAST")
+        if schema is None:
+            reader = reader.option("inferSchema", "true")
         reader = reader.option("enforceSchema", "false")
     elif fmt == "json":
         reader = reader.option("mode", "FAILFAST")

@@ -1,0 +1,34 @@
+# wapflow: `make demo` runs the end-to-end demo, `make test` runs the test suite.
+# Both create .venv, install wapflow and fetch the JVM jars on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install setup demo test bench clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Java check + Iceberg runtime and SQLite JDBC jars from Maven Central, cached in ~/.cache/wapflow/jars.
+setup: $(STAMP)
+	$(BIN)/wap setup
+
+demo: setup
+	$(BIN)/wap demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python benchmarks/bench_wap.py
+
+clean:
+	rm -rf $(VENV) wap-demo bench-data .pytest_cache
