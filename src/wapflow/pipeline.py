@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from wapflow.audit.checks import resolve_columns, run_checks, validate_expressions
+from wapflow.audit.checks import observed_metrics, resolve_columns, run_checks, validate_expressions
 from wapflow.audit.report import AuditReport
 from wapflow.config import Check, NotNullCheck
 from wapflow.errors import (
@@ -135,6 +135,7 @@ class WapRun:
         self.created_table = False
         self.published_via: str | None = None
         self.message = ""
+        self.observed: dict[str, Any] | None = None
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -214,6 +215,13 @@ class WapRun:
             self.rec.base_snapshot_id = self.base
             self._save()
             self.lh.progress(f"writing to branch {self.branch}")
+            observation = None
+            if self.checks:
+                # Row-level checks are computed by the write job itself: auditing them costs no extra scan.
+                from pyspark.sql import Observation
+
+                observation = Observation(f"wap_audit_{self.run_id}")
+                df = df.observe(observation, *observed_metrics(self.checks, df.columns, table=self.table.dotted))
             try:
                 (
                     df.writeTo(branches.write_target(self.table, self.branch))
@@ -225,6 +233,12 @@ class WapRun:
                 self._undo_write()
                 raise self._classify(e) from e
             self.run_snapshots = self._branch_snapshots()
+            if observation is not None:
+                self.observed = dict(observation.get)
+                written = sum(s.added_records for s in self.run_snapshots)
+                if int(self.observed.get("_rows") or 0) != written:
+                    # Never trust metrics that do not describe exactly the rows committed: re-scan instead.
+                    self.observed = None
 
     def _branch_snapshots(self) -> list[Snapshot]:
         tables = self.lh.tables
@@ -267,7 +281,7 @@ class WapRun:
                 self.lh.progress(f"auditing {self.rec.rows_written} new row(s) with {len(self.checks)} check(s)")
                 added = self.lh.tables.read_increment(self.table, self.base, head)
                 try:
-                    self.report = run_checks(added, self.checks, table=self.table.dotted)
+                    self.report = run_checks(added, self.checks, table=self.table.dotted, observed=self.observed)
                 except WapError:
                     raise
                 except Exception as e:  # noqa: BLE001

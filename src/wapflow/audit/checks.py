@@ -1,4 +1,10 @@
-"""Checks compiled to Spark aggregate expressions, so N checks cost one scan of the new rows, not N."""
+"""Checks compiled to Spark aggregate expressions.
+
+Row-level checks and row_count are plain aggregates, so they ride along the write itself as a Spark
+Observation: no extra scan at all. `unique` needs a shuffle of its key columns (one job per unique
+check, reading only those columns of the new rows). A run resumed from its branch evaluates
+everything with one aggregation over the new rows instead.
+"""
 
 from __future__ import annotations
 
@@ -110,24 +116,61 @@ def _compile(chk: Check, mapping: dict[str, str], i: int) -> _Compiled:
     if isinstance(chk, RowCountCheck):
         return _Compiled(chk, F.count(F.lit(1)).alias(alias), f"[{chk.min}, {chk.max}]")
     if isinstance(chk, UniqueCheck):
-        key = F.struct(*[_col(c, mapping) for c in chk.columns()])
-        # Duplicate rows = rows - distinct keys; both from the same aggregation pass.
-        return _Compiled(chk, (F.count(F.lit(1)) - F.count_distinct(key)).alias(alias), "0 duplicates")
+        # Not an aggregate over rows: evaluated by _duplicates() with a group-by on the key.
+        return _Compiled(chk, F.lit(None).alias(alias), "0 duplicates")
     raise ConfigError(f"unsupported check {chk!r}")  # pragma: no cover - the config union is closed
 
 
-def run_checks(df: "DataFrame", checks: list[Check], *, table: str) -> AuditReport:
-    """Evaluate every check over df in one aggregation (one Spark job)."""
+def _needs_shuffle(chk: Check) -> bool:
+    return isinstance(chk, UniqueCheck)
+
+
+def observed_metrics(checks: list[Check], columns: list[str], *, table: str) -> list["Column"]:
+    """Aggregates that can be computed while the batch is being written (Spark Observation)."""
+    from pyspark.sql import functions as F
+
+    mapping = resolve_columns(checks, columns, table=table)
+    aggs = [F.count(F.lit(1)).alias("_rows")]
+    aggs += [_compile(chk, mapping, i).agg for i, chk in enumerate(checks) if not _needs_shuffle(chk)]
+    return aggs
+
+
+def _duplicates(df: "DataFrame", chk: UniqueCheck, mapping: dict[str, str]) -> int:
+    """Rows beyond the first for each key (NULL keys are ignored, as in SQL UNIQUE and dbt's test)."""
+    from pyspark.sql import functions as F
+
+    keys = [_col(c, mapping) for c in chk.columns()]
+    not_null = F.lit(True)
+    for k in keys:
+        not_null = not_null & k.isNotNull()
+    groups = df.select(*keys).where(not_null).groupBy(*keys).count().where(F.col("count") > 1)
+    row = groups.agg(F.sum(F.col("count") - 1).alias("d")).first()
+    return int(row["d"] or 0)
+
+
+def run_checks(
+    df: "DataFrame", checks: list[Check], *, table: str, observed: dict[str, Any] | None = None
+) -> AuditReport:
+    """Evaluate every check over df (the new rows).
+
+    `observed` holds metrics already computed during the write; what is missing is computed with
+    one aggregation over df, plus one key group-by per unique check.
+    """
     from pyspark.sql import functions as F
 
     mapping = resolve_columns(checks, df.columns, table=table)
     compiled = [_compile(chk, mapping, i) for i, chk in enumerate(checks)]
-    row = df.agg(F.count(F.lit(1)).alias("_rows"), *[c.agg for c in compiled]).first()
-    rows = int(row["_rows"])
-    results = []
-    for i, comp in enumerate(compiled):
-        value = row[f"c{i}"]
-        results.append(_result(comp, int(value or 0), rows))
+    values: dict[str, Any] = dict(observed or {})
+    missing = [
+        c.agg for i, c in enumerate(compiled) if not _needs_shuffle(c.check) and f"c{i}" not in values
+    ]
+    if missing or "_rows" not in values:
+        values.update(df.agg(F.count(F.lit(1)).alias("_rows"), *missing).first().asDict())
+    for i, c in enumerate(compiled):
+        if isinstance(c.check, UniqueCheck) and f"c{i}" not in values:
+            values[f"c{i}"] = _duplicates(df, c.check, mapping)
+    rows = int(values["_rows"] or 0)
+    results = [_result(comp, int(values[f"c{i}"] or 0), rows) for i, comp in enumerate(compiled)]
     return AuditReport(rows=rows, checks=results)
 
 
