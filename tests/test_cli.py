@@ -206,3 +206,12 @@ def test_too_old_java_is_a_clear_message(tmp_path):
     p = subprocess.run([WAP, "setup"], capture_output=True, text=True, timeout=120, env=_env(JAVA_HOME=str(home)))
     assert p.returncode == 3
     assert "Java 11" in p.stderr and "17" in p.stderr
+
+
+def test_unknown_check_type_exit_code(tmp_path, landing):
+    f = trips_file(landing, "f.parquet", 5)
+    cfg = write_config(tmp_path, "cli_badcheck", checks=[{"check": "no_nulls", "column": "passenger_count"}])
+    r = wap("run", "nyc.trips", str(f), "--config", str(cfg))
+    assert r.exit_code == 2
+    assert "unknown check type 'no_nulls'" in r.stderr and "not_null" in r.stderr
+    assert f.exists()

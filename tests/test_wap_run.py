@@ -231,3 +231,25 @@ def test_readers_without_spark_see_only_audited_rows(trips_lakehouse, landing):
     assert set(table.refs()) == {"main", bad.branch}
     con = table.scan().to_duckdb("trips")
     assert con.sql("SELECT count(*), min(trip_id), max(trip_id) FROM trips").fetchall() == [(80, 1, 80)]
+
+
+def test_unresolvable_publish_conflict_exits_4_and_keeps_everything(trips_lakehouse, landing):
+    """main moved and the run's branch holds a non-append snapshot: it cannot be re-applied safely."""
+    lh = trips_lakehouse
+    run_wap(lh, "nyc.trips", [str(trips_file(landing, "seed.parquet", 10))])
+    a = WapRun(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 20, start_id=100))])
+    b = WapRun(lh, "nyc.trips", [str(trips_file(landing, "b.parquet", 30, start_id=200))])
+    a.prepare(); a.write()  # noqa: E702
+    b.prepare(); b.write()  # noqa: E702
+    # Someone rewrites B's branch (an overwrite, tagged with B's run id), then A publishes.
+    lh.tables.read(T, b.branch).where("trip_id >= 210").writeTo(lh.branches.write_target(T, b.branch)).option(
+        "snapshot-property.wapflow.run-id", b.run_id
+    ).overwritePartitions()
+    a.audit(); a.publish()  # noqa: E702
+    main_after_a = lh.tables.head(T)
+    res = run_wap(lh, "nyc.trips", [str(landing / "b.parquet")], run_id=b.run_id)
+    assert res.status == "failed" and res.exit_code == 4, res.message
+    assert "not appends" in res.message and b.branch in res.message
+    assert lh.tables.head(T) == main_after_a
+    assert lh.tables.row_count(T) == 30
+    assert lh.branches.exists(T, b.branch) and res.branch_kept

@@ -28,7 +28,7 @@ demo_app = typer.Typer(help="Generate taxi-trip data and run the end-to-end demo
 app.add_typer(demo_app, name="demo")
 
 # Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 ConfigOpt = Annotated[
