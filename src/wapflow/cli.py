@@ -116,25 +116,49 @@ def setup(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
 
 def _checks_table(checks: list[dict[str, Any]]) -> Table:
     t = Table(title="audit", title_justify="left")
-    for col in ("check", "status", "observed", "failing rows", "severity"):
+    for col in ("check", "status", "observed", "failing rows", "threshold", "severity", "from"):
         t.add_column(col)
-    style = {"passed": "green", "failed": "bold red", "warned": "yellow"}
+    style = {"passed": "green", "failed": "bold red", "warned": "yellow", "quarantined": "magenta"}
     for c in checks:
         t.add_row(
             c["name"],
             f"[{style.get(c['status'], '')}]{c['status']}[/]",
             str(c["observed"]),
             str(c["failing_rows"]),
+            str(c.get("threshold", "")),
             c["severity"],
+            str(c.get("source", "")),
         )
     return t
+
+
+def render_failures(checks: list[dict[str, Any]]) -> None:
+    """Samples and a reproduction query for every check that did not pass."""
+    for c in checks:
+        if c["status"] == "passed" or not (c.get("samples") or c.get("sql")):
+            continue
+        out.print(f"[bold]{c['name']}[/bold]: {c['failing_rows']} failing row(s)")
+        samples = c.get("samples") or []
+        if samples:
+            cols = list(samples[0])
+            t = Table(show_header=True)
+            for col in cols:
+                t.add_column(col)
+            for r in samples:
+                t.add_row(*[_cell(r.get(col)) for col in cols])
+            out.print(t)
+        if c.get("sql"):
+            out.print(f"  reproduce: [cyan]{c['sql']}[/cyan]")
 
 
 def render_run(res: Any) -> None:
     color = {"published": "green", "blocked": "yellow", "failed": "red"}.get(res.status, "white")
     out.print(f"[bold {color}]{res.status.upper()}[/] {res.table}  run {res.run_id}  branch {res.branch}")
+    for note in getattr(res, "schema_changes", None) or []:
+        out.print(f"schema: {note}")
     if res.checks:
         out.print(_checks_table(res.checks))
+        render_failures(res.checks)
     if res.rows_written is not None:
         out.print(f"rows written: {res.rows_written}   snapshot: {res.snapshot_id}")
     if res.status == "failed":
@@ -293,6 +317,59 @@ def runs(
         _emit_json({"runs": rows})
         return
     out.print(_table("runs", rows, ["run_id", "table", "status", "rows", "branch", "failed_checks", "started_at"]))
+
+
+@app.command()
+def report(
+    run_id: Annotated[str, typer.Argument(help="The run id (see `wap runs`).")],
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The audit report of a run, from the run store (no Spark needed)."""
+    from wapflow.config import load_config
+    from wapflow.errors import NotFound
+    from wapflow.runs.store import RunStore
+
+    try:
+        store = RunStore(load_config(config).run_store_url())
+        rec = store.get(run_id)
+        if rec is None:
+            recent = [r.run_id for r in store.list(limit=50)]
+            from wapflow.errors import did_you_mean
+
+            raise NotFound(f"no run {run_id} in the run store{did_you_mean(run_id, recent)}", hint="list runs with `wap runs`")
+    except WapError as e:
+        _fail(e, as_json)
+    doc = {
+        "run_id": rec.run_id,
+        "table": rec.table_name,
+        "status": rec.status,
+        "branch": rec.branch,
+        "branch_kept": rec.branch_kept,
+        "files": rec.files,
+        "rows_written": rec.rows_written,
+        "snapshot_id": rec.snapshot_id,
+        "checks": rec.checks,
+        "error": rec.error,
+        "timings": rec.timings,
+        "started_at": rec.started_at,
+        "finished_at": rec.finished_at,
+    }
+    if as_json:
+        _emit_json(doc)
+        return
+    color = {"published": "green", "blocked": "yellow", "failed": "red"}.get(rec.status, "white")
+    out.print(f"[bold {color}]{rec.status.upper()}[/] {rec.table_name}  run {rec.run_id}  started {rec.started_at}")
+    out.print(f"files: {', '.join(rec.files)}")
+    if rec.branch_kept:
+        out.print(f"kept for inspection: branch {rec.branch}")
+    if rec.checks:
+        out.print(_checks_table(rec.checks))
+        render_failures(rec.checks)
+    if rec.error:
+        out.print(f"[red]error[/red] ({rec.error.get('step')}): {rec.error.get('message')}")
+        if rec.error.get("hint"):
+            out.print(f"  hint: {rec.error['hint']}")
 
 
 @app.command()

@@ -25,107 +25,26 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
 
 
-# --- checks -----------------------------------------------------------------------------------
-
-
-class _CheckBase(_Strict):
-    name: str | None = None
-    severity: Literal["error", "warn"] = "error"
-
-    def columns(self) -> list[str]:
-        """Columns the check reads, validated against the batch before any write."""
-        return []
-
-    def display_name(self) -> str:
-        return self.name or self.default_name()
-
-    def default_name(self) -> str:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-
-class NotNullCheck(_CheckBase):
-    check: Literal["not_null"]
-    column: str
-
-    def columns(self) -> list[str]:
-        return [self.column]
-
-    def default_name(self) -> str:
-        return f"not_null({self.column})"
-
-
-class BetweenCheck(_CheckBase):
-    check: Literal["between"]
-    column: str
-    min: Scalar | None = None
-    max: Scalar | None = None
-
-    @model_validator(mode="after")
-    def _bounds(self) -> "BetweenCheck":
-        if self.min is None and self.max is None:
-            raise ValueError("between needs at least one of 'min' or 'max'")
-        return self
-
-    def columns(self) -> list[str]:
-        return [self.column]
-
-    def default_name(self) -> str:
-        return f"between({self.column}, {self.min}, {self.max})"
-
-
-class AcceptedValuesCheck(_CheckBase):
-    check: Literal["accepted_values"]
-    column: str
-    values: list[Scalar] = Field(min_length=1)
-
-    def columns(self) -> list[str]:
-        return [self.column]
-
-    def default_name(self) -> str:
-        return f"accepted_values({self.column})"
-
-
-class UniqueCheck(_CheckBase):
-    check: Literal["unique"]
-    columns_: list[str] = Field(alias="columns", min_length=1)
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    def columns(self) -> list[str]:
-        return list(self.columns_)
-
-    def default_name(self) -> str:
-        return f"unique({', '.join(self.columns_)})"
-
-
-class RowCountCheck(_CheckBase):
-    check: Literal["row_count"]
-    min: int | None = Field(default=None, ge=0)
-    max: int | None = Field(default=None, ge=0)
-
-    @model_validator(mode="after")
-    def _bounds(self) -> "RowCountCheck":
-        if self.min is None and self.max is None:
-            raise ValueError("row_count needs at least one of 'min' or 'max'")
-        return self
-
-    def default_name(self) -> str:
-        return f"row_count({self.min}, {self.max})"
-
-
-class ExpressionCheck(_CheckBase):
-    check: Literal["expression"]
-    sql: str = Field(min_length=1)
-
-    def default_name(self) -> str:
-        return f"expression({self.sql})"
-
-
-Check = Annotated[
-    Union[NotNullCheck, BetweenCheck, AcceptedValuesCheck, UniqueCheck, RowCountCheck, ExpressionCheck],
-    Field(discriminator="check"),
-]
-CHECK_TYPES = ["not_null", "between", "accepted_values", "unique", "row_count", "expression"]
+# Check models live in wapflow.audit.spec; re-exported here for wap.toml parsing.
+from wapflow.audit.spec import (  # noqa: E402
+    CHECK_MODELS,
+    CHECK_TYPES,
+    AcceptedValuesCheck,
+    BetweenCheck,
+    Check,
+    CustomSqlCheck,
+    ExpressionCheck,
+    ForeignKeyCheck,
+    FreshnessCheck,
+    MaxLengthCheck,
+    NotNullCheck,
+    NullRateCheck,
+    RegexCheck,
+    RowCountCheck,
+    UniqueCheck,
+    UniqueInTableCheck,
+    VolumeCheck,
+)
 
 
 # --- sections ---------------------------------------------------------------------------------
@@ -163,6 +82,32 @@ class TableConfig(_Strict):
     format: Literal["parquet", "csv", "json"] | None = None
     on_failure: Literal["keep", "drop"] = "keep"
     checks: list[Check] = Field(default_factory=list)
+    # Schema contract: strict (any difference blocks), add_columns (new nullable columns are added
+    # when the run publishes), ignore_extra (extra columns are dropped and reported).
+    schema_policy: Literal["strict", "add_columns", "ignore_extra"] = Field(default="strict", alias="schema")
+    # Rows failing row-level error checks: block the run, or divert them to <table>__quarantine.
+    on_row_failure: Literal["block", "quarantine"] = "block"
+    max_quarantine_rate: float | None = Field(default=None, ge=0, le=1)
+    # Columns that identify a row in audit samples (default: the first unique check's columns).
+    key: list[str] = Field(default_factory=list)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _quarantine(self) -> "TableConfig":
+        if self.max_quarantine_rate is not None and self.on_row_failure != "quarantine":
+            raise ValueError('max_quarantine_rate needs on_row_failure = "quarantine"')
+        if self.on_row_failure == "quarantine" and self.schema_policy == "add_columns":
+            raise ValueError('on_row_failure = "quarantine" cannot be combined with schema = "add_columns" yet')
+        return self
+
+    def sample_key(self) -> list[str]:
+        if self.key:
+            return list(self.key)
+        for chk in self.checks:
+            if chk.check in ("unique", "unique_in_table"):
+                return chk.columns()
+        return []
     # Reader options passed to Spark (e.g. {"delimiter" = ";"} for CSV).
     read_options: dict[str, str] = Field(default_factory=dict)
 
@@ -293,14 +238,7 @@ def _model_for(parent: tuple[Any, ...]) -> type[BaseModel] | None:
     if parent[0] == "tables" and len(parent) == 2:
         return TableConfig
     if parent[0] == "tables" and len(parent) == 5 and parent[2] == "checks":
-        return {
-            "not_null": NotNullCheck,
-            "between": BetweenCheck,
-            "accepted_values": AcceptedValuesCheck,
-            "unique": UniqueCheck,
-            "row_count": RowCountCheck,
-            "expression": ExpressionCheck,
-        }.get(str(parent[4]))
+        return CHECK_MODELS.get(str(parent[4]))
     return None
 
 

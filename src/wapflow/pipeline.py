@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from wapflow.audit.checks import observed_metrics, resolve_columns, run_checks, validate_expressions
-from wapflow.audit.report import AuditReport
+from wapflow.audit.checks import QUARANTINE_COLUMN, AuditContext, AuditPlan, FileMetrics, evaluate, validate_checks
+from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check, NotNullCheck
 from wapflow.errors import (
     EXIT_BLOCKED,
@@ -29,7 +29,7 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import RUN_ID_PROP, SOURCES_PROP, Snapshot
 from wapflow.publish import find_published, publish
 from wapflow.runs.store import RunRecord
-from wapflow.write.schema import align_to_table
+from wapflow.write.schema import add_columns_sql, apply_contract
 from wapflow.write.sources import SourceFile, detect_format, read_batch, resolve_sources
 
 _INPUT_MARKERS = (
@@ -75,6 +75,9 @@ class RunResult:
     published_via: str | None = None
     message: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    quarantined_rows: int | None = None
+    schema_changes: list[str] = field(default_factory=list)
+    staging_table: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -100,6 +103,9 @@ class RunResult:
             "published_via": self.published_via,
             "message": self.message,
             "timings": self.timings,
+            "quarantined_rows": self.quarantined_rows,
+            "schema_changes": self.schema_changes,
+            "staging_table": self.staging_table,
             "exit_code": self.exit_code,
         }
 
@@ -136,6 +142,15 @@ class WapRun:
         self.published_via: str | None = None
         self.message = ""
         self.observed: dict[str, Any] | None = None
+        self.plan: AuditPlan | None = None
+        # Quarantine: rows failing row-level error checks go to <table>__quarantine's branch.
+        self.quarantine: TableName | None = None
+        self.q_base: int | None = None
+        self.q_snapshots: list[Snapshot] = []
+        # Schema evolution (schema = "add_columns"): the batch waits in a staging table.
+        self.staging: TableName | None = None
+        self.new_columns: list[Any] = []
+        self.schema_changes: list[str] = []
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -148,6 +163,11 @@ class WapRun:
         except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its record
             self.lh.progress(f"warning: could not record run {self.run_id}: {e}")
 
+    def _write_options(self, writer: Any) -> Any:
+        return writer.option(f"snapshot-property.{RUN_ID_PROP}", self.run_id).option(
+            f"snapshot-property.{SOURCES_PROP}", ",".join(s.uri for s in self.sources)[:4000]
+        )
+
     # --- steps --------------------------------------------------------------------------------
 
     def prepare(self) -> None:
@@ -158,6 +178,8 @@ class WapRun:
             self.checks = list(self.table_cfg.checks) + self.checks
             self.branch = validate_branch(self.branch) if self.branch else f"wap_{self.run_id}"
             self.rec.branch = self.branch
+            if self.table_cfg.on_row_failure == "quarantine":
+                self.quarantine = TableName(self.table.namespace, f"{self.table.name}__quarantine")
             previous = self.lh.store.get(self.run_id)
             if previous is not None:
                 self.rec.started_at = previous.started_at
@@ -172,45 +194,48 @@ class WapRun:
                 self.already_published = find_published(tables, self.table, self.run_id)
 
     def write(self) -> None:
-        """Append the batch to the run's branch; main and its readers see nothing."""
+        """Append the batch to the run's branch (or staging table); main and its readers see nothing."""
         if self.already_published is not None:
             return
         tables, branches = self.lh.tables, self.lh.branches
         with self._step("write"):
             exists = tables.exists(self.table)
-            if exists and branches.exists(self.table, self.branch):
-                mine = self._branch_snapshots()
-                if mine:
-                    # A crash after the write: the branch already holds this run's rows.
-                    self.run_snapshots = mine
-                    self.base = mine[0].parent_id
-                    self.lh.progress(f"branch {self.branch} already holds run {self.run_id}'s rows; resuming")
-                    return
-                raise UsageError(
-                    f"branch {self.branch} of {self.table} already exists and holds another run's data",
-                    hint=f"pick another --branch, or drop it with `wap discard {self.branch} --table {self.table}`",
-                )
+            if exists and self._resume():
+                return
             self.lh.progress(f"reading {len(self.sources)} file(s) as {self.fmt}")
             try:
                 table_schema = tables.schema(self.table) if exists else None
                 df = read_batch(self.lh.spark, self.sources, self.fmt, self.table_cfg.read_options, table_schema)
                 if table_schema is not None:
-                    df, info = align_to_table(df, table_schema, table=self.table.dotted, files=self.rec.files)
-                    for w in info.widened:
-                        self.lh.progress(f"widening {w}")
+                    contract = apply_contract(
+                        df, table_schema, table=self.table.dotted, policy=self.table_cfg.schema_policy, files=self.rec.files
+                    )
+                    df, self.new_columns = contract.df, contract.new_columns
+                    self.schema_changes = contract.report()
+                    for note in self.schema_changes:
+                        self.lh.progress(note)
                 else:
                     df.schema  # noqa: B018 - forces schema inference so unreadable files fail before any DDL
             except WapError:
                 raise
             except Exception as e:  # noqa: BLE001
                 raise self._classify(e) from e
-            resolve_columns(self.checks, df.columns, table=self.table.dotted)
-            validate_expressions(self.checks, df, table=self.table.dotted)
+            validate_checks(
+                self.checks,
+                df,
+                table=self.table.dotted,
+                table_exists=tables.exists,
+                table_columns=lambda t: tables.schema(t).fieldNames(),
+            )
+            self.plan = AuditPlan(self.checks, df.columns, table=self.table.dotted, key=self.table_cfg.sample_key())
             if not exists:
                 self.lh.progress(f"creating table {self.table}")
                 tables.ensure_namespace(self.table)
                 tables.create_like(self.table, df)
                 self.created_table = True
+            if self.new_columns:
+                self._write_staged(df)
+                return
             self.base = branches.create(self.table, self.branch)
             self.rec.base_snapshot_id = self.base
             self._save()
@@ -221,36 +246,105 @@ class WapRun:
                 from pyspark.sql import Observation
 
                 observation = Observation(f"wap_audit_{self.run_id}")
-                df = df.observe(observation, *observed_metrics(self.checks, df.columns, table=self.table.dotted))
             try:
-                (
-                    df.writeTo(branches.write_target(self.table, self.branch))
-                    .option(f"snapshot-property.{RUN_ID_PROP}", self.run_id)
-                    .option(f"snapshot-property.{SOURCES_PROP}", ",".join(s.uri for s in self.sources)[:4000])
-                    .append()
-                )
+                if self.quarantine is not None and self.plan.quarantinable:
+                    self._write_split(df, observation)
+                else:
+                    out = df.observe(observation, *self.plan.observable()) if observation else df
+                    self._write_options(out.writeTo(branches.write_target(self.table, self.branch))).append()
             except Exception as e:  # noqa: BLE001
                 self._undo_write()
                 raise self._classify(e) from e
             self.run_snapshots = self._branch_snapshots()
             if observation is not None:
                 self.observed = dict(observation.get)
-                written = sum(s.added_records for s in self.run_snapshots)
+                written = sum(s.added_records for s in self.run_snapshots) + sum(
+                    s.added_records for s in self.q_snapshots
+                )
                 if int(self.observed.get("_rows") or 0) != written:
                     # Never trust metrics that do not describe exactly the rows committed: re-scan instead.
                     self.observed = None
 
-    def _branch_snapshots(self) -> list[Snapshot]:
+    def _resume(self) -> bool:
+        """A crash after the write: the branch (or staging table) already holds this run's rows."""
+        tables, branches = self.lh.tables, self.lh.branches
+        staging = self._staging_name()
+        if tables.exists(staging):
+            self.staging = staging
+            self.lh.progress(f"staging table {staging} already holds run {self.run_id}'s rows; resuming")
+            return True
+        if not branches.exists(self.table, self.branch):
+            return False
+        mine = self._branch_snapshots()
+        if not mine:
+            raise UsageError(
+                f"branch {self.branch} of {self.table} already exists and holds another run's data",
+                hint=f"pick another --branch, or drop it with `wap discard {self.branch} --table {self.table}`",
+            )
+        self.run_snapshots = mine
+        self.base = mine[0].parent_id
+        if self.quarantine is not None and tables.exists(self.quarantine) and branches.exists(self.quarantine, self.branch):
+            self.q_snapshots = self._branch_snapshots(self.quarantine)
+            self.q_base = self.q_snapshots[0].parent_id if self.q_snapshots else None
+        self.lh.progress(f"branch {self.branch} already holds run {self.run_id}'s rows; resuming")
+        return True
+
+    def _staging_name(self) -> TableName:
+        return TableName(self.table.namespace, f"{self.table.name}__wap_{self.run_id}")
+
+    def _write_staged(self, df: Any) -> None:
+        """New columns: the batch waits in a staging table so main's schema stays as it is until publish."""
+        from pyspark.sql import Observation
+
+        self.staging = self._staging_name()
+        self.lh.progress(f"new column(s): staging the batch in {self.staging} until publish")
+        observation = Observation(f"wap_audit_{self.run_id}") if self.checks else None
+        out = df.observe(observation, *self.plan.observable()) if observation else df  # type: ignore[union-attr]
+        try:
+            self._write_options(
+                out.writeTo(self.lh.tables.ident(self.staging)).using("iceberg").tableProperty("format-version", "2")
+            ).create()
+        except Exception as e:  # noqa: BLE001
+            self.lh.tables.drop(self.staging)
+            raise self._classify(e) from e
+        if observation is not None:
+            self.observed = dict(observation.get)
+
+    def _write_split(self, df: Any, observation: Any) -> None:
+        """Quarantine: good rows to the table's branch, failing rows to the quarantine table's branch."""
+        from pyspark.sql import functions as F
+
+        assert self.plan is not None and self.quarantine is not None
+        tables, branches = self.lh.tables, self.lh.branches
+        marked = df.withColumn(QUARANTINE_COLUMN, self.plan.quarantine_flags())
+        source = marked.observe(observation, *self.plan.observable()) if observation is not None else marked
+        good = source.where(F.size(QUARANTINE_COLUMN) == 0).drop(QUARANTINE_COLUMN)
+        bad = (
+            marked.where(F.size(QUARANTINE_COLUMN) > 0)
+            .withColumn("_wap_run_id", F.lit(self.run_id))
+            .withColumn("_wap_quarantined_at", F.current_timestamp())
+        )
+        if not tables.exists(self.quarantine):
+            tables.create_like(self.quarantine, bad)
+        self.q_base = branches.create(self.quarantine, self.branch)
+        self._write_options(good.writeTo(branches.write_target(self.table, self.branch))).append()
+        self._write_options(bad.writeTo(branches.write_target(self.quarantine, self.branch))).append()
+        self.q_snapshots = self._branch_snapshots(self.quarantine)
+
+    def _branch_snapshots(self, table: TableName | None = None) -> list[Snapshot]:
+        t = table or self.table
         tables = self.lh.tables
-        snaps = tables.snapshots(self.table)
-        chain = tables.ancestry(snaps, tables.head(self.table, self.branch))
+        snaps = tables.snapshots(t)
+        chain = tables.ancestry(snaps, tables.head(t, self.branch))
         mine = [s for s in chain if s.run_id == self.run_id]
         return list(reversed(mine))
 
     def _undo_write(self) -> None:
-        """A failed write leaves nothing behind: the empty branch, and a table this run created."""
+        """A failed write leaves nothing behind: the empty branches, and a table this run created."""
         try:
             self.lh.branches.drop(self.table, self.branch)
+            if self.quarantine is not None and self.lh.tables.exists(self.quarantine):
+                self.lh.branches.drop(self.quarantine, self.branch)
             if self.created_table:
                 self.lh.tables.drop(self.table)
         except Exception as e:  # noqa: BLE001
@@ -267,34 +361,128 @@ class WapRun:
             )
         return EngineError(f"Spark failed while writing {self.table}: {first[:500]}")
 
+    # --- audit --------------------------------------------------------------------------------
+
+    def _added_rows(self) -> Any:
+        """Every row the run added: the table branch's new rows, plus quarantined ones, or the staging table."""
+        tables = self.lh.tables
+        if self.staging is not None:
+            return tables.read(self.staging)
+        head = self.run_snapshots[-1].snapshot_id
+        added = tables.read_increment(self.table, self.base, head)
+        if self.q_snapshots:
+            q = tables.read_increment(self.quarantine, self.q_base, self.q_snapshots[-1].snapshot_id)  # type: ignore[arg-type]
+            added = added.unionByName(q.select(*added.columns))
+        return added
+
+    def _file_metrics(self) -> FileMetrics | None:
+        if self.staging is not None or self.q_snapshots or not self.run_snapshots:
+            return None
+        try:
+            return self.lh.tables.added_file_metrics(self.table, self.branch, [s.snapshot_id for s in self.run_snapshots])
+        except Exception as e:  # noqa: BLE001 - metadata is an optimisation; the scan is always right
+            self.lh.progress(f"file metrics unavailable ({spark_errors.describe(e)}); scanning instead")
+            return None
+
+    def _history(self) -> list[int]:
+        """Rows added by the table's earlier published runs, newest first (for volume checks)."""
+        tables = self.lh.tables
+        snaps = tables.snapshots(self.table)
+        out = []
+        for s in tables.ancestry(snaps, tables.head(self.table, "main")):
+            src = s.summary.get("source-snapshot-id")
+            origin = snaps.get(int(src)) if src and src.isdigit() else None
+            rid = s.run_id or (origin.run_id if origin else None)
+            if rid and rid != self.run_id:
+                out.append(s.added_records)
+        return out
+
     def audit(self) -> AuditReport:
         if self.already_published is not None:
             return AuditReport(rows=0, checks=[])
+        tables = self.lh.tables
         with self._step("audit"):
-            head = self.run_snapshots[-1].snapshot_id if self.run_snapshots else self.lh.tables.head(self.table, self.branch)
-            assert head is not None
-            self.rec.branch_snapshot_id = head
-            self.rec.rows_written = sum(s.added_records for s in self.run_snapshots)
+            if self.staging is not None:
+                self.rec.branch_snapshot_id = tables.head(self.staging)
+                self.rec.rows_written = tables.row_count(self.staging)
+            else:
+                self.rec.branch_snapshot_id = self.run_snapshots[-1].snapshot_id
+                self.rec.rows_written = sum(s.added_records for s in self.run_snapshots)
+            quarantined = sum(s.added_records for s in self.q_snapshots)
             if not self.checks:
                 self.report = AuditReport(rows=self.rec.rows_written, checks=[])
             else:
-                self.lh.progress(f"auditing {self.rec.rows_written} new row(s) with {len(self.checks)} check(s)")
-                added = self.lh.tables.read_increment(self.table, self.base, head)
+                total = self.rec.rows_written + quarantined
+                self.lh.progress(f"auditing {total} new row(s) with {len(self.checks)} check(s)")
+                added = self._added_rows()
+                if self.plan is None:
+                    self.plan = AuditPlan(
+                        self.checks, added.columns, table=self.table.dotted, key=self.table_cfg.sample_key()
+                    )
+                target = self.staging or self.table
+                branch_sql = (
+                    tables.ident(target)
+                    if self.staging is not None
+                    else f"{tables.ident(self.table)} VERSION AS OF '{self.branch}'"
+                )
+                ctx = AuditContext(
+                    main_table=lambda t: tables.read(t),
+                    this_table=self.table,
+                    history=self._history,
+                    branch_sql=branch_sql,
+                    file_metrics=self._file_metrics,
+                )
                 try:
-                    self.report = run_checks(added, self.checks, table=self.table.dotted, observed=self.observed)
+                    self.report = evaluate(self.plan, added, observed=self.observed, ctx=ctx)
                 except WapError:
                     raise
                 except Exception as e:  # noqa: BLE001
                     raise EngineError(f"the audit query failed: {spark_errors.describe(e)}") from e
+                self._apply_quarantine(quarantined)
+            self.report.schema_changes = list(self.schema_changes)
             self.rec.checks = [c.to_dict() for c in self.report.checks]
             self._save()
             return self.report
+
+    def _apply_quarantine(self, quarantined: int) -> None:
+        """Row-level failures that were diverted do not block; too many diverted rows do."""
+        assert self.report is not None
+        if self.quarantine is None:
+            return
+        self.report.quarantined_rows = quarantined
+        assert self.plan is not None
+        for comp, res in zip(self.plan.compiled, self.report.checks):
+            if comp.blocks_rows and res.status == "failed":
+                res.status = "quarantined"
+        limit = self.table_cfg.max_quarantine_rate
+        total = self.report.rows
+        rate = quarantined / total if total else 0.0
+        if limit is not None:
+            self.report.checks.append(
+                CheckResult(
+                    name=f"max_quarantine_rate({limit})",
+                    check="max_quarantine_rate",
+                    severity="error",
+                    status="passed" if rate <= limit else "failed",
+                    observed=round(rate, 6),
+                    failing_rows=quarantined,
+                    threshold=f"<= {limit}",
+                    source="write",
+                )
+            )
+
+    # --- publish ------------------------------------------------------------------------------
 
     def publish(self) -> None:
         tables, branches = self.lh.tables, self.lh.branches
         if self.already_published is not None:
             with self._step("cleanup"):
                 branches.drop(self.table, self.branch)
+                if self.quarantine is not None and tables.exists(self.quarantine):
+                    branches.drop(self.quarantine, self.branch)
+                staging = self._staging_name()
+                if tables.exists(staging):
+                    tables.drop(staging)
             self.rec.status, self.rec.snapshot_id = "published", self.already_published
             self.published_via = "already"
             self.message = f"run {self.run_id} was already published (snapshot {self.already_published}); nothing to do"
@@ -302,29 +490,79 @@ class WapRun:
         assert self.report is not None
         if self.report.passed:
             with self._step("publish"):
-                self.lh.progress(f"publishing {self.branch} to main")
-                done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
-                branches.drop(self.table, self.branch)
+                if self.staging is not None:
+                    done = self._publish_staged()
+                else:
+                    if self.q_snapshots and find_published(tables, self.quarantine, self.run_id) is None:  # type: ignore[arg-type]
+                        self.lh.progress(f"publishing {self.report.quarantined_rows} quarantined row(s)")
+                        publish(branches, tables, self.quarantine, self.branch, self.q_snapshots)  # type: ignore[arg-type]
+                    if self.quarantine is not None and tables.exists(self.quarantine):
+                        branches.drop(self.quarantine, self.branch)
+                    self.lh.progress(f"publishing {self.branch} to main")
+                    done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
+                    branches.drop(self.table, self.branch)
             self.rec.status, self.rec.snapshot_id, self.rec.branch_kept = "published", done.snapshot_id, False
             self.published_via = done.method
             warned = len(self.report.warned)
             self.message = f"published {self.rec.rows_written} row(s) to {self.table}" + (
                 f" with {warned} warning(s)" if warned else ""
             )
+            if self.report.quarantined_rows:
+                self.message += f"; {self.report.quarantined_rows} row(s) quarantined in {self.quarantine}"
         else:
-            failed = ", ".join(c.name for c in self.report.failed)
-            self.rec.status, self.rec.snapshot_id = "blocked", self.rec.branch_snapshot_id
-            if self.table_cfg.on_failure == "drop":
-                branches.drop(self.table, self.branch)
-                self.rec.branch_kept = False
-                self.message = f"blocked by {failed}; main unchanged; branch {self.branch} dropped"
-            else:
-                self.rec.branch_kept = True
-                self.message = (
-                    f"blocked by {failed}; main unchanged; rows kept on branch {self.branch} "
-                    f"(inspect: wap query \"SELECT * FROM {self.table}\" --branch {self.branch}; "
-                    f"drop: wap discard {self.branch})"
-                )
+            self._block()
+
+    def _publish_staged(self) -> Any:
+        """add_columns: the table's schema changes only now, then the staged rows are appended."""
+        from wapflow.publish import Published
+
+        tables, branches = self.lh.tables, self.lh.branches
+        assert self.staging is not None
+        staged = tables.read(self.staging)
+        current = {f.name.lower() for f in tables.schema(self.table).fields}
+        new = [f for f in staged.schema.fields if f.name.lower() not in current]
+        if new:
+            self.lh.progress(f"adding column(s) {', '.join(f.name for f in new)} to {self.table}")
+            self.lh.spark.sql(add_columns_sql(tables.ident(self.table), new))
+        schema = tables.schema(self.table)
+        self.base = branches.create(self.table, self.branch)
+        self._write_options(
+            staged.select(*[staged[f"`{f.name}`"] for f in schema.fields]).writeTo(
+                branches.write_target(self.table, self.branch)
+            )
+        ).append()
+        self.run_snapshots = self._branch_snapshots()
+        done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
+        branches.drop(self.table, self.branch)
+        tables.drop(self.staging)
+        return Published(done.snapshot_id, done.method)
+
+    def _block(self) -> None:
+        assert self.report is not None
+        tables, branches = self.lh.tables, self.lh.branches
+        failed = ", ".join(c.name for c in self.report.failed)
+        self.rec.status, self.rec.snapshot_id = "blocked", self.rec.branch_snapshot_id
+        keep = self.table_cfg.on_failure != "drop"
+        if self.staging is not None:
+            if not keep:
+                tables.drop(self.staging)
+            self.rec.branch_kept = keep
+            where = f"rows kept in staging table {self.staging}" if keep else f"staging table {self.staging} dropped"
+            self.message = f"blocked by {failed}; main and its schema unchanged; {where}"
+            return
+        if not keep:
+            branches.drop(self.table, self.branch)
+            if self.quarantine is not None and tables.exists(self.quarantine):
+                branches.drop(self.quarantine, self.branch)
+            self.rec.branch_kept = False
+            self.message = f"blocked by {failed}; main unchanged; branch {self.branch} dropped"
+        else:
+            self.rec.branch_kept = True
+            self.message = (
+                f"blocked by {failed}; main unchanged; rows kept on branch {self.branch} "
+                f"(report: wap report {self.run_id}; inspect: wap query \"SELECT * FROM {self.table}\" "
+                f"--branch {self.branch}; drop: wap discard {self.branch})"
+            )
 
     # --- the whole run ------------------------------------------------------------------------
 
@@ -378,6 +616,9 @@ class WapRun:
             published_via=self.published_via,
             message=self.message,
             timings=dict(self.rec.timings),
+            quarantined_rows=self.report.quarantined_rows if self.report and self.quarantine else None,
+            schema_changes=list(self.schema_changes),
+            staging_table=self.staging.dotted if self.staging is not None else None,
         )
 
 

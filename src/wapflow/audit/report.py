@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-Status = Literal["passed", "failed", "warned"]
+# quarantined: a row-level error check whose failing rows went to the quarantine table.
+Status = Literal["passed", "failed", "warned", "quarantined"]
 
 
 @dataclass
@@ -18,6 +19,9 @@ class CheckResult:
     failing_rows: int
     threshold: str = ""
     columns: list[str] = field(default_factory=list)
+    source: str = "scan"  # metadata | write | scan | join: where the verdict came from
+    sql: str | None = None  # reproduces the failing rows against the kept branch
+    samples: list[dict[str, Any]] = field(default_factory=list)  # up to 20 failing rows
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -27,6 +31,8 @@ class CheckResult:
 class AuditReport:
     rows: int
     checks: list[CheckResult]
+    quarantined_rows: int = 0
+    schema_changes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

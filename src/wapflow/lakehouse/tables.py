@@ -10,6 +10,8 @@ from wapflow.lakehouse.identifiers import TableName, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from wapflow.audit.checks import FileMetrics
     from pyspark.sql.types import StructType
 
 RUN_ID_PROP = "wapflow.run-id"
@@ -120,6 +122,41 @@ class Tables:
             out.append(snapshots[cur])
             cur = snapshots[cur].parent_id
         return out
+
+    def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> "FileMetrics":
+        """Column metrics summed over the data files the given snapshots added (no data file is read)."""
+        from wapflow.audit.checks import FileMetrics
+        from wapflow.lakehouse.identifiers import sql_string, validate_branch
+
+        validate_branch(branch)
+        ids = ", ".join(str(int(i)) for i in snapshot_ids)
+        rows = self.spark.sql(
+            f"SELECT data_file.record_count AS rc, readable_metrics AS m "
+            f"FROM {table.metadata_sql(self.catalog, 'entries')} VERSION AS OF {sql_string(branch)} "
+            f"WHERE status = 1 AND data_file.content = 0 AND snapshot_id IN ({ids})"
+        ).collect()
+        fm = FileMetrics(rows=sum(int(r["rc"]) for r in rows))
+        first = True
+        for r in rows:
+            metrics = r["m"].asDict() if r["m"] is not None else {}
+            for col, met in metrics.items():
+                key = col.lower()
+                met = met.asDict() if met is not None else {}
+                for target, name in ((fm.null_counts, "null_value_count"), (fm.nan_counts, "nan_value_count")):
+                    v = met.get(name)
+                    if first:
+                        target[key] = v
+                    elif target.get(key) is not None:
+                        target[key] = None if v is None else target[key] + v
+                lo, hi = met.get("lower_bound"), met.get("upper_bound")
+                if first:
+                    fm.lower[key], fm.upper[key] = lo, hi
+                else:
+                    cur_lo, cur_hi = fm.lower.get(key), fm.upper.get(key)
+                    fm.lower[key] = None if lo is None or cur_lo is None else min(lo, cur_lo)
+                    fm.upper[key] = None if hi is None or cur_hi is None else max(hi, cur_hi)
+            first = False
+        return fm
 
     def list_tables(self) -> list[TableName]:
         found: list[TableName] = []

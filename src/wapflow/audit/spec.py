@@ -1,0 +1,302 @@
+"""Check declarations: what a table's audit demands, as validated models (from wap.toml or Python).
+
+Parameters are checked here (pydantic), columns and SQL against the batch before any write
+(audit.checks), so a wrong declaration never costs a write.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Scalar = Union[bool, int, float, str]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta:
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"duration {text!r} is not like '30m', '24h', '7d' (units: s, m, h, d, w)")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()])
+
+
+class _CheckBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str | None = None
+    severity: Literal["error", "warn"] = "error"
+    # A SQL condition: the check applies only to rows where it is true.
+    filter: str | None = Field(default=None, min_length=1)
+
+    row_level: ClassVar[bool] = False  # failing rows are individual rows (quarantine and samples apply)
+
+    def columns(self) -> list[str]:
+        """Columns of the batch the check reads, validated before any write."""
+        return []
+
+    def display_name(self) -> str:
+        base = self.name or self.default_name()
+        return base if self.name or not self.filter else f"{base} where {self.filter}"
+
+    def default_name(self) -> str:  # pragma: no cover - every check overrides it
+        raise NotImplementedError
+
+
+class _RowCheck(_CheckBase):
+    """A per-row condition; `mostly` lets a fraction of rows fail (0.99: up to 1% may fail)."""
+
+    mostly: float | None = Field(default=None, gt=0, le=1)
+    row_level: ClassVar[bool] = True
+
+
+class NotNullCheck(_RowCheck):
+    check: Literal["not_null"]
+    column: str
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"not_null({self.column})"
+
+
+class BetweenCheck(_RowCheck):
+    check: Literal["between"]
+    column: str
+    min: Scalar | None = None
+    max: Scalar | None = None
+    min_inclusive: bool = True
+    max_inclusive: bool = True
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "BetweenCheck":
+        if self.min is None and self.max is None:
+            raise ValueError("between needs at least one of 'min' or 'max'")
+        if (
+            isinstance(self.min, (int, float))
+            and isinstance(self.max, (int, float))
+            and not isinstance(self.min, bool)
+            and self.min > self.max
+        ):
+            raise ValueError(f"between: min ({self.min}) is greater than max ({self.max})")
+        return self
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        lo = "[" if self.min_inclusive else "("
+        hi = "]" if self.max_inclusive else ")"
+        return f"between({self.column}, {lo}{self.min}, {self.max}{hi})" if not (
+            self.min_inclusive and self.max_inclusive
+        ) else f"between({self.column}, {self.min}, {self.max})"
+
+
+class AcceptedValuesCheck(_RowCheck):
+    check: Literal["accepted_values"]
+    column: str
+    values: list[Scalar] = Field(min_length=1)
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"accepted_values({self.column})"
+
+
+class RegexCheck(_RowCheck):
+    check: Literal["regex"]
+    column: str
+    pattern: str = Field(min_length=1)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:  # Java's regex dialect is close to Python's; Spark re-validates before any write
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"pattern {v!r} is not a valid regular expression: {e}") from None
+        return v
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"regex({self.column}, {self.pattern})"
+
+
+class MaxLengthCheck(_RowCheck):
+    check: Literal["max_length"]
+    column: str
+    max: int = Field(ge=0)
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"max_length({self.column}, {self.max})"
+
+
+class ExpressionCheck(_RowCheck):
+    check: Literal["expression"]
+    sql: str = Field(min_length=1)
+
+    def default_name(self) -> str:
+        return f"expression({self.sql})"
+
+
+class NullRateCheck(_CheckBase):
+    check: Literal["null_rate"]
+    column: str
+    max: float = Field(ge=0, le=1)
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"null_rate({self.column}) <= {self.max}"
+
+
+class RowCountCheck(_CheckBase):
+    check: Literal["row_count"]
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "RowCountCheck":
+        if self.min is None and self.max is None:
+            raise ValueError("row_count needs at least one of 'min' or 'max'")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"row_count: min ({self.min}) is greater than max ({self.max})")
+        return self
+
+    def default_name(self) -> str:
+        return f"row_count({self.min}, {self.max})"
+
+
+class UniqueCheck(_CheckBase):
+    check: Literal["unique"]
+    columns_: list[str] = Field(alias="columns", min_length=1)
+
+    def columns(self) -> list[str]:
+        return list(self.columns_)
+
+    def default_name(self) -> str:
+        return f"unique({', '.join(self.columns_)})"
+
+
+class UniqueInTableCheck(_CheckBase):
+    """The batch's keys must not already be on main (re-delivered files, overlapping extracts)."""
+
+    check: Literal["unique_in_table"]
+    columns_: list[str] = Field(alias="columns", min_length=1)
+
+    def columns(self) -> list[str]:
+        return list(self.columns_)
+
+    def default_name(self) -> str:
+        return f"unique_in_table({', '.join(self.columns_)})"
+
+
+class ForeignKeyCheck(_CheckBase):
+    check: Literal["foreign_key"]
+    column: str
+    table: str = Field(description="the referenced table, namespace.name")
+    references: str | None = Field(default=None, description="its column (default: the same name)")
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    @property
+    def ref_column(self) -> str:
+        return self.references or self.column
+
+    def default_name(self) -> str:
+        return f"foreign_key({self.column} -> {self.table}.{self.ref_column})"
+
+
+class FreshnessCheck(_CheckBase):
+    check: Literal["freshness"]
+    column: str
+    max_age: str
+
+    @field_validator("max_age")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def default_name(self) -> str:
+        return f"freshness({self.column}, {self.max_age})"
+
+
+class VolumeCheck(_CheckBase):
+    """Row count within a band around the median of the table's last published runs."""
+
+    check: Literal["volume"]
+    runs: int = Field(default=10, ge=1, le=1000)
+    tolerance: float = Field(default=0.5, gt=0)
+    min_history: int = Field(default=3, ge=1)
+
+    def default_name(self) -> str:
+        return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs)"
+
+
+class CustomSqlCheck(_CheckBase):
+    """A query over the batch (a view named `batch`) that must return no rows."""
+
+    check: Literal["custom_sql"]
+    sql: str = Field(min_length=1)
+
+    def default_name(self) -> str:
+        return "custom_sql"
+
+
+Check = Annotated[
+    Union[
+        NotNullCheck,
+        BetweenCheck,
+        AcceptedValuesCheck,
+        RegexCheck,
+        MaxLengthCheck,
+        ExpressionCheck,
+        NullRateCheck,
+        RowCountCheck,
+        UniqueCheck,
+        UniqueInTableCheck,
+        ForeignKeyCheck,
+        FreshnessCheck,
+        VolumeCheck,
+        CustomSqlCheck,
+    ],
+    Field(discriminator="check"),
+]
+
+CHECK_MODELS: dict[str, type[_CheckBase]] = {
+    m.model_fields["check"].annotation.__args__[0]: m  # type: ignore[union-attr]
+    for m in (
+        NotNullCheck,
+        BetweenCheck,
+        AcceptedValuesCheck,
+        RegexCheck,
+        MaxLengthCheck,
+        ExpressionCheck,
+        NullRateCheck,
+        RowCountCheck,
+        UniqueCheck,
+        UniqueInTableCheck,
+        ForeignKeyCheck,
+        FreshnessCheck,
+        VolumeCheck,
+        CustomSqlCheck,
+    )
+}
+CHECK_TYPES = list(CHECK_MODELS)
