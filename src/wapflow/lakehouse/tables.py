@@ -128,7 +128,8 @@ class Tables:
         from wapflow.audit.checks import FileMetrics
         from wapflow.lakehouse.identifiers import sql_string, validate_branch
 
-        validate_branch(branch)
+        if branch != "main":
+            validate_branch(branch)
         ids = ", ".join(str(int(i)) for i in snapshot_ids)
         rows = self.spark.sql(
             f"SELECT data_file.record_count AS rc, readable_metrics AS m "
