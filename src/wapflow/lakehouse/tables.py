@@ -85,7 +85,7 @@ class Tables:
         """Rows appended after one snapshot up to another: the audit reads only what a run added."""
         reader = self.spark.read.format("iceberg")
         if start_exclusive is None:
-            return reader.option("snapshot-id", str(end_inclusive)).load(self._load_name(table))
+            return reader.option("versionAsOf", str(end_inclusive)).load(self._load_name(table))
         return (
             reader.option("start-snapshot-id", str(start_exclusive))
             .option("end-snapshot-id", str(end_inclusive))
