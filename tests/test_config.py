@@ -157,3 +157,17 @@ def test_starter_is_commented_toml():
     data = tomllib.loads(STARTER)
     assert data["lakehouse"]["warehouse"] == "./lakehouse"
     assert STARTER.count("#") > 10
+
+
+def test_checks_from_python_are_validated_like_toml():
+    from pydantic import ValidationError
+
+    from wapflow import checks as C
+
+    assert C.unique("a", "b").columns() == ["a", "b"]
+    assert C.between("fare", 0, 10, severity="warn").display_name() == "between(fare, 0, 10)"
+    assert C.not_null("x", filter="y > 1", mostly=0.9).display_name() == "not_null(x) where y > 1"
+    with pytest.raises(ValidationError):
+        C.row_count(min=5, max=1)
+    with pytest.raises(ValidationError):
+        C.freshness("t", "soon")
