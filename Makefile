@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo test bench clean
+.PHONY: install setup demo test bench bench-audit clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -29,6 +29,9 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_wap.py
+
+bench-audit: setup
+	$(BIN)/python benchmarks/bench_audit.py
 
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache
