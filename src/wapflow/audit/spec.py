@@ -54,20 +54,33 @@ class _RowCheck(_CheckBase):
     row_level: ClassVar[bool] = True
 
 
-class NotNullCheck(_RowCheck):
-    check: Literal["not_null"]
+class _RowColumnCheck(_RowCheck):
+    """A row-level check on one column."""
+
     column: str
 
     def columns(self) -> list[str]:
         return [self.column]
 
+
+class _ColumnCheck(_CheckBase):
+    """A batch-level check on one column."""
+
+    column: str
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+
+class NotNullCheck(_RowColumnCheck):
+    check: Literal["not_null"]
+
     def default_name(self) -> str:
         return f"not_null({self.column})"
 
 
-class BetweenCheck(_RowCheck):
+class BetweenCheck(_RowColumnCheck):
     check: Literal["between"]
-    column: str
     min: Scalar | None = None
     max: Scalar | None = None
     min_inclusive: bool = True
@@ -86,50 +99,34 @@ class BetweenCheck(_RowCheck):
             raise ValueError(f"between: min ({self.min}) is greater than max ({self.max})")
         return self
 
-    def columns(self) -> list[str]:
-        return [self.column]
-
     def default_name(self) -> str:
+        if self.min_inclusive and self.max_inclusive:
+            return f"between({self.column}, {self.min}, {self.max})"
         lo = "[" if self.min_inclusive else "("
         hi = "]" if self.max_inclusive else ")"
-        return f"between({self.column}, {lo}{self.min}, {self.max}{hi})" if not (
-            self.min_inclusive and self.max_inclusive
-        ) else f"between({self.column}, {self.min}, {self.max})"
+        return f"between({self.column}, {lo}{self.min}, {self.max}{hi})"
 
 
-class AcceptedValuesCheck(_RowCheck):
+class AcceptedValuesCheck(_RowColumnCheck):
     check: Literal["accepted_values"]
-    column: str
     values: list[Scalar] = Field(min_length=1)
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     def default_name(self) -> str:
         return f"accepted_values({self.column})"
 
 
-class RegexCheck(_RowCheck):
+class RegexCheck(_RowColumnCheck):
     check: Literal["regex"]
-    column: str
     pattern: str = Field(min_length=1)
 
     # Java regex syntax (\p{L}, possessive quantifiers...): Spark validates it before any write.
-
-    def columns(self) -> list[str]:
-        return [self.column]
-
     def default_name(self) -> str:
         return f"regex({self.column}, {self.pattern})"
 
 
-class MaxLengthCheck(_RowCheck):
+class MaxLengthCheck(_RowColumnCheck):
     check: Literal["max_length"]
-    column: str
     max: int = Field(ge=0)
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     def default_name(self) -> str:
         return f"max_length({self.column}, {self.max})"
@@ -143,13 +140,9 @@ class ExpressionCheck(_RowCheck):
         return f"expression({self.sql})"
 
 
-class NullRateCheck(_CheckBase):
+class NullRateCheck(_ColumnCheck):
     check: Literal["null_rate"]
-    column: str
     max: float = Field(ge=0, le=1)
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     def default_name(self) -> str:
         return f"null_rate({self.column}) <= {self.max}"
@@ -172,38 +165,32 @@ class RowCountCheck(_CheckBase):
         return f"row_count({self.min}, {self.max})"
 
 
-class UniqueCheck(_CheckBase):
-    check: Literal["unique"]
+class _KeyCheck(_CheckBase):
+    """A check on a key of one or more columns (`columns` in wap.toml)."""
+
     columns_: list[str] = Field(alias="columns", min_length=1)
 
     def columns(self) -> list[str]:
         return list(self.columns_)
 
     def default_name(self) -> str:
-        return f"unique({', '.join(self.columns_)})"
+        return f"{self.check}({', '.join(self.columns_)})"  # type: ignore[attr-defined]
 
 
-class UniqueInTableCheck(_CheckBase):
+class UniqueCheck(_KeyCheck):
+    check: Literal["unique"]
+
+
+class UniqueInTableCheck(_KeyCheck):
     """The batch's keys must not already be on main (re-delivered files, overlapping extracts)."""
 
     check: Literal["unique_in_table"]
-    columns_: list[str] = Field(alias="columns", min_length=1)
-
-    def columns(self) -> list[str]:
-        return list(self.columns_)
-
-    def default_name(self) -> str:
-        return f"unique_in_table({', '.join(self.columns_)})"
 
 
-class ForeignKeyCheck(_CheckBase):
+class ForeignKeyCheck(_ColumnCheck):
     check: Literal["foreign_key"]
-    column: str
     table: str = Field(description="the referenced table, namespace.name")
     references: str | None = Field(default=None, description="its column (default: the same name)")
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     @property
     def ref_column(self) -> str:
@@ -213,9 +200,8 @@ class ForeignKeyCheck(_CheckBase):
         return f"foreign_key({self.column} -> {self.table}.{self.ref_column})"
 
 
-class FreshnessCheck(_CheckBase):
+class FreshnessCheck(_ColumnCheck):
     check: Literal["freshness"]
-    column: str
     max_age: str
 
     @field_validator("max_age")
@@ -223,9 +209,6 @@ class FreshnessCheck(_CheckBase):
     def _duration(cls, v: str) -> str:
         parse_duration(v)
         return v
-
-    def columns(self) -> list[str]:
-        return [self.column]
 
     def default_name(self) -> str:
         return f"freshness({self.column}, {self.max_age})"
