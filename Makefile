@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo test bench bench-audit clean
+.PHONY: install setup demo demo-s3 test bench bench-audit clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -23,6 +23,10 @@ setup: $(STAMP)
 
 demo: setup
 	$(BIN)/wap demo
+
+# The demo on a local S3 server (moto, 127.0.0.1): landing bucket -> WAP -> warehouse bucket.
+demo-s3: setup
+	$(BIN)/wap demo --s3
 
 test: setup
 	$(BIN)/python -m pytest

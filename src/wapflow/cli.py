@@ -13,6 +13,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from wapflow.errors import EXIT_USAGE, ConfigError, WapError
@@ -26,6 +27,15 @@ app = typer.Typer(
 )
 demo_app = typer.Typer(help="Generate taxi-trip data and run the end-to-end demo.", invoke_without_command=True)
 app.add_typer(demo_app, name="demo")
+# `wap storage init|ls` (issue 5) lives in wapflow.storage.commands.
+from wapflow.storage.commands import storage_app  # noqa: E402
+
+app.add_typer(storage_app, name="storage")
+# `wap nessie up|down|status|log` (issue 4) lives in wapflow.nessie_cli.
+from wapflow.nessie_cli import nessie_app, run_tables  # noqa: E402
+
+app.add_typer(nessie_app, name="nessie")
+app.command("run-tables")(run_tables)
 
 # Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
@@ -53,7 +63,8 @@ def _fail(e: WapError, as_json: bool) -> NoReturn:
     if as_json:
         _emit_json({"status": "failed", "error": e.to_dict()})
     else:
-        err.print(f"[bold red]error:[/bold red] {e}")
+        # escape(): messages name wap.toml sections like [s3] or [lakehouse], which are not Rich markup.
+        err.print(f"[bold red]error:[/bold red] {escape(str(e))}")
     raise typer.Exit(e.exit_code)
 
 
@@ -82,10 +93,15 @@ def init(
 
 
 @app.command()
-def setup(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
-    """Check Java and fetch the JVM jars (Iceberg runtime, SQLite JDBC) so later runs never stall."""
+def setup(
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+    s3: Annotated[bool, typer.Option("--s3", help="Also fetch the S3 jars (automatic when wap.toml uses S3).")] = False,
+) -> None:
+    """Check Java and fetch the JVM jars (Iceberg runtime, SQLite JDBC; S3 ones if used) so later runs never stall."""
     from wapflow.config import load_config
     from wapflow.lakehouse import jvm
+    from wapflow.storage.spark import uses_s3
 
     try:
         cfg = load_config(config)
@@ -98,6 +114,7 @@ def setup(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
             repo=lh.maven_repo,
             jars_dir=lh.jars_dir,
             progress=_progress(as_json),
+            s3=s3 or uses_s3(cfg),
         )
     except WapError as e:
         _fail(e, as_json)
@@ -132,7 +149,7 @@ def _checks_table(checks: list[dict[str, Any]]) -> Table:
     return t
 
 
-def render_failures(checks: list[dict[str, Any]]) -> None:
+def render_failures(checks: list[dict[str, Any]], limit: int = 20) -> None:
     """Samples and a reproduction query for every check that did not pass."""
     for c in checks:
         if c["status"] == "passed" or not (c.get("samples") or c.get("sql")):
@@ -144,9 +161,11 @@ def render_failures(checks: list[dict[str, Any]]) -> None:
             t = Table(show_header=True)
             for col in cols:
                 t.add_column(col)
-            for r in samples:
+            for r in samples[:limit]:
                 t.add_row(*[_cell(r.get(col)) for col in cols])
             out.print(t)
+            if len(samples) > limit:
+                out.print(f"  ({len(samples)} sample rows stored; `wap report` shows them all)")
         if c.get("sql"):
             out.print(f"  reproduce: [cyan]{c['sql']}[/cyan]")
 
@@ -158,11 +177,11 @@ def render_run(res: Any) -> None:
         out.print(f"schema: {note}")
     if res.checks:
         out.print(_checks_table(res.checks))
-        render_failures(res.checks)
+        render_failures(res.checks, limit=5)
     if res.rows_written is not None:
         out.print(f"rows written: {res.rows_written}   snapshot: {res.snapshot_id}")
     if res.status == "failed":
-        err.print(f"[bold red]error:[/bold red] {res.message}")
+        err.print(f"[bold red]error:[/bold red] {escape(res.message)}")
     else:
         out.print(res.message)
 
@@ -409,15 +428,19 @@ def demo(
     ctx: typer.Context,
     directory: Annotated[Path, typer.Option("--dir", help="Demo folder (made fresh).")] = Path("wap-demo"),
     rows: Annotated[int, typer.Option("--rows", "-n", help="Rows per generated file.")] = 10_000,
+    s3: Annotated[
+        bool, typer.Option("--s3", help="Land the files in a bucket and keep the lakehouse on a local S3 server.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate a clean and a dirty file and run WAP on both against a local lakehouse."""
     if ctx.invoked_subcommand is not None:
         return
     from wapflow.demo.run import run_demo
+    from wapflow.demo.s3 import run_demo_s3
 
     try:
-        res = run_demo(directory, rows, progress=_progress(as_json))
+        res = (run_demo_s3 if s3 else run_demo)(directory, rows, progress=_progress(as_json))
     except WapError as e:
         _fail(e, as_json)
     if as_json:
@@ -439,8 +462,15 @@ def demo(
     )
     out.print(_table("main, read back: trips by payment_type", res.by_payment_type, ["payment_type", "trips", "avg_fare"]))
     cfg = Path(res.directory) / "wap.toml"
-    out.print(f"\nexplore: cd {res.directory} && wap branches && wap history nyc.trips")
-    out.print(f"         (config: {cfg})")
+    if res.storage:
+        out.print(
+            f"\nfiles were read from {res.storage['landing']}/ and the tables written to {res.storage['warehouse']} "
+            f"on the local S3 server at {res.storage['endpoint']}, which is now stopped (its buckets are gone)."
+        )
+        out.print("For a lakehouse to explore, run `wap demo`; to use your own S3 or MinIO, see README \"S3\".")
+    else:
+        out.print(f"\nexplore: cd {res.directory} && wap branches && wap history nyc.trips")
+        out.print(f"         (config: {cfg})")
     raise typer.Exit(0 if res.as_expected else 3)
 
 

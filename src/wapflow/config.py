@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wapflow.errors import ConfigError, did_you_mean
+from wapflow.storage.settings import SECRET_FIELDS, S3Config
 
 CONFIG_ENV = "WAP_CONFIG"
 DEFAULT_CONFIG_NAME = "wap.toml"
@@ -49,12 +50,12 @@ from wapflow.audit.spec import (  # noqa: E402
 
 # --- sections ---------------------------------------------------------------------------------
 
-CATALOG_KINDS = ["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom"]
+CATALOG_KINDS = ["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom", "nessie"]
 
 
 class LakehouseConfig(_Strict):
     warehouse: str = "./lakehouse"
-    catalog: Literal["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom"] = "sqlite"
+    catalog: Literal["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom", "nessie"] = "sqlite"
     # Spark catalog name; PyIceberg's SqlCatalog must use the same name to see the tables.
     catalog_name: str = "lakehouse"
     # Passed through to Iceberg's Spark catalog (uri, credential, io-impl, ...).
@@ -69,6 +70,10 @@ class LakehouseConfig(_Strict):
     maven_repo: str = "https://repo1.maven.org/maven2"
     jars_dir: str | None = None
     run_store: str | None = None
+    # catalog = "nessie": the server's REST API (e.g. http://127.0.0.1:19120/api/v2) and an optional
+    # bearer token (or $WAP_NESSIE_TOKEN); the token is never printed.
+    nessie_uri: str | None = None
+    nessie_token: str | None = Field(default=None, repr=False)
 
     @field_validator("catalog_name")
     @classmethod
@@ -115,6 +120,8 @@ class TableConfig(_Strict):
 class WapConfig(_Strict):
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
+    # [s3]: endpoint, region, credentials for an s3:// warehouse and s3:// sources (None: no S3 jars).
+    s3: S3Config | None = None
 
     # Where the file was read from; relative paths in it resolve against its folder.
     source: Path | None = Field(default=None, exclude=True)
@@ -235,6 +242,8 @@ def _model_for(parent: tuple[Any, ...]) -> type[BaseModel] | None:
         return WapConfig
     if parent == ("lakehouse",):
         return LakehouseConfig
+    if parent == ("s3",):
+        return S3Config
     if parent[0] == "tables" and len(parent) == 2:
         return TableConfig
     if parent[0] == "tables" and len(parent) == 5 and parent[2] == "checks":
@@ -252,8 +261,8 @@ def _where(loc: tuple[Any, ...]) -> str:
             head += f" checks[{rest[1]}]"
             rest = rest[3:] if len(rest) >= 3 and rest[2] in CHECK_TYPES else rest[2:]
         return head + ("." + ".".join(str(r) for r in rest) if rest else "")
-    if loc[0] == "lakehouse":
-        return "[lakehouse]" + ("." + ".".join(str(r) for r in loc[1:]) if len(loc) > 1 else "")
+    if loc[0] in ("lakehouse", "s3"):
+        return f"[{loc[0]}]" + ("." + ".".join(str(r) for r in loc[1:]) if len(loc) > 1 else "")
     return ".".join(str(x) for x in loc)
 
 
@@ -273,6 +282,10 @@ def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
         else:
             got = err.get("input")
             got_s = repr(got) if not isinstance(got, dict) else "a table"
+            if loc and (
+                str(loc[-1]) in (*SECRET_FIELDS, "nessie_token") or (str(loc[-1]) == "endpoint" and "@" in str(got))
+            ):
+                got_s = "a value not shown, as it is a secret"
             lines.append(f"  - {_where(loc)}: {err['msg']} (got {got_s})")
     return "\n".join(lines)
 
@@ -296,6 +309,14 @@ driver_memory = "2g"
 # Offline clusters: point at jars you already have instead of downloading from Maven Central.
 # jars = ["/opt/jars/iceberg-spark-runtime-4.1_2.13-1.11.0.jar", "/opt/jars/sqlite-jdbc-3.50.3.0.jar"]
 # run_store = "sqlite:///./lakehouse/wapflow_runs.db"   # any SQLAlchemy URL
+
+# S3 for warehouse = "s3://..." and s3:// sources (see README "S3"). Without keys here, the standard
+# AWS credential chain is used (AWS_* variables, ~/.aws profile, instance or container role).
+# [s3]
+# endpoint = "http://127.0.0.1:9000"   # S3-compatible server; unset for AWS S3
+# region = "us-east-1"
+# path_style = true                    # default: true with an endpoint, false for AWS
+# landing = "s3://landing-bucket/incoming"   # created and checked by `wap storage init`
 
 [tables."nyc.trips"]
 format = "parquet"          # parquet | csv | json (JSON lines); default: from the file extension

@@ -151,6 +151,10 @@ class WapRun:
         self.staging: TableName | None = None
         self.new_columns: list[Any] = []
         self.schema_changes: list[str] = []
+        # Catalog-level branches (Nessie): the tables as seen on the run's branch, and whether this run
+        # created that branch (a failed write then deletes it, whatever it holds).
+        self.wt: Any = None
+        self.opened_branch = False
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -170,9 +174,25 @@ class WapRun:
 
     # --- steps --------------------------------------------------------------------------------
 
+    @property
+    def catalog_level(self) -> bool:
+        return self.lh.catalog_level
+
+    def _wt(self) -> Any:
+        """Tables where the run's rows live: the Nessie branch's catalog, or the catalog itself."""
+        if self.wt is None:
+            self.wt = self.lh.branches.tables_for(self.branch) if self.catalog_level else self.lh.tables
+        return self.wt
+
+    def _ref(self) -> str:
+        """The Iceberg ref holding the run's rows: its table branch, or main within a Nessie branch."""
+        return self.lh.branches.iceberg_ref(self.branch) if self.catalog_level else self.branch  # type: ignore[return-value]
+
     def prepare(self) -> None:
         """Validate names, resolve files, check idempotence. No data moves."""
         with self._step("prepare"):
+            # Nessie down, wrong URL or token: fail here, before any file is read or anything written.
+            self.lh.check_catalog()
             self.table = TableName.parse(self.table_text)
             self.table_cfg = self.lh.config.table(self.table.dotted)
             self.checks = list(self.table_cfg.checks) + self.checks
@@ -186,7 +206,7 @@ class WapRun:
                 self.base = previous.base_snapshot_id
             self.rec.status = "running"
             self._save()
-            self.sources = resolve_sources(self.patterns)
+            self.sources = resolve_sources(self.patterns, storage=self.lh.storage)
             self.rec.files = [s.uri for s in self.sources]
             self.fmt = detect_format(self.sources, self.table_cfg.format)
             tables = self.lh.tables
@@ -197,10 +217,15 @@ class WapRun:
         """Append the batch to the run's branch (or staging table); main and its readers see nothing."""
         if self.already_published is not None:
             return
-        tables, branches = self.lh.tables, self.lh.branches
+        branches = self.lh.branches
         with self._step("write"):
+            if self.catalog_level:
+                # One Nessie branch of the whole catalog; everything below happens on it, table creation included.
+                self.opened_branch = not branches.branch_exists(self.branch)  # type: ignore[union-attr]
+                branches.open(self.branch)  # type: ignore[union-attr]
+            tables = self._wt()
             exists = tables.exists(self.table)
-            if exists and self._resume():
+            if exists and not (self.catalog_level and self.opened_branch) and self._resume():
                 return
             self.lh.progress(f"reading {len(self.sources)} file(s) as {self.fmt}")
             try:
@@ -233,6 +258,11 @@ class WapRun:
                 tables.ensure_namespace(self.table)
                 tables.create_like(self.table, df)
                 self.created_table = True
+            if self.new_columns and self.catalog_level:
+                # A Nessie branch isolates schema changes too: add the columns on the branch, no staging.
+                self.lh.progress(f"adding column(s) {', '.join(f.name for f in self.new_columns)} on branch {self.branch}")
+                self.lh.spark.sql(add_columns_sql(tables.ident(self.table), self.new_columns))
+                self.new_columns = []
             if self.new_columns:
                 self._write_staged(df)
                 return
@@ -267,15 +297,17 @@ class WapRun:
 
     def _resume(self) -> bool:
         """A crash after the write: the branch (or staging table) already holds this run's rows."""
-        tables, branches = self.lh.tables, self.lh.branches
+        tables, branches = self._wt(), self.lh.branches
         staging = self._staging_name()
-        if tables.exists(staging):
+        if not self.catalog_level and tables.exists(staging):
             self.staging = staging
             self.lh.progress(f"staging table {staging} already holds run {self.run_id}'s rows; resuming")
             return True
         if not branches.exists(self.table, self.branch):
             return False
         mine = self._branch_snapshots()
+        if not mine and self.catalog_level:
+            return False  # the Nessie branch holds other tables of the run (or main's rows) only: write
         if not mine:
             raise UsageError(
                 f"branch {self.branch} of {self.table} already exists and holds another run's data",
@@ -315,7 +347,7 @@ class WapRun:
         from pyspark.sql import functions as F
 
         assert self.plan is not None and self.quarantine is not None
-        tables, branches = self.lh.tables, self.lh.branches
+        tables, branches = self._wt(), self.lh.branches
         marked = df.withColumn(QUARANTINE_COLUMN, self.plan.quarantine_flags())
         source = marked.observe(observation, *self.plan.observable()) if observation is not None else marked
         good = source.where(F.size(QUARANTINE_COLUMN) == 0).drop(QUARANTINE_COLUMN)
@@ -333,14 +365,23 @@ class WapRun:
 
     def _branch_snapshots(self, table: TableName | None = None) -> list[Snapshot]:
         t = table or self.table
-        tables = self.lh.tables
+        tables = self._wt()
         snaps = tables.snapshots(t)
-        chain = tables.ancestry(snaps, tables.head(t, self.branch))
+        chain = tables.ancestry(snaps, tables.head(t, self._ref()))
         mine = [s for s in chain if s.run_id == self.run_id]
         return list(reversed(mine))
 
     def _undo_write(self) -> None:
         """A failed write leaves nothing behind: the empty branches, and a table this run created."""
+        if self.catalog_level:
+            try:
+                if self.opened_branch:
+                    self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
+                elif self.created_table:
+                    self._wt().drop(self.table)
+            except Exception as e:  # noqa: BLE001
+                self.lh.progress(f"warning: cleanup after failed write: {e}")
+            return
         try:
             self.lh.branches.drop(self.table, self.branch)
             if self.quarantine is not None and self.lh.tables.exists(self.quarantine):
@@ -365,7 +406,7 @@ class WapRun:
 
     def _added_rows(self) -> Any:
         """Every row the run added: the table branch's new rows, plus quarantined ones, or the staging table."""
-        tables = self.lh.tables
+        tables = self._wt()
         if self.staging is not None:
             return tables.read(self.staging)
         head = self.run_snapshots[-1].snapshot_id
@@ -379,7 +420,7 @@ class WapRun:
         if self.staging is not None or self.q_snapshots or not self.run_snapshots:
             return None
         try:
-            return self.lh.tables.added_file_metrics(self.table, self.branch, [s.snapshot_id for s in self.run_snapshots])
+            return self._wt().added_file_metrics(self.table, self._ref(), [s.snapshot_id for s in self.run_snapshots])
         except Exception as e:  # noqa: BLE001 - metadata is an optimisation; the scan is always right
             self.lh.progress(f"file metrics unavailable ({spark_errors.describe(e)}); scanning instead")
             return None
@@ -425,8 +466,11 @@ class WapRun:
                     if self.staging is not None
                     else f"{tables.ident(self.table)} VERSION AS OF '{self.branch}'"
                 )
+                main_table = lambda t: tables.read(t)  # noqa: E731
+                if self.catalog_level:
+                    branch_sql, main_table = self._nessie_audit_views()
                 ctx = AuditContext(
-                    main_table=lambda t: tables.read(t),
+                    main_table=main_table,
                     this_table=self.table,
                     history=self._history,
                     branch_sql=branch_sql,
@@ -443,6 +487,20 @@ class WapRun:
             self.rec.checks = [c.to_dict() for c in self.report.checks]
             self._save()
             return self.report
+
+    def _nessie_audit_views(self) -> tuple[str, Any]:
+        """On a Nessie branch: reproduction SQL names the table at the branch (table@branch, readable from
+        any session), uniqueness is checked against main as the branch forked from it, and other tables
+        (foreign keys) are read on the branch, so tables written by the same run count."""
+        wt, base = self._wt(), self.base
+        at_branch = f"{self.lh.tables.ident(TableName(self.table.namespace, f'{self.table.name}@{self.branch}'))}"
+
+        def main_table(t: TableName) -> Any:
+            if t == self.table:
+                return wt.read_increment(t, None, base) if base is not None else wt.read(t).limit(0)
+            return wt.read(t)
+
+        return at_branch, main_table
 
     def _apply_quarantine(self, quarantined: int) -> None:
         """Row-level failures that were diverted do not block; too many diverted rows do."""
@@ -475,6 +533,8 @@ class WapRun:
 
     def publish(self) -> None:
         tables, branches = self.lh.tables, self.lh.branches
+        if self.catalog_level:
+            return self._publish_nessie()
         if self.already_published is not None:
             with self._step("cleanup"):
                 branches.drop(self.table, self.branch)
@@ -511,6 +571,39 @@ class WapRun:
                 self.message += f"; {self.report.quarantined_rows} row(s) quarantined in {self.quarantine}"
         else:
             self._block()
+
+    def _publish_nessie(self) -> None:
+        """One merge publishes the branch (every table of the run); then the branch is deleted."""
+        from wapflow.lakehouse.nessie import publish_branch
+
+        if self.already_published is not None:
+            with self._step("cleanup"):
+                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
+            self.mark_published(self.already_published, "already")
+            self.message = f"run {self.run_id} was already published (snapshot {self.already_published}); nothing to do"
+            return
+        assert self.report is not None
+        if not self.report.passed:
+            self._block()
+            return
+        with self._step("publish"):
+            self.lh.progress(f"merging Nessie branch {self.branch} into main")
+            via = publish_branch(self.lh, self.branch, self.run_id, [self])
+        self.mark_published(self.lh.tables.head(self.table), via)
+
+    def mark_published(self, snapshot_id: int | None, via: str) -> None:
+        """Record a publish done by this run or, for multi-table runs, by the group's single merge."""
+        assert self.report is not None or via == "already"
+        self.rec.status, self.rec.snapshot_id, self.rec.branch_kept = "published", snapshot_id, False
+        self.published_via = via
+        if via == "already" or self.report is None:
+            return
+        warned = len(self.report.warned)
+        self.message = f"published {self.rec.rows_written} row(s) to {self.table}" + (
+            f" with {warned} warning(s)" if warned else ""
+        )
+        if self.report.quarantined_rows:
+            self.message += f"; {self.report.quarantined_rows} row(s) quarantined in {self.quarantine}"
 
     def _publish_staged(self) -> Any:
         """add_columns: the table's schema changes only now, then the staged rows are appended."""
@@ -549,6 +642,18 @@ class WapRun:
             self.rec.branch_kept = keep
             where = f"rows kept in staging table {self.staging}" if keep else f"staging table {self.staging} dropped"
             self.message = f"blocked by {failed}; main and its schema unchanged; {where}"
+            return
+        if self.catalog_level:
+            if not keep:
+                branches.delete(self.branch)  # type: ignore[union-attr]
+            self.rec.branch_kept = keep
+            where = f"rows kept on Nessie branch {self.branch}" if keep else f"Nessie branch {self.branch} deleted"
+            self.message = f"blocked by {failed}; main unchanged; {where}" + (
+                f" (report: wap report {self.run_id}; inspect: wap query \"SELECT * FROM {self.table}\" "
+                f"--branch {self.branch}; drop: wap discard {self.branch})"
+                if keep
+                else ""
+            )
             return
         if not keep:
             branches.drop(self.table, self.branch)
@@ -637,3 +742,154 @@ class _Timer:
 def run_wap(lakehouse: Lakehouse, table: str, sources: list[str], **kw: Any) -> RunResult:
     """Write, audit and publish `sources` into `table`; never raises for a failed run, see .status."""
     return WapRun(lakehouse, table, sources, **kw).run()
+
+
+# --- multi-table runs (catalog-level branches) --------------------------------------------------
+
+
+@dataclass
+class MultiRunResult:
+    """One run over several tables: every table published by one Nessie merge, or none."""
+
+    run_id: str
+    branch: str
+    status: str  # published | blocked | failed
+    tables: list[RunResult]
+    message: str = ""
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "published":
+            return EXIT_PUBLISHED
+        if self.status == "blocked":
+            return EXIT_BLOCKED
+        return max((r.exit_code for r in self.tables if r.status == "failed"), default=3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "branch": self.branch,
+            "status": self.status,
+            "message": self.message,
+            "tables": [r.to_dict() for r in self.tables],
+            "exit_code": self.exit_code,
+        }
+
+
+class MultiWapRun:
+    """Write every table to one Nessie branch, audit them all, publish with a single merge, or none."""
+
+    def __init__(
+        self,
+        lakehouse: Lakehouse,
+        specs: list[tuple[str, list[str]]],
+        *,
+        branch: str | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        if not lakehouse.catalog_level:
+            raise UsageError(
+                "a run over several tables needs catalog-level branches",
+                hint='set [lakehouse] catalog = "nessie" (see README "Nessie"), or run one table at a time',
+            )
+        if not specs:
+            raise UsageError("no tables given", hint="e.g. wap run-tables orders=orders.parquet items=items.parquet")
+        names = [TableName.parse(t).dotted for t, _ in specs]
+        if len(set(names)) != len(names):
+            raise UsageError(f"a table appears twice in the run: {', '.join(names)}", hint="list each table once")
+        self.lh = lakehouse
+        self.run_id = validate_run_id(run_id) if run_id else new_run_id()
+        self.branch = validate_branch(branch) if branch else f"wap_{self.run_id}"
+        # Per-table records need their own ids (the run store's key); the group id stays their prefix.
+        self.runs = [
+            WapRun(lakehouse, t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}") for i, (t, srcs) in enumerate(specs)
+        ]
+        self.message = ""
+
+    def _ordered(self) -> list[WapRun]:
+        """Tables that others' foreign_key checks reference are written first, so the checks see them."""
+        in_run = {r.table.dotted for r in self.runs}
+        referenced = {
+            getattr(c, "table", None)
+            for r in self.runs
+            for c in r.checks
+            if c.check == "foreign_key" and getattr(c, "table", None) in in_run
+        }
+        return sorted(self.runs, key=lambda r: r.table.dotted not in referenced)
+
+    def run(self) -> MultiRunResult:
+        step, current = "prepare", None
+        created_branch = False
+        try:
+            for r in self.runs:
+                current = r
+                r.prepare()
+            done = [r.already_published is not None for r in self.runs]
+            if all(done):
+                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
+                for r in self.runs:
+                    r.mark_published(r.already_published, "already")
+                    r.message = f"run {r.run_id} was already published; nothing to do"
+                return self._finish("published", f"run {self.run_id} was already published; nothing to do")
+            if any(done):
+                raise EngineError(
+                    f"run {self.run_id} is published for some tables only, which one merge cannot produce",
+                    hint="inspect `wap nessie log`; re-run the remaining tables under a new run id",
+                )
+            step = "write"
+            created_branch = not self.lh.branches.branch_exists(self.branch)  # type: ignore[union-attr]
+            for r in self._ordered():
+                current = r
+                r.write()
+            step = "audit"
+            for r in self.runs:
+                current = r
+                r.audit()
+            step = "publish"
+            current = None
+            failing = [r for r in self.runs if not r.report.passed]  # type: ignore[union-attr]
+            if failing:
+                return self._block(failing)
+            from wapflow.lakehouse.nessie import publish_branch
+
+            self.lh.progress(f"merging Nessie branch {self.branch} ({len(self.runs)} tables) into main")
+            via = publish_branch(self.lh, self.branch, self.run_id, self.runs)
+            for r in self.runs:
+                r.mark_published(self.lh.tables.head(r.table), via)
+            tables = ", ".join(r.table.dotted for r in self.runs)
+            return self._finish("published", f"published {tables} in one Nessie commit")
+        except WapError as e:
+            err = e
+        except Exception as e:  # noqa: BLE001
+            err = EngineError(f"{type(e).__name__}: {spark_errors.describe(e)}")
+        err.at(run_id=self.run_id, step=step)
+        if step == "write" and created_branch:
+            try:
+                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
+            except WapError:
+                pass
+        for r in self.runs:
+            r._fail(err, step) if r is current or current is None else r._fail(
+                UsageError(f"not published: {current.table} failed at step {step}").at(run_id=r.run_id, step=step), step
+            )
+            r.rec.status = "failed"
+        return self._finish("failed", str(err))
+
+    def _block(self, failing: list[WapRun]) -> MultiRunResult:
+        keep = any(r.table_cfg.on_failure != "drop" for r in self.runs)
+        why = "; ".join(f"{r.table}: {', '.join(c.name for c in r.report.failed)}" for r in failing)  # type: ignore[union-attr]
+        if not keep:
+            self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
+        for r in self.runs:
+            r.rec.status, r.rec.snapshot_id, r.rec.branch_kept = "blocked", r.rec.branch_snapshot_id, keep
+            own = ", ".join(c.name for c in r.report.failed) if r.report and r.report.failed else None  # type: ignore[union-attr]
+            r.message = f"blocked by {own}" if own else f"not published: blocked by {why}"
+        where = f"all rows kept on Nessie branch {self.branch}" if keep else f"branch {self.branch} deleted"
+        return self._finish("blocked", f"blocked ({why}); no table changed on main; {where}")
+
+    def _finish(self, status: str, message: str) -> MultiRunResult:
+        now = datetime.now(timezone.utc)
+        for r in self.runs:
+            r.rec.finished_at = now
+            r._save()
+        return MultiRunResult(self.run_id, self.branch, status, [r.result() for r in self.runs], message)

@@ -63,9 +63,15 @@ def rewrite(sql: str, *, branch: str | None = None, as_of: str | None = None) ->
 def run_query(
     lh: Lakehouse, sql: str, *, branch: str | None = None, as_of: str | None = None, limit: int = 100
 ) -> tuple[list[str], list[list[Any]]]:
-    final = rewrite(sql, branch=branch, as_of=as_of)
     spark = lh.spark
-    spark.catalog.setCurrentCatalog(lh.catalog)
+    catalog = lh.catalog
+    if lh.catalog_level and branch and branch != "main":
+        # Nessie: a branch is a whole catalog state; read every table through a catalog bound to it.
+        if as_of:
+            raise UsageError("--branch and --as-of cannot be combined", hint="pick one")
+        catalog, branch = lh.branches.tables_for(validate_branch(branch)).catalog, None  # type: ignore[union-attr]
+    final = rewrite(sql, branch=branch, as_of=as_of)
+    spark.catalog.setCurrentCatalog(catalog)
     try:
         df = spark.sql(final)
         rows = df.limit(limit).collect() if limit > 0 else df.collect()

@@ -52,6 +52,8 @@ def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str
 
 def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str, Any]]:
     """Branches other than main, with the run that left each and its failed checks."""
+    if lh.catalog_level and not table_text:
+        return _nessie_branches(lh)
     if table_text:
         table = TableName.parse(table_text)
         _require_table(lh, table)
@@ -79,9 +81,52 @@ def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str
     return out
 
 
+def _nessie_branches(lh: Lakehouse) -> list[dict[str, Any]]:
+    """Nessie branches (each may hold several tables, some created by the run and absent from main)."""
+    out = []
+    for ref in lh.branches.list_refs():  # type: ignore[union-attr]
+        runs = lh.store.by_branch(ref.name)
+        for run in runs or [None]:
+            out.append(
+                {
+                    "table": run.table_name if run else None,
+                    "branch": ref.name,
+                    "nessie_hash": ref.hash,
+                    "run_id": run.run_id if run else None,
+                    "status": run.status if run else None,
+                    "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run else None,
+                    "rows": run.rows_written if run else None,
+                    "failed_checks": [c["name"] for c in (run.checks if run else []) if c.get("status") == "failed"],
+                    "files": run.files if run else [],
+                }
+            )
+    return out
+
+
+def _discard_nessie(lh: Lakehouse, branch: str) -> dict[str, Any]:
+    """A Nessie branch is the whole run's sandbox: deleting it discards every table the run wrote."""
+    if not lh.branches.branch_exists(branch):  # type: ignore[union-attr]
+        from wapflow.errors import did_you_mean
+
+        kept = [r.name for r in lh.branches.list_refs()]  # type: ignore[union-attr]
+        raise NotFound(f"Nessie has no branch {branch}{did_you_mean(branch, kept)}", hint="see kept branches with `wap branches`")
+    lh.branches.delete(branch)  # type: ignore[union-attr]
+    runs = lh.store.by_branch(branch)
+    for r in runs:
+        if r.branch_kept:
+            r.branch_kept = False
+            if r.status == "blocked":
+                r.status = "discarded"
+            lh.store.save(r)
+    tables = sorted({r.table_name for r in runs})
+    return {"table": ", ".join(tables) or "(all tables)", "branch": branch, "dropped": True, "run_ids": [r.run_id for r in runs]}
+
+
 def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[str, Any]:
     """Drop a kept branch (its rows were never on main) and mark its run discarded."""
     validate_branch(branch)
+    if lh.catalog_level:
+        return _discard_nessie(lh, branch)
     runs = lh.store.by_branch(branch)
     if table_text:
         table = TableName.parse(table_text)

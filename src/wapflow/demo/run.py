@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wapflow.config import load_config
+from wapflow.config import WapConfig, load_config
 from wapflow.demo.generate import write_trips
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -47,6 +47,7 @@ class DemoOutcome:
     branches: list[str]
     dirty_branch_rows: int | None
     by_payment_type: list[dict[str, Any]] = field(default_factory=list)
+    storage: dict[str, Any] | None = None  # `wap demo --s3`: the local S3 server and buckets used
 
     @property
     def as_expected(self) -> bool:
@@ -71,6 +72,7 @@ class DemoOutcome:
             "dirty_branch_rows": self.dirty_branch_rows,
             "main_by_payment_type": self.by_payment_type,
             "as_expected": self.as_expected,
+            "storage": self.storage,
         }
 
 
@@ -98,12 +100,17 @@ def prepare_dir(directory: Path, rows: int) -> tuple[Path, Path, Path]:
 
 def run_demo(directory: Path, rows: int = 10_000, *, progress: Any = None) -> DemoOutcome:
     cfg_path, clean, dirty = prepare_dir(directory, rows)
-    lh = Lakehouse(load_config(cfg_path), progress=progress)
-    r1 = run_wap(lh, TABLE, [str(clean)])
+    return run_pair(load_config(cfg_path), directory, str(clean), str(dirty), progress=progress)
+
+
+def run_pair(cfg: WapConfig, directory: Path, clean: str, dirty: str, *, progress: Any = None) -> DemoOutcome:
+    """The clean file, then the dirty one, then what main and the kept branch hold."""
+    lh = Lakehouse(cfg, progress=progress)
+    r1 = run_wap(lh, TABLE, [clean])
     table = TableName.parse(TABLE)
     before = lh.tables.head(table) if lh.tables.exists(table) else None
     rows_before = lh.tables.row_count(table) if before is not None else 0
-    r2 = run_wap(lh, TABLE, [str(dirty)])
+    r2 = run_wap(lh, TABLE, [dirty])
     after = lh.tables.head(table) if lh.tables.exists(table) else None
     rows_after = lh.tables.row_count(table) if after is not None else 0
     branches = [b.name for b in lh.branches.list(table)] if after is not None else []

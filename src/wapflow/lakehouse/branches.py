@@ -1,7 +1,7 @@
 """Where a run's rows wait for their audit: a branch backend.
 
 One seam, because branching really varies: Iceberg table-level branches (this module) sandbox one
-table; catalog-level branches (Project Nessie) sandbox the whole catalog and are a later backend.
+table; catalog-level branches (Project Nessie, wapflow.lakehouse.nessie) sandbox the whole catalog.
 """
 
 from __future__ import annotations
@@ -32,10 +32,15 @@ class BranchBackend(Protocol):
     def fast_forward(self, table: TableName, branch: str) -> int: ...
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int: ...
     def list(self, table: TableName) -> list[BranchInfo]: ...
+    # Where a run's rows live: a Tables view for the branch, and the Iceberg ref inside it.
+    def tables_for(self, branch: str) -> Tables: ...
+    def iceberg_ref(self, branch: str) -> str: ...
 
 
 class IcebergTableBranches:
     """Branches of a single Iceberg table (ALTER TABLE ... CREATE BRANCH, fast_forward, cherrypick)."""
+
+    catalog_level = False
 
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
@@ -62,6 +67,13 @@ class IcebergTableBranches:
 
     def write_target(self, table: TableName, branch: str) -> str:
         return table.branch_sql(self.catalog, branch)
+
+    def tables_for(self, branch: str) -> Tables:
+        """Table branches live in the catalog itself."""
+        return self.tables
+
+    def iceberg_ref(self, branch: str) -> str:
+        return branch
 
     def read(self, table: TableName, branch: str) -> "DataFrame":
         return self.tables.read(table, branch)

@@ -24,6 +24,11 @@ ICEBERG_VERSION = "1.11.0"
 SPARK_SERIES = "4.1"
 SCALA_VERSION = "2.13"
 SQLITE_JDBC_VERSION = "3.50.3.0"
+# S3 (issue 5): S3A must match the Hadoop that pyspark 4.1 bundles (3.4.2). Its AWS SDK v2 classes come
+# from iceberg-aws-bundle (SDK 2.44.4, needed by Iceberg's S3FileIO anyway) plus the SDK's transfer
+# manager, which the bundle lacks: 65 MB in all instead of the 640 MB software.amazon.awssdk:bundle.
+HADOOP_AWS_VERSION = "3.4.2"
+AWS_SDK_VERSION = "2.44.4"  # the SDK inside iceberg-aws-bundle 1.11.0
 MIN_JAVA = 17
 
 
@@ -32,6 +37,8 @@ class Artifact:
     group: str
     name: str
     version: str
+    # e.g. "runner" for Quarkus uber jars (nessie-quarkus-<ver>-runner.jar)
+    classifier: str | None = None
 
     @classmethod
     def parse(cls, coord: str) -> "Artifact":
@@ -45,11 +52,13 @@ class Artifact:
 
     @property
     def coordinate(self) -> str:
-        return f"{self.group}:{self.name}:{self.version}"
+        base = f"{self.group}:{self.name}:{self.version}"
+        return f"{base}:{self.classifier}" if self.classifier else base
 
     @property
     def filename(self) -> str:
-        return f"{self.name}-{self.version}.jar"
+        suffix = f"-{self.classifier}" if self.classifier else ""
+        return f"{self.name}-{self.version}{suffix}.jar"
 
     def url(self, repo: str) -> str:
         return f"{repo.rstrip('/')}/{self.group.replace('.', '/')}/{self.name}/{self.version}/{self.filename}"
@@ -60,6 +69,11 @@ ICEBERG_RUNTIME = Artifact(
 )
 SQLITE_JDBC = Artifact("org.xerial", "sqlite-jdbc", SQLITE_JDBC_VERSION)
 CORE_ARTIFACTS = (ICEBERG_RUNTIME, SQLITE_JDBC)
+S3_ARTIFACTS = (
+    Artifact("org.apache.iceberg", "iceberg-aws-bundle", ICEBERG_VERSION),
+    Artifact("org.apache.hadoop", "hadoop-aws", HADOOP_AWS_VERSION),
+    Artifact("software.amazon.awssdk", "s3-transfer-manager", AWS_SDK_VERSION),
+)
 
 
 def default_jars_dir() -> Path:
@@ -184,7 +198,9 @@ def resolve_jars(
     repo: str,
     jars_dir: str | None,
     progress: Progress | None = None,
+    s3: bool = False,
 ) -> JarPlan:
+    """The jars Spark gets; `s3` adds S3FileIO and S3A (only when the config uses S3: local users skip 65 MB)."""
     if jars:
         missing = [j for j in jars if "://" not in j and not Path(j).expanduser().is_file()]
         if missing:
@@ -193,7 +209,7 @@ def resolve_jars(
                 hint="fix the paths, or remove lakehouse.jars to download the jars from Maven Central",
             )
         return JarPlan(tuple(str(Path(j).expanduser()) if "://" not in j else j for j in jars), ())
-    arts = list(CORE_ARTIFACTS) + [Artifact.parse(c) for c in extra_packages]
+    arts = list(CORE_ARTIFACTS) + (list(S3_ARTIFACTS) if s3 else []) + [Artifact.parse(c) for c in extra_packages]
     if resolution == "ivy":
         return JarPlan((), tuple(a.coordinate for a in arts))
     folder = Path(jars_dir).expanduser() if jars_dir else default_jars_dir()

@@ -11,9 +11,13 @@ from wapflow.lakehouse.branches import IcebergTableBranches
 from wapflow.lakehouse.session import build_session
 from wapflow.lakehouse.tables import Tables
 from wapflow.runs.store import RunStore
+from wapflow.storage import Storage, use_storage
+from wapflow.storage import spark as s3_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from wapflow.lakehouse.nessie import NessieBranches, NessieClient
 
 
 def _quiet(_: str) -> None:
@@ -31,6 +35,10 @@ class Lakehouse:
         self.config = config if config is not None else load_config()
         self.progress = progress or _quiet
         self._spark = spark
+        self._storage_checked = False
+        self._catalog_checked = False
+        # Source resolution (s3:// patterns) uses the storage of the Lakehouse running the pipeline.
+        use_storage(self.storage)
 
     @classmethod
     def from_file(cls, path: str | None = None, **kw: object) -> "Lakehouse":
@@ -40,14 +48,50 @@ class Lakehouse:
     def catalog(self) -> str:
         return self.config.lakehouse.catalog_name
 
+    @cached_property
+    def storage(self) -> Storage:
+        """Local folders, and S3 with the [s3] settings when the config uses S3."""
+        return Storage(s3_spark.s3_settings(self.config), s3_enabled=s3_spark.uses_s3(self.config))
+
+    def check_storage(self) -> None:
+        """An s3:// warehouse must exist and be writable: checked once, before Spark touches a table."""
+        if self._storage_checked or not s3_spark.warehouse_on_s3(self.config):
+            return
+        s3_spark.check_master(self.config)
+        self.progress(f"checking access to {self.config.warehouse_location()}")
+        self.storage.s3.check_write(self.config.warehouse_location())
+        self._storage_checked = True
+
+    @cached_property
+    def nessie(self) -> "NessieClient":
+        """The Nessie REST client (catalog = "nessie"); needs no Spark."""
+        from wapflow.lakehouse.nessie import NessieClient, nessie_token, nessie_uri
+
+        return NessieClient(nessie_uri(self.config), nessie_token(self.config))
+
+    @property
+    def catalog_level(self) -> bool:
+        """True when branches cover the whole catalog (Nessie), not one table."""
+        return self.config.lakehouse.catalog == "nessie"
+
+    def check_catalog(self) -> None:
+        """Nessie down, wrong URL or token: one clear error before Spark starts or anything is written."""
+        if self._catalog_checked or not self.catalog_level:
+            return
+        self.nessie.config()
+        self._catalog_checked = True
+
     @property
     def spark(self) -> "SparkSession":
+        self.check_storage()
+        self.check_catalog()
         if self._spark is None:
             self._spark = build_session(self.config, progress=self.progress)
         else:
             from wapflow.lakehouse.session import register_catalog
 
             register_catalog(self._spark, self.config)
+        s3_spark.apply_to_session(self._spark, self.config)
         return self._spark
 
     @cached_property
@@ -55,7 +99,11 @@ class Lakehouse:
         return Tables(self.spark, self.catalog)
 
     @cached_property
-    def branches(self) -> IcebergTableBranches:
+    def branches(self) -> "IcebergTableBranches | NessieBranches":
+        if self.catalog_level:
+            from wapflow.lakehouse.nessie import NessieBranches
+
+            return NessieBranches(self.config, self.tables, self.nessie)
         return IcebergTableBranches(self.tables)
 
     @cached_property

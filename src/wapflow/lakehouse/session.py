@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from wapflow.config import WapConfig
 from wapflow.errors import ConfigError, EngineError
 from wapflow.lakehouse import jvm
+from wapflow.storage import spark as s3_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,6 +40,11 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
                 "jdbc.schema-version": "V1",
             }
         )
+    elif lh.catalog == "nessie":
+        # Catalog-level branches (issue 4): Iceberg's NessieCatalog, bound to Nessie's main here.
+        from wapflow.lakehouse.nessie import catalog_properties as nessie_properties
+
+        props.update(nessie_properties(cfg))
     elif lh.catalog != "custom":
         props["type"] = lh.catalog
     if local is not None:
@@ -46,6 +52,8 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
         props["warehouse"] = "file:" + str(local)
     else:
         props["warehouse"] = warehouse
+    # s3:// warehouse: Iceberg's S3FileIO with the [s3] endpoint/region (credentials: see wapflow.storage.spark).
+    props.update(s3_spark.iceberg_properties(cfg))
     props.update(lh.catalog_properties)
     if lh.catalog == "custom" and "catalog-impl" not in props and "type" not in props:
         raise ConfigError(
@@ -98,6 +106,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> "Spar
             repo=lh.maven_repo,
             jars_dir=lh.jars_dir,
             progress=progress,
+            s3=s3_spark.uses_s3(cfg),
         )
         builder = builder.master(lh.master).config("spark.sql.extensions", ICEBERG_EXTENSIONS)
         if plan.jars:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wapflow.errors import ConfigError, InputError
+from wapflow.storage import Storage, current_storage, is_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,18 +35,28 @@ _GLOB_CHARS = set("*?[")
 class SourceFile:
     uri: str  # what Spark reads: an absolute local path or a URI
     size: int | None  # bytes, when known without reading
+    etag: str | None = None  # S3 objects: the ETag seen when the run resolved its files
 
 
 def _is_uri(text: str) -> bool:
     return "://" in text and not text.startswith("file://")
 
 
-def resolve_sources(patterns: list[str]) -> list[SourceFile]:
-    """Expand local globs and check each local file; URIs (s3a://, hdfs://) go to Spark as given."""
+def resolve_sources(patterns: list[str], storage: Storage | None = None) -> list[SourceFile]:
+    """Expand globs and check each file, locally and on S3 (listed with the Lakehouse's [s3] settings).
+
+    Other URIs (hdfs://, gs://, ...) go to Spark as given. `storage` defaults to the current
+    Lakehouse's (wapflow.storage.current_storage); callers holding a Lakehouse should pass lh.storage.
+    """
     if not patterns:
         raise ConfigError("no source files given", hint="e.g. wap run nyc.trips landing/2026-11-21.parquet")
     out: list[SourceFile] = []
     for pat in patterns:
+        if is_s3_uri(pat):
+            # Listed, checked to exist, be non-empty and readable, before Spark starts writing.
+            found = (storage or current_storage()).resolve_s3_source(pat)
+            out.extend(SourceFile(f.uri, f.size, f.etag) for f in found)
+            continue
         if _is_uri(pat):
             out.append(SourceFile(pat, None))
             continue
@@ -116,10 +127,13 @@ def check_local_parquet(sources: list[SourceFile]) -> None:
             continue
         if s.size < 12:
             raise InputError(f"{s.uri} is not a parquet file (only {s.size} bytes)", hint="re-export the file")
-        with open(s.uri, "rb") as f:
-            head = f.read(4)
-            f.seek(-4, os.SEEK_END)
-            tail = f.read(4)
+        if is_s3_uri(s.uri):
+            head, tail = current_storage().s3.read_edges(s.uri, 4)
+        else:
+            with open(s.uri, "rb") as f:
+                head = f.read(4)
+                f.seek(-4, os.SEEK_END)
+                tail = f.read(4)
         if head != b"PAR1" or tail != b"PAR1":
             raise InputError(
                 f"{s.uri} is not a valid parquet file (corrupt or truncated: missing PAR1 magic bytes)",

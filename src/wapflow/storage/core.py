@@ -1,0 +1,73 @@
+"""One entry point for files wherever they are: local folders and S3 buckets behind one interface.
+
+A Lakehouse owns a Storage built from its wap.toml. Code that has no Lakehouse at hand (source
+resolution in wapflow.write.sources) asks for the current one; the Lakehouse makes itself current
+when it is created. It is process-wide (not a ContextVar) so that a run executed on a worker thread
+still sees it. That seam goes away once the pipeline passes its Lakehouse's storage explicitly.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+from wapflow.errors import ConfigError
+from wapflow.storage.files import FileIdentity, FileList, LocalStore, Store
+from wapflow.storage.s3 import S3Store
+from wapflow.storage.settings import S3Config, is_s3_uri
+
+
+class Storage:
+    """Local folders always; S3 when the configuration enables it (warehouse on S3 or an [s3] section)."""
+
+    def __init__(self, s3: S3Config | None = None, *, s3_enabled: bool = True) -> None:
+        self.s3_settings = s3 or S3Config()
+        self.s3_enabled = s3_enabled
+        self.local = LocalStore()
+        self._s3: S3Store | None = None
+
+    @property
+    def s3(self) -> S3Store:
+        if not self.s3_enabled:
+            raise ConfigError(
+                "s3:// locations need S3 support, which this configuration does not switch on",
+                hint="add an [s3] section to wap.toml (an empty one uses the standard AWS credential chain), "
+                "so that the S3 jars are put on Spark's classpath",
+            )
+        if self._s3 is None:
+            self._s3 = S3Store(self.s3_settings)
+        return self._s3
+
+    def store_for(self, location: str) -> Store:
+        if is_s3_uri(location):
+            return self.s3
+        if "://" in location and not location.startswith("file://"):
+            raise ConfigError(
+                f"cannot list {location}: only local paths and s3:// URIs are supported",
+                hint="e.g. s3://landing-bucket/2026/11/ or ./landing/",
+            )
+        return self.local
+
+    def list(self, location: str) -> list[FileIdentity]:
+        """File identities under a folder/prefix, matching a glob, or of the one file named."""
+        return self.store_for(location).list(location)
+
+    def resolve_s3_source(self, pattern: str) -> FileList:
+        """The S3 files of a `wap run` source pattern, each checked to exist, be non-empty and readable."""
+        return self.s3.resolve(pattern)
+
+    def secret_values(self) -> builtins.list[str]:
+        return self.s3_settings.secret_values()
+
+
+_current: Storage | None = None
+
+
+def use_storage(storage: Storage) -> None:
+    """Make `storage` the one source resolution uses (called by Lakehouse on creation)."""
+    global _current
+    _current = storage
+
+
+def current_storage() -> Storage:
+    """The storage of the most recently created Lakehouse, else S3 with the standard AWS chain."""
+    return _current or Storage()

@@ -1,0 +1,383 @@
+"""S3 from Python (boto3): listing, source resolution, access checks, bucket creation.
+
+Everything here runs before Spark touches a table, so that a wrong endpoint, unknown or wrong
+credentials, a missing bucket or a missing permission is one clear message (exit code 3) and
+nothing has been written. Messages name the bucket, the key and the S3 error code, never a secret.
+"""
+
+from __future__ import annotations
+
+import difflib
+import secrets
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import Any
+
+from wapflow.errors import InputError, WapError
+from wapflow.storage.errors import MissingDependency, StorageError, StorageUnavailable
+from wapflow.storage.files import (
+    FileIdentity,
+    FileList,
+    glob_literal_prefix,
+    glob_regex,
+    has_glob,
+    is_hidden,
+)
+from wapflow.storage.settings import S3Config, S3Location, parse_s3_uri, redact
+
+PROBE_PREFIX = ".wapflow-probe-"
+_HEAD_WORKERS = 8
+
+_CREDENTIAL_HINT = (
+    "set [s3].access_key_id / secret_access_key in wap.toml, or AWS_ACCESS_KEY_ID / "
+    "AWS_SECRET_ACCESS_KEY / AWS_PROFILE in the environment"
+)
+
+
+def _import_boto3() -> Any:
+    try:
+        import boto3
+    except ImportError:
+        raise MissingDependency(
+            "S3 support needs boto3, which is not installed",
+            hint='pip install "wapflow[s3]"',
+        ) from None
+    return boto3
+
+
+class S3Store:
+    """One endpoint and one set of credentials (the [s3] section), any number of buckets."""
+
+    def __init__(self, settings: S3Config | None = None) -> None:
+        self.settings = settings or S3Config()
+        self._client: Any = None
+
+    # --- client and errors ----------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            boto3 = _import_boto3()
+            from botocore.config import Config
+
+            s = self.settings
+            kw: dict[str, Any] = {}
+            if s.endpoint:
+                kw["endpoint_url"] = s.endpoint
+            region = s.effective_region()
+            if region:
+                kw["region_name"] = region
+            if s.access_key_id is not None and s.secret_access_key is not None:
+                kw["aws_access_key_id"] = s.access_key_id.get_secret_value()
+                kw["aws_secret_access_key"] = s.secret_access_key.get_secret_value()
+                if s.session_token is not None:
+                    kw["aws_session_token"] = s.session_token.get_secret_value()
+            cfg = Config(
+                s3={"addressing_style": "path" if s.uses_path_style() else "auto"},
+                retries={"max_attempts": 3, "mode": "standard"},
+                connect_timeout=5,
+                read_timeout=60,
+                user_agent_extra="wapflow",
+            )
+            self._client = boto3.session.Session().client("s3", config=cfg, **kw)
+        return self._client
+
+    def _error(self, e: BaseException, *, action: str, bucket: str, key: str | None = None) -> WapError:
+        """A botocore exception as a wapflow error: what was attempted, where, and what to do."""
+        from botocore import exceptions as bx
+
+        ep = self.settings.describe_endpoint()
+        where = f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+        if isinstance(e, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError, bx.HTTPClientError)):
+            return StorageUnavailable(
+                f"cannot reach the S3 endpoint {ep} (trying to {action} {where})",
+                hint="check [s3].endpoint in wap.toml and that the S3 server is running and reachable",
+            )
+        if isinstance(e, (bx.NoCredentialsError, bx.PartialCredentialsError)):
+            return StorageError(f"no S3 credentials found (trying to {action} {where})", hint=_CREDENTIAL_HINT)
+        if isinstance(e, bx.NoRegionError):
+            return StorageError("no AWS region configured", hint="set [s3].region in wap.toml or AWS_REGION")
+        if not isinstance(e, bx.ClientError):
+            text = redact(f"{type(e).__name__}: {e}", self.settings.secret_values())
+            return StorageError(f"S3 request to {action} {where} failed: {text[:300]}")
+        err = e.response.get("Error", {}) if isinstance(e.response, dict) else {}
+        code = str(err.get("Code") or "")
+        status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        if code in ("NoSuchBucket",) or (code in ("404", "NotFound") and key is None):
+            return StorageError(
+                f"bucket {bucket!r} does not exist at {ep}",
+                hint="create it with `wap storage init` (it creates the lake bucket and [s3].landing), "
+                "or fix the bucket name",
+            )
+        if code in ("NoSuchKey", "404", "NotFound"):
+            return InputError(f"{where} does not exist", hint="check the key; `wap storage ls` lists a prefix")
+        if code == "InvalidAccessKeyId":
+            return StorageError(
+                f"the S3 endpoint {ep} does not know the access key id in use (InvalidAccessKeyId; "
+                f"trying to {action} {where})",
+                hint=_CREDENTIAL_HINT,
+            )
+        if code == "SignatureDoesNotMatch":
+            return StorageError(
+                f"the S3 endpoint {ep} rejected the credentials: the secret key does not match the access "
+                f"key id (SignatureDoesNotMatch; trying to {action} {where})",
+                hint=_CREDENTIAL_HINT,
+            )
+        if code in ("ExpiredToken", "InvalidToken", "TokenRefreshRequired", "ExpiredTokenException"):
+            return StorageError(
+                f"the S3 session token was rejected ({code}; trying to {action} {where})",
+                hint="refresh the temporary credentials ([s3].session_token or AWS_SESSION_TOKEN)",
+            )
+        if code in ("AccessDenied", "AllAccessDisabled", "403", "Forbidden") or status == 403:
+            return StorageError(
+                f"the credentials in use may not {action} {where} (AccessDenied at {ep})",
+                hint=f"grant {_permission(action)} on {where} to this user or role, or use other credentials",
+            )
+        if code in ("PermanentRedirect", "301", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException"):
+            return StorageError(
+                f"bucket {bucket!r} is in another region than the one configured ({code})",
+                hint="set [s3].region (or AWS_REGION) to the bucket's region",
+            )
+        message = redact(str(err.get("Message") or ""), self.settings.secret_values())
+        return StorageError(f"S3 refused to {action} {where}: {code or status} {message}".strip()[:400])
+
+    def _explain_forbidden(self, bucket: str, action: str, key: str | None) -> WapError:
+        """HEAD answers carry no body, so a 400/403 hides whether the key, secret, token or a permission is wrong."""
+        try:
+            self.client.list_objects_v2(Bucket=bucket, MaxKeys=1)
+        except Exception as e:  # noqa: BLE001 - the precise error is exactly what we want
+            return self._error(e, action=action, bucket=bucket, key=key)
+        return StorageError(
+            f"the credentials in use may not {action} {f's3://{bucket}/{key}' if key else f's3://{bucket}'} "
+            f"(403 Forbidden at {self.settings.describe_endpoint()})",
+            hint=f"grant {_permission(action)} to this user or role, or use other credentials",
+        )
+
+    def _head_error(self, e: BaseException, *, action: str, bucket: str, key: str | None = None) -> WapError:
+        from botocore.exceptions import ClientError
+
+        if isinstance(e, ClientError) and str(e.response.get("Error", {}).get("Code")) in ("400", "403", "Forbidden"):
+            return self._explain_forbidden(bucket, action, key)
+        return self._error(e, action=action, bucket=bucket, key=key)
+
+    # --- buckets --------------------------------------------------------------------------------
+
+    def bucket_exists(self, bucket: str) -> bool:
+        """True/False for a bucket these credentials may see; other failures raise."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_bucket(Bucket=bucket)
+            return True
+        except ClientError as e:
+            if str(e.response.get("Error", {}).get("Code")) in ("404", "NoSuchBucket", "NotFound"):
+                return False
+            raise self._head_error(e, action="access bucket", bucket=bucket) from None
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, action="access bucket", bucket=bucket) from None
+
+    def require_bucket(self, bucket: str) -> None:
+        if not self.bucket_exists(bucket):
+            raise self._error(_no_such_bucket(), action="access bucket", bucket=bucket)
+
+    def create_bucket(self, bucket: str) -> None:
+        region = self.settings.effective_region()
+        kw: dict[str, Any] = {"Bucket": bucket}
+        if region and region != "us-east-1":
+            kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        try:
+            self.client.create_bucket(**kw)
+        except Exception as e:  # noqa: BLE001
+            from botocore.exceptions import ClientError
+
+            if isinstance(e, ClientError) and e.response.get("Error", {}).get("Code") == "BucketAlreadyOwnedByYou":
+                return
+            if isinstance(e, ClientError) and e.response.get("Error", {}).get("Code") == "BucketAlreadyExists":
+                raise StorageError(
+                    f"bucket {bucket!r} already exists and belongs to someone else",
+                    hint="bucket names are global on AWS: pick another name",
+                ) from None
+            raise self._error(e, action="create bucket", bucket=bucket) from None
+
+    # --- listing --------------------------------------------------------------------------------
+
+    def _identity(self, loc: S3Location, key: str, size: int, etag: str, modified: datetime | None) -> FileIdentity:
+        return FileIdentity(
+            uri=f"{loc.scheme}://{loc.bucket}/{key}",
+            bucket=loc.bucket,
+            key=key,
+            size=int(size),
+            etag=str(etag or "").strip('"'),
+            modified=(modified or datetime.fromtimestamp(0, tz=timezone.utc)).astimezone(timezone.utc),
+        )
+
+    def _list_prefix(self, loc: S3Location, prefix: str, *, limit: int | None = None) -> list[FileIdentity]:
+        out: list[FileIdentity] = []
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=loc.bucket, Prefix=prefix, PaginationConfig={"MaxItems": limit} if limit else {}
+            )
+            for page in pages:
+                for obj in page.get("Contents", []) or []:
+                    key = obj["Key"]
+                    if key.endswith("/"):
+                        continue  # a "folder" marker, not a file
+                    out.append(self._identity(loc, key, obj["Size"], obj.get("ETag", ""), obj.get("LastModified")))
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, action="list", bucket=loc.bucket, key=prefix or None) from None
+        return out
+
+    def _head(self, loc: S3Location, key: str) -> FileIdentity | None:
+        """The object's identity, None if it does not exist; denied access raises."""
+        from botocore.exceptions import ClientError
+
+        try:
+            h = self.client.head_object(Bucket=loc.bucket, Key=key)
+        except ClientError as e:
+            code = str(e.response.get("Error", {}).get("Code"))
+            if code in ("404", "NoSuchKey", "NotFound"):
+                if not self.bucket_exists(loc.bucket):
+                    raise self._error(_no_such_bucket(), action="read", bucket=loc.bucket) from None
+                return None
+            raise self._head_error(e, action="read", bucket=loc.bucket, key=key) from None
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, action="read", bucket=loc.bucket, key=key) from None
+        return self._identity(loc, key, h["ContentLength"], h.get("ETag", ""), h.get("LastModified"))
+
+    def list(self, location: str) -> list[FileIdentity]:
+        """Objects under a prefix (recursively), matching a glob, or the one object named.
+
+        Keys ending in '/' (folder markers) and names starting with '_' or '.' are skipped, as Spark does.
+        """
+        loc = parse_s3_uri(location)
+        if has_glob(loc.key):
+            rx = glob_regex(loc.key)
+            found = self._list_prefix(loc, glob_literal_prefix(loc.key))
+            return [f for f in found if rx.match(f.key) and not is_hidden(f.key)]
+        named = bool(loc.key) and not loc.key.endswith("/")
+        if named:
+            one = self._head(loc, loc.key)
+            if one is not None:
+                return [one]
+        prefix = loc.key + "/" if named else loc.key
+        found = self._list_prefix(loc, prefix)
+        if not found:
+            self.require_bucket(loc.bucket)
+            if named:  # neither an object nor a "folder": say so, as for a missing local path
+                raise InputError(f"{location} does not exist{self._nearby(loc)}", hint="check the key")
+        return [f for f in found if not any(is_hidden(p) for p in f.key[len(prefix):].split("/"))]
+
+    # --- sources --------------------------------------------------------------------------------
+
+    def resolve(self, pattern: str) -> FileList:
+        """Source files for a run: each exists, is a file, is not empty, and these credentials can read it."""
+        loc = parse_s3_uri(pattern, what="source")
+        if not loc.key or loc.key.endswith("/"):
+            raise InputError(
+                f"source {pattern} is a folder", hint=f"pass the files, e.g. '{pattern.rstrip('/')}/*.parquet'"
+            )
+        if has_glob(loc.key):
+            files = self.list(pattern)
+            if not files:
+                self.require_bucket(loc.bucket)
+                raise InputError(
+                    f"no object matches {pattern!r} at {self.settings.describe_endpoint()}",
+                    hint=f"check the pattern; `wap storage ls {loc.scheme}://{loc.bucket}/"
+                    f"{glob_literal_prefix(loc.key).rsplit('/', 1)[0]}` lists what is there",
+                )
+            self._check_readable(loc, files)
+        else:
+            one = self._head(loc, loc.key)
+            if one is None:
+                if self._list_prefix(loc, loc.key + "/", limit=1):
+                    raise InputError(
+                        f"source {pattern} is a folder", hint=f"pass the files, e.g. '{pattern}/*.parquet'"
+                    )
+                raise InputError(f"source file {pattern} does not exist{self._nearby(loc)}", hint="check the key")
+            files = [one]
+        for f in files:
+            if f.size == 0:
+                raise InputError(
+                    f"source file {f.uri} is empty (0 bytes)", hint="remove it or wait until it is fully written"
+                )
+        return files
+
+    def _check_readable(self, loc: S3Location, files: FileList) -> None:
+        """Listing needs s3:ListBucket, reading needs s3:GetObject: HEAD each file to know before writing."""
+        keys = [f.key for f in files]
+        if len(keys) == 1:
+            self._head(loc, keys[0])
+            return
+        with ThreadPoolExecutor(max_workers=_HEAD_WORKERS) as pool:
+            list(pool.map(lambda k: self._head(loc, k), keys))
+
+    def _nearby(self, loc: S3Location) -> str:
+        parent = loc.key.rsplit("/", 1)[0] + "/" if "/" in loc.key else ""
+        try:
+            keys = [f.key for f in self._list_prefix(loc, parent, limit=1000)]
+        except WapError:
+            return ""
+        if not keys:
+            self.require_bucket(loc.bucket)
+            return f" (nothing under s3://{loc.bucket}/{parent})" if parent else f" (bucket {loc.bucket} is empty)"
+        close = difflib.get_close_matches(loc.key, keys, n=1, cutoff=0.7)
+        return f" (did you mean {loc.scheme}://{loc.bucket}/{close[0]}?)" if close else ""
+
+    def read_edges(self, uri: str, n: int) -> tuple[bytes, bytes]:
+        """The first and last n bytes (parquet's magic numbers) with two ranged GETs."""
+        loc = parse_s3_uri(uri)
+        try:
+            head = self.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=0-{n - 1}")["Body"].read()
+            tail = self.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=-{n}")["Body"].read()
+        except Exception as e:  # noqa: BLE001
+            raise self._error(e, action="read", bucket=loc.bucket, key=loc.key) from None
+        return head, tail
+
+    # --- access checks ----------------------------------------------------------------------------
+
+    def check_read(self, location: str) -> int:
+        """List the prefix and read one byte of its first object; the number of objects seen (at most 1)."""
+        loc = parse_s3_uri(location)
+        self.require_bucket(loc.bucket)
+        first = self._list_prefix(loc, loc.key, limit=1)
+        if first:
+            try:
+                self.client.get_object(Bucket=loc.bucket, Key=first[0].key, Range="bytes=0-0")["Body"].read()
+            except Exception as e:  # noqa: BLE001
+                raise self._error(e, action="read", bucket=loc.bucket, key=first[0].key) from None
+        return len(first)
+
+    def check_write(self, location: str) -> None:
+        """Write, read back and delete a probe object under the prefix: the same calls Iceberg makes."""
+        loc = parse_s3_uri(location)
+        self.require_bucket(loc.bucket)
+        prefix = loc.key.rstrip("/")
+        key = (prefix + "/" if prefix else "") + PROBE_PREFIX + secrets.token_hex(6)
+        body = b"wapflow write probe; safe to delete\n"
+        steps = (
+            ("write", lambda: self.client.put_object(Bucket=loc.bucket, Key=key, Body=body)),
+            ("read", lambda: self.client.get_object(Bucket=loc.bucket, Key=key)["Body"].read()),
+            ("delete", lambda: self.client.delete_object(Bucket=loc.bucket, Key=key)),
+        )
+        for action, call in steps:
+            try:
+                call()
+            except Exception as e:  # noqa: BLE001
+                raise self._error(e, action=action, bucket=loc.bucket, key=(prefix + "/") if prefix else None) from None
+
+
+def _permission(action: str) -> str:
+    return {
+        "list": "s3:ListBucket",
+        "access bucket": "s3:ListBucket",
+        "read": "s3:GetObject",
+        "write": "s3:PutObject",
+        "delete": "s3:DeleteObject",
+        "create bucket": "s3:CreateBucket",
+    }.get(action, "the needed S3 permission")
+
+
+def _no_such_bucket() -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": "NoSuchBucket", "Message": ""}}, "HeadBucket")
