@@ -101,21 +101,11 @@ def setup(
     """Check Java and fetch the JVM jars (Iceberg runtime, SQLite JDBC; S3 ones if used) so later runs never stall."""
     from wapflow.config import load_config
     from wapflow.lakehouse import jvm
-    from wapflow.storage.spark import uses_s3
 
     try:
         cfg = load_config(config)
         major = jvm.check_java()
-        lh = cfg.lakehouse
-        plan = jvm.resolve_jars(
-            jars=lh.jars,
-            extra_packages=lh.extra_packages,
-            resolution=lh.jar_resolution,
-            repo=lh.maven_repo,
-            jars_dir=lh.jars_dir,
-            progress=_progress(as_json),
-            s3=s3 or uses_s3(cfg),
-        )
+        plan = jvm.plan_for(cfg, _progress(as_json), s3=s3)
     except WapError as e:
         _fail(e, as_json)
     if as_json:

@@ -59,6 +59,15 @@ def validate_run_id(run_id: str) -> str:
     return run_id
 
 
+def exit_code_for(status: str, failure_codes: list[int]) -> int:
+    """0 published, 1 blocked, else the most serious failure's code (3 when none is known)."""
+    if status == "published":
+        return EXIT_PUBLISHED
+    if status == "blocked":
+        return EXIT_BLOCKED
+    return max(failure_codes, default=3)
+
+
 @dataclass
 class RunResult:
     run_id: str
@@ -81,11 +90,7 @@ class RunResult:
 
     @property
     def exit_code(self) -> int:
-        if self.status == "published":
-            return EXIT_PUBLISHED
-        if self.status == "blocked":
-            return EXIT_BLOCKED
-        return int((self.error or {}).get("exit_code", 3))
+        return exit_code_for(self.status, [int((self.error or {}).get("exit_code", 3))])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -759,11 +764,7 @@ class MultiRunResult:
 
     @property
     def exit_code(self) -> int:
-        if self.status == "published":
-            return EXIT_PUBLISHED
-        if self.status == "blocked":
-            return EXIT_BLOCKED
-        return max((r.exit_code for r in self.tables if r.status == "failed"), default=3)
+        return exit_code_for(self.status, [r.exit_code for r in self.tables if r.status == "failed"])
 
     def to_dict(self) -> dict[str, Any]:
         return {

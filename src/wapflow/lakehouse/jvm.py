@@ -15,10 +15,14 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from wapflow.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from wapflow.config import WapConfig
 
 ICEBERG_VERSION = "1.11.0"
 SPARK_SERIES = "4.1"
@@ -214,3 +218,19 @@ def resolve_jars(
         return JarPlan((), tuple(a.coordinate for a in arts))
     folder = Path(jars_dir).expanduser() if jars_dir else default_jars_dir()
     return JarPlan(tuple(str(fetch_artifact(a, folder, repo, progress)) for a in arts), ())
+
+
+def plan_for(cfg: "WapConfig", progress: Progress | None = None, *, s3: bool = False) -> JarPlan:
+    """The jars a config needs (the S3 ones only when it uses S3, or when asked to pre-fetch them)."""
+    from wapflow.storage.spark import uses_s3
+
+    lh = cfg.lakehouse
+    return resolve_jars(
+        jars=lh.jars,
+        extra_packages=lh.extra_packages,
+        resolution=lh.jar_resolution,
+        repo=lh.maven_repo,
+        jars_dir=lh.jars_dir,
+        progress=progress,
+        s3=s3 or uses_s3(cfg),
+    )

@@ -99,15 +99,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> "Spar
         builder = builder.remote(lh.master)
     else:
         jvm.check_java()
-        plan = jvm.resolve_jars(
-            jars=lh.jars,
-            extra_packages=lh.extra_packages,
-            resolution=lh.jar_resolution,
-            repo=lh.maven_repo,
-            jars_dir=lh.jars_dir,
-            progress=progress,
-            s3=s3_spark.uses_s3(cfg),
-        )
+        plan = jvm.plan_for(cfg, progress)
         builder = builder.master(lh.master).config("spark.sql.extensions", ICEBERG_EXTENSIONS)
         if plan.jars:
             builder = builder.config("spark.jars", ",".join(plan.jars))
