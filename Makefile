@@ -37,5 +37,8 @@ bench: setup
 bench-audit: setup
 	$(BIN)/python benchmarks/bench_audit.py
 
+bench-nessie: setup
+	$(BIN)/python benchmarks/bench_nessie.py
+
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache
