@@ -66,19 +66,21 @@ def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str
             runs = [r for r in lh.store.by_branch(b.name) if r.table_name == t.dotted]
             run = runs[0] if runs else None
             out.append(
-                {
-                    "table": t.dotted,
-                    "branch": b.name,
-                    "head_snapshot_id": b.head,
-                    "run_id": run.run_id if run else None,
-                    "status": run.status if run else None,
-                    "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run else None,
-                    "rows": run.rows_written if run else None,
-                    "failed_checks": [c["name"] for c in (run.checks if run else []) if c.get("status") == "failed"],
-                    "files": run.files if run else [],
-                }
+                {"table": t.dotted, "branch": b.name, "head_snapshot_id": b.head, **_run_fields(run)}
             )
     return out
+
+
+def _run_fields(run: Any) -> dict[str, Any]:
+    """What `wap branches` shows of the run that left a branch (None: no recorded run)."""
+    return {
+        "run_id": run.run_id if run else None,
+        "status": run.status if run else None,
+        "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run else None,
+        "rows": run.rows_written if run else None,
+        "failed_checks": [c["name"] for c in (run.checks if run else []) if c.get("status") == "failed"],
+        "files": run.files if run else [],
+    }
 
 
 def _nessie_branches(lh: Lakehouse) -> list[dict[str, Any]]:
@@ -92,12 +94,7 @@ def _nessie_branches(lh: Lakehouse) -> list[dict[str, Any]]:
                     "table": run.table_name if run else None,
                     "branch": ref.name,
                     "nessie_hash": ref.hash,
-                    "run_id": run.run_id if run else None,
-                    "status": run.status if run else None,
-                    "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run else None,
-                    "rows": run.rows_written if run else None,
-                    "failed_checks": [c["name"] for c in (run.checks if run else []) if c.get("status") == "failed"],
-                    "files": run.files if run else [],
+                    **_run_fields(run),
                 }
             )
     return out
