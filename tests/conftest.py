@@ -102,8 +102,16 @@ def trips_file(landing: Path, name: str, rows: int = 200, *, null_rate: float = 
 def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Issue 4: one real Nessie server (runner jar fetched and cached by wapflow, RocksDB store) per test
     session, on a free port of 127.0.0.1; started only if a Nessie test runs, stopped at the end."""
-    from wapflow.lakehouse.nessie_server import NessieServer
+    from wapflow.errors import EnvironmentProblem
+    from wapflow.lakehouse.nessie_server import NessieServer, find_server_java
 
+    try:
+        find_server_java()
+    except EnvironmentProblem as e:
+        # The Nessie runner needs Java 21+. In CI that is a failure; on a Java-17-only laptop, a visible skip.
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"Nessie tests need Java 21+: {e.message}")
     server = NessieServer(tmp_path_factory.mktemp("nessie"))
     server.start()
     yield server
