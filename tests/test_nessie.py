@@ -299,3 +299,36 @@ def test_token_is_never_printed():
     cfg = parse_config({"lakehouse": {"catalog": "nessie", "nessie_uri": "http://x", "nessie_token": "s3cr3t-tok"}})
     assert "s3cr3t-tok" not in repr(cfg) and "s3cr3t-tok" not in repr(NessieClient("http://x", "s3cr3t-tok"))
     assert NessieClient("http://x:1", "s3cr3t-tok").base == "http://x:1/api/v2"
+
+
+def test_named_run_section_in_wap_toml(nessie_server, spark, tmp_path, landing, ns):
+    """[runs.NAME]: the tables and their sources of a multi-table run, declared once in wap.toml."""
+    _orders(landing / "o.parquet", [1, 2])
+    _items(landing / "i.parquet", [1, 2, 2])
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f"""
+[lakehouse]
+warehouse = "{tmp_path / 'lh'}"
+catalog = "nessie"
+nessie_uri = "{nessie_server.url}"
+catalog_name = "runcat"
+master = "local[2]"
+
+[tables."{ns}.items"]
+checks = [{{ check = "foreign_key", column = "order_id", table = "{ns}.orders" }}]
+
+[runs.shop]
+tables = {{ "{ns}.orders" = "landing/o.parquet", "{ns}.items" = ["landing/i.parquet"] }}
+""",
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    res = runner.invoke(app, ["run-tables", "--run", "shop", "--config", str(cfg), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "published"
+    res = runner.invoke(app, ["query", f"SELECT count(*) FROM {ns}.items", "--config", str(cfg), "--json"])
+    assert json.loads(res.stdout)["rows"] == [[3]]
+    res = runner.invoke(app, ["run-tables", "--run", "shoop", "--config", str(cfg)])
+    assert res.exit_code == 2 and "no [runs.shoop] section" in res.stderr and "did you mean 'shop'" in res.stderr

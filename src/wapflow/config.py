@@ -117,15 +117,44 @@ class TableConfig(_Strict):
     read_options: dict[str, str] = Field(default_factory=dict)
 
 
+class RunConfig(_Strict):
+    """A named multi-table run (`wap run-tables --run NAME`): one source list per table, one Nessie merge."""
+
+    tables: dict[str, list[str]] = Field(min_length=1)
+    branch: str | None = None
+
+    @field_validator("tables", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: [x] if isinstance(x, str) else x for k, x in v.items()}
+        return v
+
+
 class WapConfig(_Strict):
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
+    runs: dict[str, RunConfig] = Field(default_factory=dict)
     # [s3]: endpoint, region, credentials for an s3:// warehouse and s3:// sources (None: no S3 jars).
     s3: S3Config | None = None
 
     # Where the file was read from; relative paths in it resolve against its folder.
     source: Path | None = Field(default=None, exclude=True)
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def run_specs(self, name: str) -> tuple[list[tuple[str, list[str]]], str | None]:
+        """A [runs.NAME] section as (table, sources) pairs, relative paths resolved against the config's folder."""
+        if name not in self.runs:
+            raise ConfigError(
+                f"no [runs.{name}] section in {self.source or 'the configuration'}{did_you_mean(name, self.runs)}",
+                hint=f"known runs: {', '.join(self.runs) or 'none'}",
+            )
+        run = self.runs[name]
+        specs = []
+        for table, sources in run.tables.items():
+            resolved = [src if "://" in src or os.path.isabs(src) else str(self.base_dir / src) for src in sources]
+            specs.append((table, resolved))
+        return specs, run.branch
 
     def table(self, name: str) -> TableConfig:
         """The table's section, or defaults for a table wap.toml does not mention."""
@@ -244,6 +273,8 @@ def _model_for(parent: tuple[Any, ...]) -> type[BaseModel] | None:
         return LakehouseConfig
     if parent == ("s3",):
         return S3Config
+    if parent[0] == "runs" and len(parent) == 2:
+        return RunConfig
     if parent[0] == "tables" and len(parent) == 2:
         return TableConfig
     if parent[0] == "tables" and len(parent) == 5 and parent[2] == "checks":

@@ -95,7 +95,10 @@ def log(
 
 
 def run_tables(
-    specs: Annotated[list[str], typer.Argument(help="TABLE=SOURCE[,SOURCE...] per table, e.g. shop.orders=orders.parquet")],
+    specs: Annotated[
+        list[str] | None, typer.Argument(help="TABLE=SOURCE[,SOURCE...] per table, e.g. shop.orders=orders.parquet")
+    ] = None,
+    run: Annotated[str | None, typer.Option("--run", help="A [runs.NAME] section of wap.toml instead of TABLE=SOURCE.")] = None,
     branch: Annotated[str | None, typer.Option("--branch", help="Nessie branch name (default wap_<run-id>).")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
     config: Annotated[str | None, typer.Option("--config", "-c")] = None,
@@ -108,7 +111,14 @@ def run_tables(
 
     try:
         parsed: list[tuple[str, list[str]]] = []
-        for spec in specs:
+        if run is not None:
+            if specs:
+                raise UsageError("give either --run NAME or TABLE=SOURCE arguments, not both")
+            from wapflow.config import load_config
+
+            parsed, run_branch = load_config(config).run_specs(run)
+            branch = branch or run_branch
+        for spec in specs or []:
             table, sep, sources = spec.partition("=")
             if not sep or not table or not sources:
                 raise UsageError(f"{spec!r} is not TABLE=SOURCE", hint="e.g. shop.orders=landing/orders.parquet")
