@@ -235,7 +235,9 @@ class WapRun:
             self.lh.progress(f"reading {len(self.sources)} file(s) as {self.fmt}")
             try:
                 table_schema = tables.schema(self.table) if exists else None
-                df = read_batch(self.lh.spark, self.sources, self.fmt, self.table_cfg.read_options, table_schema)
+                df = read_batch(
+                    self.lh.spark, self.sources, self.fmt, self.table_cfg.read_options, table_schema, self.lh.storage
+                )
                 if table_schema is not None:
                     contract = apply_contract(
                         df, table_schema, table=self.table.dotted, policy=self.table_cfg.schema_policy, files=self.rec.files

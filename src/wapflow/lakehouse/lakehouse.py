@@ -11,7 +11,7 @@ from wapflow.lakehouse.branches import IcebergTableBranches
 from wapflow.lakehouse.session import build_session
 from wapflow.lakehouse.tables import Tables
 from wapflow.runs.store import RunStore
-from wapflow.storage import Storage, use_storage
+from wapflow.storage import Storage
 from wapflow.storage import spark as s3_spark
 
 if TYPE_CHECKING:
@@ -37,8 +37,6 @@ class Lakehouse:
         self._spark = spark
         self._storage_checked = False
         self._catalog_checked = False
-        # Source resolution (s3:// patterns) uses the storage of the Lakehouse running the pipeline.
-        use_storage(self.storage)
 
     @classmethod
     def from_file(cls, path: str | None = None, **kw: object) -> "Lakehouse":

@@ -8,7 +8,7 @@
 - init: `wap storage init`; server: the local S3 server used by tests and `wap demo --s3`
 """
 
-from wapflow.storage.core import Storage, current_storage, use_storage
+from wapflow.storage.core import Storage
 from wapflow.storage.errors import StorageError, StorageUnavailable
 from wapflow.storage.files import FileIdentity, LocalStore
 from wapflow.storage.s3 import S3Store
@@ -22,8 +22,6 @@ __all__ = [
     "Storage",
     "StorageError",
     "StorageUnavailable",
-    "current_storage",
     "is_s3_uri",
     "parse_s3_uri",
-    "use_storage",
 ]

@@ -58,16 +58,3 @@ class Storage:
     def secret_values(self) -> builtins.list[str]:
         return self.s3_settings.secret_values()
 
-
-_current: Storage | None = None
-
-
-def use_storage(storage: Storage) -> None:
-    """Make `storage` the one source resolution uses (called by Lakehouse on creation)."""
-    global _current
-    _current = storage
-
-
-def current_storage() -> Storage:
-    """The storage of the most recently created Lakehouse, else S3 with the standard AWS chain."""
-    return _current or Storage()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wapflow.errors import ConfigError, InputError
-from wapflow.storage import Storage, current_storage, is_s3_uri
+from wapflow.storage import Storage, is_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,7 +46,7 @@ def resolve_sources(patterns: list[str], storage: Storage | None = None) -> list
     """Expand globs and check each file, locally and on S3 (listed with the Lakehouse's [s3] settings).
 
     Other URIs (hdfs://, gs://, ...) go to Spark as given. `storage` defaults to the current
-    Lakehouse's (wapflow.storage.current_storage); callers holding a Lakehouse should pass lh.storage.
+    chain with no [s3] settings; callers holding a Lakehouse pass lh.storage.
     """
     if not patterns:
         raise ConfigError("no source files given", hint="e.g. wap run nyc.trips landing/2026-11-21.parquet")
@@ -54,7 +54,7 @@ def resolve_sources(patterns: list[str], storage: Storage | None = None) -> list
     for pat in patterns:
         if is_s3_uri(pat):
             # Listed, checked to exist, be non-empty and readable, before Spark starts writing.
-            found = (storage or current_storage()).resolve_s3_source(pat)
+            found = (storage or Storage()).resolve_s3_source(pat)
             out.extend(SourceFile(f.uri, f.size, f.etag) for f in found)
             continue
         if _is_uri(pat):
@@ -120,7 +120,7 @@ def detect_format(sources: list[SourceFile], configured: str | None) -> str:
     return kinds.pop()
 
 
-def check_local_parquet(sources: list[SourceFile]) -> None:
+def check_local_parquet(sources: list[SourceFile], storage: Storage | None = None) -> None:
     """A parquet file starts and ends with PAR1; a truncated or foreign file fails here, by name."""
     for s in sources:
         if s.size is None:
@@ -128,7 +128,7 @@ def check_local_parquet(sources: list[SourceFile]) -> None:
         if s.size < 12:
             raise InputError(f"{s.uri} is not a parquet file (only {s.size} bytes)", hint="re-export the file")
         if is_s3_uri(s.uri):
-            head, tail = current_storage().s3.read_edges(s.uri, 4)
+            head, tail = (storage or Storage()).s3.read_edges(s.uri, 4)
         else:
             with open(s.uri, "rb") as f:
                 head = f.read(4)
@@ -147,6 +147,7 @@ def read_batch(
     fmt: str,
     options: dict[str, str],
     schema: "StructType | None" = None,
+    storage: Storage | None = None,
 ) -> "DataFrame":
     """A lazy DataFrame over every source file; parse errors surface when the branch write runs.
 
@@ -167,5 +168,5 @@ def read_batch(
     for k, v in options.items():
         reader = reader.option(k, v)
     if fmt == "parquet":
-        check_local_parquet(sources)
+        check_local_parquet(sources, storage)
     return reader.load(paths)
