@@ -75,7 +75,7 @@ def _run_fields(run: Any) -> dict[str, Any]:
     """What `wap branches` shows of the run that left a branch (None: no recorded run)."""
     return {
         "run_id": run.run_id if run else None,
-        "status": run.status if run else None,
+        "status": run.shown_status if run else None,
         "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run else None,
         "rows": run.rows_written if run else None,
         "failed_checks": [c["name"] for c in (run.checks if run else []) if c.get("status") == "failed"],

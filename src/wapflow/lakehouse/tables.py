@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 RUN_ID_PROP = "wapflow.run-id"
 SOURCES_PROP = "wapflow.sources"
+FILES_HASH_PROP = "wapflow.files-sha256"  # fingerprint of the run's file identities (uri, size, version)
 SOURCE_SNAPSHOT_PROP = "source-snapshot-id"  # set by Iceberg on cherry-picked snapshots
 
 

@@ -1,8 +1,16 @@
-"""The run store: one row per run in SQLite beside the catalog, or any SQLAlchemy database."""
+"""The run store: one row per run in SQLite beside the catalog, or any SQLAlchemy database.
+
+A run that is `running` records which process runs it (host, pid and that process's start time).
+When that process is gone, whatever killed it (SIGKILL, OOM, power cut), the record reads as
+`interrupted`, with the command that resumes it, instead of `running` forever.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import socket
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +37,42 @@ runs_table = sa.Table(
     sa.Column("branch_kept", sa.Boolean, default=False),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
+    # Added after the first release (see _migrate): the exact files of the run and who runs it.
+    sa.Column("file_ids", sa.Text),  # JSON list of {uri, size, version}
+    sa.Column("owner", sa.Text),  # JSON {host, pid, start} of the process while status is running
 )
+_ADDED_COLUMNS = ("file_ids", "owner")
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), so a reused pid is not mistaken for it."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def current_owner() -> dict[str, Any]:
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
+
+
+def owner_alive(owner: dict[str, Any] | None) -> bool | None:
+    """True/False for a process on this host; None when it runs elsewhere (cannot tell from here)."""
+    if not owner or owner.get("host") != socket.gethostname():
+        return None
+    pid = int(owner.get("pid") or 0)
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    start = _process_start(pid)
+    return start is None or owner.get("start") in (None, start)
 
 
 @dataclass
@@ -49,6 +92,25 @@ class RunRecord:
     branch_kept: bool = False
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     finished_at: datetime | None = None
+    file_ids: list[dict[str, Any]] = field(default_factory=list)  # {uri, size, version} of each file read
+    owner: dict[str, Any] | None = None  # the process running it (while status is running)
+
+    @property
+    def interrupted(self) -> bool:
+        """Recorded as running, but the process that ran it is gone."""
+        return self.status == "running" and owner_alive(self.owner) is False
+
+    @property
+    def shown_status(self) -> str:
+        return "interrupted" if self.interrupted else self.status
+
+    def resume_command(self) -> str:
+        """The command that completes this run exactly once (same run id, same files)."""
+        files = [f["uri"] for f in self.file_ids] or self.files
+        parts = ["wap", "run", self.table_name, *files, "--run-id", self.run_id]
+        if self.branch and self.branch != f"wap_{self.run_id}":
+            parts += ["--branch", self.branch]
+        return shlex.join(parts)
 
     def to_row(self) -> dict[str, Any]:
         return {
@@ -67,6 +129,8 @@ class RunRecord:
             "branch_kept": self.branch_kept,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
+            "file_ids": json.dumps(self.file_ids),
+            "owner": json.dumps(self.owner) if self.owner else None,
         }
 
     @classmethod
@@ -88,6 +152,8 @@ class RunRecord:
             branch_kept=bool(m["branch_kept"]),
             started_at=m["started_at"],
             finished_at=m["finished_at"],
+            file_ids=json.loads(m["file_ids"] or "[]"),
+            owner=json.loads(m["owner"]) if m["owner"] else None,
         )
 
 
@@ -95,7 +161,9 @@ class RunStore:
     def __init__(self, url: str) -> None:
         self.url = url
         if url.startswith("sqlite:///"):
-            Path(url[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+            from wapflow.config import ensure_folder
+
+            ensure_folder(Path(url[len("sqlite:///"):]).parent, "the run store's folder")
         self.engine = sa.create_engine(url, future=True)
         if self.engine.dialect.name == "sqlite":
 
@@ -107,6 +175,16 @@ class RunStore:
                 cur.close()
 
         _meta.create_all(self.engine)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Run stores written by earlier versions lack the newer columns: add them (nullable)."""
+        have = {c["name"] for c in sa.inspect(self.engine).get_columns("wap_runs")}
+        missing = [c for c in _ADDED_COLUMNS if c not in have]
+        if missing:
+            with self.engine.begin() as conn:
+                for c in missing:
+                    conn.execute(sa.text(f"ALTER TABLE wap_runs ADD COLUMN {c} TEXT"))
 
     def save(self, rec: RunRecord) -> None:
         row = rec.to_row()
@@ -135,6 +213,19 @@ class RunStore:
             q = q.where(runs_table.c.table_name == table)
         with self.engine.connect() as conn:
             return [RunRecord.from_row(r) for r in conn.execute(q).all()]
+
+    @property
+    def lock_dir(self) -> Path:
+        """Where file locks live: beside a SQLite run store, else in this user's cache (one machine)."""
+        if self.url.startswith("sqlite:///"):
+            return Path(self.url[len("sqlite:///"):]).parent / "locks"
+        return Path.home() / ".cache" / "wapflow" / "locks"
+
+    def publish_lock(self, table: str) -> Any:
+        """Context manager: the one publisher of `table` at a time (wapflow.runs.locks)."""
+        from wapflow.runs.locks import publish_lock
+
+        return publish_lock(self.engine, self.lock_dir, f"publish:{table}")
 
     def close(self) -> None:
         self.engine.dispose()
