@@ -6,6 +6,9 @@ resume after a crash; run() chains them. Every outcome, failures included, is re
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -26,9 +29,10 @@ from wapflow.errors import (
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.tables import RUN_ID_PROP, SOURCES_PROP, Snapshot
+from wapflow.faults import crash_point
+from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCES_PROP, Snapshot
 from wapflow.publish import find_published, publish
-from wapflow.runs.store import RunRecord
+from wapflow.runs.store import RunRecord, current_owner, owner_alive
 from wapflow.write.schema import add_columns_sql, apply_contract
 from wapflow.write.sources import SourceFile, detect_format, read_batch, resolve_sources
 
@@ -57,6 +61,27 @@ def new_run_id() -> str:
 def validate_run_id(run_id: str) -> str:
     validate_branch(run_id)
     return run_id
+
+
+def file_identity(s: SourceFile) -> dict[str, Any]:
+    """uri, size and content version: what makes two runs' inputs the same files."""
+    version = getattr(s, "version", None) or getattr(s, "etag", None)
+    if version is None and "://" not in s.uri:
+        st = os.stat(s.uri)
+        version = f"mtime-{st.st_mtime_ns}-{st.st_size}"
+    return {"uri": s.uri, "size": s.size, "version": version}
+
+
+def files_fingerprint(ids: list[dict[str, Any]]) -> str:
+    """One short hash of a set of file identities (stored on the run's snapshots)."""
+    rows = sorted([i["uri"], i.get("size"), i.get("version")] for i in ids)
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:32]
+
+
+def _describe_files(ids: list[dict[str, Any]], limit: int = 5) -> str:
+    shown = [f"{i['uri']} ({i.get('size')} bytes, {i.get('version')})" for i in ids[:limit]]
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ", ".join(shown) + more
 
 
 def exit_code_for(status: str, failure_codes: list[int]) -> int:
@@ -160,6 +185,8 @@ class WapRun:
         # created that branch (a failed write then deletes it, whatever it holds).
         self.wt: Any = None
         self.opened_branch = False
+        # main's head per table, as read by the checks that depend on main (re-checked at publish).
+        self.main_heads: dict[str, int | None] = {}
 
     # --- helpers ------------------------------------------------------------------------------
 
@@ -173,8 +200,10 @@ class WapRun:
             self.lh.progress(f"warning: could not record run {self.run_id}: {e}")
 
     def _write_options(self, writer: Any) -> Any:
-        return writer.option(f"snapshot-property.{RUN_ID_PROP}", self.run_id).option(
-            f"snapshot-property.{SOURCES_PROP}", ",".join(s.uri for s in self.sources)[:4000]
+        return (
+            writer.option(f"snapshot-property.{RUN_ID_PROP}", self.run_id)
+            .option(f"snapshot-property.{SOURCES_PROP}", ",".join(s.uri for s in self.sources)[:4000])
+            .option(f"snapshot-property.{FILES_HASH_PROP}", files_fingerprint(self.rec.file_ids))
         )
 
     # --- steps --------------------------------------------------------------------------------
@@ -207,16 +236,59 @@ class WapRun:
                 self.quarantine = TableName(self.table.namespace, f"{self.table.name}__quarantine")
             previous = self.lh.store.get(self.run_id)
             if previous is not None:
+                owner = previous.owner or {}
+                if previous.status == "running" and owner_alive(owner) and owner.get("pid") != os.getpid():
+                    raise UsageError(
+                        f"run {self.run_id} is running right now (process {owner.get('pid')} on {owner.get('host')})",
+                        hint="wait for it to finish; `wap report " + self.run_id + "` shows its outcome",
+                    )
                 self.rec.started_at = previous.started_at
                 self.base = previous.base_snapshot_id
             self.rec.status = "running"
+            self.rec.owner = current_owner()
             self._save()
+            self.lh.progress(f"run {self.run_id}")
             self.sources = resolve_sources(self.patterns, storage=self.lh.storage)
             self.rec.files = [s.uri for s in self.sources]
+            self.rec.file_ids = [file_identity(s) for s in self.sources]
+            if previous is not None and previous.file_ids:
+                self._same_files(previous.file_ids)
             self.fmt = detect_format(self.sources, self.table_cfg.format)
             tables = self.lh.tables
             if tables.exists(self.table):
                 self.already_published = find_published(tables, self.table, self.run_id)
+                if self.already_published is not None and (previous is None or not previous.file_ids):
+                    self._same_files_as_published()
+            self._save()
+            crash_point("prepare")
+
+    def _same_files(self, before: list[dict[str, Any]]) -> None:
+        """A run id stands for one set of files: resuming it with other (or changed) files is an error."""
+        if files_fingerprint(before) == files_fingerprint(self.rec.file_ids):
+            return
+        raise UsageError(
+            f"run {self.run_id} was started with {len(before)} file(s): {_describe_files(before)}; "
+            f"this call names {len(self.rec.file_ids)} file(s): {_describe_files(self.rec.file_ids)}",
+            hint="a run id means one set of files: to resume the run, pass the same files unchanged; "
+            "to ingest other files, start a new run (leave out --run-id)",
+        )
+
+    def _same_files_as_published(self) -> None:
+        """No run record (another machine's store, or lost): compare with the fingerprint on main's snapshot."""
+        tables = self.lh.tables
+        snaps = tables.snapshots(self.table)
+        published = snaps.get(self.already_published) if self.already_published is not None else None
+        src = published.summary.get("source-snapshot-id") if published else None
+        origin = snaps.get(int(src)) if src and src.isdigit() else published
+        recorded = origin.summary.get(FILES_HASH_PROP) if origin else None
+        if recorded is None or recorded == files_fingerprint(self.rec.file_ids):
+            return
+        files = origin.summary.get(SOURCES_PROP, "?") if origin else "?"
+        raise UsageError(
+            f"run {self.run_id} was already published (snapshot {self.already_published}) with other files "
+            f"({files}); this call names {_describe_files(self.rec.file_ids)}",
+            hint="a run id means one set of files: to ingest these files, start a new run (leave out --run-id)",
+        )
 
     def write(self) -> None:
         """Append the batch to the run's branch (or staging table); main and its readers see nothing."""
@@ -265,6 +337,7 @@ class WapRun:
                 tables.ensure_namespace(self.table)
                 tables.create_like(self.table, df)
                 self.created_table = True
+                crash_point("write:table-created")
             if self.new_columns and self.catalog_level:
                 # A Nessie branch isolates schema changes too: add the columns on the branch, no staging.
                 self.lh.progress(f"adding column(s) {', '.join(f.name for f in self.new_columns)} on branch {self.branch}")
@@ -276,6 +349,7 @@ class WapRun:
             self.base = branches.create(self.table, self.branch)
             self.rec.base_snapshot_id = self.base
             self._save()
+            crash_point("write:branch-created")
             self.lh.progress(f"writing to branch {self.branch}")
             observation = None
             if self.checks:
@@ -292,6 +366,7 @@ class WapRun:
             except Exception as e:  # noqa: BLE001
                 self._undo_write()
                 raise self._classify(e) from e
+            crash_point("write:appended")
             self.run_snapshots = self._branch_snapshots()
             if observation is not None:
                 self.observed = dict(observation.get)
@@ -303,23 +378,36 @@ class WapRun:
                     self.observed = None
 
     def _resume(self) -> bool:
-        """A crash after the write: the branch (or staging table) already holds this run's rows."""
+        """After a crash: True when the write completed (the branch or staging table holds this run's rows).
+
+        The table's own branch is written last, so its rows prove the whole write happened. A branch
+        that holds nothing beyond main, or only this run's partial write (quarantined rows without the
+        good ones), is this run's own unfinished write: it is dropped and the write starts over.
+        """
         tables, branches = self._wt(), self.lh.branches
         staging = self._staging_name()
         if not self.catalog_level and tables.exists(staging):
-            self.staging = staging
-            self.lh.progress(f"staging table {staging} already holds run {self.run_id}'s rows; resuming")
-            return True
+            if any(s.run_id == self.run_id for s in tables.snapshots(staging).values()):
+                self.staging = staging
+                self.lh.progress(f"staging table {staging} already holds run {self.run_id}'s rows; resuming")
+                return True
+            tables.drop(staging)  # created, never filled: write again
         if not branches.exists(self.table, self.branch):
+            self._reset_quarantine_branch()
             return False
         mine = self._branch_snapshots()
         if not mine and self.catalog_level:
             return False  # the Nessie branch holds other tables of the run (or main's rows) only: write
         if not mine:
-            raise UsageError(
-                f"branch {self.branch} of {self.table} already exists and holds another run's data",
-                hint=f"pick another --branch, or drop it with `wap discard {self.branch} --table {self.table}`",
-            )
+            if not self._only_this_run_beyond_main(self.table):
+                raise UsageError(
+                    f"branch {self.branch} of {self.table} already exists and holds another run's data",
+                    hint=f"pick another --branch, or drop it with `wap discard {self.branch} --table {self.table}`",
+                )
+            self.lh.progress(f"branch {self.branch} holds no rows of run {self.run_id} yet; writing again")
+            branches.drop(self.table, self.branch)
+            self._reset_quarantine_branch()
+            return False
         self.run_snapshots = mine
         self.base = mine[0].parent_id
         if self.quarantine is not None and tables.exists(self.quarantine) and branches.exists(self.quarantine, self.branch):
@@ -327,6 +415,28 @@ class WapRun:
             self.q_base = self.q_snapshots[0].parent_id if self.q_snapshots else None
         self.lh.progress(f"branch {self.branch} already holds run {self.run_id}'s rows; resuming")
         return True
+
+    def _only_this_run_beyond_main(self, table: TableName) -> bool:
+        """Every snapshot on the branch that main does not have was written by this run (or there is none)."""
+        tables = self._wt()
+        snaps = tables.snapshots(table)
+        on_main = {s.snapshot_id for s in tables.ancestry(snaps, tables.head(table, "main"))}
+        beyond = tables.ancestry(snaps, tables.head(table, self._ref()))
+        return all(s.snapshot_id in on_main or s.run_id == self.run_id for s in beyond)
+
+    def _reset_quarantine_branch(self) -> None:
+        """Quarantined rows of an unfinished write (the good rows never landed) are written again: drop them."""
+        if self.catalog_level or self.quarantine is None:
+            return
+        tables, branches = self._wt(), self.lh.branches
+        if not (tables.exists(self.quarantine) and branches.exists(self.quarantine, self.branch)):
+            return
+        if not self._only_this_run_beyond_main(self.quarantine):
+            raise UsageError(
+                f"branch {self.branch} of {self.quarantine} already exists and holds another run's data",
+                hint=f"pick another --branch, or drop it with `wap discard {self.branch} --table {self.quarantine}`",
+            )
+        branches.drop(self.quarantine, self.branch)
 
     def _staging_name(self) -> TableName:
         return TableName(self.table.namespace, f"{self.table.name}__wap_{self.run_id}")
@@ -346,6 +456,7 @@ class WapRun:
         except Exception as e:  # noqa: BLE001
             self.lh.tables.drop(self.staging)
             raise self._classify(e) from e
+        crash_point("write:appended")
         if observation is not None:
             self.observed = dict(observation.get)
 
@@ -366,8 +477,11 @@ class WapRun:
         if not tables.exists(self.quarantine):
             tables.create_like(self.quarantine, bad)
         self.q_base = branches.create(self.quarantine, self.branch)
-        self._write_options(good.writeTo(branches.write_target(self.table, self.branch))).append()
+        # Failing rows first: the table's own branch is written last, so a resumed run can tell a
+        # complete write (the table's branch holds the run's rows) from one cut short.
         self._write_options(bad.writeTo(branches.write_target(self.quarantine, self.branch))).append()
+        crash_point("write:quarantine-appended")
+        self._write_options(good.writeTo(branches.write_target(self.table, self.branch))).append()
         self.q_snapshots = self._branch_snapshots(self.quarantine)
 
     def _branch_snapshots(self, table: TableName | None = None) -> list[Snapshot]:
@@ -473,9 +587,14 @@ class WapRun:
                     if self.staging is not None
                     else f"{tables.ident(self.table)} VERSION AS OF '{self.branch}'"
                 )
-                main_table = lambda t: tables.read(t)  # noqa: E731
+                self.main_heads = {}
+                main_table = self._main_reader(self.main_heads)
                 if self.catalog_level:
                     branch_sql, main_table = self._nessie_audit_views()
+                else:
+                    # Checks that depend on main read it at a head recorded here, re-checked at publish.
+                    for t in self._main_dependencies():
+                        self.main_heads.setdefault(t.dotted, self._main_head(t))
                 ctx = AuditContext(
                     main_table=main_table,
                     this_table=self.table,
@@ -493,7 +612,86 @@ class WapRun:
             self.report.schema_changes = list(self.schema_changes)
             self.rec.checks = [c.to_dict() for c in self.report.checks]
             self._save()
+            crash_point("audit")
             return self.report
+
+    def _main_reader(self, heads: dict[str, int | None]) -> Any:
+        """main of a table, read at the snapshot recorded in `heads` (recorded on first read)."""
+        tables = self.lh.tables
+
+        def read(t: TableName) -> Any:
+            if t.dotted not in heads:
+                heads[t.dotted] = tables.head(t, "main")
+            head = heads[t.dotted]
+            return tables.read_increment(t, None, head) if head is not None else tables.read(t).limit(0)
+
+        return read
+
+    def _main_head(self, t: TableName) -> int | None:
+        tables = self.lh.tables
+        return tables.head(t, "main") if tables.exists(t) else None
+
+    def _main_dependent(self, chk: Check) -> bool:
+        from wapflow.audit.spec import CustomSqlCheck, ForeignKeyCheck, UniqueInTableCheck, VolumeCheck
+
+        if isinstance(chk, CustomSqlCheck):
+            return bool(_tables_in_sql(chk.sql))
+        return isinstance(chk, (UniqueInTableCheck, ForeignKeyCheck, VolumeCheck))
+
+    def _main_dependencies(self) -> set[TableName]:
+        """Tables whose main the audit's verdict depends on (their heads are re-checked at publish)."""
+        from wapflow.audit.spec import CustomSqlCheck, ForeignKeyCheck
+
+        out: set[TableName] = set()
+        for chk in self.checks:
+            if not self._main_dependent(chk):
+                continue
+            if isinstance(chk, ForeignKeyCheck):
+                out.add(TableName.parse(chk.table))
+            elif isinstance(chk, CustomSqlCheck):
+                out.update(_tables_in_sql(chk.sql))
+            else:
+                out.add(self.table)
+        return out
+
+    def _recheck_main(self) -> None:
+        """Under the publish lock: if main moved since the audit read it, re-evaluate the checks that read main."""
+        if self.catalog_level or self.staging is not None or not self.main_heads:
+            return
+        assert self.report is not None and self.plan is not None
+        tables = self.lh.tables
+        moved = {t: (old, self._main_head(TableName.parse(t))) for t, old in self.main_heads.items()}
+        moved = {t: v for t, v in moved.items() if v[0] != v[1]}
+        if not moved:
+            return
+        idx = [i for i, comp in enumerate(self.plan.compiled) if self._main_dependent(comp.check)]
+        if not idx:
+            return
+        where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
+        self.lh.progress(f"main moved since the audit ({where}): re-checking {len(idx)} check(s)")
+        heads: dict[str, int | None] = {}
+        added = self._added_rows()
+        sub = AuditPlan(
+            [self.plan.compiled[i].check for i in idx], added.columns, table=self.table.dotted, key=self.table_cfg.sample_key()
+        )
+        ctx = AuditContext(
+            main_table=self._main_reader(heads),
+            this_table=self.table,
+            history=self._history,
+            branch_sql=f"{tables.ident(self.table)} VERSION AS OF '{self.branch}'",
+        )
+        try:
+            again = evaluate(sub, added, ctx=ctx)
+        except WapError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise EngineError(f"re-checking the audit at publish failed: {spark_errors.describe(e)}") from e
+        for i, res in zip(idx, again.checks):
+            res.threshold = f"{res.threshold} (re-checked at publish: main moved, {where})"
+            self.report.checks[i] = res
+        self.main_heads = heads
+        self.rec.checks = [c.to_dict() for c in self.report.checks]
+        self._save()
 
     def _nessie_audit_views(self) -> tuple[str, Any]:
         """On a Nessie branch: reproduction SQL names the table at the branch (table@branch, readable from
@@ -555,19 +753,14 @@ class WapRun:
             self.message = f"run {self.run_id} was already published (snapshot {self.already_published}); nothing to do"
             return
         assert self.report is not None
+        done = None
         if self.report.passed:
-            with self._step("publish"):
-                if self.staging is not None:
-                    done = self._publish_staged()
-                else:
-                    if self.q_snapshots and find_published(tables, self.quarantine, self.run_id) is None:  # type: ignore[arg-type]
-                        self.lh.progress(f"publishing {self.report.quarantined_rows} quarantined row(s)")
-                        publish(branches, tables, self.quarantine, self.branch, self.q_snapshots)  # type: ignore[arg-type]
-                    if self.quarantine is not None and tables.exists(self.quarantine):
-                        branches.drop(self.quarantine, self.branch)
-                    self.lh.progress(f"publishing {self.branch} to main")
-                    done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
-                    branches.drop(self.table, self.branch)
+            with self._step("publish"), self.lh.store.publish_lock(self.table.dotted):
+                crash_point("publish:locked")
+                self._recheck_main()
+                if self.report.passed:
+                    done = self._publish_locked()
+        if done is not None:
             self.rec.status, self.rec.snapshot_id, self.rec.branch_kept = "published", done.snapshot_id, False
             self.published_via = done.method
             warned = len(self.report.warned)
@@ -578,6 +771,24 @@ class WapRun:
                 self.message += f"; {self.report.quarantined_rows} row(s) quarantined in {self.quarantine}"
         else:
             self._block()
+
+    def _publish_locked(self) -> Any:
+        """Move main (quarantine table first), then drop the branches; the caller holds the table's lock."""
+        tables, branches = self.lh.tables, self.lh.branches
+        assert self.report is not None
+        if self.staging is not None:
+            return self._publish_staged()
+        if self.q_snapshots and find_published(tables, self.quarantine, self.run_id) is None:  # type: ignore[arg-type]
+            self.lh.progress(f"publishing {self.report.quarantined_rows} quarantined row(s)")
+            publish(branches, tables, self.quarantine, self.branch, self.q_snapshots)  # type: ignore[arg-type]
+            crash_point("publish:quarantine-published")
+        self.lh.progress(f"publishing {self.branch} to main")
+        done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
+        crash_point("publish:moved")
+        if self.quarantine is not None and tables.exists(self.quarantine):
+            branches.drop(self.quarantine, self.branch)
+        branches.drop(self.table, self.branch)
+        return done
 
     def _publish_nessie(self) -> None:
         """One merge publishes the branch (every table of the run); then the branch is deleted."""
@@ -624,15 +835,28 @@ class WapRun:
         if new:
             self.lh.progress(f"adding column(s) {', '.join(f.name for f in new)} to {self.table}")
             self.lh.spark.sql(add_columns_sql(tables.ident(self.table), new))
+            crash_point("publish:columns-added")
         schema = tables.schema(self.table)
-        self.base = branches.create(self.table, self.branch)
-        self._write_options(
-            staged.select(*[staged[f"`{f.name}`"] for f in schema.fields]).writeTo(
-                branches.write_target(self.table, self.branch)
-            )
-        ).append()
-        self.run_snapshots = self._branch_snapshots()
+        mine = self._branch_snapshots() if branches.exists(self.table, self.branch) else []
+        if not mine:
+            # (A resumed publish finds its rows on the branch already and does not append them twice.)
+            if branches.exists(self.table, self.branch):
+                if not self._only_this_run_beyond_main(self.table):
+                    raise UsageError(
+                        f"branch {self.branch} of {self.table} already exists and holds another run's data",
+                        hint=f"drop it with `wap discard {self.branch} --table {self.table}`, then retry",
+                    )
+                branches.drop(self.table, self.branch)
+            self.base = branches.create(self.table, self.branch)
+            self._write_options(
+                staged.select(*[staged[f"`{f.name}`"] for f in schema.fields]).writeTo(
+                    branches.write_target(self.table, self.branch)
+                )
+            ).append()
+            mine = self._branch_snapshots()
+        self.run_snapshots = mine
         done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
+        crash_point("publish:moved")
         branches.drop(self.table, self.branch)
         tables.drop(self.staging)
         return Published(done.snapshot_id, done.method)
@@ -697,12 +921,14 @@ class WapRun:
             self._fail(err, step)
         self.rec.finished_at = datetime.now(timezone.utc)
         self._save()
+        if self.rec.status == "published":
+            crash_point("publish:recorded")
         return self.result()
 
     def _fail(self, e: WapError, step: str) -> None:
         self.rec.status = "failed"
         if not e.hint and step in ("audit", "publish"):
-            e.hint = f"the branch {self.branch} is kept; retry with `wap run {self.table_text} ... --run-id {self.run_id}`"
+            e.hint = f"the branch {self.branch} is kept; retry with `{self.rec.resume_command()}`"
         self.rec.error = e.to_dict()
         self.rec.error["run_id"] = self.run_id
         if step in ("audit", "publish") and self.branch:
@@ -744,6 +970,28 @@ class _Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.sink[self.name] = round(self.sink.get(self.name, 0.0) + time.perf_counter() - self.t0, 3)
+
+
+def _tables_in_sql(sql: str) -> set[TableName]:
+    """Lakehouse tables a custom_sql query names (the view `batch` and CTEs excluded)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except sqlglot.errors.ParseError:
+        return set()
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out: set[TableName] = set()
+    for t in tree.find_all(exp.Table):
+        parts = [p for p in (t.catalog, t.db, t.name) if p]
+        if len(parts) == 1 and parts[0].lower() in ctes | {"batch"}:
+            continue
+        try:
+            out.add(TableName.parse(".".join(parts)))
+        except WapError:
+            continue
+    return out
 
 
 def run_wap(lakehouse: Lakehouse, table: str, sources: list[str], **kw: Any) -> RunResult:
