@@ -59,12 +59,29 @@ def _emit_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def _log_note() -> str:
+    """Where Spark's own log of this process is, when Spark ran: errors point there instead of printing it."""
+    from wapflow.lakehouse.session import log_file
+
+    path = log_file()
+    return f"\n  Spark's log: {path}" if path is not None and path.exists() else ""
+
+
+def print_error(text: str) -> None:
+    """The one error block a person sees: what, where, what to do, and where the details are."""
+    # escape(): messages name wap.toml sections like [s3] or [lakehouse], which are not Rich markup.
+    err.print(f"[bold red]error:[/bold red] {escape(text + _log_note())}")
+
+
 def _fail(e: WapError, as_json: bool) -> NoReturn:
     if as_json:
-        _emit_json({"status": "failed", "error": e.to_dict()})
+        doc = e.to_dict()
+        from wapflow.lakehouse.session import log_file
+
+        doc["log"] = str(log_file()) if log_file() is not None else None
+        _emit_json({"status": "failed", "error": doc})
     else:
-        # escape(): messages name wap.toml sections like [s3] or [lakehouse], which are not Rich markup.
-        err.print(f"[bold red]error:[/bold red] {escape(str(e))}")
+        print_error(str(e))
     raise typer.Exit(e.exit_code)
 
 
@@ -171,7 +188,7 @@ def render_run(res: Any) -> None:
     if res.rows_written is not None:
         out.print(f"rows written: {res.rows_written}   snapshot: {res.snapshot_id}")
     if res.status == "failed":
-        err.print(f"[bold red]error:[/bold red] {escape(res.message)}")
+        print_error(res.message)
     else:
         out.print(res.message)
 
@@ -313,7 +330,8 @@ def runs(
         {
             "run_id": r.run_id,
             "table": r.table_name,
-            "status": r.status,
+            "status": r.shown_status,
+            "resume": r.resume_command() if r.interrupted else None,
             "rows": r.rows_written,
             "branch": r.branch if r.branch_kept else None,
             "failed_checks": [c["name"] for c in r.checks if c.get("status") == "failed"],
@@ -326,6 +344,9 @@ def runs(
         _emit_json({"runs": rows})
         return
     out.print(_table("runs", rows, ["run_id", "table", "status", "rows", "branch", "failed_checks", "started_at"]))
+    for r in rows:
+        if r["resume"]:
+            out.print(f"run {r['run_id']} was interrupted (its process is gone); resume it with: {r['resume']}")
 
 
 @app.command()
@@ -352,7 +373,8 @@ def report(
     doc = {
         "run_id": rec.run_id,
         "table": rec.table_name,
-        "status": rec.status,
+        "status": rec.shown_status,
+        "resume": rec.resume_command() if rec.interrupted else None,
         "branch": rec.branch,
         "branch_kept": rec.branch_kept,
         "files": rec.files,
@@ -367,8 +389,10 @@ def report(
     if as_json:
         _emit_json(doc)
         return
-    color = {"published": "green", "blocked": "yellow", "failed": "red"}.get(rec.status, "white")
-    out.print(f"[bold {color}]{rec.status.upper()}[/] {rec.table_name}  run {rec.run_id}  started {rec.started_at}")
+    color = {"published": "green", "blocked": "yellow", "failed": "red"}.get(rec.shown_status, "white")
+    out.print(f"[bold {color}]{rec.shown_status.upper()}[/] {rec.table_name}  run {rec.run_id}  started {rec.started_at}")
+    if rec.interrupted:
+        out.print(f"its process is gone; resume it (exactly once) with: {doc['resume']}")
     out.print(f"files: {', '.join(rec.files)}")
     if rec.branch_kept:
         out.print(f"kept for inspection: branch {rec.branch}")
@@ -494,11 +518,40 @@ def demo_generate(
 
 
 def main() -> None:
+    # --verbose anywhere on the line (not after `--`): Spark's logs on the terminal too.
+    args = sys.argv[1:]
+    cut = args.index("--") if "--" in args else len(args)
+    if "--verbose" in args[:cut]:
+        from wapflow.lakehouse import session
+
+        session.verbose = True
+        args.remove("--verbose")
+        sys.argv[1:] = args
     try:
         app()
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - the last line of defence: no stack trace on a person's terminal
+        import traceback
+
+        from wapflow.lakehouse import session
+
+        detail = "".join(traceback.format_exception(e))
+        where = session.log_file() or Path.home() / ".cache" / "wapflow" / "last-error.log"
+        try:
+            where.parent.mkdir(parents=True, exist_ok=True)
+            with open(where, "a", encoding="utf-8") as f:
+                f.write("\n--- wapflow internal error ---\n" + detail)
+        except OSError:
+            where = None  # type: ignore[assignment]
+        if session.verbose:
+            err.print(escape(detail))
+        err.print(
+            f"[bold red]error:[/bold red] {escape(f'internal error (a bug in wapflow, please report it): {type(e).__name__}: {e}')}"
+            + (f"\n  the traceback is in {where}" if where else "")
+        )
+        sys.exit(3)
 
 
 if __name__ == "__main__":

@@ -181,12 +181,32 @@ class WapConfig(_Strict):
             return None
         return Path(wh)
 
+    def state_dir(self) -> Path:
+        """wapflow's own files on this machine (run store by default, logs): the local warehouse or ./.wap."""
+        local = self.local_warehouse_path()
+        return local if local is not None else (self.base_dir / ".wap").resolve()
+
     def run_store_url(self) -> str:
         if self.lakehouse.run_store:
             return self.lakehouse.run_store
-        local = self.local_warehouse_path()
-        folder = local if local is not None else (self.base_dir / ".wap")
-        return f"sqlite:///{folder / 'wapflow_runs.db'}"
+        return f"sqlite:///{self.state_dir() / 'wapflow_runs.db'}"
+
+
+def ensure_folder(path: Path, what: str) -> None:
+    """Create a folder wapflow writes to, or say clearly why it cannot be one."""
+    bad = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if bad is not None:
+        raise ConfigError(
+            f"{what} {path} cannot be created: {bad} is a file, not a folder",
+            hint="point [lakehouse].warehouse at a folder (it is created if missing), or move the file away",
+        )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(
+            f"{what} {path} cannot be created: {e.strerror}",
+            hint="check the path and its permissions ([lakehouse].warehouse in wap.toml)",
+        ) from None
 
 
 # --- loading ----------------------------------------------------------------------------------

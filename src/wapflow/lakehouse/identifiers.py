@@ -12,7 +12,19 @@ _BRANCH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
 RESERVED_BRANCHES = {"main"}
 
 
+_MAX = 128
+
+
+def _too_long(name: object, what: str) -> None:
+    if isinstance(name, str) and len(name) > _MAX:
+        raise InvalidIdentifier(
+            f"{what} is too long ({len(name)} characters; at most {_MAX}): {name[:40]}...",
+            hint="use a shorter name",
+        )
+
+
 def validate_part(name: str, *, what: str = "name") -> str:
+    _too_long(name, what)
     if not isinstance(name, str) or not _PART.match(name):
         raise InvalidIdentifier(
             f"{what} {name!r} is not allowed: use letters, digits and underscores, starting with a letter or _",
@@ -32,6 +44,7 @@ def sql_string(value: str) -> str:
 
 
 def validate_branch(name: str) -> str:
+    _too_long(name, "branch name")
     if not isinstance(name, str) or not _BRANCH.match(name):
         raise InvalidIdentifier(
             f"branch name {name!r} is not allowed: use letters, digits, '_' and '-' (at most 128)",

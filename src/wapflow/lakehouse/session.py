@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wapflow.config import WapConfig
+from wapflow.config import WapConfig, ensure_folder
 from wapflow.errors import ConfigError, EngineError
 from wapflow.lakehouse import jvm
 from wapflow.storage import spark as s3_spark
@@ -16,6 +19,32 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+_LOG_KEEP_DAYS = 7
+
+# Spark's log file of this process (None until a session is started here), and whether `--verbose`
+# asked for Spark's logs on the terminal as well. Both are per process, like the JVM they describe.
+_log_file: Path | None = None
+verbose = False
+
+
+def log_file() -> Path | None:
+    """Where this process's Spark (JVM) logs go; printed with errors so nobody needs a stack trace on screen."""
+    return _log_file
+
+
+def _new_log_file(cfg: WapConfig) -> Path:
+    import time
+
+    folder = cfg.state_dir() / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    cutoff = time.time() - _LOG_KEEP_DAYS * 86400
+    for old in folder.glob("wap-*.log"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:
+            pass
+    return folder / f"wap-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.log"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
@@ -31,7 +60,7 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
             db = (cfg.base_dir / ".wap" / "catalog.db").resolve()
         else:
             db = local / "catalog.db"
-        db.parent.mkdir(parents=True, exist_ok=True)
+        ensure_folder(db.parent, "the catalog's folder")
         props.update(
             {
                 "type": "jdbc",
@@ -48,7 +77,7 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
     elif lh.catalog != "custom":
         props["type"] = lh.catalog
     if local is not None:
-        local.mkdir(parents=True, exist_ok=True)
+        ensure_folder(local, "the warehouse")
         props["warehouse"] = "file:" + str(local)
     else:
         props["warehouse"] = warehouse
@@ -106,8 +135,16 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> "Spar
         if plan.packages:
             builder = builder.config("spark.jars.packages", ",".join(plan.packages))
         builder = builder.config("spark.driver.memory", lh.driver_memory)
+        global _log_file
         log_conf = resources.files("wapflow.lakehouse").joinpath("log4j2.properties")
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
+        _log_file = _new_log_file(cfg)
+        java_opts = [
+            f"-Dlog4j2.configurationFile=file:{log_conf}",
+            f"-Dwap.log.file={_log_file}",
+            f"-Dwap.console.level={'warn' if verbose else 'off'}",
+        ]
+        # Quoted: Spark splits this option on blanks, and the state folder may contain some.
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(f'"{o}"' for o in java_opts))
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         if _is_local_master(lh.master):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -126,15 +163,36 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> "Spar
     if progress:
         progress(f"starting Spark ({lh.master})")
     try:
-        spark = builder.getOrCreate()
+        with _jvm_stderr_to(None if is_connect or verbose else _log_file):
+            spark = builder.getOrCreate()
     except Exception as e:  # noqa: BLE001 - Py4J/launcher errors have no common base
         raise EngineError(
             f"Spark did not start: {_first_line(e)}",
             hint="check [lakehouse].master and spark_conf; `wap setup` checks Java and the jars",
         ) from e
-    if not is_connect:
-        spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextlib.contextmanager
+def _jvm_stderr_to(path: Path | None) -> Iterator[None]:
+    """The JVM inherits this process's stderr when it starts: point it at the log file for that moment,
+    so whatever the JVM itself prints for its whole life (launcher warnings, a stray stack trace) lands
+    in the log, never on the terminal. Python's own stderr is restored right after."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.dup2(fd, 2)
+        finally:
+            os.close(fd)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _first_line(e: BaseException) -> str:
