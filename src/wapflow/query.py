@@ -1,7 +1,9 @@
 """Ad-hoc SQL over the lakehouse, optionally on a branch or as of a snapshot/time (Iceberg time travel).
 
 Branch and time travel are applied by rewriting each table reference in the parsed query
-(VERSION AS OF / TIMESTAMP AS OF), never by pasting text into the SQL.
+(VERSION AS OF / TIMESTAMP AS OF), never by pasting text into the SQL. Only a single read-only query
+is run: spark.sql executes commands (DELETE, DROP, CALL, SET...) at once, so both layers of
+wapflow.audit.sqlguard accept the text before Spark sees it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from wapflow.audit import sqlguard
 from wapflow.errors import UsageError
 from wapflow.lakehouse.identifiers import validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -60,9 +63,24 @@ def rewrite(sql: str, *, branch: str | None = None, as_of: str | None = None) ->
     return tree.sql(dialect="spark")
 
 
+WHAT = "wap query"
+HINT = "wap query only reads: write one SELECT (WITH, JOIN, UNION, subqueries); tables change through wap run"
+
+
+def read_only(sql: str, spark: Any = None) -> None:
+    """UsageError unless `sql` is one read-only query: layer 1 (sqlglot), and layer 2 (Spark's parser) given a session."""
+    try:
+        sqlguard.check_query_text(sql, WHAT, hint=HINT)
+        if spark is not None:
+            sqlguard.check_query_plan(spark, sql, WHAT, hint=HINT)
+    except sqlguard.UnsafeSql as e:
+        raise UsageError(e.problem, hint=e.hint) from None
+
+
 def run_query(
     lh: Lakehouse, sql: str, *, branch: str | None = None, as_of: str | None = None, limit: int = 100
 ) -> tuple[list[str], list[list[Any]]]:
+    read_only(sql)  # before anything else, Spark included
     spark = lh.spark
     catalog = lh.catalog
     if lh.catalog_level and branch and branch != "main":
@@ -71,6 +89,7 @@ def run_query(
             raise UsageError("--branch and --as-of cannot be combined", hint="pick one")
         catalog, branch = lh.branches.tables_for(validate_branch(branch)).catalog, None  # type: ignore[union-attr]
     final = rewrite(sql, branch=branch, as_of=as_of)
+    read_only(final, spark)  # the exact text Spark will run, both layers
     spark.catalog.setCurrentCatalog(catalog)
     try:
         df = spark.sql(final)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
+from wapflow.audit import sqlguard
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.audit.spec import (
     AcceptedValuesCheck,
@@ -72,6 +73,39 @@ def _first_line(e: BaseException) -> str:
     return describe(e)
 
 
+def _sql_texts(chk: Check) -> list[tuple[str, str, bool]]:
+    """(what, text, is_query) for every piece of the check that is user-written SQL."""
+    texts: list[tuple[str, str, bool]] = [("filter", chk.filter, False)] if chk.filter else []
+    if isinstance(chk, ExpressionCheck):
+        texts.append(("expression", chk.sql, False))
+    if isinstance(chk, CustomSqlCheck):
+        texts.append(("custom_sql", chk.sql, True))
+    return texts
+
+
+def guard_sql(chk: Check, spark: Any, where: str) -> None:
+    """Both layers of the SQL guard over the check's SQL: one read-only query / pure expression, or ConfigError.
+
+    Declaration already ran layer 1 (pydantic); it runs again here, cheaply, because a model can be built
+    without validation (model_construct) or changed afterwards.
+    """
+    for what, text, is_query in _sql_texts(chk):
+        try:
+            if is_query:
+                sqlguard.check_query_text(text, what)
+                sqlguard.check_query_plan(spark, text, what)
+            else:
+                sqlguard.check_expression_text(text, what)
+                sqlguard.check_expression_plan(spark, text, what)
+        except sqlguard.UnsafeSql as e:
+            raise ConfigError(f"{where}: {e.problem}", hint=e.hint) from None
+
+
+def _where(chk: Check, table: str | None) -> str:
+    name = sqlguard.printable(chk.display_name())
+    return f"check '{name}' on {table}" if table else f"check '{name}'"
+
+
 def validate_checks(
     checks: list[Check],
     df: "DataFrame",
@@ -84,6 +118,9 @@ def validate_checks(
     from pyspark.sql import functions as F
     from pyspark.sql.types import BooleanType, DateType, NumericType, StringType, TimestampNTZType, TimestampType
 
+    # First, before anything parses, analyses or runs it: user SQL must be a pure read (audit.sqlguard).
+    for chk in checks:
+        guard_sql(chk, df.sparkSession, _where(chk, table))
     resolve_columns(checks, df.columns, table=table)
     types = {f.name.lower(): f.dataType for f in df.schema.fields}
     for chk in checks:
@@ -206,6 +243,13 @@ def _qc(mapping: dict[str, str], name: str) -> str:
 def compile_check(chk: Check, i: int, mapping: dict[str, str]) -> Compiled:
     from pyspark.sql import functions as F
 
+    # Defence in depth: the expressions compiled here run inside the write and the audit.
+    for what, text, is_query in _sql_texts(chk):
+        if not is_query:
+            try:
+                sqlguard.check_expression_text(text, what)
+            except sqlguard.UnsafeSql as e:
+                raise ConfigError(f"{_where(chk, None)}: {e.problem}", hint=e.hint) from None
     applies = F.expr(chk.filter) if chk.filter else F.lit(True)
     fail: Column | None = None
     fail_sql: str | None = None
@@ -516,8 +560,12 @@ def _orphans(added: "DataFrame", c: Compiled, ctx: AuditContext) -> "DataFrame":
 def _custom(added: "DataFrame", c: Compiled) -> "DataFrame":
     chk = c.check
     assert isinstance(chk, CustomSqlCheck)
+    spark = added.sparkSession
+    # spark.sql runs commands at once: only SQL both guard layers accept gets there, checked again right here
+    # (a resumed run audits without validate_checks).
+    guard_sql(chk, spark, _where(chk, None))
     added.where(c.applies).createOrReplaceTempView("batch")
-    return added.sparkSession.sql(chk.sql)
+    return spark.sql(chk.sql)
 
 
 def _result(c: Compiled, v: dict[str, Any], rows: int, ctx: AuditContext) -> CheckResult:

@@ -7,15 +7,31 @@ Parameters are checked here (pydantic), columns and SQL against the batch before
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from wapflow.audit import sqlguard
 
 Scalar = Union[bool, int, float, str]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def _read_only(check: Callable[[str, str], None], text: str, what: str) -> str:
+    """Layer 1 of the SQL guard, at declaration: a validation error, so wap.toml errors name the key.
+
+    PydanticCustomError is pydantic's ValueError with a message of our own: no "Value error, " prefix.
+    """
+    try:
+        check(text, what)
+    except sqlguard.UnsafeSql as e:
+        raise PydanticCustomError("unsafe_sql", "{reason}", {"reason": e.one_line()}) from None
+    return text
 
 
 def parse_duration(text: str) -> timedelta:
@@ -34,6 +50,11 @@ class _CheckBase(BaseModel):
     filter: str | None = Field(default=None, min_length=1)
 
     row_level: ClassVar[bool] = False  # failing rows are individual rows (quarantine and samples apply)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter_is_pure(cls, v: str | None) -> str | None:
+        return None if v is None else _read_only(sqlguard.check_expression_text, v, "filter")
 
     def columns(self) -> list[str]:
         """Columns of the batch the check reads, validated before any write."""
@@ -136,6 +157,11 @@ class ExpressionCheck(_RowCheck):
     check: Literal["expression"]
     sql: str = Field(min_length=1)
 
+    @field_validator("sql")
+    @classmethod
+    def _sql_is_pure(cls, v: str) -> str:
+        return _read_only(sqlguard.check_expression_text, v, "expression")
+
     def default_name(self) -> str:
         return f"expression({self.sql})"
 
@@ -231,6 +257,11 @@ class CustomSqlCheck(_CheckBase):
 
     check: Literal["custom_sql"]
     sql: str = Field(min_length=1)
+
+    @field_validator("sql")
+    @classmethod
+    def _sql_is_read_only(cls, v: str) -> str:
+        return _read_only(sqlguard.check_query_text, v, "custom_sql")
 
     def default_name(self) -> str:
         return "custom_sql"
