@@ -216,7 +216,12 @@ def run(
     except WapError as e:
         _fail(e, as_json)
     if as_json:
-        _emit_json(res.to_dict())
+        doc = res.to_dict()
+        if doc.get("error"):
+            from wapflow.lakehouse.session import log_file
+
+            doc["error"]["log"] = str(log_file()) if log_file() is not None else None
+        _emit_json(doc)
     else:
         render_run(res)
     raise typer.Exit(res.exit_code)

@@ -635,7 +635,7 @@ class WapRun:
         from wapflow.audit.spec import CustomSqlCheck, ForeignKeyCheck, UniqueInTableCheck, VolumeCheck
 
         if isinstance(chk, CustomSqlCheck):
-            return bool(_tables_in_sql(chk.sql))
+            return bool(_tables_in_sql(chk.sql, self.lh.catalog))
         return isinstance(chk, (UniqueInTableCheck, ForeignKeyCheck, VolumeCheck))
 
     def _main_dependencies(self) -> set[TableName]:
@@ -649,7 +649,7 @@ class WapRun:
             if isinstance(chk, ForeignKeyCheck):
                 out.add(TableName.parse(chk.table))
             elif isinstance(chk, CustomSqlCheck):
-                out.update(_tables_in_sql(chk.sql))
+                out.update(_tables_in_sql(chk.sql, self.lh.catalog))
             else:
                 out.add(self.table)
         return out
@@ -737,9 +737,16 @@ class WapRun:
     # --- publish ------------------------------------------------------------------------------
 
     def publish(self) -> None:
-        tables, branches = self.lh.tables, self.lh.branches
+        """Publish (or block), and record the outcome: a caller driving the steps one by one needs no run()."""
         if self.catalog_level:
-            return self._publish_nessie()
+            self._publish_nessie()
+        else:
+            self._publish_table()
+        self.rec.finished_at = datetime.now(timezone.utc)
+        self._save()
+
+    def _publish_table(self) -> None:
+        tables, branches = self.lh.tables, self.lh.branches
         if self.already_published is not None:
             with self._step("cleanup"):
                 branches.drop(self.table, self.branch)
@@ -972,8 +979,8 @@ class _Timer:
         self.sink[self.name] = round(self.sink.get(self.name, 0.0) + time.perf_counter() - self.t0, 3)
 
 
-def _tables_in_sql(sql: str) -> set[TableName]:
-    """Lakehouse tables a custom_sql query names (the view `batch` and CTEs excluded)."""
+def _tables_in_sql(sql: str, catalog: str | None = None) -> set[TableName]:
+    """Lakehouse tables a custom_sql query names (the view `batch` and CTEs excluded; `catalog.` dropped)."""
     import sqlglot
     from sqlglot import exp
 
@@ -985,6 +992,8 @@ def _tables_in_sql(sql: str) -> set[TableName]:
     out: set[TableName] = set()
     for t in tree.find_all(exp.Table):
         parts = [p for p in (t.catalog, t.db, t.name) if p]
+        if catalog and len(parts) > 2 and parts[0] == catalog:
+            parts = parts[1:]
         if len(parts) == 1 and parts[0].lower() in ctes | {"batch"}:
             continue
         try:
