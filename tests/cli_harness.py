@@ -1,0 +1,122 @@
+"""Drive `wap` as users do (a real process per command) and read the lakehouse back independently.
+
+The independent reader is PyIceberg on the same SQLite catalog: no Spark, no wapflow code, so a
+test's verdict on main (snapshot id, rows, branches) does not depend on the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+WAP = str(Path(sys.executable).parent / "wap")
+
+
+@dataclass
+class Proc:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return json.loads(self.stdout)
+
+    @property
+    def text(self) -> str:
+        return self.stdout + self.stderr
+
+
+def env(**extra: str) -> dict[str, str]:
+    e = dict(os.environ)
+    e.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    e.pop("WAP_CONFIG", None)
+    e.update(extra)
+    return e
+
+
+def wap(*args: str, cwd: Path | None = None, timeout: float = 300, **extra_env: str) -> Proc:
+    p = subprocess.run(
+        [WAP, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env(**extra_env), stdin=subprocess.DEVNULL
+    )
+    return Proc(p.returncode, p.stdout, p.stderr)
+
+
+def write_config(folder: Path, tables: str = "", lakehouse: str = "", catalog: str = "lake") -> Path:
+    """A wap.toml with a local warehouse in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = folder / "wap.toml"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\ncatalog_name = "{catalog}"\nmaster = "local[2]"\n'
+        f'driver_memory = "1g"\n{lakehouse}\n'
+        '[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n' + tables
+    )
+    return cfg
+
+
+class Reader:
+    """main, branches and snapshots of the SQLite-catalog lakehouse in `folder`, through PyIceberg."""
+
+    def __init__(self, folder: Path, catalog: str = "lake") -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        wh = folder / "lakehouse"
+        self.cat = SqlCatalog(catalog, uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
+
+    def exists(self, table: str) -> bool:
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        try:
+            self.cat.load_table(table)
+            return True
+        except (NoSuchTableError, NoSuchNamespaceError):
+            return False
+
+    def tables(self, namespace: str) -> list[str]:
+        from pyiceberg.exceptions import NoSuchNamespaceError
+
+        try:
+            return sorted(".".join(t) for t in self.cat.list_tables(namespace))
+        except NoSuchNamespaceError:
+            return []
+
+    def main(self, table: str) -> int | None:
+        if not self.exists(table):
+            return None
+        snap = self.cat.load_table(table).current_snapshot()
+        return snap.snapshot_id if snap else None
+
+    def branches(self, table: str) -> list[str]:
+        if not self.exists(table):
+            return []
+        refs = self.cat.load_table(table).metadata.refs
+        return sorted(n for n, r in refs.items() if n != "main" and str(r.snapshot_ref_type).lower().endswith("branch"))
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        if not self.exists(table) or self.main(table) is None:
+            return []
+        return self.cat.load_table(table).scan().to_arrow().to_pylist()
+
+    def summaries(self, table: str) -> list[dict[str, str]]:
+        """main's snapshots, oldest first, as their summary properties."""
+        t = self.cat.load_table(table)
+        out = []
+        snap = t.current_snapshot()
+        while snap is not None:
+            out.append(dict(snap.summary.additional_properties) | {"operation": str(snap.summary.operation)})
+            snap = t.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id else None
+        return list(reversed(out))
+
+
+def checksum(rows: list[dict[str, Any]], key: str) -> tuple[int, str]:
+    """Row count and an order-independent digest of the rows (duplicates change both)."""
+    h = hashlib.sha256()
+    for r in sorted(rows, key=lambda r: (r.get(key) is None, r.get(key))):
+        h.update(json.dumps(r, sort_keys=True, default=str).encode())
+    return len(rows), h.hexdigest()
