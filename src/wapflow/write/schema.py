@@ -5,6 +5,11 @@
   (never earlier: branches share the table schema, so adding them before the audit would leak).
 - ignore_extra: columns the table does not have are dropped from the batch and reported.
 Safe widening (int -> bigint, float -> double, ...) is always cast and reported.
+
+The same contract holds for every format: read_batch (wapflow.write.sources) gives a DataFrame
+whose column names are exactly those of the files (parquet columns, the CSV header, the keys of the
+JSON records), typed like the table where the table has the column (read_type), so extra and
+missing columns reach this module instead of being dropped or NULLed by the reader.
 """
 
 from __future__ import annotations
@@ -32,6 +37,50 @@ def _tname(t: "DataType") -> str:
     return t.simpleString()
 
 
+def _complex(t: "DataType") -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    return isinstance(t, (StructType, ArrayType, MapType))
+
+
+def nested_extras(batch: "DataType", table: "DataType", path: str = "") -> list[str]:
+    """Paths of nested fields the batch's type has and the table's lacks ('user.email', 'items[].sku')."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(batch, StructType) and isinstance(table, StructType):
+        t = {f.name.lower(): f for f in table.fields}
+        out: list[str] = []
+        for f in batch.fields:
+            name = f"{path}.{f.name}" if path else f.name
+            tf = t.get(f.name.lower())
+            out += [name] if tf is None else nested_extras(f.dataType, tf.dataType, name)
+        return out
+    if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
+        return nested_extras(batch.elementType, table.elementType, path + "[]")
+    if isinstance(batch, MapType) and isinstance(table, MapType):
+        return nested_extras(batch.valueType, table.valueType, path + "{}")
+    return []
+
+
+def read_type(inferred: "DataType", table: "DataType | None") -> "DataType":
+    """The type a text format (CSV, JSON) is parsed with for one column.
+
+    The table's type when it has the column, so that a value that does not fit is a parse error
+    naming the file, not a guess; the inferred type for a new column. Two exceptions keep the
+    inferred type so that the contract reports the column as retyped instead of the reader hiding
+    the difference: nested fields the table's struct lacks (the parser would drop them), and an
+    object or array where the table has a scalar (the parser would store its JSON text). An
+    inferred string where the table has a struct/array/map is parsed with the table's type: Spark
+    infers string for a key that is null in every record, and a real string fails the parse.
+    """
+    if table is None:
+        return inferred
+    if _complex(inferred):
+        if type(inferred) is not type(table) or nested_extras(inferred, table):
+            return inferred
+    return table
+
+
 @dataclass
 class SchemaDiff:
     added: list["StructField"] = field(default_factory=list)  # in the batch, not in the table
@@ -39,6 +88,7 @@ class SchemaDiff:
     retyped: list[tuple[str, str, str]] = field(default_factory=list)  # name, batch type, table type
     widened: list[str] = field(default_factory=list)
     nullability: list[str] = field(default_factory=list)  # required in the table, nullable in the batch
+    nested: dict[str, list[str]] = field(default_factory=dict)  # retyped column -> nested fields the table lacks
 
     def lines(self, table: str, policy: str) -> list[str]:
         out = []
@@ -48,7 +98,11 @@ class SchemaDiff:
             verb = "+ new column" if policy != "strict" else "+ extra column"
             out.append(f"{verb} '{f.name}' ({_tname(f.dataType)}) that {table} does not have")
         for name, bt, tt in self.retyped:
-            out.append(f"~ column '{name}' is {bt} in the batch but {tt} in {table} (not a safe widening)")
+            extra = self.nested.get(name.lower())
+            if extra:
+                out.append(f"~ column '{name}' has nested field(s) {', '.join(repr(e) for e in extra)} that {table} does not have")
+            else:
+                out.append(f"~ column '{name}' is {bt} in the batch but {tt} in {table} (not a safe widening)")
         for n in self.nullability:
             out.append(f"~ column '{n}' is required in {table} but nullable in the batch")
         return out
@@ -73,6 +127,9 @@ def compare(batch: "StructType", table: "StructType") -> SchemaDiff:
                 diff.widened.append(f"{tf.name}: {bt} -> {tt}")
             else:
                 diff.retyped.append((tf.name, bt, tt))
+                extra = nested_extras(bf.dataType, tf.dataType, tf.name)
+                if extra:
+                    diff.nested[tf.name.lower()] = extra
         if not tf.nullable and bf.nullable:
             diff.nullability.append(tf.name)
     return diff
@@ -104,7 +161,7 @@ def apply_contract(
     from pyspark.sql import functions as F
 
     diff = compare(df.schema, table_schema)
-    blocking = SchemaDiff(missing=diff.missing, retyped=diff.retyped, nullability=diff.nullability)
+    blocking = SchemaDiff(missing=diff.missing, retyped=diff.retyped, nullability=diff.nullability, nested=diff.nested)
     if policy == "strict":
         blocking.added = diff.added
     problems = blocking.lines(table, policy)
