@@ -22,7 +22,6 @@ from wapflow.errors import (
     EXIT_BLOCKED,
     EXIT_PUBLISHED,
     EngineError,
-    InputError,
     UsageError,
     WapError,
 )
@@ -34,23 +33,16 @@ from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCES_PROP,
 from wapflow.publish import find_published, publish
 from wapflow.runs.store import RunRecord, current_owner, owner_alive
 from wapflow.write.schema import add_columns_sql, apply_contract
-from wapflow.write.sources import SourceFile, detect_format, read_batch, resolve_sources
-
-_INPUT_MARKERS = (
-    "Malformed",
-    "FAILFAST",
-    "PARSE",
-    "Parquet",
-    "parquet",
-    "PATH_NOT_FOUND",
-    "FileNotFound",
-    "UNABLE_TO_INFER_SCHEMA",
-    "CANNOT_READ",
-    "corrupt",
-    "JSON",
-    "CSV",
-    "CAST_INVALID_INPUT",
+from wapflow.write.sources import (
+    SkippedFile,
+    SourceFile,
+    SparkInputs,
+    detect_format,
+    input_error_from_spark,
+    read_batch,
+    resolve_sources,
 )
+
 
 
 def new_run_id() -> str:
@@ -65,11 +57,7 @@ def validate_run_id(run_id: str) -> str:
 
 def file_identity(s: SourceFile) -> dict[str, Any]:
     """uri, size and content version: what makes two runs' inputs the same files."""
-    version = getattr(s, "version", None) or getattr(s, "etag", None)
-    if version is None and "://" not in s.uri:
-        st = os.stat(s.uri)
-        version = f"mtime-{st.st_mtime_ns}-{st.st_size}"
-    return {"uri": s.uri, "size": s.size, "version": version}
+    return s.to_dict()
 
 
 def files_fingerprint(ids: list[dict[str, Any]]) -> str:
@@ -112,6 +100,7 @@ class RunResult:
     quarantined_rows: int | None = None
     schema_changes: list[str] = field(default_factory=list)
     staging_table: str | None = None
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -136,6 +125,7 @@ class RunResult:
             "quarantined_rows": self.quarantined_rows,
             "schema_changes": self.schema_changes,
             "staging_table": self.staging_table,
+            "skipped": self.skipped,
             "exit_code": self.exit_code,
         }
 
@@ -164,6 +154,9 @@ class WapRun:
             self.checks.append(NotNullCheck(check="not_null", column=col))
         self.rec = RunRecord(run_id=self.run_id, table_name=table, status="running", branch=branch, files=list(sources))
         self.sources: list[SourceFile] = []
+        self.skipped: list[SkippedFile] = []  # bookkeeping files (_SUCCESS, .crc) a folder or glob met
+        self.inputs: SparkInputs | None = None
+        self.skipped_note: str | None = None
         self.base: int | None = None
         self.run_snapshots: list[Snapshot] = []
         self.report: AuditReport | None = None
@@ -248,7 +241,12 @@ class WapRun:
             self.rec.owner = current_owner()
             self._save()
             self.lh.progress(f"run {self.run_id}")
-            self.sources = resolve_sources(self.patterns, storage=self.lh.storage)
+            found = resolve_sources(self.patterns, storage=self.lh.storage)
+            self.sources = list(found)
+            self.skipped = list(found.skipped)
+            self.skipped_note = found.skipped_message()
+            if self.skipped_note is not None:
+                self.lh.progress(self.skipped_note)
             self.rec.files = [s.uri for s in self.sources]
             self.rec.file_ids = [file_identity(s) for s in self.sources]
             if previous is not None and previous.file_ids:
@@ -294,6 +292,16 @@ class WapRun:
         """Append the batch to the run's branch (or staging table); main and its readers see nothing."""
         if self.already_published is not None:
             return
+        # Spark gets exactly these files (safe-named links where a name would be globbed, hidden or
+        # unreadable to Hadoop); they live until the write job that reads them is done.
+        self.inputs = SparkInputs(self.sources)
+        try:
+            self._write()
+        finally:
+            self.inputs.close()
+            self.inputs = None
+
+    def _write(self) -> None:
         branches = self.lh.branches
         with self._step("write"):
             if self.catalog_level:
@@ -308,7 +316,13 @@ class WapRun:
             try:
                 table_schema = tables.schema(self.table) if exists else None
                 df = read_batch(
-                    self.lh.spark, self.sources, self.fmt, self.table_cfg.read_options, table_schema, self.lh.storage
+                    self.lh.spark,
+                    self.sources,
+                    self.fmt,
+                    self.table_cfg.read_options,
+                    table_schema,
+                    self.lh.storage,
+                    inputs=self.inputs,
                 )
                 if table_schema is not None:
                     contract = apply_contract(
@@ -513,15 +527,11 @@ class WapRun:
             self.lh.progress(f"warning: cleanup after failed write: {e}")
 
     def _classify(self, e: BaseException) -> WapError:
-        text = spark_errors.full_text(e)
-        first = spark_errors.describe(e)
-        files = ", ".join(s.uri for s in self.sources)
-        if any(m in text for m in _INPUT_MARKERS):
-            return InputError(
-                f"could not read {self.fmt} input ({files}): {first[:500]}",
-                hint="check that the file is complete and in the declared format; nothing was published",
-            )
-        return EngineError(f"Spark failed while writing {self.table}: {first[:500]}")
+        """A failure of the write job: the run's input (by Spark's error condition, naming the file), or not."""
+        bad_input = input_error_from_spark(e, self.sources, fmt=self.fmt, options=self.table_cfg.read_options)
+        if bad_input is not None:
+            return bad_input
+        return EngineError(f"Spark failed while writing {self.table}: {spark_errors.describe(e)[:500]}")
 
     # --- audit --------------------------------------------------------------------------------
 
@@ -959,11 +969,12 @@ class WapRun:
             files=self.rec.files,
             branch_kept=self.rec.branch_kept,
             published_via=self.published_via,
-            message=self.message,
+            message=self.message + (f"; {self.skipped_note}" if self.skipped_note and self.message else ""),
             timings=dict(self.rec.timings),
             quarantined_rows=self.report.quarantined_rows if self.report and self.quarantine else None,
             schema_changes=list(self.schema_changes),
             staging_table=self.staging.dotted if self.staging is not None else None,
+            skipped=[f.to_dict() for f in self.skipped],
         )
 
 
