@@ -157,6 +157,7 @@ class WapRun:
         self.skipped: list[SkippedFile] = []  # bookkeeping files (_SUCCESS, .crc) a folder or glob met
         self.inputs: SparkInputs | None = None
         self.skipped_note: str | None = None
+        self.record_owned = True  # False when this call is refused for a run id another attempt owns
         self.base: int | None = None
         self.run_snapshots: list[Snapshot] = []
         self.report: AuditReport | None = None
@@ -187,6 +188,8 @@ class WapRun:
         return _Timer(self.rec.timings, name)
 
     def _save(self) -> None:
+        if not self.record_owned:
+            return  # the record belongs to another attempt of this run id (see prepare)
         try:
             self.lh.store.save(self.rec)
         except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its record
@@ -231,6 +234,7 @@ class WapRun:
             if previous is not None:
                 owner = previous.owner or {}
                 if previous.status == "running" and owner_alive(owner) and owner.get("pid") != os.getpid():
+                    self.record_owned = False
                     raise UsageError(
                         f"run {self.run_id} is running right now (process {owner.get('pid')} on {owner.get('host')})",
                         hint="wait for it to finish; `wap report " + self.run_id + "` shows its outcome",
@@ -249,8 +253,11 @@ class WapRun:
                 self.lh.progress(self.skipped_note)
             self.rec.files = [s.uri for s in self.sources]
             self.rec.file_ids = [file_identity(s) for s in self.sources]
-            if previous is not None and previous.file_ids:
-                self._same_files(previous.file_ids)
+            if previous is not None and previous.file_ids and not self._same_files(previous.file_ids):
+                # Refused: the run id's record stays as it was (e.g. published), not this call's.
+                self.lh.store.save(previous)
+                self.record_owned = False
+                self._refuse_other_files(previous.file_ids)
             self.fmt = detect_format(self.sources, self.table_cfg.format)
             tables = self.lh.tables
             if tables.exists(self.table):
@@ -260,10 +267,11 @@ class WapRun:
             self._save()
             crash_point("prepare")
 
-    def _same_files(self, before: list[dict[str, Any]]) -> None:
+    def _same_files(self, before: list[dict[str, Any]]) -> bool:
+        return files_fingerprint(before) == files_fingerprint(self.rec.file_ids)
+
+    def _refuse_other_files(self, before: list[dict[str, Any]]) -> None:
         """A run id stands for one set of files: resuming it with other (or changed) files is an error."""
-        if files_fingerprint(before) == files_fingerprint(self.rec.file_ids):
-            return
         raise UsageError(
             f"run {self.run_id} was started with {len(before)} file(s): {_describe_files(before)}; "
             f"this call names {len(self.rec.file_ids)} file(s): {_describe_files(self.rec.file_ids)}",
@@ -670,6 +678,9 @@ class WapRun:
             return
         assert self.report is not None and self.plan is not None
         tables = self.lh.tables
+        for t in self.main_heads:
+            if tables.exists(TableName.parse(t)):
+                tables.refresh(TableName.parse(t))  # other processes' publishes, not this process's cache
         moved = {t: (old, self._main_head(TableName.parse(t))) for t, old in self.main_heads.items()}
         moved = {t: v for t, v in moved.items() if v[0] != v[1]}
         if not moved:

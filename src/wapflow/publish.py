@@ -60,6 +60,7 @@ def publish(
             if "not an ancestor" in str(e):
                 break
             if _is_commit_conflict(e) and attempt < _RETRIES - 1:
+                tables.refresh(table)
                 time.sleep(0.2 * (attempt + 1))
                 continue
             raise EngineError(f"fast-forward of main to {branch} failed: {_message(e)}") from e
@@ -80,6 +81,7 @@ def publish(
                 break
             except Exception as e:  # noqa: BLE001
                 if _is_commit_conflict(e) and attempt < _RETRIES - 1:
+                    tables.refresh(table)
                     time.sleep(0.2 * (attempt + 1))
                     continue
                 raise PublishConflict(

@@ -6,14 +6,18 @@ table; catalog-level branches (Project Nessie, wapflow.lakehouse.nessie) sandbox
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
 from wapflow.lakehouse.tables import Tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,18 @@ class IcebergTableBranches:
     def create(self, table: TableName, branch: str) -> int | None:
         """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
         validate_branch(branch)
-        base = self.tables.head(table, "main")
-        self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} CREATE BRANCH {quote(branch)}")
-        return base
+        for attempt in range(_RETRIES):
+            base = self.tables.head(table, "main")
+            try:
+                self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} CREATE BRANCH {quote(branch)}")
+                return base
+            except Exception as e:  # noqa: BLE001 - Iceberg's CommitFailedException arrives as Py4J text
+                # Another process committed to the table since this process cached its metadata: refresh, retry.
+                if "CommitFailedException" not in spark_errors.full_text(e) or attempt == _RETRIES - 1:
+                    raise
+                self.tables.refresh(table)
+                time.sleep(0.2 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def exists(self, table: TableName, branch: str) -> bool:
         ref = self.tables.refs(table).get(branch)

@@ -71,6 +71,10 @@ class Tables:
             .create()
         )
 
+    def refresh(self, table: TableName) -> None:
+        """Forget cached metadata (Iceberg's catalog cache keeps a table for 30 s): see other processes' commits."""
+        self.spark.catalog.refreshTable(self.ident(table))
+
     def drop(self, table: TableName) -> None:
         self.spark.sql(f"DROP TABLE IF EXISTS {self.ident(table)} PURGE")
 
