@@ -29,7 +29,7 @@ from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.faults import crash_point
-from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCES_PROP, Snapshot
+from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, Snapshot
 from wapflow.publish import find_published, publish
 from wapflow.runs.store import RunRecord, current_owner, owner_alive
 from wapflow.write.schema import add_columns_sql, apply_contract
@@ -284,7 +284,7 @@ class WapRun:
         tables = self.lh.tables
         snaps = tables.snapshots(self.table)
         published = snaps.get(self.already_published) if self.already_published is not None else None
-        src = published.summary.get("source-snapshot-id") if published else None
+        src = published.summary.get(SOURCE_SNAPSHOT_PROP) if published else None
         origin = snaps.get(int(src)) if src and src.isdigit() else published
         recorded = origin.summary.get(FILES_HASH_PROP) if origin else None
         if recorded is None or recorded == files_fingerprint(self.rec.file_ids):

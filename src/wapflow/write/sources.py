@@ -1075,13 +1075,18 @@ def check_parquet_schemas(sources: list[SourceFile], storage: Storage | None = N
             raise _columns_differ(s, first, [x for x in ref if x.lower() not in have], [x for x in c if x.lower() not in ref_set])
 
 
-def _columns_differ(s: SourceFile, first: SourceFile, lacks: list[str], extra: list[str]) -> InputError:
+def _difference(lacks: list[str], extra: list[str], same: str) -> str:
+    """How one file's columns differ from the first file's, for the two messages below."""
     parts = []
     if lacks:
         parts.append("lacks " + ", ".join(repr(x) for x in lacks))
     if extra:
         parts.append("has " + ", ".join(repr(x) for x in extra) + " in addition")
-    what = "; ".join(parts) or "has the same columns in another order"
+    return "; ".join(parts) or same
+
+
+def _columns_differ(s: SourceFile, first: SourceFile, lacks: list[str], extra: list[str]) -> InputError:
+    what = _difference(lacks, extra, "has the same columns in another order")
     return InputError(
         f"{s.uri} does not have the same columns as {first.uri}: it {what}",
         hint="the files of one run must share their columns: fix the file, or run it separately",
@@ -1257,12 +1262,7 @@ def _read_csv(
 def _header_differs(s: SourceFile, first: SourceFile, h: list[str], ref: list[str]) -> InputError:
     lacks = [x for x in ref if x not in h]
     extra = [x for x in h if x not in ref]
-    parts = []
-    if lacks:
-        parts.append("lacks " + ", ".join(repr(x) for x in lacks))
-    if extra:
-        parts.append("has " + ", ".join(repr(x) for x in extra) + " in addition")
-    what = "; ".join(parts) or f"has the same columns in another order ({', '.join(h)})"
+    what = _difference(lacks, extra, f"has the same columns in another order ({', '.join(h)})")
     return InputError(
         f"the header of {s.uri} differs from that of {first.uri}: it {what}",
         hint="the CSV files of one run must have the same header: fix the file, or run it separately",
