@@ -1,29 +1,47 @@
 """One exception family, so callers (CLI, schedulers, retries) can act on the kind of failure.
 
-Each error knows its CLI exit code and whether retrying the same thing can help
-(the Terminal/Transient split): a typo in wap.toml will not fix itself, a Spark
-executor lost to OOM or a concurrent commit might.
+Every failure is one of six kinds, and the kind alone says what an automaton should do:
+
+- input: a source file is unreadable, corrupt, empty or does not fit the table (terminal for that file);
+- config: wap.toml, a command-line option or a check declaration is wrong (terminal);
+- environment: Java, jars, credentials or permissions are missing (terminal until someone acts);
+- transient: a named condition a retry may clear (commit conflict after the built-in retries,
+  connection refused/reset/timeout, throttling, a 5xx of the catalog or storage);
+- conflict: main moved in a way this run's snapshots cannot be re-applied onto (terminal);
+- bug: an exception nobody named; terminal, because retrying code that is wrong does not help.
+
+Errors are classified where what failed is known (see `wapflow.lakehouse.spark_errors.classify`),
+never by searching messages for words. This module imports nothing of wapflow.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 # Exit codes, documented in the README.
 EXIT_PUBLISHED = 0
 EXIT_BLOCKED = 1
-EXIT_USAGE = 2
-EXIT_RUNTIME = 3
-EXIT_CONFLICT = 4
+EXIT_USAGE = 2  # config/usage
+EXIT_RUNTIME = 3  # input, environment, bug
+EXIT_CONFLICT = 4  # publish conflict that cannot be re-applied
+EXIT_TRANSIENT = 5  # a retry may help
+
+KINDS = ("input", "config", "environment", "transient", "conflict", "bug")
 
 
 class WapError(Exception):
-    """Base of every error wapflow raises on purpose."""
+    """Base of every error wapflow raises on purpose; raised bare, it is a bug (no kind was named)."""
 
     exit_code: int = EXIT_RUNTIME
     retryable: bool = False
-    kind: str = "error"
+    kind: str = "bug"
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if cls.kind not in KINDS:
+            raise TypeError(f"{cls.__name__}.kind must be one of {KINDS}, not {cls.kind!r}")
 
     def __init__(
         self,
@@ -64,6 +82,7 @@ class WapError(Exception):
             "kind": self.kind,
             "message": self.message,
             "hint": self.hint,
+            "run_id": self.run_id,
             "step": self.step,
             "retryable": self.retryable,
             "exit_code": self.exit_code,
@@ -75,9 +94,31 @@ class TerminalError(WapError):
 
 
 class TransientError(WapError):
-    """A retry may succeed (lost executor, busy catalog, concurrent commit)."""
+    """A named condition a retry may clear; exit 5. Raise one of the subclasses where one fits."""
 
+    exit_code = EXIT_TRANSIENT
     retryable = True
+    kind = "transient"
+
+
+class CommitConflict(TransientError):
+    """The catalog refused a commit because another writer committed first, even after the built-in retries."""
+
+
+class Unreachable(TransientError):
+    """A connection to the catalog, storage or Nessie was refused, reset or timed out."""
+
+
+class Throttled(TransientError):
+    """Storage asked us to slow down (S3 503 SlowDown, throttling)."""
+
+
+class ServiceError(TransientError):
+    """The catalog, storage or Nessie answered with a server error (HTTP 5xx)."""
+
+
+class LockTimeout(TransientError):
+    """Another process held the publish lock for longer than we were willing to wait."""
 
 
 class ConfigError(TerminalError):
@@ -90,17 +131,17 @@ class ConfigError(TerminalError):
 class UsageError(ConfigError):
     """A command was called with arguments that cannot work."""
 
-    kind = "usage"
-
 
 class InvalidIdentifier(ConfigError):
     """A table, namespace or branch name that would not be safe to put into SQL."""
 
-    kind = "identifier"
+
+class NotFound(ConfigError):
+    """A table, branch, run or snapshot the user named does not exist."""
 
 
 class EnvironmentProblem(TerminalError):
-    """The machine lacks something wapflow needs (Java 17+, JVM jars)."""
+    """The machine lacks something wapflow needs (Java 17+, JVM jars, credentials, a permission)."""
 
     exit_code = EXIT_RUNTIME
     kind = "environment"
@@ -114,28 +155,54 @@ class InputError(TerminalError):
 
 
 class SchemaMismatch(InputError):
-    kind = "schema"
+    """The files' columns or types do not fit the table under its schema policy."""
 
 
-class EngineError(TransientError):
-    """Spark or the catalog failed while doing work that was valid."""
-
-    exit_code = EXIT_RUNTIME
-    kind = "engine"
-
-
-class PublishConflict(TransientError):
-    """Main moved in a way this run's snapshots cannot be re-applied onto."""
+class PublishConflict(TerminalError):
+    """Main moved in a way this run's snapshots cannot be re-applied onto; a plain retry meets the same main."""
 
     exit_code = EXIT_CONFLICT
     kind = "conflict"
 
 
-class NotFound(TerminalError):
-    """A table, branch, run or snapshot the user named does not exist."""
+class BugError(TerminalError):
+    """An exception no part of wapflow named: a defect to report, never something to retry."""
 
-    exit_code = EXIT_USAGE
-    kind = "not_found"
+    exit_code = EXIT_RUNTIME
+    kind = "bug"
+
+    def __init__(self, message: str, *, cause_type: str | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.cause_type = cause_type
+
+    def to_dict(self) -> dict[str, object]:
+        return {**super().to_dict(), "cause_type": self.cause_type}
+
+
+def _cause_type(e: BaseException) -> str:
+    """The exception's class, and for a Py4J error the Java class behind it."""
+    name = type(e).__name__
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            return f"{name} ({java.getClass().getName()})"
+        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
+            pass
+    return name
+
+
+def bug(e: BaseException, *, run_id: str | None, step: str | None) -> BugError:
+    """An exception nobody classified, as a terminal error that says it is a bug and where it happened."""
+    lines = str(e).strip().splitlines()
+    first = lines[0][:300] if lines else ""
+    cause = _cause_type(e)
+    return BugError(
+        f"this is a bug in wapflow: unexpected {cause}" + (f": {first}" if first else ""),
+        hint="retrying will not help; report it with the run id and Spark's log",
+        cause_type=cause,
+        run_id=run_id,
+        step=step,
+    )
 
 
 def did_you_mean(word: str, options: Iterable[str], *, n: int = 3) -> str:

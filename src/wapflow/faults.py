@@ -4,6 +4,10 @@ When the environment variable WAP_CRASH_AT names a point (comma-separated for se
 process sends itself SIGKILL there: no exception handler, `finally` or atexit runs, exactly as
 when the OOM killer or a power cut strikes. Tests start `wap run` with it, then run the same
 command again and check that the run completes exactly once. Unset, a point costs one dict lookup.
+
+WAP_RAISE_AT names points where a plain RuntimeError is raised instead: an exception no part of
+wapflow names, so tests can check that it comes out as a bug (terminal, naming the run and step),
+never as something a scheduler would retry.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import os
 import signal
 
 ENV = "WAP_CRASH_AT"
+RAISE_ENV = "WAP_RAISE_AT"
 
 # Every point, in the order a run passes them (README "Crash safety" lists what each one leaves behind).
 POINTS = (
@@ -29,8 +34,14 @@ POINTS = (
 )
 
 
+def _named(var: str, name: str) -> bool:
+    wanted = os.environ.get(var, "")
+    return name in wanted.split(",") if wanted else False
+
+
 def crash_point(name: str) -> None:
-    """SIGKILL this process if WAP_CRASH_AT names this point."""
-    wanted = os.environ.get(ENV)
-    if wanted and name in wanted.split(","):
+    """SIGKILL this process if WAP_CRASH_AT names this point; raise RuntimeError if WAP_RAISE_AT does."""
+    if _named(ENV, name):
         os.kill(os.getpid(), signal.SIGKILL)
+    if _named(RAISE_ENV, name):
+        raise RuntimeError(f"injected fault at {name}")

@@ -1,8 +1,27 @@
-"""Turn JVM exception chains into one readable line: the outermost Spark error and its root cause."""
+"""What failed, from an exception of Spark, the catalog, storage or Nessie: readable text and a classification.
+
+`describe` turns a JVM exception chain into one readable line. `classify` decides, by exception CLASS
+NAME and status code (never by words in messages), whether a failure is a named transient condition
+(commit conflict after Iceberg's retries, connection refused/reset/timeout, S3 throttling, a 5xx) or
+the environment (credentials and permissions on the warehouse, a missing bucket). Anything else is
+None: the caller raises `errors.bug(...)`, because an exception nobody named must not be retried.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from wapflow.errors import (
+    CommitConflict,
+    EnvironmentProblem,
+    ServiceError,
+    Throttled,
+    Unreachable,
+    WapError,
+)
 
 _PKG = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z][A-Za-z0-9_$]*(?:Exception|Error))")
 _NOISE = ("An error occurred while calling", "Job aborted due to stage failure")
@@ -13,10 +32,15 @@ def _short(text: str) -> str:
     return _PKG.sub(r"\1", line)[:400]
 
 
+def _java_of(e: BaseException) -> Any:
+    """The Java throwable behind a Py4J error (java_exception) or a PySpark captured one (_origin)."""
+    return getattr(e, "java_exception", None) or getattr(e, "_origin", None)
+
+
 def chain(e: BaseException) -> list[str]:
     """Messages of the exception and its causes, outermost first (Py4J or plain Python)."""
     out: list[str] = []
-    java = getattr(e, "java_exception", None)
+    java = _java_of(e)
     if java is not None:
         j, depth = java, 0
         while j is not None and depth < 12:
@@ -45,3 +69,313 @@ def describe(e: BaseException) -> str:
 
 def full_text(e: BaseException) -> str:
     return "\n".join(chain(e))
+
+
+# --- classification ---------------------------------------------------------------------------
+
+# Java classes, by fully qualified name.
+_COMMIT_CONFLICT = frozenset({"org.apache.iceberg.exceptions.CommitFailedException"})
+# The SQLite JDBC catalog: SQLITE_BUSY (5) and SQLITE_LOCKED (6), also as extended codes (low byte).
+_SQLITE = frozenset({"org.sqlite.SQLiteException"})
+_SQLITE_BUSY = (5, 6)
+_UNREACHABLE_JAVA = frozenset(
+    {
+        "java.net.ConnectException",
+        "java.net.SocketTimeoutException",
+        "java.net.NoRouteToHostException",
+        "java.net.http.HttpConnectTimeoutException",
+        "java.net.http.HttpTimeoutException",
+        "org.apache.http.conn.ConnectTimeoutException",
+        "org.apache.http.conn.HttpHostConnectException",
+        "org.apache.http.NoHttpResponseException",
+        "org.apache.hadoop.net.ConnectTimeoutException",
+        "software.amazon.awssdk.core.exception.ApiCallTimeoutException",
+        "software.amazon.awssdk.core.exception.ApiCallAttemptTimeoutException",
+    }
+)
+# A SocketException is transient only when it is a reset or a broken pipe; its class says no more.
+_SOCKET_EXCEPTIONS = frozenset({"java.net.SocketException", "javax.net.ssl.SSLException"})
+_RESET = ("Connection reset", "Broken pipe")
+_THROTTLED_JAVA = frozenset({"org.apache.hadoop.fs.s3a.AWSServiceThrottledException"})
+_SERVICE_JAVA = frozenset(
+    {
+        "org.apache.iceberg.exceptions.ServiceUnavailableException",
+        "org.apache.iceberg.exceptions.ServiceFailureException",
+        "org.apache.hadoop.fs.s3a.AWSStatus500Exception",
+    }
+)
+_ENVIRONMENT_JAVA = {
+    "org.apache.iceberg.exceptions.ForbiddenException": "the catalog refused the request (forbidden)",
+    "org.apache.iceberg.exceptions.NotAuthorizedException": "the catalog refused the credentials (not authorized)",
+    "java.nio.file.AccessDeniedException": "access was denied",
+    "org.apache.hadoop.fs.s3a.UnknownStoreException": "the bucket does not exist",
+    "org.apache.hadoop.fs.s3a.CredentialInitializationException": "no usable S3 credentials were found",
+    "org.apache.hadoop.fs.s3a.auth.NoAuthWithAWSException": "no usable S3 credentials were found",
+}
+# Classes that may answer statusCode() / awsErrorDetails() (AWS SDK v2 and S3A wrappers), or getStatus() (Nessie).
+_AWS_PREFIXES = ("software.amazon.awssdk.", "org.apache.hadoop.fs.s3a.")
+_NESSIE_PREFIX = "org.projectnessie."
+
+# S3 error codes.
+_THROTTLE_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "ServiceUnavailable"}
+)
+_ENVIRONMENT_CODES = {
+    "AccessDenied": "access was denied",
+    "AllAccessDisabled": "access was denied",
+    "AccountProblem": "the account cannot be used",
+    "InvalidAccessKeyId": "the access key id is unknown",
+    "SignatureDoesNotMatch": "the secret key does not match the access key id",
+    "ExpiredToken": "the session token has expired",
+    "ExpiredTokenException": "the session token has expired",
+    "InvalidToken": "the session token was rejected",
+    "TokenRefreshRequired": "the session token was rejected",
+    "NoSuchBucket": "the bucket does not exist",
+}
+
+# Python classes, by name anywhere in the exception's MRO (httpx, botocore, builtins), so that
+# nothing here has to import optional packages.
+_UNREACHABLE_PY = frozenset(
+    {
+        # httpx
+        "ConnectError",
+        "ConnectTimeout",
+        "ReadTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "RemoteProtocolError",
+        "ReadError",
+        "WriteError",
+        # botocore
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "ConnectionClosedError",
+        # builtins: ConnectionRefusedError, ConnectionResetError, BrokenPipeError, ... and socket timeouts
+        "ConnectionError",
+        "TimeoutError",
+    }
+)
+
+_LOCATION = re.compile(r"\b(?:s3a?|gs|abfss?|hdfs|file):/{1,3}[^\s'\"<>),;]+")
+_ENV_HINT = (
+    "check the credentials ([s3] keys in wap.toml or the AWS_* variables) and that they may read and "
+    "write the warehouse; nothing was published"
+)
+_RETRY_HINT = "retry the run (`wap run ... --run-id` resumes it); nothing was published"
+
+
+@dataclass(frozen=True)
+class _Link:
+    """One exception of the chain: its class, first message line, and HTTP status / error code if it has them."""
+
+    cls: str
+    names: frozenset[str]  # Python: every class name of its MRO; Java: just cls
+    message: str
+    status: int | None = None
+    code: str | None = None
+
+
+def _call(obj: Any, *names: str) -> Any:
+    """obj.a().b() through Py4J, or None when any step is missing (a class without that method)."""
+    try:
+        for n in names:
+            obj = getattr(obj, n)()
+            if obj is None:
+                return None
+        return obj
+    except Exception:  # noqa: BLE001 - a getter the SDK exception lacks (or a dead gateway): no status to read
+        return None
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _java_links(j: Any) -> Iterator[_Link]:
+    depth = 0
+    while j is not None and depth < 16:
+        try:
+            cls = str(j.getClass().getName())
+            message = str(j.getMessage() or "")
+        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
+            return
+        status = code = None
+        if cls.startswith(_AWS_PREFIXES):
+            status = _int(_call(j, "statusCode"))
+            c = _call(j, "awsErrorDetails", "errorCode")
+            code = str(c) if c is not None else None
+        elif cls in _SQLITE:
+            status = _int(_call(j, "getErrorCode"))  # SQLite's result code, not HTTP
+        elif cls.startswith(_NESSIE_PREFIX):
+            status = _int(_call(j, "getStatus")) or _int(_call(j, "getError", "getStatus"))
+        yield _Link(cls, frozenset({cls}), message, status, code)
+        try:
+            j = j.getCause()
+        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
+            return
+        depth += 1
+
+
+def _py_link(e: BaseException) -> _Link:
+    names = frozenset(c.__name__ for c in type(e).__mro__)
+    status = code = None
+    response = getattr(e, "response", None)
+    if isinstance(response, dict):  # botocore ClientError
+        err = response.get("Error") or {}
+        code = str(err.get("Code") or "") or None
+        status = _int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode"))
+    elif response is not None:  # httpx.HTTPStatusError
+        status = _int(getattr(response, "status_code", None))
+    return _Link(f"{type(e).__module__}.{type(e).__qualname__}", names, str(e), status, code)
+
+
+def _links(e: BaseException) -> list[_Link]:
+    """The whole chain, outermost first: each Python exception, then the Java chain behind it."""
+    out: list[_Link] = []
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen and len(out) < 48:
+        seen.add(id(cur))
+        out.append(_py_link(cur))
+        java = _java_of(cur)
+        if java is not None:
+            out.extend(_java_links(java))
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return out
+
+
+def _simple(cls: str) -> str:
+    return cls.rsplit(".", 1)[-1]
+
+
+def _first_line(text: str, n: int = 200) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return _PKG.sub(r"\1", line)[:n]
+
+
+def _service(link: _Link) -> str:
+    """Which service a link is about, from its package or Python module."""
+    cls = link.cls
+    if "projectnessie" in cls or "nessie" in cls.lower():
+        return "the Nessie server"
+    if cls.startswith(_AWS_PREFIXES) or cls.startswith(("botocore.", "boto3.")) or link.code:
+        return "S3 storage"
+    if cls.startswith("org.apache.iceberg."):
+        return "the Iceberg catalog"
+    return "the server"
+
+
+def _target(links: list[_Link], i: int) -> str:
+    """The service the matching link (or one that wraps it) talks to."""
+    for link in reversed(links[: i + 1]):
+        s = _service(link)
+        if s != "the server":
+            return s
+    return "the server"
+
+
+def _location(links: list[_Link]) -> str:
+    """' (at s3://...)' when some message of the chain names a storage location, else ''."""
+    for link in links:
+        m = _LOCATION.search(link.message)
+        if m:
+            return f" (at {m.group(0).rstrip('.')})"
+    return ""
+
+
+def _status_text(link: _Link) -> str:
+    parts = [p for p in (link.code, f"HTTP {link.status}" if link.status else None) if p]
+    return ", ".join(parts) if parts else _simple(link.cls)
+
+
+def _by_status(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None:
+    """An error answered by S3 (or Nessie): throttled, 5xx, or refused credentials/permissions."""
+    status, code = link.status, link.code or ""
+    if (status is None and not code) or link.cls in _SQLITE:
+        return None
+    what = _target(links, i)
+    where = _location(links)
+    if code in _THROTTLE_CODES or status in (503, 429):
+        return Throttled(
+            f"{what} asked to slow down ({_status_text(link)}) while {doing}{where}, even after the client's retries",
+            hint=_RETRY_HINT,
+        )
+    if status is not None and status >= 500:
+        return ServiceError(
+            f"{what} failed with a server error ({_status_text(link)}) while {doing}{where}", hint=_RETRY_HINT
+        )
+    if code in _ENVIRONMENT_CODES or status == 403:
+        reason = _ENVIRONMENT_CODES.get(code, "access was denied")
+        hint = (
+            "create the bucket (`wap storage init`) or fix the warehouse location; nothing was published"
+            if code == "NoSuchBucket"
+            else _ENV_HINT
+        )
+        return EnvironmentProblem(
+            f"{what} refused the request while {doing}{where}: {reason} ({_status_text(link)})", hint=hint
+        )
+    return None
+
+
+def _one(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None:
+    cls = link.cls
+    if cls in _COMMIT_CONFLICT:
+        return CommitConflict(
+            f"another writer committed to the catalog first while {doing}, and Iceberg's own retries did not "
+            f"get through ({_simple(cls)}: {_first_line(link.message)})",
+            hint=_RETRY_HINT,
+        )
+    if cls in _SQLITE and link.status is not None and link.status & 0xFF in _SQLITE_BUSY:
+        return CommitConflict(
+            f"the catalog database stayed busy (locked by another writer) while {doing}, even after waiting "
+            f"({_simple(cls)}: {_first_line(link.message)})",
+            hint=_RETRY_HINT,
+        )
+    if cls in _THROTTLED_JAVA:
+        return Throttled(
+            f"S3 storage asked to slow down while {doing}{_location(links)} ({_simple(cls)})", hint=_RETRY_HINT
+        )
+    if cls in _SERVICE_JAVA:
+        return ServiceError(
+            f"{_target(links, i)} failed with a server error while {doing} "
+            f"({_simple(cls)}: {_first_line(link.message)})",
+            hint=_RETRY_HINT,
+        )
+    if cls in _ENVIRONMENT_JAVA:
+        return EnvironmentProblem(
+            f"{_target(links, i)} refused the request while {doing}{_location(links)}: {_ENVIRONMENT_JAVA[cls]} "
+            f"({_simple(cls)})",
+            hint=_ENV_HINT,
+        )
+    by_status = _by_status(link, links, i, doing)
+    if by_status is not None:
+        return by_status
+    unreachable = cls in _UNREACHABLE_JAVA or bool(link.names & _UNREACHABLE_PY)
+    if cls in _SOCKET_EXCEPTIONS and any(r in link.message for r in _RESET):
+        unreachable = True
+    if unreachable:
+        return Unreachable(
+            f"could not reach {_target(links, i)} while {doing}: "
+            f"{_simple(cls)} ({_first_line(link.message) or 'no detail'})",
+            hint="check that the server is running and reachable, then retry; nothing was published",
+        )
+    return None
+
+
+def classify(e: BaseException, *, doing: str) -> WapError | None:
+    """A named condition of the exception or any of its (Java) causes, outermost first; None when nothing is named.
+
+    `doing` says what was attempted ("writing nyc.trips"), for the message.
+    """
+    if isinstance(e, WapError):
+        return e
+    links = _links(e)
+    for i, link in enumerate(links):
+        found = _one(link, links, i, doing)
+        if found is not None:
+            return found
+    return None

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from wapflow.errors import EngineError
+from wapflow.errors import LockTimeout
+
+_HINT = "another run is publishing to this table; retry when it is done (`wap runs` shows it)"
 
 
 def _key(name: str) -> int:
@@ -36,7 +38,9 @@ def publish_lock(engine: sa.Engine, lock_dir: Path, name: str, *, timeout: float
             deadline = time.monotonic() + timeout
             while not conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": _key(name)}).scalar():
                 if time.monotonic() > deadline:
-                    raise EngineError(f"timed out after {timeout:.0f} s waiting for the publish lock of {name}")
+                    raise LockTimeout(
+                        f"timed out after {timeout:.0f} s waiting for the publish lock of {name}", hint=_HINT
+                    )
                 time.sleep(0.1)
             try:
                 yield
@@ -54,7 +58,9 @@ def publish_lock(engine: sa.Engine, lock_dir: Path, name: str, *, timeout: float
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise EngineError(f"timed out after {timeout:.0f} s waiting for the publish lock of {name}") from None
+                    raise LockTimeout(
+                        f"timed out after {timeout:.0f} s waiting for the publish lock of {name}", hint=_HINT
+                    ) from None
                 time.sleep(0.05)
         try:
             yield

@@ -1,26 +1,21 @@
-"""Storage failures: both exit 3 (runtime), split by whether retrying can help."""
+"""Storage failures, by what someone has to do about them.
+
+Credentials, permissions and missing buckets are the environment (exit 3: someone must act);
+an endpoint that cannot be reached is transient (exit 5: a retry may help).
+"""
 
 from __future__ import annotations
 
-from wapflow.errors import EXIT_RUNTIME, TerminalError, TransientError
+from wapflow.errors import EnvironmentProblem, Unreachable
 
 
-class StorageError(TerminalError):
+class StorageError(EnvironmentProblem):
     """A bucket is missing, credentials are rejected, or they lack a permission wapflow needs."""
 
-    exit_code = EXIT_RUNTIME
-    kind = "storage"
 
-
-class StorageUnavailable(TransientError):
+class StorageUnavailable(Unreachable):
     """The S3 endpoint could not be reached (wrong endpoint, server down, network)."""
 
-    exit_code = EXIT_RUNTIME
-    kind = "storage_unavailable"
 
-
-class MissingDependency(TerminalError):
+class MissingDependency(EnvironmentProblem):
     """An optional Python package (boto3, moto) that this feature needs is not installed."""
-
-    exit_code = EXIT_RUNTIME
-    kind = "environment"
