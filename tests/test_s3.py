@@ -2,7 +2,8 @@
 
 Files land in a landing bucket, WAP writes them into an Iceberg warehouse on a lake bucket through
 S3A (reads) and S3FileIO (writes), PyIceberg reads the result; every bad input fails before any
-write with exit code 3; credentials never appear in output, JSON, the run store or Spark's config.
+write with exit code 3 (5, transient, when the endpoint cannot be reached); credentials never
+appear in output, JSON, the run store or Spark's config.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from conftest import TRIPS_CHECKS
-from s3_server import REGION, Keys, S3Env, start_s3_env
 from typer.testing import CliRunner
 
+from conftest import TRIPS_CHECKS
+from s3_server import REGION, Keys, S3Env, start_s3_env
 from wapflow.cli import app
 from wapflow.config import parse_config
 from wapflow.demo.generate import generate_trips
@@ -34,7 +35,7 @@ from wapflow.lakehouse.session import catalog_properties
 from wapflow.pipeline import run_wap
 from wapflow.storage import Storage
 from wapflow.storage import spark as s3_spark
-from wapflow.storage.files import glob_regex
+from wapflow.storage.files import FileIdentity, glob_regex
 from wapflow.storage.server import free_port
 
 WAP = str(Path(sys.executable).parent / "wap")
@@ -74,9 +75,7 @@ def toml_config(
         s3.append(keys.toml())
     if landing:
         s3.append(f'landing = "s3://{landing}/2026/11"')
-    checks = "\n".join(
-        "  { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in c.items()) + " }," for c in TRIPS_CHECKS
-    )
+    checks = "\n".join("  { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in c.items()) + " }," for c in TRIPS_CHECKS)
     text = (
         f'[lakehouse]\nwarehouse = "s3://{lake}/warehouse"\ncatalog_name = "{catalog}"\nmaster = "local[2]"\n'
         f'driver_memory = "1g"\n\n[s3]\n' + "\n".join(s3) + f'\n\n[tables."nyc.trips"]\nchecks = [\n{checks}\n]\n'
@@ -191,7 +190,7 @@ def test_one_listing_interface_for_local_folders_and_s3(s3env, tmp_path):
     remote = st.list(f"s3://{landing}/2026/11/")
     assert [(f.key, f.size) for f in remote] == [("2026/11/a.parquet", 10), ("2026/11/deep/b.parquet", 20)]
     head = c.head_object(Bucket=landing, Key="2026/11/a.parquet")
-    assert remote[0].etag == head["ETag"].strip('"') and remote[0].bucket == landing
+    assert remote[0].version == head["ETag"].strip('"') and remote[0].bucket == landing
     assert remote[0].uri == f"s3://{landing}/2026/11/a.parquet"
     assert [f.key for f in st.list(f"s3://{landing}/2026/*/*.parquet")] == ["2026/11/a.parquet", "2026/12/c.parquet"]
     assert [f.key for f in st.list(f"s3://{landing}/2026/11/a.parquet")] == ["2026/11/a.parquet"]
@@ -203,16 +202,17 @@ def test_one_listing_interface_for_local_folders_and_s3(s3env, tmp_path):
     here = st.list(str(local))
     relative = [(Path(f.uri).relative_to(local).as_posix(), f.size) for f in here]
     assert relative == [("a.parquet", 10), ("deep/b.parquet", 20)]
-    before = here[0].etag
+    before = here[0].version
     os.utime(local / "a.parquet", ns=(1, 1_700_000_000_000_000_000))
-    assert st.list(str(local / "a.parquet"))[0].etag != before  # replaced content changes the id
+    assert st.list(str(local / "a.parquet"))[0].version != before  # replaced content changes the id
     assert [Path(f.uri).name for f in st.list(str(local / "**" / "*.parquet"))] == ["a.parquet", "b.parquet"]
 
     cfg = str(toml_config(tmp_path, s3env, lake="lake-unused", catalog="ls", keys=s3env.reader))
     r = runner.invoke(app, ["storage", "ls", f"s3://{landing}/2026/11/", "--config", cfg, "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert [(f["key"], f["size"], f["etag"]) for f in doc["files"]] == [(f.key, f.size, f.etag) for f in remote]
+    assert [FileIdentity.from_dict(f) for f in doc["files"]] == remote
+    assert [(f["uri"], f["size"], f["version"]) for f in doc["files"]] == [(f.uri, f.size, f.version) for f in remote]
     r = runner.invoke(app, ["storage", "ls", str(local), "--config", cfg])
     assert r.exit_code == 0 and "2 file(s)" in r.stdout
     r = runner.invoke(app, ["storage", "ls", "s3://landing-no-such-bucket/", "--config", cfg])
@@ -241,7 +241,7 @@ def test_storage_init_creates_buckets_and_proves_access(s3env, tmp_path):
     r = runner.invoke(app, ["storage", "init", "--config", str(cfg), "--json"])
     assert r.exit_code == 3
     err = json.loads(r.stdout)["error"]
-    assert err["kind"] == "storage" and f"may not write s3://{lake}/warehouse/" in err["message"]
+    assert err["kind"] == "environment" and f"may not write s3://{lake}/warehouse/" in err["message"]
     assert "s3:PutObject" in err["hint"]
     cfg = toml_config(tmp_path, s3env, lake=lake, catalog="init", keys=s3env.lake_only, landing=landing)
     r = runner.invoke(app, ["storage", "init", "--config", str(cfg)])
@@ -276,7 +276,10 @@ def test_landing_bucket_to_s3_warehouse_publish_block_and_pyiceberg(spark, s3env
     clean = run_wap(lh, "nyc.trips", [f"s3://{landing}/2026/11/clean/*.parquet"])
     assert clean.status == "published", clean.message
     assert clean.rows_written == 500
-    assert clean.files == [f"s3://{landing}/2026/11/clean/part-1.parquet", f"s3://{landing}/2026/11/clean/part-2.parquet"]
+    assert clean.files == [
+        f"s3://{landing}/2026/11/clean/part-1.parquet",
+        f"s3://{landing}/2026/11/clean/part-2.parquet",
+    ]
     main = lh.tables.head(TABLE)
     assert main == clean.snapshot_id and lh.tables.row_count(TABLE) == 500
     written = s3env.keys_in(lake)
@@ -391,13 +394,21 @@ BAD_INPUT = {
     "unknown access key": ("unknown_key", "clean", None, None, "InvalidAccessKeyId"),
     "invalid session token": ("bad_token", "clean", None, None, "session token was rejected"),
     "missing landing bucket": (
-        "admin", "s3://landing-missing/2026/11/clean.parquet", None, None, "bucket 'landing-missing' does not exist"
+        "admin",
+        "s3://landing-missing/2026/11/clean.parquet",
+        None,
+        None,
+        "bucket 'landing-missing' does not exist",
     ),
     "missing lake bucket": ("admin", "clean", None, "lake-missing", "bucket 'lake-missing' does not exist"),
     "no permission to write the lake": ("reader", "clean", None, None, "may not write s3://{lake}/warehouse/"),
     "no permission to read the landing bucket": ("lake_only", "clean", None, None, "may not read " + LANDED + "clean"),
     "no permission to list the landing bucket": (
-        "lake_only", LANDED + "*.parquet", None, None, "may not list " + LANDED
+        "lake_only",
+        LANDED + "*.parquet",
+        None,
+        None,
+        "may not list " + LANDED,
     ),
     "wrong endpoint": ("admin", "clean", "free_port", None, "cannot reach the S3 endpoint http://127.0.0.1:"),
     "no object matches the glob": ("admin", "s3://{landing}/2026/12/*.parquet", None, None, "no object matches"),
@@ -436,9 +447,11 @@ def test_bad_s3_input_fails_before_any_write(case, published_on_s3, s3env):
     pointer_before = metadata_location(catalog_db)
 
     r = runner.invoke(app, ["run", "nyc.trips", source, "--config", str(cfg), "--json"])
-    assert r.exit_code == 3, r.output
+    code = 5 if endpoint == "free_port" else 3  # an endpoint that refuses connections is transient
+    assert r.exit_code == code, r.output
     doc = json.loads(r.stdout)
-    assert doc["status"] == "failed" and doc["error"]["exit_code"] == 3
+    assert doc["status"] == "failed" and doc["error"]["exit_code"] == code
+    assert doc["error"]["retryable"] is (code == 5)
     assert expected.format(**names) in doc["error"]["message"]
     assert doc["error"]["hint"]
     # Nothing half-written: no object added or changed in either bucket, main and refs unchanged.
@@ -478,11 +491,18 @@ def test_credentials_from_the_environment_in_a_fresh_process(s3env, tmp_path):
     clean = upload_trips(s3env, landing, "2026/11/clean.parquet", 60)
     cfg = toml_config(tmp_path, s3env, lake=lake, catalog="lakehouse", keys=None)
     keys = s3env.temporary
-    env = _env(AWS_ACCESS_KEY_ID=keys.access_key_id, AWS_SECRET_ACCESS_KEY=keys.secret_access_key,
-               AWS_SESSION_TOKEN=keys.session_token or "")
+    env = _env(
+        AWS_ACCESS_KEY_ID=keys.access_key_id,
+        AWS_SECRET_ACCESS_KEY=keys.secret_access_key,
+        AWS_SESSION_TOKEN=keys.session_token or "",
+    )
     p = subprocess.run(
         [WAP, "run", "nyc.trips", clean, "--config", str(cfg), "--json"],
-        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -494,8 +514,10 @@ def test_credentials_from_the_environment_in_a_fresh_process(s3env, tmp_path):
     # Without any credentials the check fails fast and says where credentials come from.
     p = subprocess.run(
         [WAP, "run", "nyc.trips", clean, "--config", str(cfg)],
-        capture_output=True, text=True, timeout=300, env=_env(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
-                                                               AWS_CONFIG_FILE=str(tmp_path / "none")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none")),
         cwd=tmp_path,
     )
     assert p.returncode == 3
@@ -506,7 +528,11 @@ def test_credentials_from_the_environment_in_a_fresh_process(s3env, tmp_path):
 def test_wap_demo_s3_in_a_fresh_process(tmp_path):
     p = subprocess.run(
         [WAP, "demo", "--s3", "--dir", str(tmp_path / "demo"), "--rows", "1000", "--json"],
-        capture_output=True, text=True, timeout=900, env=_env(), cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=_env(),
+        cwd=tmp_path,
     )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -517,9 +543,9 @@ def test_wap_demo_s3_in_a_fresh_process(tmp_path):
     assert doc["main_rows_after_dirty"] == 1000
     storage = doc["storage"]
     assert storage["endpoint"].startswith("http://127.0.0.1:") and storage["warehouse"] == "s3://lake/warehouse"
-    landed = [f["key"] for f in storage["landing_files"]]
-    assert landed == ["2026/11/trips_2026-11-01.parquet", "2026/11/trips_2026-11-02.parquet"]
-    assert all(len(f["etag"]) == 32 for f in storage["landing_files"])
+    landed = [FileIdentity.from_dict(f) for f in storage["landing_files"]]
+    assert [f.key for f in landed] == ["2026/11/trips_2026-11-01.parquet", "2026/11/trips_2026-11-02.parquet"]
+    assert all(f.bucket == "landing" and f.version and len(f.version) == 32 for f in landed)
     assert {b["bucket"]: b["created"] for b in storage["buckets"]} == {"lake": True, "landing": True}
     assert "starting a local S3 server" in p.stderr
     with pytest.raises(httpx.HTTPError):  # the demo stopped its server

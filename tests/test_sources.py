@@ -13,7 +13,9 @@ from __future__ import annotations
 import csv
 import json
 import os
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +27,9 @@ from conftest import write_parquet
 from wapflow.errors import InputError, SchemaMismatch
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import run_wap
-from wapflow.storage.files import local_identity
+from wapflow.storage import Storage
+from wapflow.storage.files import FileIdentity, local_identity
 from wapflow.write.sources import (
-    SourceFile,
     SparkInputs,
     detect_format,
     input_error_from_spark,
@@ -36,7 +38,6 @@ from wapflow.write.sources import (
     resolve_sources,
     spark_hides,
 )
-
 
 _ids = iter(range(1_000, 10_000_000, 1_000))
 
@@ -60,7 +61,9 @@ def pq_rows(*paths: Path) -> list[dict[str, Any]]:
     return sorted((r for p in paths for r in pq.read_table(p).to_pylist()), key=lambda r: r["id"])
 
 
-def csv_rows(*paths: Path, sep: str = ",", encoding: str = "utf-8-sig", types: dict[str, Callable[[str], Any]] | None = None) -> list[dict[str, Any]]:
+def csv_rows(
+    *paths: Path, sep: str = ",", encoding: str = "utf-8-sig", types: dict[str, Callable[[str], Any]] | None = None
+) -> list[dict[str, Any]]:
     types = types or {"id": int, "amount": float}
     out = []
     for p in paths:
@@ -74,7 +77,11 @@ def json_rows(*paths: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for p in paths:
         text = p.read_text(encoding="utf-8-sig")
-        out += json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+        out += (
+            json.loads(text)
+            if text.lstrip().startswith("[")
+            else [json.loads(x) for x in text.splitlines() if x.strip()]
+        )
     return sorted(out, key=lambda r: r["id"])
 
 
@@ -106,17 +113,26 @@ def published(lh: Any, table: str, names: list[str]) -> Any:
     return res
 
 
-def refused(lh: Any, table: str, names: list[str], words: list[str], files: list[Path], *, kind: type = InputError) -> Any:
-    """A refused run: failed, exit 3, the file and the words in the message, main and the files unchanged."""
+def refused(
+    lh: Any, table: str, names: list[str], words: list[str], files: list[Path], *, kind: type = InputError
+) -> Any:
+    """A refused run: failed, exit 3 (or, for a schema contract violation, blocked, exit 1), the file and the
+    words in the message, main and the files unchanged."""
     t = TableName.parse(table)
     existed = lh.tables.exists(t)
     before = lh.tables.head(t) if existed else None
     rows_before = main_rows(lh, table) if existed else None
     content = {p: p.read_bytes() for p in files}
     res = run_wap(lh, table, names)
-    assert res.status == "failed", res.message
-    assert res.exit_code == 3, res.message
-    assert res.error["type"] == kind.__name__, res.error
+    if kind is SchemaMismatch:
+        # A schema contract violation is an audit outcome: blocked by a failed `schema` check, nothing written.
+        assert res.status == "blocked" and res.exit_code == 1, res.message
+        assert res.error is None and res.rows_written == 0
+        assert [c["check"] for c in res.checks if c["status"] == "failed"] == ["schema"], res.checks
+    else:
+        assert res.status == "failed", res.message
+        assert res.exit_code == 3, res.message
+        assert res.error["type"] == kind.__name__, res.error
     for w in words:
         assert w in res.message, (w, res.message)
     assert lh.tables.exists(t) == existed  # a refused first run creates no table
@@ -134,19 +150,67 @@ def lh(lakehouse_factory: Callable[..., Any]) -> Any:
     return lakehouse_factory({})
 
 
-# --- no Spark: SourceFile, names, resolution ------------------------------------------------------
+# --- no Spark: FileIdentity, names, resolution ----------------------------------------------------
 
 
-def test_source_file_carries_a_content_version_and_round_trips_through_json(landing):
+def test_file_identity_round_trips_through_json_and_only_uri_size_version_count(landing):
     f = pq_write(landing / "a.parquet")
     [s] = resolve_sources([str(f)])
-    assert s.version == local_identity(f).etag and s.version.startswith("mtime-") and s.size == f.stat().st_size
-    back = SourceFile.from_dict(json.loads(json.dumps(s.to_dict())))
-    assert back == s and s.to_dict() == {"uri": str(f), "size": f.stat().st_size, "version": s.version}
-    os.utime(f, ns=(1, 1_700_000_000_000_000_000))
-    assert resolve_sources([str(f)])[0].version != s.version  # another state of the file, another version
+    st = f.stat()
+    assert isinstance(s, FileIdentity) and s == local_identity(f)
+    assert (s.uri, s.size, s.version) == (str(f), st.st_size, f"mtime-{st.st_mtime_ns}-{st.st_size}")
+    assert s.bucket is None and s.key == str(f) and s.modified is not None and s.modified.utcoffset() == timedelta(0)
+    doc = json.loads(json.dumps(s.to_dict()))
+    assert doc == {"uri": str(f), "size": st.st_size, "version": s.version, "modified": s.modified.isoformat()}
+    back = FileIdentity.from_dict(doc)
+    assert back == s and back.modified == s.modified
+    # A run record written before `modified` existed reads back as the same identity.
+    assert FileIdentity.from_dict({"uri": str(f), "size": st.st_size, "version": s.version}) == s
+    # `modified` is for people: it takes no part in equality (nor in hashing, so sets and dict keys agree).
+    later = FileIdentity(s.uri, s.size, s.version, modified=datetime(2030, 1, 1, tzinfo=UTC))
+    assert later == s and len({later, s}) == 1
+    assert FileIdentity(s.uri, s.size, "mtime-1-1") != s
     with pytest.raises(AttributeError):
-        s.uri = "x"  # type: ignore[misc]
+        s.uri = "x"  # type: ignore[misc]  # frozen: the assignment must fail
+
+
+def test_local_version_changes_on_a_same_size_rewrite_and_stays_when_untouched(landing):
+    f = landing / "a.csv"
+    f.write_text("id,name\n1,a\n")
+    first = resolve_sources([str(f)])[0]
+    assert f.read_text() == "id,name\n1,a\n"  # reading it changes nothing
+    assert resolve_sources([str(f)])[0] == first and local_identity(f) == first
+    time.sleep(0.02)  # one clock tick later: mtime granularity is a few ms on some kernels
+    f.write_text("id,name\n2,b\n")  # same size, other bytes
+    again = resolve_sources([str(f)])[0]
+    assert again.size == first.size and again.uri == first.uri
+    assert again.version != first.version and again != first
+    os.utime(f, ns=(1, 1_700_000_000_000_000_000))  # touch: the same bytes count as a new version (documented)
+    assert resolve_sources([str(f)])[0].version == f"mtime-1700000000000000000-{first.size}"
+
+
+def test_storage_ls_and_run_sources_give_equal_identities(landing, tmp_path):
+    """One listing: what `wap storage ls` shows of a folder is, identity for identity, what a run reads."""
+    from typer.testing import CliRunner
+
+    from wapflow.cli import app
+
+    out = landing / "out"
+    parts = [pq_write(out / n) for n in ("part-0.parquet", "sub/part-1.parquet", "_late[1].parquet")]
+    (out / "_SUCCESS").write_bytes(b"")
+    (out / ".part-0.parquet.crc").write_bytes(b"crc")
+    pq_write(out / "_temporary" / "0" / "part-9.parquet")
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text("[lakehouse]\n")
+    r = CliRunner().invoke(app, ["storage", "ls", str(out), "--config", str(cfg), "--json"])
+    assert r.exit_code == 0, r.output
+    listed = [FileIdentity.from_dict(d) for d in json.loads(r.stdout)["files"]]
+    resolved = resolve_sources([str(out)])
+    assert listed == list(resolved) and [f.uri for f in listed] == sorted(str(p) for p in parts)
+    assert [f.modified for f in listed] == [f.modified for f in resolved]
+    assert Storage().scan(str(out)).skipped == resolved.skipped  # the same bookkeeping skipped, for the same reasons
+    globbed = Storage().list(str(out / "**" / "*.parquet"))
+    assert globbed == resolve_sources([str(out / "**" / "*.parquet")]) == listed
 
 
 def test_an_existing_name_is_a_file_and_only_a_missing_one_is_a_pattern(landing):
@@ -211,7 +275,7 @@ def test_names_that_cannot_be_read_are_refused_by_name(landing):
         resolve_sources([str(only)])
     (landing / "loop_a.parquet").symlink_to(landing / "loop_b.parquet")
     (landing / "loop_b.parquet").symlink_to(landing / "loop_a.parquet")
-    with pytest.raises(InputError, match="loop_a.parquet is a symbolic link loop"):
+    with pytest.raises(InputError, match=r"loop_a\.parquet is a symbolic link loop"):
         resolve_sources([str(landing / "loop_a.parquet")])
     (landing / "gone.parquet").symlink_to(landing / "never.parquet")
     with pytest.raises(InputError, match=r"gone.parquet is a symbolic link to .*never.parquet, which does not exist"):
@@ -231,9 +295,22 @@ def test_which_paths_get_links():
     assert spark_hides("_x.parquet") and spark_hides(".x") and spark_hides("x._COPYING_")
     assert not spark_hides("_metadata") and not spark_hides("_a=1") and not spark_hides("a.parquet")
     assert not needs_link("/tmp/pytest-of-me/pytest-1/test_x0/landing/part-00000-ab.snappy.parquet")
-    for odd in ["/l/_x.parquet", "/l/.x.parquet", "/l/x.parquet._COPYING_", "/l/b[1].parquet", "/l/a b.parquet",
-                "/l/t10:00.csv", "/l/café.parquet", "/l/a%20b.parquet", "/l/h#1.csv", "/l/dt=2026-01-01/p.parquet",
-                "/l/b{1,2}.json", "/l/q?.csv", "/l/back\\slash.csv", "/home/Jo Doe/x.csv"]:
+    for odd in [
+        "/l/_x.parquet",
+        "/l/.x.parquet",
+        "/l/x.parquet._COPYING_",
+        "/l/b[1].parquet",
+        "/l/a b.parquet",
+        "/l/t10:00.csv",
+        "/l/café.parquet",
+        "/l/a%20b.parquet",
+        "/l/h#1.csv",
+        "/l/dt=2026-01-01/p.parquet",
+        "/l/b{1,2}.json",
+        "/l/q?.csv",
+        "/l/back\\slash.csv",
+        "/home/Jo Doe/x.csv",
+    ]:
         assert needs_link(odd), odd
 
 
@@ -258,9 +335,20 @@ def test_detect_format_sees_through_compression(landing):
 # --- Spark, unit level: read_batch over odd names and bad text ------------------------------------
 
 ODD_NAMES = [
-    "batch[1].parquet", "b{1,2}.parquet", "star*.parquet", "q?.parquet", "with space.parquet", "pct%20x.parquet",
-    "hash#1.parquet", "export_2026-01-01T10:00:00.parquet", "café_données_東京.parquet", "_late.parquet",
-    ".early.parquet", "x.parquet._COPYING_", "dt=2026-01-01/part-0.parquet", "back\\slash.parquet",
+    "batch[1].parquet",
+    "b{1,2}.parquet",
+    "star*.parquet",
+    "q?.parquet",
+    "with space.parquet",
+    "pct%20x.parquet",
+    "hash#1.parquet",
+    "export_2026-01-01T10:00:00.parquet",
+    "café_données_東京.parquet",
+    "_late.parquet",
+    ".early.parquet",
+    "x.parquet._COPYING_",
+    "dt=2026-01-01/part-0.parquet",
+    "back\\slash.parquet",
 ]
 
 
@@ -291,12 +379,18 @@ def test_spark_hides_named_underscore_files_without_links(spark, landing):
 def test_csv_columns_are_the_header_typed_like_the_table(spark, landing):
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    table = StructType([StructField("id", LongType()), StructField("amount", DoubleType()), StructField("name", StringType())])
+    table = StructType(
+        [StructField("id", LongType()), StructField("amount", DoubleType()), StructField("name", StringType())]
+    )
     f = landing / "wide.csv"
     f.write_text("ID,amount,coupon\n1,2.5,x1\n2,3.5,x2\n")
     srcs = resolve_sources([str(f)])
     df = read_batch(spark, srcs, "csv", {}, table)
-    assert [(c.name, c.dataType.simpleString()) for c in df.schema] == [("ID", "bigint"), ("amount", "double"), ("coupon", "string")]
+    assert [(c.name, c.dataType.simpleString()) for c in df.schema] == [
+        ("ID", "bigint"),
+        ("amount", "double"),
+        ("coupon", "string"),
+    ]
     assert [tuple(r) for r in df.orderBy("ID").collect()] == [(1, 2.5, "x1"), (2, 3.5, "x2")]
 
 
@@ -304,7 +398,9 @@ def test_csv_columns_are_the_header_typed_like_the_table(spark, landing):
 def test_json_columns_are_the_keys_of_all_records(spark, landing):
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    table = StructType([StructField("id", LongType()), StructField("kind", StringType()), StructField("amount", DoubleType())])
+    table = StructType(
+        [StructField("id", LongType()), StructField("kind", StringType()), StructField("amount", DoubleType())]
+    )
     f = landing / "e.jsonl"
     f.write_text('{"id": 1, "kind": "a"}\n{"id": 2, "kind": "b", "extra": true}\n')
     df = read_batch(spark, resolve_sources([str(f)]), "json", {}, table)
@@ -327,12 +423,27 @@ def test_json_columns_are_the_keys_of_all_records(spark, landing):
         ("noname.csv", "id,,name\n1,2,x\n", {}, ["noname.csv", "no name for column 2"]),
         ("spaced.csv", "id, name\n1,x\n", {}, ["spaced.csv", "' name'", "ignoreLeadingWhiteSpace"]),
         ("noheader.csv", "1,2.5,2026-01-01\n2,3.5,2026-01-02\n", {}, ["noheader.csv", "looks like data, not a header"]),
-        ("long.csv", "id,score,name\n5,1.0,eve\n6,2.0,fay,extra\n", {}, ["line 3 of", "long.csv", "4 value(s)", "3 columns"]),
+        (
+            "long.csv",
+            "id,score,name\n5,1.0,eve\n6,2.0,fay,extra\n",
+            {},
+            ["line 3 of", "long.csv", "4 value(s)", "3 columns"],
+        ),
         ("short.csv", "id,score,name\n7,1.0,gus\n8,2.0\n", {}, ["line 3 of", "short.csv", "2 value(s)"]),
-        ("newline.csv", 'id,name\n1,"ann\nsmith"\n2,bob\n', {}, ["newline.csv", "spanning several lines", "line 2", 'multiLine = "true"']),
+        (
+            "newline.csv",
+            'id,name\n1,"ann\nsmith"\n2,bob\n',
+            {},
+            ["newline.csv", "spanning several lines", "line 2", 'multiLine = "true"'],
+        ),
         ("onecol.csv", 'name\n"ann\nsmith"\nbob\n', {}, ["onecol.csv", "line 2", "multiLine"]),
         ("binary.csv", bytes(range(256)) * 4, {}, ["binary.csv", "not a text file"]),
-        ("cp.csv", "id,name\n9,Jos\xe9\n".encode("cp1252"), {}, ["cp.csv", "not valid UTF-8", "line 2", 'encoding = "windows-1252"']),
+        (
+            "cp.csv",
+            "id,name\n9,Jos\xe9\n".encode("cp1252"),
+            {},
+            ["cp.csv", "not valid UTF-8", "line 2", 'encoding = "windows-1252"'],
+        ),
         ("utf16.csv", "id,name\n1,x\n".encode("utf-16"), {}, ["utf16.csv", "UTF-16"]),
         ("blank.csv", "\n\n", {}, ["blank.csv", "no header"]),
         ("notjson.json", "id,kind,amount\n6,x,1.0\n", {}, ["notjson.json", "is not JSON", 'format = "csv"']),
@@ -341,7 +452,12 @@ def test_json_columns_are_the_keys_of_all_records(spark, landing):
         ("scalar.jsonl", '{"id": 7}\n42\n', {}, ["line 2 of", "scalar.jsonl", "a number, not a JSON object"]),
         ("binary.json", b"\x89PNG\r\n\x1a\n\x00\x00", {}, ["binary.json", "not a text file"]),
         ("blank.json", "  \n\n", {}, ["blank.json", "no JSON records"]),
-        ("twovalues.json", '{"id": 1}\n{"id": 2}\n', {"multiLine": "true"}, ["twovalues.json", "more than one JSON value"]),
+        (
+            "twovalues.json",
+            '{"id": 1}\n{"id": 2}\n',
+            {"multiLine": "true"},
+            ["twovalues.json", "more than one JSON value"],
+        ),
         ("arr.json", '[{"id": 1}, 2]', {}, ["arr.json", "element 2", "not an object"]),
     ],
 )
@@ -388,7 +504,9 @@ def test_spark_failures_beyond_the_head_name_the_real_file_and_line(spark, landi
 def test_values_that_do_not_fit_the_table_name_file_column_and_line(spark, landing):
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    table = StructType([StructField("id", LongType()), StructField("score", DoubleType()), StructField("name", StringType())])
+    table = StructType(
+        [StructField("id", LongType()), StructField("score", DoubleType()), StructField("name", StringType())]
+    )
     c = landing / "typed.csv"
     c.write_text("id,score,name\n1,2.5,a\n2,high,b\n")
     srcs = resolve_sources([str(c)])
@@ -444,7 +562,9 @@ def test_a_parquet_column_without_a_type_is_refused(lh, landing):
 def test_csv_files_of_one_batch_must_share_their_header(spark, landing):
     (landing / "a.csv").write_text("id,name\n1,x\n")
     (landing / "b.csv").write_text("id,nam\n2,y\n")
-    with pytest.raises(InputError, match=r"the header of .*b.csv differs from that of .*a.csv: it lacks 'name'; has 'nam'"):
+    with pytest.raises(
+        InputError, match=r"the header of .*b.csv differs from that of .*a.csv: it lacks 'name'; has 'nam'"
+    ):
         read_batch(spark, resolve_sources([str(landing / "*.csv")]), "csv", {})
 
 
@@ -452,7 +572,7 @@ def test_csv_files_of_one_batch_must_share_their_header(spark, landing):
 def test_json_arrays_and_lines_are_not_mixed(spark, landing):
     (landing / "a.json").write_text('[{"id": 1}]')
     (landing / "b.json").write_text('{"id": 2}\n')
-    with pytest.raises(InputError, match="mixes JSON arrays .*a.json.* and JSON lines .*b.json"):
+    with pytest.raises(InputError, match=r"mixes JSON arrays .*a\.json.* and JSON lines .*b\.json"):
         read_batch(spark, resolve_sources([str(landing / "*.json")]), "json", {})
 
 
@@ -664,8 +784,11 @@ def events(lakehouse_factory: Callable[..., Any], landing: Path) -> Any:
     [
         ('{"id": 3, "kind": "x", "amount": 1.0, "secret": 1}\n', ["+ extra column 'secret'"], SchemaMismatch),
         ('{"id": 4, "kind": "x"}\n{"id": 5, "kind": "y"}\n', ["- missing column 'amount'"], SchemaMismatch),
-        ('{"id": 6, "kind": "x", "amount": 1.0}\n{"id": 7, "kind": "y", "amount": 1.0, "extra": {"a": 1}}\n',
-         ["+ extra column 'extra'"], SchemaMismatch),
+        (
+            '{"id": 6, "kind": "x", "amount": 1.0}\n{"id": 7, "kind": "y", "amount": 1.0, "extra": {"a": 1}}\n',
+            ["+ extra column 'extra'"],
+            SchemaMismatch,
+        ),
         ('{"id": "five", "kind": "x", "amount": 1.0}\n', ["five"], InputError),
         ('{"id": 8, "kind": "x", "amount": "lots"}\n', ["lots"], InputError),
         ("id,kind,amount\n6,x,1.0\n", ["is not JSON"], InputError),
@@ -682,16 +805,22 @@ def test_json_lines_under_strict(events, landing, content, words, kind):
 @pytest.mark.spark
 def test_json_key_missing_from_some_records_is_null_there(events, landing):
     f = landing / "sparse.jsonl"
-    f.write_text('{"id": 3, "kind": "x", "amount": 2.0}\n{"id": 4, "amount": 3.0}\n{"amount": 4.0, "id": 5, "kind": null}\n')
+    f.write_text(
+        '{"id": 3, "kind": "x", "amount": 2.0}\n{"id": 4, "amount": 3.0}\n{"amount": 4.0, "id": 5, "kind": null}\n'
+    )
     published(events, "raw.events", [str(f)])
-    expected = [{"id": r["id"], "kind": r.get("kind"), "amount": r["amount"]} for r in json_rows(landing / "seed.jsonl", f)]
+    expected = [
+        {"id": r["id"], "kind": r.get("kind"), "amount": r["amount"]} for r in json_rows(landing / "seed.jsonl", f)
+    ]
     assert main_rows(events, "raw.events") == expected
 
 
 @pytest.mark.spark
 def test_json_array_export_is_read_whole(events, landing):
     f = landing / "api.json"
-    f.write_text(json.dumps([{"id": 11, "kind": "api", "amount": 2.5}, {"id": 12, "kind": "api", "amount": 3.0}], indent=2))
+    f.write_text(
+        json.dumps([{"id": 11, "kind": "api", "amount": 2.5}, {"id": 12, "kind": "api", "amount": 3.0}], indent=2)
+    )
     published(events, "raw.events", [str(f)])
     assert main_rows(events, "raw.events") == json_rows(landing / "seed.jsonl", f)
 
@@ -699,19 +828,30 @@ def test_json_array_export_is_read_whole(events, landing):
 @pytest.mark.spark
 def test_json_from_an_api_with_nested_objects(lh, landing):
     first = landing / "users.json"
-    records = [{"id": 1, "user": {"name": "a", "tags": ["x", "y"]}, "score": 1.5},
-               {"id": 2, "user": {"name": "b", "tags": []}, "score": None}]
+    records = [
+        {"id": 1, "user": {"name": "a", "tags": ["x", "y"]}, "score": 1.5},
+        {"id": 2, "user": {"name": "b", "tags": []}, "score": None},
+    ]
     first.write_text(json.dumps(records))
     published(lh, "raw.users", [str(first)])
     rows = main_rows(lh, "raw.users")
-    assert rows == [{"id": 1, "score": 1.5, "user": {"name": "a", "tags": ["x", "y"]}},
-                    {"id": 2, "score": None, "user": {"name": "b", "tags": []}}]
+    assert rows == [
+        {"id": 1, "score": 1.5, "user": {"name": "a", "tags": ["x", "y"]}},
+        {"id": 2, "score": None, "user": {"name": "b", "tags": []}},
+    ]
     nested_extra = landing / "users2.json"
     nested_extra.write_text(json.dumps([{"id": 3, "user": {"name": "c", "tags": [], "email": "c@x"}, "score": 2.0}]))
     refused(lh, "raw.users", [str(nested_extra)], ["'user.email'", "users2.json"], [nested_extra], kind=SchemaMismatch)
     object_for_scalar = landing / "users3.json"
     object_for_scalar.write_text(json.dumps([{"id": 4, "user": {"name": "d", "tags": []}, "score": {"value": 2}}]))
-    refused(lh, "raw.users", [str(object_for_scalar)], ["'score'", "struct<value:bigint>"], [object_for_scalar], kind=SchemaMismatch)
+    refused(
+        lh,
+        "raw.users",
+        [str(object_for_scalar)],
+        ["'score'", "struct<value:bigint>"],
+        [object_for_scalar],
+        kind=SchemaMismatch,
+    )
 
 
 # --- integration: what the pipeline must do with the new API ------------------------------------
@@ -747,7 +887,6 @@ def test_write_time_parse_error_names_the_real_file_and_line(lh, landing):
     assert "wapflow-read-" not in res.message
 
 
-
 # --- S3: keys are read as named; names Spark hides are refused ------------------------------------
 
 
@@ -760,7 +899,9 @@ def s3env() -> Any:
     env.server.stop()
 
 
-def s3_put(env: Any, bucket: str, key: str, table: pa.Table | None = None, body: bytes | None = None) -> tuple[str, pa.Table | None]:
+def s3_put(
+    env: Any, bucket: str, key: str, table: pa.Table | None = None, body: bytes | None = None
+) -> tuple[str, pa.Table | None]:
     if body is None:
         table = table if table is not None else simple()
         buf = pa.BufferOutputStream()
@@ -772,7 +913,6 @@ def s3_put(env: Any, bucket: str, key: str, table: pa.Table | None = None, body:
 
 def s3_storage(env: Any) -> Any:
     from s3_server import REGION
-
     from wapflow.config import parse_config
     from wapflow.storage import Storage
 
@@ -787,7 +927,9 @@ def test_s3_keys_are_read_as_named_and_prefixes_report_what_they_skip(s3env):
     [s] = resolve_sources([bracket], st)
     head = s3env.client().head_object(Bucket=landing, Key="d/batch[1].parquet")
     assert s.uri == bracket and s.version == head["ETag"].strip('"') and s.size == head["ContentLength"]
-    assert [x.uri for x in resolve_sources([f"s3://{landing}/d/batch[0-9].parquet"], st)] == [f"s3://{landing}/d/batch1.parquet"]
+    assert [x.uri for x in resolve_sources([f"s3://{landing}/d/batch[0-9].parquet"], st)] == [
+        f"s3://{landing}/d/batch1.parquet"
+    ]
     p1, _ = s3_put(s3env, landing, "out/part-0.parquet")
     p2, _ = s3_put(s3env, landing, "out/sub/part-1.parquet")
     s3_put(s3env, landing, "out/_SUCCESS", body=b"")
@@ -795,9 +937,32 @@ def test_s3_keys_are_read_as_named_and_prefixes_report_what_they_skip(s3env):
     for source in (f"s3://{landing}/out", f"s3://{landing}/out/"):
         got = resolve_sources([source], st)
         assert [x.uri for x in got] == [p1, p2]
-        assert got.skipped_message() == "skipped 2 bookkeeping files: _SUCCESS (job marker), _temporary/ (uncommitted Spark output folder)"
+        assert (
+            got.skipped_message()
+            == "skipped 2 bookkeeping files: _SUCCESS (job marker), _temporary/ (uncommitted Spark output folder)"
+        )
     glob = resolve_sources([f"s3://{landing}/out/*"], st)
     assert [x.uri for x in glob] == [p1] and [k.reason for k in glob.skipped] == ["job marker"]
+
+
+def test_s3_version_is_the_etag_and_changes_when_the_object_is_overwritten(s3env):
+    landing, _ = s3env.buckets()
+    st = s3_storage(s3env)
+    uri, _ = s3_put(s3env, landing, "v/a.parquet")
+    s3_put(s3env, landing, "v/_SUCCESS", body=b"")
+    head = s3env.client().head_object(Bucket=landing, Key="v/a.parquet")
+    [first] = resolve_sources([uri], st)
+    assert first.version == head["ETag"].strip('"') and first.size == head["ContentLength"]
+    assert first.bucket == landing and first.key == "v/a.parquet" and first.modified == head["LastModified"]
+    assert FileIdentity.from_dict(json.loads(json.dumps(first.to_dict()))) == first
+    # The folder, listed (as `wap storage ls` does) and resolved as run sources: equal identities.
+    assert st.list(f"s3://{landing}/v/") == list(resolve_sources([f"s3://{landing}/v/"], st)) == [first]
+    assert resolve_sources([uri], st)[0] == first  # untouched: the same identity
+    s3_put(s3env, landing, "v/a.parquet")  # overwritten with other rows
+    [second] = resolve_sources([uri], st)
+    assert second.uri == first.uri and second.version != first.version
+    assert second.version == s3env.client().head_object(Bucket=landing, Key="v/a.parquet")["ETag"].strip('"')
+    assert st.list(f"s3://{landing}/v/*.parquet") == [second]
 
 
 def test_s3_names_spark_would_hide_are_refused_with_what_to_do(s3env):
@@ -818,18 +983,29 @@ def test_s3_names_spark_would_hide_are_refused_with_what_to_do(s3env):
 @pytest.mark.spark
 def test_s3_odd_names_publish_exactly_their_rows(spark, s3env, tmp_path):
     from s3_server import REGION
-
     from wapflow.config import parse_config
     from wapflow.lakehouse.lakehouse import Lakehouse
 
     landing, _ = s3env.buckets()
-    names = ["d/batch[1].parquet", "d/b{1,2}.parquet", "d/star*.parquet", "d/with space.parquet", "d/pct%20x.parquet",
-             "d/export_2026-01-01T10:00:00.parquet", "d/café.parquet", "dt=2026-01-01/part-0.parquet"]
+    names = [
+        "d/batch[1].parquet",
+        "d/b{1,2}.parquet",
+        "d/star*.parquet",
+        "d/with space.parquet",
+        "d/pct%20x.parquet",
+        "d/export_2026-01-01T10:00:00.parquet",
+        "d/café.parquet",
+        "dt=2026-01-01/part-0.parquet",
+    ]
     put = [s3_put(s3env, landing, k) for k in names]
     s3_put(s3env, landing, "d/batch1.parquet")  # the lookalike a glob would read
     cfg = parse_config(
         {
-            "lakehouse": {"warehouse": str(tmp_path / "lakehouse"), "catalog_name": f"srcs3{os.getpid()}", "master": "local[2]"},
+            "lakehouse": {
+                "warehouse": str(tmp_path / "lakehouse"),
+                "catalog_name": f"srcs3{os.getpid()}",
+                "master": "local[2]",
+            },
             "s3": {"endpoint": s3env.endpoint, "region": REGION, **s3env.admin.as_dict()},
         }
     )

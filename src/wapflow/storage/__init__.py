@@ -1,8 +1,8 @@
 """Where files live: local folders and S3 buckets, listed and checked through one interface.
 
 - settings: the [s3] section (endpoint, region, path style, credentials, landing location)
-- files: FileIdentity (uri, key, size, ETag or mtime-based id) and the local-folder store
-- s3: the S3 store (boto3): listing, source resolution, access checks, bucket creation
+- files: FileIdentity (uri, size, version: ETag or mtime-based id), which listed files are data, the local store
+- s3: the S3 store (boto3): listing, access checks, bucket creation
 - core: Storage, which picks the store by scheme
 - spark: the JVM side (jars, Hadoop S3A settings, Iceberg S3FileIO properties)
 - init: `wap storage init`; server: the local S3 server used by tests and `wap demo --s3`
@@ -10,15 +10,17 @@
 
 from wapflow.storage.core import Storage
 from wapflow.storage.errors import StorageError, StorageUnavailable
-from wapflow.storage.files import FileIdentity, LocalStore
+from wapflow.storage.files import FileIdentity, Listing, LocalStore, SkippedFile
 from wapflow.storage.s3 import S3Store
 from wapflow.storage.settings import S3Config, is_s3_uri, parse_s3_uri
 
 __all__ = [
     "FileIdentity",
+    "Listing",
     "LocalStore",
     "S3Config",
     "S3Store",
+    "SkippedFile",
     "Storage",
     "StorageError",
     "StorageUnavailable",

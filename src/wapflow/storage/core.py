@@ -1,9 +1,8 @@
 """One entry point for files wherever they are: local folders and S3 buckets behind one interface.
 
-A Lakehouse owns a Storage built from its wap.toml. Code that has no Lakehouse at hand (source
-resolution in wapflow.write.sources) asks for the current one; the Lakehouse makes itself current
-when it is created. It is process-wide (not a ContextVar) so that a run executed on a worker thread
-still sees it. That seam goes away once the pipeline passes its Lakehouse's storage explicitly.
+A Lakehouse builds its Storage from its wap.toml (Lakehouse.storage) and passes it to source
+resolution; `wap storage ls` builds one from the [s3] section alone. The S3 client is made on first
+use, so local-only work never imports boto3.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import builtins
 
 from wapflow.errors import ConfigError
-from wapflow.storage.files import FileIdentity, FileList, LocalStore, Store
+from wapflow.storage.files import FileIdentity, Listing, LocalStore, Store
 from wapflow.storage.s3 import S3Store
 from wapflow.storage.settings import S3Config, is_s3_uri
 
@@ -47,14 +46,13 @@ class Storage:
             )
         return self.local
 
+    def scan(self, location: str, *, what: str = "") -> Listing:
+        """Data files and skipped bookkeeping files under a folder/prefix, matching a glob, or the one file named."""
+        return self.store_for(location).scan(location, what=what)
+
     def list(self, location: str) -> list[FileIdentity]:
         """File identities under a folder/prefix, matching a glob, or of the one file named."""
         return self.store_for(location).list(location)
 
-    def resolve_s3_source(self, pattern: str) -> FileList:
-        """The S3 files of a `wap run` source pattern, each checked to exist, be non-empty and readable."""
-        return self.s3.resolve(pattern)
-
     def secret_values(self) -> builtins.list[str]:
         return self.s3_settings.secret_values()
-

@@ -31,7 +31,7 @@ class BucketStatus:
         return asdict(self)
 
 
-def init_storage(cfg: "WapConfig", progress: Callable[[str], None] | None = None) -> list[BucketStatus]:
+def init_storage(cfg: WapConfig, progress: Callable[[str], None] | None = None) -> list[BucketStatus]:
     """Create missing buckets and check access; the first failure raises (exit 3) naming bucket and permission."""
     settings = s3_settings(cfg)
     targets: list[tuple[str, str]] = []

@@ -1,4 +1,4 @@
-"""S3 from Python (boto3): listing, source resolution, access checks, bucket creation.
+"""S3 from Python (boto3): listing, access checks, bucket creation.
 
 Everything here runs before Spark touches a table, so that a wrong endpoint, unknown or wrong
 credentials, a missing bucket or a missing permission is one clear message (exit code 3) and
@@ -9,24 +9,37 @@ from __future__ import annotations
 
 import difflib
 import secrets
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
-from wapflow.errors import InputError, WapError
+from wapflow.errors import InputError, ServiceError, Throttled, WapError
 from wapflow.storage.errors import MissingDependency, StorageError, StorageUnavailable
 from wapflow.storage.files import (
     FileIdentity,
     FileList,
+    Listing,
+    SkippedFile,
     glob_literal_prefix,
     glob_regex,
     has_glob,
-    is_hidden,
+    skipped_as_bookkeeping,
 )
 from wapflow.storage.settings import S3Config, S3Location, parse_s3_uri, redact
 
 PROBE_PREFIX = ".wapflow-probe-"
 _HEAD_WORKERS = 8
+# S3's error codes for "too many requests": transient, unlike every other refusal.
+_THROTTLED = (
+    "SlowDown",
+    "Throttling",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "TooManyRequests",
+    "ServiceUnavailable",
+    "503",
+)
 
 _CREDENTIAL_HINT = (
     "set [s3].access_key_id / secret_access_key in wap.toml, or AWS_ACCESS_KEY_ID / "
@@ -100,7 +113,7 @@ class S3Store:
         if not isinstance(e, bx.ClientError):
             text = redact(f"{type(e).__name__}: {e}", self.settings.secret_values())
             return StorageError(f"S3 request to {action} {where} failed: {text[:300]}")
-        err = e.response.get("Error", {}) if isinstance(e.response, dict) else {}
+        err = e.response.get("Error", {})
         code = str(err.get("Code") or "")
         status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
         if code in ("NoSuchBucket",) or (code in ("404", "NotFound") and key is None):
@@ -139,13 +152,24 @@ class S3Store:
                 hint="set [s3].region (or AWS_REGION) to the bucket's region",
             )
         message = redact(str(err.get("Message") or ""), self.settings.secret_values())
+        if code in _THROTTLED or status == 503:
+            return Throttled(
+                f"the S3 endpoint {ep} asked to slow down ({code or status}; trying to {action} {where}), "
+                "even after the client's retries",
+                hint="retry later; nothing was published",
+            )
+        if status >= 500:
+            return ServiceError(
+                f"the S3 endpoint {ep} failed to {action} {where}: HTTP {status} {code} {message}".strip()[:400],
+                hint="retry later; nothing was published",
+            )
         return StorageError(f"S3 refused to {action} {where}: {code or status} {message}".strip()[:400])
 
     def _explain_forbidden(self, bucket: str, action: str, key: str | None) -> WapError:
         """HEAD answers carry no body, so a 400/403 hides whether the key, secret, token or a permission is wrong."""
         try:
             self.client.list_objects_v2(Bucket=bucket, MaxKeys=1)
-        except Exception as e:  # noqa: BLE001 - the precise error is exactly what we want
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
             return self._error(e, action=action, bucket=bucket, key=key)
         return StorageError(
             f"the credentials in use may not {action} {f's3://{bucket}/{key}' if key else f's3://{bucket}'} "
@@ -173,7 +197,7 @@ class S3Store:
             if str(e.response.get("Error", {}).get("Code")) in ("404", "NoSuchBucket", "NotFound"):
                 return False
             raise self._head_error(e, action="access bucket", bucket=bucket) from None
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
             raise self._error(e, action="access bucket", bucket=bucket) from None
 
     def require_bucket(self, bucket: str) -> None:
@@ -187,7 +211,7 @@ class S3Store:
             kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
             self.client.create_bucket(**kw)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
             from botocore.exceptions import ClientError
 
             if isinstance(e, ClientError) and e.response.get("Error", {}).get("Code") == "BucketAlreadyOwnedByYou":
@@ -204,11 +228,9 @@ class S3Store:
     def _identity(self, loc: S3Location, key: str, size: int, etag: str, modified: datetime | None) -> FileIdentity:
         return FileIdentity(
             uri=f"{loc.scheme}://{loc.bucket}/{key}",
-            bucket=loc.bucket,
-            key=key,
             size=int(size),
-            etag=str(etag or "").strip('"'),
-            modified=(modified or datetime.fromtimestamp(0, tz=timezone.utc)).astimezone(timezone.utc),
+            version=str(etag or "").strip('"'),
+            modified=(modified or datetime.fromtimestamp(0, tz=UTC)).astimezone(UTC),
         )
 
     def _list_prefix(self, loc: S3Location, prefix: str, *, limit: int | None = None) -> list[FileIdentity]:
@@ -223,7 +245,7 @@ class S3Store:
                     if key.endswith("/"):
                         continue  # a "folder" marker, not a file
                     out.append(self._identity(loc, key, obj["Size"], obj.get("ETag", ""), obj.get("LastModified")))
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
             raise self._error(e, action="list", bucket=loc.bucket, key=prefix or None) from None
         return out
 
@@ -240,76 +262,68 @@ class S3Store:
                     raise self._error(_no_such_bucket(), action="read", bucket=loc.bucket) from None
                 return None
             raise self._head_error(e, action="read", bucket=loc.bucket, key=key) from None
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
             raise self._error(e, action="read", bucket=loc.bucket, key=key) from None
         return self._identity(loc, key, h["ContentLength"], h.get("ETag", ""), h.get("LastModified"))
 
-    def list(self, location: str) -> list[FileIdentity]:
+    def scan(self, location: str, *, what: str = "") -> Listing:
         """Objects under a prefix (recursively), matching a glob, or the one object named.
 
-        Keys ending in '/' (folder markers) and names starting with '_' or '.' are skipped, as Spark does.
+        The local rules, on keys: a key that exists is that object, whatever characters it holds;
+        only a key that names nothing is a glob; otherwise it is a prefix ("folder"). Keys ending
+        in '/' (folder markers) are no files; bookkeeping files are skipped and reported. `what`
+        prefixes the message for a missing key ("source file s3://... does not exist").
         """
         loc = parse_s3_uri(location)
-        if has_glob(loc.key):
+        if loc.key and has_glob(loc.key):
+            # One listing answers both questions: is the text an existing key, and what does it match.
+            fixed = glob_literal_prefix(loc.key)
+            listed = self._list_prefix(loc, fixed)
+            exact = [f for f in listed if f.key == loc.key]
+            if exact:
+                return Listing("file", exact)
             rx = glob_regex(loc.key)
-            found = self._list_prefix(loc, glob_literal_prefix(loc.key))
-            return [f for f in found if rx.match(f.key) and not is_hidden(f.key)]
+            found = [f for f in listed if rx.match(f.key)]
+            if not found:
+                self.require_bucket(loc.bucket)
+            base = fixed.rsplit("/", 1)[0] + "/" if "/" in fixed else ""
+            return self._sift("glob", found, base, repr(location))
         named = bool(loc.key) and not loc.key.endswith("/")
         if named:
             one = self._head(loc, loc.key)
             if one is not None:
-                return [one]
+                return Listing("file", [one])
         prefix = loc.key + "/" if named else loc.key
         found = self._list_prefix(loc, prefix)
         if not found:
             self.require_bucket(loc.bucket)
             if named:  # neither an object nor a "folder": say so, as for a missing local path
-                raise InputError(f"{location} does not exist{self._nearby(loc)}", hint="check the key")
-        return [f for f in found if not any(is_hidden(p) for p in f.key[len(prefix):].split("/"))]
+                named_as = f"{what} {location}" if what else location
+                raise InputError(f"{named_as} does not exist{self._nearby(loc)}", hint="check the key")
+        return self._sift("folder", found, prefix, f"folder {location}")
 
-    # --- sources --------------------------------------------------------------------------------
+    @staticmethod
+    def _sift(kind: Literal["folder", "glob"], found: FileList, base: str, what: str) -> Listing:
+        files: FileList = []
+        skipped: list[SkippedFile] = []
+        for f in found:
+            skip = skipped_as_bookkeeping(f.uri, f.key[len(base) :], what)
+            if skip is not None:
+                skipped.append(skip)
+            else:
+                files.append(f)
+        return Listing(kind, files, skipped)
 
-    def resolve(self, pattern: str) -> FileList:
-        """Source files for a run: each exists, is a file, is not empty, and these credentials can read it."""
-        loc = parse_s3_uri(pattern, what="source")
-        if not loc.key or loc.key.endswith("/"):
-            raise InputError(
-                f"source {pattern} is a folder", hint=f"pass the files, e.g. '{pattern.rstrip('/')}/*.parquet'"
-            )
-        if has_glob(loc.key):
-            files = self.list(pattern)
-            if not files:
-                self.require_bucket(loc.bucket)
-                raise InputError(
-                    f"no object matches {pattern!r} at {self.settings.describe_endpoint()}",
-                    hint=f"check the pattern; `wap storage ls {loc.scheme}://{loc.bucket}/"
-                    f"{glob_literal_prefix(loc.key).rsplit('/', 1)[0]}` lists what is there",
-                )
-            self._check_readable(loc, files)
-        else:
-            one = self._head(loc, loc.key)
-            if one is None:
-                if self._list_prefix(loc, loc.key + "/", limit=1):
-                    raise InputError(
-                        f"source {pattern} is a folder", hint=f"pass the files, e.g. '{pattern}/*.parquet'"
-                    )
-                raise InputError(f"source file {pattern} does not exist{self._nearby(loc)}", hint="check the key")
-            files = [one]
-        for f in files:
-            if f.size == 0:
-                raise InputError(
-                    f"source file {f.uri} is empty (0 bytes)", hint="remove it or wait until it is fully written"
-                )
-        return files
+    def list(self, location: str) -> FileList:
+        return self.scan(location).files
 
-    def _check_readable(self, loc: S3Location, files: FileList) -> None:
+    def check_readable(self, files: FileList) -> None:
         """Listing needs s3:ListBucket, reading needs s3:GetObject: HEAD each file to know before writing."""
-        keys = [f.key for f in files]
-        if len(keys) == 1:
-            self._head(loc, keys[0])
+        if len(files) == 1:
+            self._head(parse_s3_uri(files[0].uri), files[0].key)
             return
         with ThreadPoolExecutor(max_workers=_HEAD_WORKERS) as pool:
-            list(pool.map(lambda k: self._head(loc, k), keys))
+            list(pool.map(lambda f: self._head(parse_s3_uri(f.uri), f.key), files))
 
     def _nearby(self, loc: S3Location) -> str:
         parent = loc.key.rsplit("/", 1)[0] + "/" if "/" in loc.key else ""
@@ -329,7 +343,7 @@ class S3Store:
         try:
             head = self.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=0-{n - 1}")["Body"].read()
             tail = self.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=-{n}")["Body"].read()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
             raise self._error(e, action="read", bucket=loc.bucket, key=loc.key) from None
         return head, tail
 
@@ -343,7 +357,7 @@ class S3Store:
         if first:
             try:
                 self.client.get_object(Bucket=loc.bucket, Key=first[0].key, Range="bytes=0-0")["Body"].read()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
                 raise self._error(e, action="read", bucket=loc.bucket, key=first[0].key) from None
         return len(first)
 
@@ -354,7 +368,7 @@ class S3Store:
         prefix = loc.key.rstrip("/")
         key = (prefix + "/" if prefix else "") + PROBE_PREFIX + secrets.token_hex(6)
         body = b"wapflow write probe; safe to delete\n"
-        steps = (
+        steps: tuple[tuple[str, Callable[[], object]], ...] = (
             ("write", lambda: self.client.put_object(Bucket=loc.bucket, Key=key, Body=body)),
             ("read", lambda: self.client.get_object(Bucket=loc.bucket, Key=key)["Body"].read()),
             ("delete", lambda: self.client.delete_object(Bucket=loc.bucket, Key=key)),
@@ -362,7 +376,7 @@ class S3Store:
         for action, call in steps:
             try:
                 call()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
                 raise self._error(e, action=action, bucket=loc.bucket, key=(prefix + "/") if prefix else None) from None
 
 

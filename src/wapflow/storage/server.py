@@ -19,7 +19,8 @@ from types import TracebackType
 
 import httpx
 
-from wapflow.storage.errors import MissingDependency, StorageUnavailable
+from wapflow.errors import EnvironmentProblem
+from wapflow.storage.errors import MissingDependency
 
 HOST = "127.0.0.1"
 
@@ -57,9 +58,9 @@ class LocalS3Server:
             raise RuntimeError("the local S3 server is not started")
         return f"http://{HOST}:{self.port}"
 
-    def start(self) -> "LocalS3Server":
+    def start(self) -> LocalS3Server:
         try:
-            import moto.server  # noqa: F401
+            import moto.server  # noqa: F401 - only checks that moto's server extra is installed
         except ImportError:
             raise MissingDependency(
                 "the local S3 server needs moto, which is not installed",
@@ -85,7 +86,7 @@ class LocalS3Server:
             last_error = self._log.read_text(errors="replace")[-800:]
             self.stop()
             self.port = None
-        raise StorageUnavailable(
+        raise EnvironmentProblem(
             f"the local S3 server (moto) did not start: {last_error.strip() or 'no output'}",
             hint="check that `python -m moto.server` runs in this environment",
         )
@@ -121,10 +122,8 @@ class LocalS3Server:
             self._log.unlink(missing_ok=True)
             self._log = None
 
-    def __enter__(self) -> "LocalS3Server":
+    def __enter__(self) -> LocalS3Server:
         return self.start()
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()

@@ -60,7 +60,7 @@ class S3Config(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _keys(self) -> "S3Config":
+    def _keys(self) -> S3Config:
         if (self.access_key_id is None) != (self.secret_access_key is None):
             raise ValueError("access_key_id and secret_access_key go together (or leave both unset for the AWS chain)")
         if self.session_token is not None and self.access_key_id is None:
@@ -114,10 +114,7 @@ def parse_s3_uri(uri: str, *, what: str = "S3 location", error: type[Exception] 
         raise error(f"{what} {uri!r} is not an s3:// URI")
     bucket, _, key = rest.partition("/")
     if not _BUCKET.match(bucket) or ".." in bucket:
-        msg = (
-            f"{what} {uri!r}: {bucket!r} is not a valid bucket name "
-            "(3-63 lowercase letters, digits, '.' and '-')"
-        )
+        msg = f"{what} {uri!r}: {bucket!r} is not a valid bucket name (3-63 lowercase letters, digits, '.' and '-')"
         if error is ConfigError:
             raise ConfigError(msg, hint="e.g. s3://landing-bucket/2026/11/*.parquet")
         raise error(msg)

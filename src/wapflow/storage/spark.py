@@ -35,20 +35,20 @@ _CRED_PROPS = {
 _set_by_wapflow: set[str] = set()
 
 
-def warehouse_on_s3(cfg: "WapConfig") -> bool:
+def warehouse_on_s3(cfg: WapConfig) -> bool:
     return is_s3_uri(cfg.warehouse_location())
 
 
-def uses_s3(cfg: "WapConfig") -> bool:
+def uses_s3(cfg: WapConfig) -> bool:
     """S3 jars and settings are needed: the warehouse is on S3, or wap.toml has an [s3] section."""
     return warehouse_on_s3(cfg) or getattr(cfg, "s3", None) is not None
 
 
-def s3_settings(cfg: "WapConfig") -> S3Config:
+def s3_settings(cfg: WapConfig) -> S3Config:
     return getattr(cfg, "s3", None) or S3Config()
 
 
-def iceberg_properties(cfg: "WapConfig") -> dict[str, str]:
+def iceberg_properties(cfg: WapConfig) -> dict[str, str]:
     """Catalog properties for a warehouse on S3 (no credentials: S3FileIO uses the default chain)."""
     if not warehouse_on_s3(cfg):
         return {}
@@ -75,7 +75,7 @@ def hadoop_settings(s: S3Config) -> dict[str, str | None]:
     }
 
 
-def check_master(cfg: "WapConfig") -> None:
+def check_master(cfg: WapConfig) -> None:
     """Keys in wap.toml reach the driver JVM only, which is every JVM just for a local master."""
     s = s3_settings(cfg)
     master = cfg.lakehouse.master
@@ -87,7 +87,7 @@ def check_master(cfg: "WapConfig") -> None:
         )
 
 
-def apply_to_session(spark: "SparkSession", cfg: "WapConfig") -> None:
+def apply_to_session(spark: SparkSession, cfg: WapConfig) -> None:
     """Point the running session's S3A and the AWS SDK's credential chain at this config's S3."""
     if not uses_s3(cfg):
         return
@@ -95,8 +95,9 @@ def apply_to_session(spark: "SparkSession", cfg: "WapConfig") -> None:
     if cfg.lakehouse.master.startswith("sc://"):
         return  # Spark Connect: S3 is configured on the Connect server; the client has no JVM.
     s = s3_settings(cfg)
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    hconf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a classic (non-Connect) session has its JVM
+    hconf = spark.sparkContext._jsc.hadoopConfiguration()
     for key, value in hadoop_settings(s).items():
         if value is None:
             hconf.unset(key)

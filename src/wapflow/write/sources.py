@@ -10,7 +10,9 @@ What you name is what is read:
   `_SUCCESS`, `_committed_*`, `_started_*`, `_metadata`, `_common_metadata`, `*.crc`, dotfiles such
   as `.DS_Store`, and the folders `_temporary`, `_spark_metadata` and dot-folders. A glob that matches
   bookkeeping files skips them the same way. Any other file named or matched is read, or the run
-  fails naming it (a `*._COPYING_` file met in a listing is an unfinished copy: refused).
+  fails naming it (a `*._COPYING_` file met in a listing is an unfinished copy: refused). The
+  listing itself is wapflow.storage's (Storage.scan), the same `wap storage ls` shows, so every
+  file of a run is the FileIdentity (uri, size, version) a listing gives for it.
 - Spark is given exact paths with its own globbing off (reader option `__globPaths__ = false`). Its
   hidden-file filter (names starting with `_` or `.`, or ending in `._COPYING_`) cannot be switched
   off and drops even a file named explicitly, and Hadoop's local file system cannot open names with
@@ -35,10 +37,8 @@ from __future__ import annotations
 import atexit
 import bz2
 import codecs
+import contextlib
 import csv
-import difflib
-import errno
-import glob
 import gzip
 import io
 import json
@@ -47,21 +47,27 @@ import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, cast
 from urllib.parse import unquote
 
 from wapflow.errors import ConfigError, InputError, WapError
 from wapflow.storage import Storage, is_s3_uri
-from wapflow.storage.files import glob_literal_prefix, glob_regex, has_glob, local_identity
+from wapflow.storage.files import (
+    FileIdentity,
+    Listing,
+    SkippedFile,
+    bookkeeping,
+    glob_literal_prefix,
+    has_glob,
+    spark_hides,
+)
 from wapflow.storage.settings import parse_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.types import StructType
 
-FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {
     ".parquet": "parquet",
     ".pq": "parquet",
@@ -81,42 +87,10 @@ _GLOB_PATHS = "__globPaths__"  # DataSource.GLOB_PATHS_KEY: "false" turns Spark'
 # --- what a run reads ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SourceFile:
-    """One file of a run, as resolved before anything is written.
-
-    `version` ties a run to one state of the file: the S3 ETag, or for a local file
-    `mtime-<ns>-<size>` (storage.files.local_identity); None only for other URIs (hdfs://, ...),
-    which wapflow cannot stat.
-    """
-
-    uri: str  # an absolute local path (as named, symlinks not resolved) or a URI
-    size: int | None  # bytes, when known without reading
-    version: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SourceFile:
-        return cls(uri=str(d["uri"]), size=None if d.get("size") is None else int(d["size"]), version=d.get("version"))
-
-
-@dataclass(frozen=True)
-class SkippedFile:
-    """A bookkeeping file a folder listing or a glob met and did not read."""
-
-    uri: str
-    reason: str  # "job marker", "checksum file", "hidden file", "uncommitted Spark output folder", ...
-
-    def to_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-class SourceList(list[SourceFile]):
+class SourceList(list[FileIdentity]):
     """The files a run reads (a list), plus the bookkeeping files it skipped, for the run to report."""
 
-    def __init__(self, files: Sequence[SourceFile] = (), skipped: Sequence[SkippedFile] = ()) -> None:
+    def __init__(self, files: Sequence[FileIdentity] = (), skipped: Sequence[SkippedFile] = ()) -> None:
         super().__init__(files)
         self.skipped: list[SkippedFile] = list(skipped)
 
@@ -139,50 +113,6 @@ def _is_uri(text: str) -> bool:
     return "://" in text and not text.startswith("file://")
 
 
-# --- names: what Spark hides, what is bookkeeping -----------------------------------------------
-
-
-def spark_hides(name: str) -> bool:
-    """Spark's hidden-file rule (HadoopFSUtils.shouldFilterOutPathName), applied even to named files."""
-    exclude = (name.startswith("_") and "=" not in name) or name.startswith(".") or name.endswith("._COPYING_")
-    include = name.startswith("_common_metadata") or name.startswith("_metadata")
-    return exclude and not include
-
-
-# (reason, never data): markers are errors when named explicitly; hidden files are read when named.
-def _bookkeeping(name: str) -> tuple[str, bool] | None:
-    if name == "_SUCCESS":
-        return "job marker", True
-    if name.startswith(("_committed_", "_started_")):
-        return "commit marker", True
-    if name in ("_metadata", "_common_metadata"):
-        return "parquet summary file", True
-    if name.endswith(".crc"):
-        return "checksum file", True
-    if name.endswith("._COPYING_"):
-        return None  # an unfinished copy: never skipped quietly (see _copying_error)
-    if name.startswith("."):
-        return "hidden file", False
-    return None
-
-
-def _bookkeeping_folder(name: str) -> str | None:
-    if name == "_temporary":
-        return "uncommitted Spark output folder"
-    if name == "_spark_metadata":
-        return "Spark streaming metadata folder"
-    if name.startswith("."):
-        return "hidden folder"
-    return None
-
-
-def _copying_error(uri: str, pattern: str) -> InputError:
-    return InputError(
-        f"{uri} is still being copied (its name ends in ._COPYING_), so {pattern} is not complete yet",
-        hint="wait until the copy has finished and run again, or name the finished files explicitly",
-    )
-
-
 def _marker_error(uri: str, reason: str) -> InputError:
     parent = uri.rstrip("/").rsplit("/", 1)[0] or "/"
     return InputError(
@@ -197,245 +127,80 @@ def _marker_error(uri: str, reason: str) -> InputError:
 def resolve_sources(patterns: list[str], storage: Storage | None = None) -> SourceList:
     """The files of a run: paths, folders and globs, locally and on S3 (listed with `storage`'s [s3]).
 
-    A path that exists is that file or folder; only text that names nothing is a glob. Other URIs
-    (hdfs://, gs://, ...) go to Spark as given. Every file exists and is not empty; bookkeeping files
-    met in folders and globs are in `.skipped`. `storage` defaults to the standard AWS chain without
-    [s3] settings; callers holding a Lakehouse pass lh.storage.
+    The listing is storage's (the same as `wap storage ls`); this adds what a run needs on top: a
+    named bookkeeping marker, an empty file, a location without data files, an S3 name Spark
+    would hide and an S3 object these credentials cannot read are refused before anything is
+    written. Other URIs (hdfs://, gs://, ...) go to Spark as given. `storage` defaults to the
+    standard AWS chain without [s3] settings; callers holding a Lakehouse pass lh.storage.
     """
     if not patterns:
         raise ConfigError("no source files given", hint="e.g. wap run nyc.trips landing/2026-11-21.parquet")
-    files: list[SourceFile] = []
+    store = storage or Storage()
+    files: list[FileIdentity] = []
     skipped: list[SkippedFile] = []
     for pat in patterns:
-        if is_s3_uri(pat):
-            found, skip = _resolve_s3(pat, storage or Storage())
-        elif _is_uri(pat):
-            found, skip = [SourceFile(pat, None)], []
-        else:
-            found, skip = _resolve_local(pat)
-        files.extend(found)
-        skipped.extend(skip)
+        if _is_uri(pat) and not is_s3_uri(pat):
+            files.append(FileIdentity(pat, None))
+            continue
+        listing = store.scan(pat, what="source file")
+        files.extend(_run_files(listing, pat, store))
+        skipped.extend(listing.skipped)
     seen: set[str] = set()
-    unique: list[SourceFile] = []
+    unique: list[FileIdentity] = []
     for s in files:
-        key = os.path.realpath(s.uri) if not _is_uri(s.uri) and not is_s3_uri(s.uri) else s.uri
+        key = os.path.realpath(s.uri) if not _is_uri(s.uri) else s.uri
         if key not in seen:
             seen.add(key)
             unique.append(s)
-    seen_skip: set[str] = set()
-    return SourceList(unique, [k for k in skipped if not (k.uri in seen_skip or seen_skip.add(k.uri))])  # type: ignore[func-returns-value]
+    return SourceList(unique, list({k.uri: k for k in skipped}.values()))
 
 
-def _local_file(path: Path, named: str) -> SourceFile:
-    ident = local_identity(path)
-    if ident.size == 0:
-        raise InputError(f"source file {named} is empty (0 bytes)", hint="remove it or wait until it is fully written")
-    return SourceFile(os.path.abspath(path), ident.size, ident.etag)
-
-
-def _resolve_local(pat: str) -> tuple[list[SourceFile], list[SkippedFile]]:
-    text = os.path.expanduser(pat[len("file://"):] if pat.startswith("file://") else pat)
-    path = Path(text)
-    if path.is_dir():
-        return _walk_folder(path, pat)
-    if path.is_file():
-        mark = _bookkeeping(path.name)
+def _run_files(listing: Listing, pat: str, storage: Storage) -> list[FileIdentity]:
+    """The listed files a run may read, or the InputError saying why it may not."""
+    on_s3 = is_s3_uri(pat)
+    if listing.kind == "file":
+        [f] = listing.files
+        mark = bookkeeping(_display_name(f.uri))
         if mark is not None and mark[1]:
-            raise _marker_error(os.path.abspath(path), mark[0])
-        return [_local_file(path, text)], []
-    if os.path.lexists(text):
-        raise _broken_link(text)
-    if has_glob(text):
-        return _glob_local(text, pat)
-    hint = "check the path" + ("" if path.is_absolute() else f" (relative to {Path.cwd()})")
-    raise InputError(f"source file {text} does not exist{_nearby(path)}", hint=hint)
-
-
-def _broken_link(text: str) -> InputError:
-    try:
-        os.stat(text)
-        problem = "cannot be read"
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            problem = "is a symbolic link loop"
-        else:
-            problem = f"is a symbolic link to {os.readlink(text)}, which does not exist"
-    return InputError(f"source file {text} {problem}", hint="fix or remove the link, or name the file it should point to")
-
-
-def _in_bookkeeping_folder(path: str, base: str) -> SkippedFile | None:
-    """A glob match under `_temporary/`, `_spark_metadata/` or a dot-folder below the pattern's fixed part."""
-    rel = path[len(base):].lstrip("/")
-    parts = rel.split("/")[:-1]
-    for i, part in enumerate(parts):
-        reason = _bookkeeping_folder(part)
-        if reason is not None:
-            return SkippedFile(base.rstrip("/") + "/" + "/".join(parts[: i + 1]) + "/", reason)
-    return None
-
-
-def _glob_local(text: str, pat: str) -> tuple[list[SourceFile], list[SkippedFile]]:
-    matched = sorted(glob.glob(text, recursive=True))
-    fixed = glob_literal_prefix(text)
-    base = os.path.abspath((fixed.rsplit("/", 1)[0] or "/") if "/" in fixed else ".")
-    files, skipped, folders = [], [], 0
-    for p in matched:
-        if os.path.isdir(p):
-            folders += 1
-            continue
-        inside = _in_bookkeeping_folder(os.path.abspath(p), base)
-        if inside is not None:
-            skipped.append(inside)
-            continue
-        if not os.path.isfile(p):
-            if os.path.lexists(p):
-                raise _broken_link(p)
-            continue
-        name = os.path.basename(p)
-        if name.endswith("._COPYING_"):
-            raise _copying_error(os.path.abspath(p), repr(pat))
-        mark = _bookkeeping(name)
-        if mark is not None:
-            skipped.append(SkippedFile(os.path.abspath(p), mark[0]))
-            continue
-        files.append(_local_file(Path(p), p))
-    if not files:
-        if skipped:
-            raise InputError(
-                f"{pat!r} matches only bookkeeping files ({', '.join(_display_name(s.uri) for s in skipped[:5])})",
-                hint="check the pattern; data files are what a run reads",
-            )
-        extra = f" (it matches {folders} folder(s): pass a folder itself to read the files in it)" if folders else ""
-        raise InputError(f"no file matches {pat!r}{extra}", hint="check the path and the glob pattern")
-    return files, skipped
-
-
-def _walk_folder(root: Path, pat: str) -> tuple[list[SourceFile], list[SkippedFile]]:
-    files: list[SourceFile] = []
-    skipped: list[SkippedFile] = []
-    visited: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
-        real = os.path.realpath(dirpath)
-        if real in visited:  # a symlinked folder seen before (or a loop): its files are already listed
-            dirnames[:] = []
-            continue
-        visited.add(real)
-        keep = []
-        for d in sorted(dirnames):
-            reason = _bookkeeping_folder(d)
-            if reason is not None:
-                skipped.append(SkippedFile(os.path.abspath(os.path.join(dirpath, d)) + "/", reason))
-            else:
-                keep.append(d)
-        dirnames[:] = keep
-        for name in sorted(filenames):
-            p = os.path.join(dirpath, name)
-            if name.endswith("._COPYING_"):
-                raise _copying_error(os.path.abspath(p), f"folder {root}")
-            mark = _bookkeeping(name)
-            if mark is not None:
-                skipped.append(SkippedFile(os.path.abspath(p), mark[0]))
-                continue
-            if not os.path.isfile(p):
-                raise _broken_link(p)
-            files.append(_local_file(Path(p), p))
-    files.sort(key=lambda s: s.uri)
-    if not files:
-        what = f" (only bookkeeping files: {', '.join(_display_name(s.uri) for s in skipped[:5])})" if skipped else ""
-        raise InputError(f"folder {root} holds no data files{what}", hint="check the folder, or wait until files have landed")
-    return files, skipped
-
-
-def _nearby(path: Path) -> str:
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        return f" (folder {parent} does not exist either)"
-    close = difflib.get_close_matches(path.name, os.listdir(parent), n=1, cutoff=0.7)
-    return f" (did you mean {parent / close[0]}?)" if close else ""
-
-
-def _resolve_s3(pat: str, storage: Storage) -> tuple[list[SourceFile], list[SkippedFile]]:
-    """S3 objects: a key that exists is that object; else a glob, else a prefix ("folder")."""
-    s3 = storage.s3  # ConfigError (exit 2) when this configuration has no S3 support
-    loc = parse_s3_uri(pat, what="source")
-    endpoint = s3.settings.describe_endpoint()
-    found: list[Any]
-    if loc.key and has_glob(loc.key):
-        # One listing answers both questions: is the text an existing key, and what does it match.
-        listed = s3._list_prefix(loc, glob_literal_prefix(loc.key))
-        exact = [f for f in listed if f.key == loc.key]
-        if exact:
-            return [_s3_named(exact[0])], []
-        rx = glob_regex(loc.key)
-        found = [f for f in listed if rx.match(f.key)]
-        if not found:
-            s3.require_bucket(loc.bucket)
-            raise InputError(
-                f"no object matches {pat!r} at {endpoint}",
-                hint=f"check the pattern; `wap storage ls {loc.scheme}://{loc.bucket}/"
-                f"{glob_literal_prefix(loc.key).rsplit('/', 1)[0]}` lists what is there",
-            )
-        what = repr(pat)
-        base = glob_literal_prefix(loc.key).rsplit("/", 1)[0] + "/" if "/" in glob_literal_prefix(loc.key) else ""
-        rel = lambda f: f.key[len(base):]  # noqa: E731
-    else:
-        if loc.key and not loc.key.endswith("/"):
-            one = s3._head(loc, loc.key)
-            if one is not None:
-                return [_s3_named(one)], []
-        prefix = loc.key if (not loc.key or loc.key.endswith("/")) else loc.key + "/"
-        found = s3._list_prefix(loc, prefix)
-        if not found:
-            s3.require_bucket(loc.bucket)
-            if loc.key and not loc.key.endswith("/"):
-                raise InputError(f"source file {pat} does not exist{s3._nearby(loc)}", hint="check the key")
-            raise InputError(f"folder {pat} holds no objects at {endpoint}", hint="check the prefix, or wait until files have landed")
-        what = f"folder {pat}"
-        rel = lambda f: f.key[len(prefix):]  # noqa: E731
-    files: list[Any] = []
-    skipped: list[SkippedFile] = []
-    for f in found:
-        r = rel(f)
-        parts = r.split("/")
-        at = next((i for i, p in enumerate(parts[:-1]) if _bookkeeping_folder(p)), None)
-        if at is not None:
-            folder = f.uri[: len(f.uri) - len(r)] + "/".join(parts[: at + 1]) + "/"
-            skipped.append(SkippedFile(folder, _bookkeeping_folder(parts[at]) or ""))
-            continue
-        name = parts[-1]
-        if name.endswith("._COPYING_"):
-            raise _copying_error(f.uri, what)
-        mark = _bookkeeping(name)
-        if mark is not None:
-            skipped.append(SkippedFile(f.uri, mark[0]))
-            continue
-        if spark_hides(name):
-            raise _s3_hidden_error(f.uri)
-        files.append(f)
-    if not files:
-        raise InputError(
-            f"{what} holds only bookkeeping files ({', '.join(_display_name(s.uri) for s in skipped[:5])})",
-            hint="check the location; data files are what a run reads",
-        )
-    s3._check_readable(loc, files)  # listing needs s3:ListBucket, reading s3:GetObject: know before writing
-    out = []
+            raise _marker_error(f.uri, mark[0])
+    elif not listing.files:
+        raise _nothing_to_read(listing, pat, storage)
+    files = listing.files
+    if on_s3:
+        for f in files:
+            if spark_hides(_display_name(f.uri)):
+                raise _s3_hidden_error(f.uri)
+        storage.s3.check_readable(files)  # listing needs s3:ListBucket, reading s3:GetObject: know before writing
     for f in files:
         if f.size == 0:
-            raise InputError(f"source file {f.uri} is empty (0 bytes)", hint="remove it or wait until it is fully written")
-        out.append(SourceFile(f.uri, f.size, f.etag))
-    return out, skipped
+            raise InputError(
+                f"source file {f.uri} is empty (0 bytes)", hint="remove it or wait until it is fully written"
+            )
+    return files
 
 
-def _s3_named(f: Any) -> SourceFile:
-    name = f.key.rsplit("/", 1)[-1]
-    mark = _bookkeeping(name)
-    if mark is not None and mark[1]:
-        raise _marker_error(f.uri, mark[0])
-    if spark_hides(name):
-        raise _s3_hidden_error(f.uri)
-    if f.size == 0:
-        raise InputError(f"source file {f.uri} is empty (0 bytes)", hint="remove it or wait until it is fully written")
-    return SourceFile(f.uri, f.size, f.etag)
+def _nothing_to_read(listing: Listing, pat: str, storage: Storage) -> InputError:
+    only = ", ".join(_display_name(s.uri) for s in listing.skipped[:5])
+    if listing.kind == "folder":
+        what = f" (only bookkeeping files: {only})" if only else ""
+        return InputError(
+            f"folder {pat} holds no data files{what}", hint="check the folder, or wait until files have landed"
+        )
+    if only:
+        return InputError(
+            f"{pat!r} matches only bookkeeping files ({only})",
+            hint="check the pattern; data files are what a run reads",
+        )
+    if is_s3_uri(pat):
+        loc = parse_s3_uri(pat, what="source")
+        return InputError(
+            f"no object matches {pat!r} at {storage.s3.settings.describe_endpoint()}",
+            hint=f"check the pattern; `wap storage ls {loc.scheme}://{loc.bucket}/"
+            f"{glob_literal_prefix(loc.key).rsplit('/', 1)[0]}` lists what is there",
+        )
+    n = listing.folders
+    extra = f" (it matches {n} folder(s): pass a folder itself to read the files in it)" if n else ""
+    return InputError(f"no file matches {pat!r}{extra}", hint="check the path and the glob pattern")
 
 
 def _s3_hidden_error(uri: str) -> InputError:
@@ -450,7 +215,7 @@ def _s3_hidden_error(uri: str) -> InputError:
     )
 
 
-def detect_format(sources: list[SourceFile], configured: str | None) -> str:
+def detect_format(sources: list[FileIdentity], configured: str | None) -> str:
     if configured:
         return configured
     kinds = set()
@@ -470,16 +235,16 @@ def detect_format(sources: list[SourceFile], configured: str | None) -> str:
                 hint='set format = "parquet" | "csv" | "json" in the table\'s section of wap.toml',
             )
     if len(kinds) > 1:
-        raise ConfigError(
-            f"one run mixes formats ({', '.join(sorted(kinds))})", hint="run each format separately"
-        )
+        raise ConfigError(f"one run mixes formats ({', '.join(sorted(kinds))})", hint="run each format separately")
     return kinds.pop()
 
 
 # --- what Spark is given: exact paths, links for names it would mangle ------------------------
 
 _LINK_PREFIX = "wapflow-read-"
-_LINK_RX = re.compile(r"(?:file:)?/*[^\s'\"\[\]]*?" + re.escape(_LINK_PREFIX) + r"[A-Za-z0-9_]+/f(\d{6,})(?:\.[A-Za-z0-9]+)*")
+_LINK_RX = re.compile(
+    r"(?:file:)?/*[^\s'\"\[\]]*?" + re.escape(_LINK_PREFIX) + r"[A-Za-z0-9_]+/f(\d{6,})(?:\.[A-Za-z0-9]+)*"
+)
 _SAFE_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*\Z")
 _SAFE_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,12}\Z")
 _implicit: list[SparkInputs] = []
@@ -519,7 +284,7 @@ class SparkInputs:
     the `with` block) after the write that reads the DataFrame, not before: Spark reads lazily.
     """
 
-    def __init__(self, sources: Sequence[SourceFile]) -> None:
+    def __init__(self, sources: Sequence[FileIdentity]) -> None:
         self.sources = list(sources)
         self.folder: str | None = None
         self.links: dict[str, str] = {}  # link path -> real path
@@ -529,14 +294,14 @@ class SparkInputs:
             self.close()
             raise
 
-    def _path_for(self, i: int, s: SourceFile) -> str:
+    def _path_for(self, i: int, s: FileIdentity) -> str:
         if is_s3_uri(s.uri):
             if spark_hides(s.uri.rsplit("/", 1)[-1]):
                 raise _s3_hidden_error(s.uri)
             return s.uri
         if _is_uri(s.uri):
             return s.uri
-        path = s.uri[len("file://"):] if s.uri.startswith("file://") else s.uri
+        path = s.uri[len("file://") :] if s.uri.startswith("file://") else s.uri
         head, name = os.path.split(path)
         # A Hadoop .crc sidecar makes the local file system verify the file against it; a stale one
         # (the file replaced by another tool) fails the read, so such files are read through a link.
@@ -555,14 +320,10 @@ class SparkInputs:
         if folder is None:
             return
         for link in self.links:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(link)
-            except FileNotFoundError:
-                pass
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(folder)
-        except OSError:
-            pass
 
     def __enter__(self) -> SparkInputs:
         return self
@@ -583,10 +344,10 @@ atexit.register(release_implicit_inputs)
 # --- local and S3 byte access -------------------------------------------------------------------
 
 
-def _local_path(s: SourceFile) -> str | None:
+def _local_path(s: FileIdentity) -> str | None:
     if is_s3_uri(s.uri) or _is_uri(s.uri):
         return None
-    return s.uri[len("file://"):] if s.uri.startswith("file://") else s.uri
+    return s.uri[len("file://") :] if s.uri.startswith("file://") else s.uri
 
 
 def _compression(uri: str) -> str | None:
@@ -597,23 +358,30 @@ def _compression(uri: str) -> str | None:
 def _open_local(path: str) -> io.BufferedIOBase | None:
     comp = _compression(path)
     if comp is None:
-        return open(path, "rb")  # noqa: SIM115 - returned to the caller's with-block
+        return open(path, "rb")
     if comp == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
+        return gzip.open(path, "rb")
     if comp == ".bz2":
-        return bz2.open(path, "rb")  # type: ignore[return-value]
+        return bz2.open(path, "rb")
     return None  # other codecs: Spark can read them, Python does not check them
 
 
-def _head(s: SourceFile, storage: Storage | None) -> tuple[bytes, bool] | None:
+def _head(s: FileIdentity, storage: Storage | None) -> tuple[bytes, bool] | None:
     """The first HEAD_BYTES (decompressed) and whether that is the whole file; None when not checkable."""
     local = _local_path(s)
     if local is not None:
-        f = _open_local(local)
-        if f is None:
-            return None
-        with f:
-            data = f.read(HEAD_BYTES + 1)
+        try:
+            f = _open_local(local)
+            if f is None:
+                return None
+            with f:
+                data = f.read(HEAD_BYTES + 1)
+        except PermissionError:
+            # Known here to be the source file, not the warehouse: an input this user cannot read.
+            raise InputError(
+                f"{s.uri} cannot be read: permission denied",
+                hint="give the user running wap read access to the file, or run as a user that has it",
+            ) from None
         return data[:HEAD_BYTES], len(data) <= HEAD_BYTES
     if not is_s3_uri(s.uri) or _compression(s.uri) not in (None, ".gz"):
         return None
@@ -621,7 +389,7 @@ def _head(s: SourceFile, storage: Storage | None) -> tuple[bytes, bool] | None:
     loc = parse_s3_uri(s.uri)
     try:
         raw = store.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=0-{HEAD_BYTES}")["Body"].read()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
         raise store._error(e, action="read", bucket=loc.bucket, key=loc.key) from None
     if _compression(s.uri) == ".gz":
         import zlib
@@ -654,7 +422,7 @@ def _encoding(opts: dict[str, str]) -> str:
 _UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
-def _decode_head(s: SourceFile, head: bytes, complete: bool, opts: dict[str, str], fmt: str) -> str | None:
+def _decode_head(s: FileIdentity, head: bytes, complete: bool, opts: dict[str, str], fmt: str) -> str | None:
     """The head as text (BOM stripped), or an InputError saying why it is not text in that encoding."""
     enc = _encoding(opts)
     try:
@@ -674,7 +442,7 @@ def _decode_head(s: SourceFile, head: bytes, complete: bool, opts: dict[str, str
                 hint="check that this is the right file; if it is parquet, name it .parquet or set format",
             )
     if codec.name == "utf-8" and head.startswith(codecs.BOM_UTF8):
-        head = head[len(codecs.BOM_UTF8):]
+        head = head[len(codecs.BOM_UTF8) :]
     dec = codecs.getincrementaldecoder(codec.name)()
     try:
         text = dec.decode(head, final=complete)
@@ -690,11 +458,15 @@ def _decode_head(s: SourceFile, head: bytes, complete: bool, opts: dict[str, str
         if codec.name == "utf-8":
             try:
                 head.decode("cp1252")
-                guess = ('it looks like a Windows/Excel export: set read_options = { encoding = "windows-1252" } '
-                         "for the table in wap.toml, or re-export it as UTF-8")
+                guess = (
+                    'it looks like a Windows/Excel export: set read_options = { encoding = "windows-1252" } '
+                    "for the table in wap.toml, or re-export it as UTF-8"
+                )
             except UnicodeDecodeError:
                 guess = 'set read_options = { encoding = "..." } to the file\'s encoding, or re-export it as UTF-8'
-            raise InputError(f"{s.uri} is not valid UTF-8 text (byte 0x{bad} at line {line}): wrong encoding", hint=guess) from None
+            raise InputError(
+                f"{s.uri} is not valid UTF-8 text (byte 0x{bad} at line {line}): wrong encoding", hint=guess
+            ) from None
         raise InputError(
             f"{s.uri} is not valid {enc} text (byte 0x{bad} at line {line})",
             hint="set read_options.encoding to the file's real encoding",
@@ -720,12 +492,15 @@ class _CsvDialect:
         strip = _flag(opts, "ignoreLeadingWhiteSpace") and _flag(opts, "ignoreTrailingWhiteSpace")
         checkable = len(sep) == 1 and len(quote) <= 1 and len(escape) <= 1 and "linesep" not in opts
         checkable = checkable and not opts.get("comment")
-        return cls(sep, quote, None if (escape == quote or not escape) else escape, strip, _flag(opts, "multiLine"), checkable)
+        return cls(
+            sep, quote, None if (escape == quote or not escape) else escape, strip, _flag(opts, "multiLine"), checkable
+        )
 
     def reader(self, lines: Any, *, strict: bool = False) -> Any:
         if self.quote:
-            return csv.reader(lines, delimiter=self.sep, quotechar=self.quote, escapechar=self.escape,
-                              doublequote=True, strict=strict)
+            return csv.reader(
+                lines, delimiter=self.sep, quotechar=self.quote, escapechar=self.escape, doublequote=True, strict=strict
+            )
         return csv.reader(lines, delimiter=self.sep, quoting=csv.QUOTE_NONE, escapechar=self.escape, strict=strict)
 
 
@@ -740,7 +515,7 @@ class _CsvHead:
     complete: bool  # the head is the whole file
 
 
-def _check_csv_head(s: SourceFile, text: str, complete: bool, d: _CsvDialect) -> _CsvHead | None:
+def _check_csv_head(s: FileIdentity, text: str, complete: bool, d: _CsvDialect) -> _CsvHead | None:
     """Header names, delimiter, duplicates, and one value per column in the rows of the head."""
     if not complete:
         cut = text.rfind("\n")
@@ -748,12 +523,16 @@ def _check_csv_head(s: SourceFile, text: str, complete: bool, d: _CsvDialect) ->
             return None  # a first line longer than the head: leave it to Spark
         text = text[: cut + 1]
     if not text.strip():
-        raise InputError(f"{s.uri} has no header line (it holds only blank lines)", hint="export the file with a header line")
+        raise InputError(
+            f"{s.uri} has no header line (it holds only blank lines)", hint="export the file with a header line"
+        )
     rdr = d.reader(io.StringIO(text, newline=""))
     try:
         header = next(rdr)
     except (csv.Error, StopIteration) as e:
-        raise InputError(f"the header line of {s.uri} cannot be parsed as CSV ({e})", hint="fix or re-export the file") from None
+        raise InputError(
+            f"the header line of {s.uri} cannot be parsed as CSV ({e})", hint="fix or re-export the file"
+        ) from None
     if d.strip:
         header = [h.strip() for h in header]
     raw = text.split("\n", 1)[0]
@@ -818,7 +597,9 @@ def _check_csv_head(s: SourceFile, text: str, complete: bool, d: _CsvDialect) ->
                 )
             rows += 1
     except csv.Error as e:
-        raise InputError(f"line {rdr.line_num} of {s.uri} cannot be parsed as CSV ({e})", hint="fix or re-export the file") from None
+        raise InputError(
+            f"line {rdr.line_num} of {s.uri} cannot be parsed as CSV ({e})", hint="fix or re-export the file"
+        ) from None
     return _CsvHead(header, rows, complete)
 
 
@@ -826,7 +607,7 @@ def _short(text: str, n: int = 80) -> str:
     return repr(text if len(text) <= n else text[:n] + "...")
 
 
-def _quoted_newline_error(s: SourceFile, line: int) -> InputError:
+def _quoted_newline_error(s: FileIdentity, line: int) -> InputError:
     return InputError(
         f"{s.uri} has a quoted value spanning several lines, starting at line {line}",
         hint='set read_options = { multiLine = "true" } for the table in wap.toml (Spark then reads each '
@@ -880,19 +661,23 @@ def _first_quoted_newline(path: str, d: _CsvDialect, encoding: str) -> int | Non
             base += data.count(b"\n")
 
 
-def _check_json_head(s: SourceFile, text: str, complete: bool, opts: dict[str, str]) -> str:
+def _check_json_head(s: FileIdentity, text: str, complete: bool, opts: dict[str, str]) -> str:
     """'array' (a top-level JSON array: read with multiLine), 'lines', or an InputError naming the line."""
     body = text.lstrip()
     if not body:
         if complete:
-            raise InputError(f"{s.uri} holds no JSON records (only whitespace)", hint="remove it or wait until it is written")
+            raise InputError(
+                f"{s.uri} holds no JSON records (only whitespace)", hint="remove it or wait until it is written"
+            )
         return "lines"
     if body[0] == "[":
         if complete:
             try:
                 value = json.loads(body)
             except ValueError as e:
-                raise InputError(f"{s.uri} is not valid JSON ({_json_problem(e)})", hint="fix or re-export the file") from None
+                raise InputError(
+                    f"{s.uri} is not valid JSON ({_json_problem(e)})", hint="fix or re-export the file"
+                ) from None
             bad = next((i for i, v in enumerate(value) if not isinstance(v, dict)), None)
             if bad is not None:
                 raise InputError(
@@ -922,7 +707,7 @@ def _check_json_head(s: SourceFile, text: str, complete: bool, opts: dict[str, s
     return "lines"
 
 
-def _one_json_value(s: SourceFile, body: str) -> None:
+def _one_json_value(s: FileIdentity, body: str) -> None:
     """multiLine reads one JSON value per file: a second one would be dropped without a word."""
     try:
         _, end = json.JSONDecoder().raw_decode(body)
@@ -932,7 +717,8 @@ def _one_json_value(s: SourceFile, body: str) -> None:
     if rest:
         line = body[:end].count("\n") + 1
         raise InputError(
-            f"{s.uri} holds more than one JSON value (another starts after line {line}), but multiLine reads only the first",
+            f"{s.uri} holds more than one JSON value (another starts after line {line}), "
+            "but multiLine reads only the first",
             hint="remove read_options.multiLine for JSON lines files (one object per line)",
         )
 
@@ -947,20 +733,21 @@ def _json_kind(v: Any) -> str:
     return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(v), "a number")
 
 
-def _json_line_error(s: SourceFile, i: int, line: str, e: ValueError) -> InputError:
+def _json_line_error(s: FileIdentity, i: int, line: str, e: ValueError) -> InputError:
     stripped = line.strip()
     if i == 1 and stripped.startswith("{"):
         return InputError(
             f"{s.uri} is not JSON lines: line 1 is not a complete JSON object ({_json_problem(e)})",
-            hint='if the file is one JSON document spread over several lines, set read_options = { multiLine = "true" }; '
-            "otherwise fix or re-export it",
+            hint="if the file is one JSON document spread over several lines, "
+            'set read_options = { multiLine = "true" }; otherwise fix or re-export it',
         )
     if i == 1 and not stripped.startswith(("{", "[")):
         looks_csv = any(c in stripped for c in ",;\t|")
         return InputError(
             f"{s.uri} is not JSON: line 1 is {_short(stripped)}",
             hint='if it is CSV, set format = "csv" for the table in wap.toml (or name it .csv)'
-            if looks_csv else "check that this is the right file and format",
+            if looks_csv
+            else "check that this is the right file and format",
         )
     return InputError(
         f"line {i} of {s.uri} is not valid JSON ({_json_problem(e)}): {_short(stripped)}",
@@ -971,7 +758,7 @@ def _json_line_error(s: SourceFile, i: int, line: str, e: ValueError) -> InputEr
 # --- parquet checks -----------------------------------------------------------------------------
 
 
-def check_local_parquet(sources: list[SourceFile], storage: Storage | None = None) -> None:
+def check_local_parquet(sources: list[FileIdentity], storage: Storage | None = None) -> None:
     """A parquet file starts and ends with PAR1; a truncated or foreign file fails here, by name."""
     for s in sources:
         if s.size is None:
@@ -992,7 +779,7 @@ def check_local_parquet(sources: list[SourceFile], storage: Storage | None = Non
             )
 
 
-def _parquet_schema(s: SourceFile, storage: Storage | None) -> Any:
+def _parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
     """The file's arrow schema from its footer only (local: pyarrow; S3: one or two ranged GETs)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -1008,8 +795,11 @@ def _parquet_schema(s: SourceFile, storage: Storage | None) -> Any:
 
         def tail(n: int) -> bytes:
             try:
-                return store.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=-{n}")["Body"].read()
-            except Exception as e:  # noqa: BLE001
+                data: bytes = store.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=-{n}")[
+                    "Body"
+                ].read()
+                return data
+            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
                 raise store._error(e, action="read", bucket=loc.bucket, key=loc.key) from None
 
         data = tail(HEAD_BYTES)
@@ -1019,7 +809,7 @@ def _parquet_schema(s: SourceFile, storage: Storage | None) -> Any:
         return pq.read_schema(pa.BufferReader(b"PAR1" + data[-need:]))
     except WapError:
         raise
-    except Exception as e:  # noqa: BLE001 - pyarrow's own error names what is wrong with the footer
+    except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad footer; all mean the same
         raise InputError(
             f"{s.uri} is not a valid parquet file (cannot read its footer: {str(e).splitlines()[0][:200]})",
             hint="re-export or re-upload the file",
@@ -1041,7 +831,7 @@ def _null_typed(t: Any, path: str) -> str | None:
     return None
 
 
-def check_parquet_schemas(sources: list[SourceFile], storage: Storage | None = None) -> None:
+def check_parquet_schemas(sources: list[FileIdentity], storage: Storage | None = None) -> None:
     """From the footers: no column without a type, and every file of a batch has the same columns.
 
     A column of parquet's null type (all values NULL, no type) is read by Spark as int, a guess the
@@ -1072,7 +862,9 @@ def check_parquet_schemas(sources: list[SourceFile], storage: Storage | None = N
     for s, c in known[1:]:
         have = {x.lower() for x in c}
         if have != ref_set:
-            raise _columns_differ(s, first, [x for x in ref if x.lower() not in have], [x for x in c if x.lower() not in ref_set])
+            raise _columns_differ(
+                s, first, [x for x in ref if x.lower() not in have], [x for x in c if x.lower() not in ref_set]
+            )
 
 
 def _difference(lacks: list[str], extra: list[str], same: str) -> str:
@@ -1085,7 +877,7 @@ def _difference(lacks: list[str], extra: list[str], same: str) -> str:
     return "; ".join(parts) or same
 
 
-def _columns_differ(s: SourceFile, first: SourceFile, lacks: list[str], extra: list[str]) -> InputError:
+def _columns_differ(s: FileIdentity, first: FileIdentity, lacks: list[str], extra: list[str]) -> InputError:
     what = _difference(lacks, extra, "has the same columns in another order")
     return InputError(
         f"{s.uri} does not have the same columns as {first.uri}: it {what}",
@@ -1098,7 +890,7 @@ def _columns_differ(s: SourceFile, first: SourceFile, lacks: list[str], extra: l
 
 def read_batch(
     spark: SparkSession,
-    sources: list[SourceFile],
+    sources: list[FileIdentity],
     fmt: str,
     options: dict[str, str],
     schema: StructType | None = None,
@@ -1154,7 +946,7 @@ def read_batch(
         return _load(reader(), inputs.paths)
     except WapError:
         raise
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         err = input_error_from_spark(e, sources, fmt=fmt, options=options)
         if err is not None:
             raise err from e
@@ -1190,7 +982,7 @@ def _allow_charset(spark: SparkSession, low: dict[str, str]) -> None:
         spark.conf.set("spark.sql.legacy.javaCharsets", "true")
 
 
-def _text_heads(sources: list[SourceFile], storage: Storage | None) -> list[tuple[bytes, bool] | None]:
+def _text_heads(sources: list[FileIdentity], storage: Storage | None) -> list[tuple[bytes, bool] | None]:
     if len(sources) == 1:
         return [_head(sources[0], storage)]
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -1199,7 +991,7 @@ def _text_heads(sources: list[SourceFile], storage: Storage | None) -> list[tupl
 
 def _read_csv(
     spark: SparkSession,
-    sources: list[SourceFile],
+    sources: list[FileIdentity],
     inputs: SparkInputs,
     reader: Any,
     low: dict[str, str],
@@ -1214,7 +1006,7 @@ def _read_csv(
         return _load(r.schema(table) if table is not None else r.option("inferSchema", "true"), inputs.paths)
     d = _CsvDialect.from_options(low)
     enc = _encoding(low)
-    heads: list[tuple[SourceFile, _CsvHead]] = []
+    heads: list[tuple[FileIdentity, _CsvHead]] = []
     for s, h in zip(sources, _text_heads(sources, storage), strict=True):
         if h is None:
             continue
@@ -1232,9 +1024,9 @@ def _read_csv(
         heads.append((s, head))
     if heads:
         first, ref = heads[0]
-        for s, h in heads[1:]:
-            if h.header != ref.header:
-                raise _header_differs(s, first, h.header, ref.header)
+        for s, other in heads[1:]:
+            if other.header != ref.header:
+                raise _header_differs(s, first, other.header, ref.header)
         names = ref.header
     else:
         names = reader(mode="FAILFAST", header="true").load(inputs.paths).schema.fieldNames()  # the first header
@@ -1259,7 +1051,7 @@ def _read_csv(
     return _load(reader(mode="FAILFAST", header="true", enforceSchema="false").schema(read_schema), inputs.paths)
 
 
-def _header_differs(s: SourceFile, first: SourceFile, h: list[str], ref: list[str]) -> InputError:
+def _header_differs(s: FileIdentity, first: FileIdentity, h: list[str], ref: list[str]) -> InputError:
     lacks = [x for x in ref if x not in h]
     extra = [x for x in h if x not in ref]
     what = _difference(lacks, extra, f"has the same columns in another order ({', '.join(h)})")
@@ -1271,7 +1063,7 @@ def _header_differs(s: SourceFile, first: SourceFile, h: list[str], ref: list[st
 
 def _read_json(
     spark: SparkSession,
-    sources: list[SourceFile],
+    sources: list[FileIdentity],
     inputs: SparkInputs,
     reader: Any,
     low: dict[str, str],
@@ -1282,7 +1074,7 @@ def _read_json(
 
     from wapflow.write.schema import read_type
 
-    kinds: dict[str, list[SourceFile]] = {"array": [], "lines": []}
+    kinds: dict[str, list[FileIdentity]] = {"array": [], "lines": []}
     for s, h in zip(sources, _text_heads(sources, storage), strict=True):
         if h is None:
             continue
@@ -1301,7 +1093,7 @@ def _read_json(
             defaults["multiLine"] = "true"
     try:
         inferred = reader(**defaults).load(inputs.paths).schema
-    except Exception as e:  # noqa: BLE001 - inference names no file: find it
+    except Exception as e:
         err = input_error_from_spark(e, sources, fmt="json", options=low)
         if err is not None and len(sources) > 1 and not _names_a_source(err, sources):
             err = _locate_json_failure(spark, sources, inputs, reader, defaults, low) or err
@@ -1320,12 +1112,18 @@ def _read_json(
     return _load(reader(**defaults).schema(StructType(fields)), inputs.paths)
 
 
-def _names_a_source(err: InputError, sources: list[SourceFile]) -> bool:
+def _names_a_source(err: InputError, sources: list[FileIdentity]) -> bool:
     return sum(1 for s in sources if s.uri in err.message) == 1
 
 
-def _locate_json_failure(spark: SparkSession, sources: list[SourceFile], inputs: SparkInputs, reader: Any,
-                         defaults: dict[str, str], low: dict[str, str]) -> InputError | None:
+def _locate_json_failure(
+    spark: SparkSession,
+    sources: list[FileIdentity],
+    inputs: SparkInputs,
+    reader: Any,
+    defaults: dict[str, str],
+    low: dict[str, str],
+) -> InputError | None:
     """Which file broke schema inference: local JSON lines files by scanning, else one Spark read per file."""
     for s in sources:
         local = _local_path(s)
@@ -1344,12 +1142,14 @@ def _locate_json_failure(spark: SparkSession, sources: list[SourceFile], inputs:
                 except ValueError as e:
                     return _json_line_error(s, i, line, e)
                 if not isinstance(value, dict):
-                    return InputError(f"line {i} of {s.uri} is {_json_kind(value)}, not a JSON object",
-                                      hint="JSON lines files hold one object per line")
+                    return InputError(
+                        f"line {i} of {s.uri} is {_json_kind(value)}, not a JSON object",
+                        hint="JSON lines files hold one object per line",
+                    )
     for i, s in enumerate(sources[:20]):
         try:
-            reader(**defaults).load([inputs.paths[i]]).schema  # noqa: B018
-        except Exception as e:  # noqa: BLE001
+            reader(**defaults).load([inputs.paths[i]]).schema  # noqa: B018 - reading the schema makes Spark parse the file
+        except Exception as e:  # noqa: BLE001 - Spark's reader errors are classified by input_error_from_spark
             err = input_error_from_spark(e, [s], fmt="json", options=low)
             if err is not None:
                 return err
@@ -1359,10 +1159,23 @@ def _locate_json_failure(spark: SparkSession, sources: list[SourceFile], inputs:
 # --- Spark's failures as input errors -----------------------------------------------------------
 
 # Conditions that only reading or parsing a data source raises.
-_PARSE = ("MALFORMED_RECORD_IN_PARSING", "MALFORMED_CSV_RECORD", "INVALID_JSON_RECORD_TYPE", "INVALID_JSON_ROOT_FIELD",
-          "CANNOT_PARSE_JSON_FIELD", "EMPTY_JSON_FIELD_VALUE", "MALFORMED_CHARACTER_CODING")
-_READ_ONLY = ("UNABLE_TO_INFER_SCHEMA", "CANNOT_MERGE_SCHEMAS", "PARQUET_CONVERSION_FAILURE", "PARQUET_TYPE_ILLEGAL",
-              "PARQUET_TYPE_NOT_RECOGNIZED", "PARQUET_TYPE_NOT_SUPPORTED")
+_PARSE = (
+    "MALFORMED_RECORD_IN_PARSING",
+    "MALFORMED_CSV_RECORD",
+    "INVALID_JSON_RECORD_TYPE",
+    "INVALID_JSON_ROOT_FIELD",
+    "CANNOT_PARSE_JSON_FIELD",
+    "EMPTY_JSON_FIELD_VALUE",
+    "MALFORMED_CHARACTER_CODING",
+)
+_READ_ONLY = (
+    "UNABLE_TO_INFER_SCHEMA",
+    "CANNOT_MERGE_SCHEMAS",
+    "PARQUET_CONVERSION_FAILURE",
+    "PARQUET_TYPE_ILLEGAL",
+    "PARQUET_TYPE_NOT_RECOGNIZED",
+    "PARQUET_TYPE_NOT_SUPPORTED",
+)
 _COND_RX = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)?)\]")
 _FILE_RX = re.compile(r"(?:reading file|Path does not exist:|CSV file:)\s+(\S+?)\.?(?:\s|$)")
 
@@ -1387,12 +1200,12 @@ def _java_causes(j: Any) -> Iterator[_Cause]:
         try:
             cond = str(j.getCondition()) if j.getCondition() is not None else None
             params = {str(k): str(v) for k, v in dict(j.getMessageParameters()).items()}
-        except Exception:  # noqa: BLE001 - not a SparkThrowable
+        except Exception:  # noqa: BLE001 - older Spark errors lack conditions
             pass
         yield _Cause(cond, params, message, cls)
         try:
             j = j.getCause()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
             return
         depth += 1
 
@@ -1405,9 +1218,9 @@ def _causes(exc: BaseException) -> list[_Cause]:
         seen.add(id(e))
         cond, params = None, {}
         try:
-            cond = e.getCondition() if hasattr(e, "getCondition") else None  # type: ignore[attr-defined]
-            params = dict(e.getMessageParameters() or {}) if hasattr(e, "getMessageParameters") else {}  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001
+            cond = e.getCondition() if hasattr(e, "getCondition") else None
+            params = dict(e.getMessageParameters() or {}) if hasattr(e, "getMessageParameters") else {}
+        except Exception:  # noqa: BLE001 - older Spark errors lack conditions
             pass
         text = str(e)
         if cond is None:
@@ -1423,13 +1236,13 @@ def _causes(exc: BaseException) -> list[_Cause]:
 
 def _norm_path(p: str) -> str:
     if p.startswith("file:"):
-        p = "/" + p[len("file:"):].lstrip("/")
+        p = "/" + p[len("file:") :].lstrip("/")
     if p.startswith("s3a://"):
-        p = "s3://" + p[len("s3a://"):]
+        p = "s3://" + p[len("s3a://") :]
     return p.rstrip(".")
 
 
-def source_for_path(path: str, sources: Sequence[SourceFile]) -> SourceFile | None:
+def source_for_path(path: str, sources: Sequence[FileIdentity]) -> FileIdentity | None:
     """The source a path in a Spark message names: a link of SparkInputs, or the file itself."""
     m = _LINK_RX.search(path)
     if m:
@@ -1443,7 +1256,7 @@ def source_for_path(path: str, sources: Sequence[SourceFile]) -> SourceFile | No
     return None
 
 
-def _unlink_text(text: str, sources: Sequence[SourceFile]) -> str:
+def _unlink_text(text: str, sources: Sequence[FileIdentity]) -> str:
     """Spark's text with link paths replaced by the real file names."""
 
     def real(m: re.Match[str]) -> str:
@@ -1453,7 +1266,7 @@ def _unlink_text(text: str, sources: Sequence[SourceFile]) -> str:
     return _LINK_RX.sub(real, text)
 
 
-def _find_line(s: SourceFile, record: str) -> int | None:
+def _find_line(s: FileIdentity, record: str) -> int | None:
     """The line of a local file equal to Spark's bad record (failure path only; bounded)."""
     local = _local_path(s)
     record = record.strip("\r\n")
@@ -1467,7 +1280,7 @@ def _find_line(s: SourceFile, record: str) -> int | None:
         for i, raw in enumerate(f, 1):
             line = raw.rstrip(b"\r\n")
             if i == 1 and line.startswith(codecs.BOM_UTF8):
-                line = line[len(codecs.BOM_UTF8):]
+                line = line[len(codecs.BOM_UTF8) :]
             if line == target:
                 return i
     return None
@@ -1484,7 +1297,11 @@ def _value_error(causes: list[_Cause]) -> tuple[str | None, str, str | None] | N
         if c.cond == "CANNOT_PARSE_JSON_FIELD":
             return p.get("fieldName", "").strip("'`") or None, p.get("fieldValue", ""), p.get("dataType", "").strip('"')
         if c.cond and c.cond.endswith("CANNOT_PARSE_STRING_AS_DATATYPE"):
-            return p.get("fieldName", "").strip("'`") or None, p.get("fieldValue", "").strip("'"), p.get("targetType", "").strip('"')
+            return (
+                p.get("fieldName", "").strip("'`") or None,
+                p.get("fieldValue", "").strip("'"),
+                p.get("targetType", "").strip('"'),
+            )
         if c.cond == "CAST_INVALID_INPUT":
             return None, p.get("expression", "").strip("'"), p.get("targetType", "").strip('"')
         m = re.match(r'For input string: "(.*)"\Z', c.message)
@@ -1493,7 +1310,9 @@ def _value_error(causes: list[_Cause]) -> tuple[str | None, str, str | None] | N
     return None
 
 
-def _find_value(s: SourceFile, fmt: str, field: str | None, value: str, options: dict[str, str]) -> tuple[int, str | None] | None:
+def _find_value(
+    s: FileIdentity, fmt: str, field: str | None, value: str, options: dict[str, str]
+) -> tuple[int, str | None] | None:
     """(line, column) of the first record holding `value` (in `field`, if known), in a local file."""
     local = _local_path(s)
     if local is None or (s.size or 0) > _LOCATE_LIMIT:
@@ -1504,7 +1323,7 @@ def _find_value(s: SourceFile, fmt: str, field: str | None, value: str, options:
     low = _opts(options)
     enc = _encoding(low)
     with f:
-        text = io.TextIOWrapper(f, encoding=enc, errors="replace", newline="")
+        text = io.TextIOWrapper(cast(IO[bytes], f), encoding=enc, errors="replace", newline="")
         if fmt == "json":
             for i, line in enumerate(text, 1):
                 try:
@@ -1532,9 +1351,18 @@ def _clean(text: str) -> str:
     return re.sub(r"\s*SQLSTATE:\s*\w*", "", _COND_RX.sub("", text)).strip(" .")
 
 
+def _not_the_files_fault(exc: BaseException) -> bool:
+    """True when the chain names storage, credentials or the network (by exception class and status):
+    a read that failed because S3 denied access, throttled or could not be reached says nothing about
+    the file, so it is never an input error, even when Spark wraps it in FAILED_READ_FILE."""
+    from wapflow.lakehouse import spark_errors
+
+    return spark_errors.classify(exc, doing="reading the source files") is not None
+
+
 def input_error_from_spark(
     exc: BaseException,
-    sources: Sequence[SourceFile],
+    sources: Sequence[FileIdentity],
     *,
     fmt: str | None = None,
     options: dict[str, str] | None = None,
@@ -1550,7 +1378,7 @@ def input_error_from_spark(
     looked up. `fmt` and `options` (the table's read_options) make the message precise.
     """
     causes = _causes(exc)
-    if not causes:
+    if not causes or _not_the_files_fault(exc):
         return None
     text = "\n".join(c.message for c in causes)
     read = next((c for c in causes if c.cond and c.cond.startswith("FAILED_READ_FILE")), None)
@@ -1582,7 +1410,12 @@ def input_error_from_spark(
     if target is not None:
         files = target.uri
     else:
-        files = f"one of the {len(sources)} {kind} files (" + ", ".join(s.uri for s in sources[:3]) + (", ..." if len(sources) > 3 else "") + ")"
+        files = (
+            f"one of the {len(sources)} {kind} files ("
+            + ", ".join(s.uri for s in sources[:3])
+            + (", ..." if len(sources) > 3 else "")
+            + ")"
+        )
     root = next((c for c in reversed(causes) if _first_line(c.message)), causes[-1])
     detail = _clean(_unlink_text(_first_line(root.message), sources))
     fix = "fix or re-export the file; nothing was published"
@@ -1592,7 +1425,11 @@ def input_error_from_spark(
     value = _value_error(causes)
     if value is not None:
         field, val, typ = value
-        found = _find_value(target, fmt, field, val, options or {}) if target is not None and fmt in ("csv", "json") else None
+        found = (
+            _find_value(target, fmt, field, val, options or {})
+            if target is not None and fmt in ("csv", "json")
+            else None
+        )
         at = f" at line {found[0]}" if found else ""
         field = field or (found[1] if found else None)
         col = f" in column {field!r}" if field else ""
@@ -1614,15 +1451,24 @@ def input_error_from_spark(
                 'with a line break needs read_options = { multiLine = "true" }',
             )
         if parse.cond == "INVALID_JSON_RECORD_TYPE":
-            return InputError(f"{files} has a JSON record that is not an object{at}", hint="JSON lines files hold one object per line")
+            return InputError(
+                f"{files} has a JSON record that is not an object{at}", hint="JSON lines files hold one object per line"
+            )
         shown = f": {_short(record)}" if raw else ""
         return InputError(f"could not parse {files} as {kind}{at}{shown} ({detail})", hint=fix)
     if missing is not None and read is None:
-        return InputError(f"source file {files} disappeared before Spark read it", hint="run again once the file is back")
+        return InputError(
+            f"source file {files} disappeared before Spark read it", hint="run again once the file is back"
+        )
     if read is not None and read.cond and read.cond.endswith("CANNOT_READ_FILE_FOOTER"):
-        return InputError(f"{files} is not a valid parquet file (Spark cannot read its footer)", hint="re-export or re-upload the file")
+        return InputError(
+            f"{files} is not a valid parquet file (Spark cannot read its footer)",
+            hint="re-export or re-upload the file",
+        )
     if other is not None and other.cond == "UNABLE_TO_INFER_SCHEMA":
-        return InputError(f"Spark found no data in {files} ({kind})", hint="check that the files hold data in the declared format")
+        return InputError(
+            f"Spark found no data in {files} ({kind})", hint="check that the files hold data in the declared format"
+        )
     return InputError(
         f"could not read {files} as {kind}: {detail}",
         hint="check that the file is complete and in the declared format; nothing was published",
