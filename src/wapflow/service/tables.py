@@ -1,23 +1,27 @@
-"""Read-side views the CLI and (later) the dashboard share: history, kept branches, discard."""
+"""Kept branches, main's history, and discarding a kept branch: what the CLI and a dashboard show of tables.
+
+These need a `Lakehouse` (Spark for the table metadata; on Nessie, the catalog's refs too). The run rows
+themselves come from `wapflow.service.runs`, which needs no Spark.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from wapflow.errors import NotFound, UsageError
+from wapflow.errors import NotFound, UsageError, did_you_mean
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import SOURCE_SNAPSHOT_PROP, SOURCES_PROP
+from wapflow.runs.store import RunRecord
+from wapflow.service.runs import failed_checks
 
 
 def _require_table(lh: Lakehouse, table: TableName) -> None:
     if not lh.tables.exists(table):
         known = [t.dotted for t in lh.tables.list_tables()]
-        from wapflow.errors import did_you_mean
-
         raise NotFound(
             f"table {table} does not exist in catalog {lh.catalog}{did_you_mean(table.dotted, known)}",
-            hint="list tables with `wap query \"SHOW TABLES IN <namespace>\"`",
+            hint='list tables with `wap query "SHOW TABLES IN <namespace>"`',
         )
 
 
@@ -26,7 +30,7 @@ def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str
     table = TableName.parse(table_text)
     _require_table(lh, table)
     snaps = lh.tables.snapshots(table)
-    out = []
+    out: list[dict[str, Any]] = []
     for s in lh.tables.ancestry(snaps, lh.tables.head(table, "main"))[:limit]:
         run_id = s.run_id
         src = s.summary.get(SOURCE_SNAPSHOT_PROP)
@@ -60,38 +64,36 @@ def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str
         tables = [table]
     else:
         tables = lh.tables.list_tables()
-    out = []
+    out: list[dict[str, Any]] = []
     for t in tables:
         for b in lh.branches.list(t):
             runs = [r for r in lh.store.by_branch(b.name) if r.table_name == t.dotted]
             run = runs[0] if runs else None
-            out.append(
-                {"table": t.dotted, "branch": b.name, "head_snapshot_id": b.head, **_run_fields(run)}
-            )
+            out.append({"table": t.dotted, "branch": b.name, "head_snapshot_id": b.head, **_run_fields(run)})
     return out
 
 
-def _run_fields(run: Any) -> dict[str, Any]:
+def _run_fields(run: RunRecord | None) -> dict[str, Any]:
     """What `wap branches` shows of the run that left a branch (None: no recorded run)."""
     return {
         "run_id": run.run_id if run else None,
         "status": run.shown_status if run else None,
         "started_at": run.started_at.isoformat(sep=" ", timespec="seconds") if run else None,
         "rows": run.rows_written if run else None,
-        "failed_checks": [c["name"] for c in (run.checks if run else []) if c.get("status") == "failed"],
+        "failed_checks": failed_checks(run) if run else [],
         "files": run.files if run else [],
     }
 
 
 def _nessie_branches(lh: Lakehouse) -> list[dict[str, Any]]:
     """Nessie branches (each may hold several tables, some created by the run and absent from main)."""
-    out = []
-    for ref in lh.branches.list_refs():  # type: ignore[union-attr]
-        runs = lh.store.by_branch(ref.name)
-        for run in runs or [None]:
+    out: list[dict[str, Any]] = []
+    for ref in lh.branches.list_refs():  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+        runs: list[RunRecord | None] = [*lh.store.by_branch(ref.name)] or [None]
+        for run in runs:
             out.append(
                 {
-                    "table": run.table_name if run else None,
+                    "table": run.table_name if run is not None else None,
                     "branch": ref.name,
                     "nessie_hash": ref.hash,
                     **_run_fields(run),
@@ -102,12 +104,12 @@ def _nessie_branches(lh: Lakehouse) -> list[dict[str, Any]]:
 
 def _discard_nessie(lh: Lakehouse, branch: str) -> dict[str, Any]:
     """A Nessie branch is the whole run's sandbox: deleting it discards every table the run wrote."""
-    if not lh.branches.branch_exists(branch):  # type: ignore[union-attr]
-        from wapflow.errors import did_you_mean
-
-        kept = [r.name for r in lh.branches.list_refs()]  # type: ignore[union-attr]
-        raise NotFound(f"Nessie has no branch {branch}{did_you_mean(branch, kept)}", hint="see kept branches with `wap branches`")
-    lh.branches.delete(branch)  # type: ignore[union-attr]
+    if not lh.branches.branch_exists(branch):  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+        kept = [r.name for r in lh.branches.list_refs()]  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+        raise NotFound(
+            f"Nessie has no branch {branch}{did_you_mean(branch, kept)}", hint="see kept branches with `wap branches`"
+        )
+    lh.branches.delete(branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
     runs = lh.store.by_branch(branch)
     for r in runs:
         if r.branch_kept:
@@ -116,7 +118,12 @@ def _discard_nessie(lh: Lakehouse, branch: str) -> dict[str, Any]:
                 r.status = "discarded"
             lh.store.save(r)
     tables = sorted({r.table_name for r in runs})
-    return {"table": ", ".join(tables) or "(all tables)", "branch": branch, "dropped": True, "run_ids": [r.run_id for r in runs]}
+    return {
+        "table": ", ".join(tables) or "(all tables)",
+        "branch": branch,
+        "dropped": True,
+        "run_ids": [r.run_id for r in runs],
+    }
 
 
 def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[str, Any]:
@@ -141,8 +148,6 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
     _require_table(lh, table)
     if not lh.branches.exists(table, branch):
         kept = [b.name for b in lh.branches.list(table)]
-        from wapflow.errors import did_you_mean
-
         raise NotFound(
             f"{table} has no branch {branch}{did_you_mean(branch, kept)}",
             hint="see kept branches with `wap branches`",

@@ -1,0 +1,83 @@
+"""The root `wap` command: every command registered in the order `wap --help` lists them, and `main()`.
+
+Exit codes: 0 published, 1 blocked, 2 usage/config, 3 runtime, 4 conflict. `main()` is the console
+script: it strips --verbose and is the last line of defence, so an unexpected exception becomes one
+error block (the traceback goes to a log file) and exit code 3, never a stack trace on the terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from wapflow.cli import demo, nessie, run, runs, setup, storage, tables
+from wapflow.cli.output import err
+
+app = typer.Typer(
+    name="wap",
+    help="Write-Audit-Publish ingestion for Apache Iceberg on Spark.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("run-tables")(run.run_tables)
+app.command("init")(setup.init)
+app.command("setup")(setup.setup)
+app.command("run")(run.run)
+app.command("branches")(tables.branches)
+app.command("discard")(tables.discard)
+app.command("history")(tables.history)
+app.command("runs")(runs.runs)
+app.command("report")(runs.report)
+app.command("query")(tables.query)
+app.add_typer(demo.demo_app, name="demo")
+app.add_typer(storage.storage_app, name="storage")
+app.add_typer(nessie.nessie_app, name="nessie")
+
+
+def _strip_verbose() -> None:
+    """--verbose anywhere on the line (not after `--`): Spark's logs on the terminal too."""
+    args = sys.argv[1:]
+    cut = args.index("--") if "--" in args else len(args)
+    if "--verbose" in args[:cut]:
+        from wapflow.lakehouse import session
+
+        session.verbose = True
+        args.remove("--verbose")
+        sys.argv[1:] = args
+
+
+def _internal_error(e: Exception) -> None:
+    """A bug in wapflow: the traceback to Spark's log (or ~/.cache/wapflow/last-error.log), one line on stderr."""
+    from wapflow.lakehouse import session
+
+    detail = "".join(traceback.format_exception(e))
+    path = session.log_file() or Path.home() / ".cache" / "wapflow" / "last-error.log"
+    where: Path | None = path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as f:
+            f.write("\n--- wapflow internal error ---\n" + detail)
+    except OSError:
+        where = None
+    if session.verbose:
+        err.print(escape(detail))
+    message = f"internal error (a bug in wapflow, please report it): {type(e).__name__}: {e}"
+    err.print(f"[bold red]error:[/bold red] {escape(message)}" + (f"\n  the traceback is in {where}" if where else ""))
+
+
+def main() -> None:
+    """The `wap` console script."""
+    _strip_verbose()
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 - the last resort: one line on the terminal, the traceback in the log
+        _internal_error(e)
+        sys.exit(3)

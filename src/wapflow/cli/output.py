@@ -1,0 +1,174 @@
+"""The one output layer of `wap`: every byte a command prints goes through here.
+
+stdout carries results: Rich tables and lines for people, or exactly one JSON document with --json.
+Progress and errors for people go to stderr, so a piped `--json` stays parseable. Errors are one block
+(what, where, what to do, where the details are), never a stack trace. Commands build no rows
+themselves: they get them from wapflow.service (or the core) and hand them to these helpers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from wapflow.errors import WapError
+
+if TYPE_CHECKING:
+    from wapflow.pipeline.result import RunResult
+
+# Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+STATUS_COLOR = {"published": "green", "blocked": "yellow", "failed": "red"}
+CHECK_STYLE = {"passed": "green", "failed": "bold red", "warned": "yellow", "quarantined": "magenta"}
+
+
+def log_path() -> str | None:
+    """Spark's log file of this process, if Spark started: JSON errors name it so the details can be found."""
+    from wapflow.lakehouse.session import log_file
+
+    path = log_file()
+    return str(path) if path is not None else None
+
+
+def emit_json(obj: Any) -> None:
+    """The one JSON document of a --json command (datetimes and other values as their str)."""
+    sys.stdout.write(json.dumps(obj, default=str, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def print_error(text: str) -> None:
+    """The one error block a person sees: what, where, what to do, and where the details are."""
+    from wapflow.lakehouse.session import log_file
+
+    path = log_file()
+    note = f"\n  Spark's log: {path}" if path is not None and path.exists() else ""
+    # escape(): messages name wap.toml sections like [s3] or [lakehouse], which are not Rich markup.
+    err.print(f"[bold red]error:[/bold red] {escape(text + note)}")
+
+
+class Output:
+    """Console or JSON for one command: progress, the result, or the error that ends it."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def progress(self, msg: str) -> None:
+        """A step under way (Spark start, jar download): dim, on stderr, in both modes."""
+        err.print(f"[dim]· {msg}[/dim]")
+
+    def result(self, doc: Any, show: Callable[[], object]) -> None:
+        """Print `doc` as JSON, or call `show` to render it for people."""
+        if self.as_json:
+            emit_json(doc)
+        else:
+            show()
+
+    def fail(self, e: WapError) -> NoReturn:
+        """End the command with `e`: its JSON document (with the log path) or the error block; its exit code."""
+        if self.as_json:
+            emit_json({"status": "failed", "error": {**e.to_dict(), "log": log_path()}})
+        else:
+            print_error(str(e))
+        raise typer.Exit(e.exit_code)
+
+
+def cell(v: Any) -> str:
+    """A value as a table cell: nothing for None, lists comma-separated."""
+    if v is None:
+        return ""
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def rows_table(title: str | None, rows: Sequence[Any], columns: Sequence[str]) -> Table:
+    """Rows (dicts, e.g. from wapflow.service) as a table of the named columns."""
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[cell(r.get(c)) for c in columns])
+    return t
+
+
+def grid(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    """Positional rows (query results) under their column names, untitled."""
+    t = Table()
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[cell(v) for v in r])
+    return t
+
+
+def checks_table(checks: list[dict[str, Any]]) -> Table:
+    """The audit of a run: one line per check, its status colored."""
+    t = Table(title="audit", title_justify="left")
+    for col in ("check", "status", "observed", "failing rows", "threshold", "severity", "from"):
+        t.add_column(col)
+    for c in checks:
+        t.add_row(
+            c["name"],
+            f"[{CHECK_STYLE.get(c['status'], '')}]{c['status']}[/]",
+            str(c["observed"]),
+            str(c["failing_rows"]),
+            str(c.get("threshold", "")),
+            c["severity"],
+            str(c.get("source", "")),
+        )
+    return t
+
+
+def render_failures(checks: list[dict[str, Any]], limit: int = 20) -> None:
+    """Samples and a reproduction query for every check that did not pass."""
+    for c in checks:
+        if c["status"] == "passed" or not (c.get("samples") or c.get("sql")):
+            continue
+        out.print(f"[bold]{c['name']}[/bold]: {c['failing_rows']} failing row(s)")
+        samples = c.get("samples") or []
+        if samples:
+            cols = list(samples[0])
+            t = Table(show_header=True)
+            for col in cols:
+                t.add_column(col)
+            for r in samples[:limit]:
+                t.add_row(*[cell(r.get(col)) for col in cols])
+            out.print(t)
+            if len(samples) > limit:
+                out.print(f"  ({len(samples)} sample rows stored; `wap report` shows them all)")
+        if c.get("sql"):
+            out.print(f"  reproduce: [cyan]{c['sql']}[/cyan]")
+
+
+def render_run(res: RunResult) -> None:
+    """One run's outcome for people: status line, schema notes, audit, failures, rows, message."""
+    color = STATUS_COLOR.get(res.status, "white")
+    out.print(f"[bold {color}]{res.status.upper()}[/] {res.table}  run {res.run_id}  branch {res.branch}")
+    for note in res.schema_changes or []:
+        out.print(f"schema: {note}")
+    if res.checks:
+        out.print(checks_table(res.checks))
+        render_failures(res.checks, limit=5)
+    if res.rows_written is not None:
+        out.print(f"rows written: {res.rows_written}   snapshot: {res.snapshot_id}")
+    if res.status == "failed":
+        print_error(res.message)
+    else:
+        out.print(res.message)
+
+
+def run_doc(res: RunResult) -> dict[str, Any]:
+    """A run's JSON document; a failed one also names Spark's log."""
+    doc = res.to_dict()
+    if doc.get("error"):
+        doc["error"] = {**doc["error"], "log": log_path()}
+    return doc

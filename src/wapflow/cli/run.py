@@ -1,0 +1,88 @@
+"""`wap run` (one table) and `wap run-tables` (several tables on one Nessie branch, one merge or none)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from wapflow.cli.common import ConfigOpt, JsonOpt, open_lakehouse
+from wapflow.cli.output import Output, out, render_run, run_doc
+from wapflow.errors import UsageError, WapError
+
+
+def run(
+    table: Annotated[str, typer.Argument(help="Target table, namespace.name (e.g. nyc.trips).")],
+    sources: Annotated[list[str], typer.Argument(help="Files, globs or URIs to ingest.")],
+    branch: Annotated[str | None, typer.Option("--branch", help="Audit branch name (default wap_<run-id>).")] = None,
+    not_null: Annotated[
+        list[str] | None, typer.Option("--not-null", help="Add a not_null check on COLUMN (repeatable).")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", help="Re-run (or resume) this run id; never publishes twice.")
+    ] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write SOURCES to a branch of TABLE, audit the new rows, publish to main if the audit passes."""
+    from wapflow.pipeline import WapRun
+
+    o = Output(as_json)
+    try:
+        lh = open_lakehouse(config, o)
+        res = WapRun(lh, table, sources, branch=branch, run_id=run_id, not_null=not_null).run()
+    except WapError as e:
+        o.fail(e)
+    o.result(run_doc(res), lambda: render_run(res))
+    raise typer.Exit(res.exit_code)
+
+
+def _parse_specs(specs: list[str]) -> list[tuple[str, list[str]]]:
+    """TABLE=SOURCE[,SOURCE...] arguments as (table, sources) pairs."""
+    parsed: list[tuple[str, list[str]]] = []
+    for spec in specs:
+        table, sep, sources = spec.partition("=")
+        if not sep or not table or not sources:
+            raise UsageError(f"{spec!r} is not TABLE=SOURCE", hint="e.g. shop.orders=landing/orders.parquet")
+        parsed.append((table, [s for s in sources.split(",") if s]))
+    return parsed
+
+
+# --config and --json carry no help text here (unlike ConfigOpt/JsonOpt): `wap run-tables --help` stays as it was.
+def run_tables(
+    specs: Annotated[
+        list[str] | None, typer.Argument(help="TABLE=SOURCE[,SOURCE...] per table, e.g. shop.orders=orders.parquet")
+    ] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="A [runs.NAME] section of wap.toml instead of TABLE=SOURCE.")
+    ] = None,
+    branch: Annotated[str | None, typer.Option("--branch", help="Nessie branch name (default wap_<run-id>).")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
+    config: Annotated[str | None, typer.Option("--config", "-c")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Several tables in one run (catalog = "nessie"): one branch, every audit, one merge or none."""
+    from wapflow.pipeline import MultiWapRun
+
+    o = Output(as_json)
+    try:
+        parsed: list[tuple[str, list[str]]] = []
+        if run is not None:
+            if specs:
+                raise UsageError("give either --run NAME or TABLE=SOURCE arguments, not both")
+            from wapflow.config import load_config
+
+            parsed, run_branch = load_config(config).run_specs(run)
+            branch = branch or run_branch
+        parsed += _parse_specs(specs or [])
+        res = MultiWapRun(open_lakehouse(config, o), parsed, branch=branch, run_id=run_id).run()
+    except WapError as e:
+        o.fail(e)
+
+    def show() -> None:
+        for r in res.tables:
+            render_run(r)
+        out.print(res.message)
+
+    o.result(res.to_dict(), show)
+    raise typer.Exit(res.exit_code)

@@ -1,0 +1,99 @@
+"""`wap branches`, `discard`, `history` and `query`: what is on a table's main and its kept branches.
+
+These open the lakehouse (Spark); the rows come from wapflow.service.tables and wapflow.query.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from wapflow.cli.common import ConfigOpt, JsonOpt, open_lakehouse
+from wapflow.cli.output import Output, grid, out, rows_table
+from wapflow.errors import WapError
+
+
+def branches(
+    table: Annotated[str | None, typer.Argument(help="Only this table.")] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Branches kept for inspection, with their run and failed checks."""
+    from wapflow.service.tables import list_branches
+
+    o = Output(as_json)
+    try:
+        rows = list_branches(open_lakehouse(config, o), table)
+    except WapError as e:
+        o.fail(e)
+    o.result({"branches": rows}, lambda: _show_branches(rows))
+
+
+def _show_branches(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        out.print("no kept branches")
+        return
+    columns = ["table", "branch", "run_id", "status", "rows", "failed_checks", "started_at"]
+    out.print(rows_table("kept branches", rows, columns))
+
+
+def discard(
+    branch: Annotated[str, typer.Argument(help="The branch to drop.")],
+    table: Annotated[
+        str | None, typer.Option("--table", help="Its table (found from the run store if omitted).")
+    ] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Drop a kept branch; its rows were never on main."""
+    from wapflow.service.tables import discard as discard_branch
+
+    o = Output(as_json)
+    try:
+        res = discard_branch(open_lakehouse(config, o), branch, table)
+    except WapError as e:
+        o.fail(e)
+    o.result(res, lambda: out.print(f"dropped branch {res['branch']} of {res['table']}"))
+
+
+def history(
+    table: Annotated[str, typer.Argument(help="Table, namespace.name.")],
+    limit: Annotated[int, typer.Option("--limit", help="At most this many snapshots.")] = 50,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """main's snapshots, newest first, with the run that wrote each."""
+    from wapflow.service.tables import history as table_history
+
+    o = Output(as_json)
+    try:
+        rows = table_history(open_lakehouse(config, o), table, limit=limit)
+    except WapError as e:
+        o.fail(e)
+    columns = ["snapshot_id", "committed_at", "operation", "run_id", "rows_added", "total_rows"]
+    o.result(
+        {"table": table, "snapshots": rows},
+        lambda: out.print(rows_table(f"history of {table} (main)", rows, columns)),
+    )
+
+
+def query(
+    sql: Annotated[str, typer.Argument(help="Spark SQL; tables as namespace.table.")],
+    branch: Annotated[str | None, typer.Option("--branch", help="Read every table at this branch.")] = None,
+    as_of: Annotated[
+        str | None, typer.Option("--as-of", help="Time travel: a snapshot id or a timestamp (ISO 8601).")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many rows (0: all).")] = 100,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run SQL against the lakehouse, on main, a branch, or as of a snapshot/time."""
+    from wapflow.query import run_query
+
+    o = Output(as_json)
+    try:
+        cols, rows = run_query(open_lakehouse(config, o), sql, branch=branch, as_of=as_of, limit=limit)
+    except WapError as e:
+        o.fail(e)
+    o.result({"columns": cols, "rows": rows}, lambda: out.print(grid(cols, rows)))

@@ -1,0 +1,101 @@
+"""Rows of `wap runs` and `wap report`, read from the run store alone.
+
+No Spark and no JVM: a dashboard (or `wap runs` on a laptop without Java) reads runs straight from the
+store. Keep it that way: nothing here may import pyspark or wapflow.lakehouse (tests/test_layers.py checks).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, TypedDict
+
+from wapflow.errors import NotFound, did_you_mean
+from wapflow.runs.store import RunRecord, RunStore
+
+
+class RunRow(TypedDict):
+    """One line of `wap runs` (and one element of its JSON `runs` list)."""
+
+    run_id: str
+    table: str
+    status: str  # the stored status, or "interrupted" when its process is gone
+    resume: str | None  # the command that completes an interrupted run exactly once
+    rows: int | None
+    branch: str | None  # only while the branch is kept for inspection
+    failed_checks: list[str]
+    error: str | None
+    started_at: str
+
+
+class RunReport(TypedDict):
+    """Everything `wap report RUN_ID` shows (and its JSON document)."""
+
+    run_id: str
+    table: str
+    status: str
+    resume: str | None
+    branch: str | None
+    branch_kept: bool
+    files: list[str]
+    rows_written: int | None
+    snapshot_id: int | None
+    checks: list[dict[str, Any]]
+    error: dict[str, Any] | None
+    timings: dict[str, float]
+    started_at: datetime
+    finished_at: datetime | None
+
+
+def _resume(rec: RunRecord) -> str | None:
+    return rec.resume_command() if rec.interrupted else None
+
+
+def failed_checks(rec: RunRecord) -> list[str]:
+    """Names of the checks that failed (blocked the publish) in a run."""
+    return [c["name"] for c in rec.checks if c.get("status") == "failed"]
+
+
+def run_row(rec: RunRecord) -> RunRow:
+    """A run as one line of the runs list."""
+    return {
+        "run_id": rec.run_id,
+        "table": rec.table_name,
+        "status": rec.shown_status,
+        "resume": _resume(rec),
+        "rows": rec.rows_written,
+        "branch": rec.branch if rec.branch_kept else None,
+        "failed_checks": failed_checks(rec),
+        "error": (rec.error or {}).get("message"),
+        "started_at": rec.started_at.isoformat(sep=" ", timespec="seconds"),
+    }
+
+
+def list_runs(store: RunStore, table: str | None = None, limit: int = 20) -> list[RunRow]:
+    """The most recent runs, newest first, optionally of one table."""
+    return [run_row(r) for r in store.list(table, limit)]
+
+
+def run_report(store: RunStore, run_id: str) -> RunReport:
+    """The full record of one run; NotFound (with near matches among recent runs) if the store has none."""
+    rec = store.get(run_id)
+    if rec is None:
+        recent = [r.run_id for r in store.list(limit=50)]
+        raise NotFound(
+            f"no run {run_id} in the run store{did_you_mean(run_id, recent)}", hint="list runs with `wap runs`"
+        )
+    return {
+        "run_id": rec.run_id,
+        "table": rec.table_name,
+        "status": rec.shown_status,
+        "resume": _resume(rec),
+        "branch": rec.branch,
+        "branch_kept": rec.branch_kept,
+        "files": rec.files,
+        "rows_written": rec.rows_written,
+        "snapshot_id": rec.snapshot_id,
+        "checks": rec.checks,
+        "error": rec.error,
+        "timings": rec.timings,
+        "started_at": rec.started_at,
+        "finished_at": rec.finished_at,
+    }
