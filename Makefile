@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 test bench bench-audit clean
+.PHONY: install setup demo demo-s3 test lint bench bench-audit clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -30,6 +30,10 @@ demo-s3: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# ruff (lint + format check) and mypy (strict on errors, config, audit, lakehouse, runs, pipeline).
+lint: install
+	VENV=$(VENV) bash .ci/lint
 
 bench: setup
 	$(BIN)/python benchmarks/bench_wap.py

@@ -43,7 +43,13 @@ def env(**extra: str) -> dict[str, str]:
 
 def wap(*args: str, cwd: Path | None = None, timeout: float = 300, **extra_env: str) -> Proc:
     p = subprocess.run(
-        [WAP, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env(**extra_env), stdin=subprocess.DEVNULL
+        [WAP, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env=env(**extra_env),
+        stdin=subprocess.DEVNULL,
     )
     return Proc(p.returncode, p.stdout, p.stderr)
 

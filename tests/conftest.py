@@ -94,7 +94,9 @@ def write_parquet(path: Path, table: pa.Table) -> Path:
     return path
 
 
-def trips_file(landing: Path, name: str, rows: int = 200, *, null_rate: float = 0.0, start_id: int = 1, seed: int = 0) -> Path:
+def trips_file(
+    landing: Path, name: str, rows: int = 200, *, null_rate: float = 0.0, start_id: int = 1, seed: int = 0
+) -> Path:
     return write_parquet(landing / name, generate_trips(rows, null_rate=null_rate, start_id=start_id, seed=seed))
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from conftest import trips_file, write_parquet
+from conftest import write_parquet
 from wapflow.audit.checks import AuditContext, AuditPlan, evaluate
 from wapflow.cli import app
 from wapflow.config import TableConfig
@@ -82,10 +82,16 @@ def test_mostly_threshold_boundary(lakehouse_factory, landing):
     t = orders(10)
     emails = t.column("email").to_pylist()
     emails[0] = None  # exactly 10% fail: allowed
-    ok = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", t.set_column(2, "email", pa.array(emails))))])
+    ok = run_wap(
+        lh, "shop.orders", [str(write_parquet(landing / "a.parquet", t.set_column(2, "email", pa.array(emails))))]
+    )
     assert ok.status == "published"
     emails[1] = None  # 20%: not
-    bad = run_wap(lh, "shop.orders", [str(write_parquet(landing / "b.parquet", orders(10, start=100).set_column(2, "email", pa.array(emails))))])
+    bad = run_wap(
+        lh,
+        "shop.orders",
+        [str(write_parquet(landing / "b.parquet", orders(10, start=100).set_column(2, "email", pa.array(emails))))],
+    )
     assert bad.status == "blocked"
 
 
@@ -94,7 +100,10 @@ def test_batch_checks_unique_in_table_foreign_key_freshness_custom_sql(lakehouse
         {"check": "unique_in_table", "columns": ["order_id"]},
         {"check": "foreign_key", "column": "customer", "table": "shop.customers", "references": "name"},
         {"check": "freshness", "column": "ordered_at", "max_age": "1h"},
-        {"check": "custom_sql", "sql": "SELECT customer, sum(amount) AS total FROM batch GROUP BY customer HAVING sum(amount) > 60"},
+        {
+            "check": "custom_sql",
+            "sql": "SELECT customer, sum(amount) AS total FROM batch GROUP BY customer HAVING sum(amount) > 60",
+        },
     ]
     lh = lakehouse_factory({"shop.orders": {"checks": checks}})
     cust = pa.table({"name": ["c0", "c1", "c2"]})
@@ -122,7 +131,9 @@ def test_batch_checks_unique_in_table_foreign_key_freshness_custom_sql(lakehouse
 
 
 def test_volume_check_uses_published_history(lakehouse_factory, landing):
-    lh = lakehouse_factory({"shop.orders": {"checks": [{"check": "volume", "runs": 5, "tolerance": 0.5, "min_history": 3}]}})
+    lh = lakehouse_factory(
+        {"shop.orders": {"checks": [{"check": "volume", "runs": 5, "tolerance": 0.5, "min_history": 3}]}}
+    )
     start = 1
     for i in range(3):
         r = run_wap(lh, "shop.orders", [str(write_parquet(landing / f"v{i}.parquet", orders(10, start=start)))])
@@ -204,14 +215,33 @@ def test_metadata_answers_first_and_reads_no_data_when_it_can(lakehouse_factory,
     assert [(c.status, c.source) for c in report.checks] == [("passed", "metadata")] * 4
 
     # Bounds outside the range do not count rows: that check falls back to the scan.
-    plan2 = AuditPlan(TableConfig.model_validate({"checks": [{"check": "between", "column": "amount", "max": 15}]}).checks, unreadable.columns, table="shop.orders")
+    plan2 = AuditPlan(
+        TableConfig.model_validate({"checks": [{"check": "between", "column": "amount", "max": 15}]}).checks,
+        unreadable.columns,
+        table="shop.orders",
+    )
     added = lh.tables.read_increment(T, lh.tables.snapshots(T)[snaps[0]].parent_id, snaps[0])
-    r2 = evaluate(plan2, added, ctx=AuditContext(file_metrics=lambda: lh.tables.added_file_metrics(T, "main", snaps)), samples=False)
+    r2 = evaluate(
+        plan2,
+        added,
+        ctx=AuditContext(file_metrics=lambda: lh.tables.added_file_metrics(T, "main", snaps)),
+        samples=False,
+    )
     assert (r2.checks[0].source, r2.checks[0].failing_rows) == ("scan", 14)
 
 
 def test_report_samples_and_sql_reproduce_the_failure(lakehouse_factory, landing, spark):
-    lh = lakehouse_factory({"shop.orders": {"key": ["order_id"], "checks": [{"check": "between", "column": "amount", "max": 12}, {"check": "unique", "columns": ["customer"]}]}})
+    lh = lakehouse_factory(
+        {
+            "shop.orders": {
+                "key": ["order_id"],
+                "checks": [
+                    {"check": "between", "column": "amount", "max": 12},
+                    {"check": "unique", "columns": ["customer"]},
+                ],
+            }
+        }
+    )
     res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "o.parquet", orders(40)))])
     assert res.status == "blocked"
     btw = res.checks[0]
@@ -226,7 +256,9 @@ def test_report_samples_and_sql_reproduce_the_failure(lakehouse_factory, landing
     runner = CliRunner()
     cfg = lh.config
     toml = landing.parent / "wap.toml"
-    toml.write_text(f'[lakehouse]\nwarehouse = "{cfg.warehouse_location()}"\ncatalog_name = "{cfg.lakehouse.catalog_name}"\n')
+    toml.write_text(
+        f'[lakehouse]\nwarehouse = "{cfg.warehouse_location()}"\ncatalog_name = "{cfg.lakehouse.catalog_name}"\n'
+    )
     r = runner.invoke(app, ["report", res.run_id, "--config", str(toml), "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -248,7 +280,9 @@ def _schema_names(lh, t=T) -> list[str]:
 def orders_lakehouse(lakehouse_factory, landing):
     def make(policy: str, checks=None):
         lh = lakehouse_factory({"shop.orders": {"schema": policy}})
-        assert run_wap(lh, "shop.orders", [str(write_parquet(landing / "first.parquet", orders(5)))]).status == "published"
+        assert (
+            run_wap(lh, "shop.orders", [str(write_parquet(landing / "first.parquet", orders(5)))]).status == "published"
+        )
         # Checks on the new column apply from the second batch on.
         lh.config.tables["shop.orders"] = TableConfig.model_validate({"schema": policy, "checks": checks or []})
         return lh
@@ -261,9 +295,13 @@ def test_strict_blocks_new_column_and_keeps_main(orders_lakehouse, landing):
     head, names = lh.tables.head(T), _schema_names(lh)
     wide = orders(3, start=50).append_column("coupon", pa.array(["x", None, "y"]))
     res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "wide.parquet", wide))])
-    assert res.exit_code == 3 and "+ extra column 'coupon' (string)" in res.message
+    # An audit outcome: blocked by a failed `schema` check that carries the diff; nothing written.
+    assert (res.status, res.exit_code) == ("blocked", 1) and "+ extra column 'coupon' (string)" in res.message
     assert 'schema = "add_columns"' in res.message
+    (schema,) = [c for c in res.checks if c["status"] == "failed"]
+    assert schema["check"] == "schema" and "+ extra column 'coupon' (string)" in schema["observed"]
     assert lh.tables.head(T) == head and _schema_names(lh) == names
+    assert lh.branches.list(T) == []
 
 
 def test_ignore_extra_drops_and_reports(orders_lakehouse, landing):
@@ -288,7 +326,9 @@ def test_add_columns_blocked_run_leaves_main_schema_unchanged(orders_lakehouse, 
 
 
 def test_add_columns_published_adds_column_at_publish(orders_lakehouse, landing):
-    lh = orders_lakehouse("add_columns", checks=[{"check": "accepted_values", "column": "coupon", "values": ["x", "y"]}])
+    lh = orders_lakehouse(
+        "add_columns", checks=[{"check": "accepted_values", "column": "coupon", "values": ["x", "y"]}]
+    )
     wide = orders(3, start=50).append_column("coupon", pa.array(["x", None, "y"]))
     res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "wide.parquet", wide))])
     assert res.status == "published", res.message
@@ -340,27 +380,33 @@ def test_quarantine_publishes_good_rows_and_diverts_bad_ones_exactly(lakehouse_f
     good = {r["order_id"] for r in lh.tables.read(T).collect()}
     bad = {r["order_id"]: sorted(r["_wap_failed_checks"]) for r in lh.tables.read(Q).collect()}
     assert good | set(bad) == set(range(1, 11)) and not good & set(bad)
-    assert bad == {1: ["not_null(email)"], 2: ["between(amount, None, 100)"], 3: ["between(amount, None, 100)", "not_null(email)"]}
+    assert bad == {
+        1: ["not_null(email)"],
+        2: ["between(amount, None, 100)"],
+        3: ["between(amount, None, 100)", "not_null(email)"],
+    }
     q = lh.tables.read(Q).first()
     assert q["_wap_run_id"] == res.run_id and q["_wap_quarantined_at"] is not None
     assert lh.branches.list(T) == [] and lh.branches.list(Q) == []
 
 
 def test_quarantine_rate_limit_blocks_and_leaves_both_tables(lakehouse_factory, landing):
-    lh = lakehouse_factory({"shop.orders": {"on_row_failure": "quarantine", "max_quarantine_rate": 0.2, "checks": QCHECKS}})
+    lh = lakehouse_factory(
+        {"shop.orders": {"on_row_failure": "quarantine", "max_quarantine_rate": 0.2, "checks": QCHECKS}}
+    )
     first = run_wap(lh, "shop.orders", [str(write_parquet(landing / "ok.parquet", _dirty(20, start=100)))])
     assert first.status == "published" and first.quarantined_rows == 3  # 15% <= 20%
     heads = (lh.tables.head(T), lh.tables.head(Q))
     res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "d.parquet", _dirty(10)))])  # 30%
     assert res.status == "blocked"
-    rate = [c for c in res.checks if c["check"] == "max_quarantine_rate"][0]
+    rate = next(c for c in res.checks if c["check"] == "max_quarantine_rate")
     assert rate["status"] == "failed" and rate["observed"] == 0.3
     assert (lh.tables.head(T), lh.tables.head(Q)) == heads
     assert lh.tables.row_count(T) == 17 and lh.tables.row_count(Q) == 3
 
 
 def test_quarantine_batch_check_still_blocks(lakehouse_factory, landing):
-    checks = QCHECKS + [{"check": "unique", "columns": ["customer"]}]
+    checks = [*QCHECKS, {"check": "unique", "columns": ["customer"]}]
     lh = lakehouse_factory({"shop.orders": {"on_row_failure": "quarantine", "checks": checks}})
     res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "d.parquet", _dirty()))])
     assert res.status == "blocked"
@@ -369,7 +415,14 @@ def test_quarantine_batch_check_still_blocks(lakehouse_factory, landing):
 
 
 def test_resumed_quarantine_run_audits_both_branches(lakehouse_factory, landing):
-    lh = lakehouse_factory({"shop.orders": {"on_row_failure": "quarantine", "checks": QCHECKS + [{"check": "unique", "columns": ["order_id"]}]}})
+    lh = lakehouse_factory(
+        {
+            "shop.orders": {
+                "on_row_failure": "quarantine",
+                "checks": [*QCHECKS, {"check": "unique", "columns": ["order_id"]}],
+            }
+        }
+    )
     f = write_parquet(landing / "d.parquet", _dirty())
     crashed = WapRun(lh, "shop.orders", [str(f)])
     crashed.prepare()

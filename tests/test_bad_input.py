@@ -66,7 +66,9 @@ def test_corrupt_parquet(seeded, landing):
     f = landing / "corrupt.parquet"
     f.write_bytes(good.read_bytes()[: good.stat().st_size // 2])  # truncated mid-file
     res = run_wap(seeded, "nyc.trips", [str(f)])
-    _assert_failed_cleanly(seeded, res, code=3, words=["corrupt.parquet", "not a valid parquet"], main_before=before, files=[f])
+    _assert_failed_cleanly(
+        seeded, res, code=3, words=["corrupt.parquet", "not a valid parquet"], main_before=before, files=[f]
+    )
 
 
 def test_csv_that_does_not_parse(lakehouse_factory, landing):
@@ -76,7 +78,7 @@ def test_csv_that_does_not_parse(lakehouse_factory, landing):
     assert run_wap(lh, "raw.people", [str(landing / "ok.csv")]).status == "published"
     before = lh.tables.head(t)
     bad = landing / "bad.csv"
-    bad.write_text("id,score\n2,3.5\n3,4.5,extra,fields\n4,\"unterminated\n")
+    bad.write_text('id,score\n2,3.5\n3,4.5,extra,fields\n4,"unterminated\n')
     res = run_wap(lh, "raw.people", [str(bad)])
     assert res.status == "failed", res.message
     assert res.exit_code == 3
@@ -101,13 +103,35 @@ def test_csv_with_wrong_type_for_the_table(lakehouse_factory, landing):
     assert lh.tables.row_count(t) == 1
 
 
+def _assert_blocked_by_schema(lh, res, *, words: list[str], main_before, files: list[Path]):
+    """A schema contract violation is an audit outcome: blocked (exit 1) by a failed `schema` check,
+    nothing written, main unchanged, the diff in the report and the run store."""
+    assert res.status == "blocked" and res.exit_code == 1, res.message
+    assert res.error is None and res.rows_written == 0
+    failed = [c for c in res.checks if c["status"] == "failed"]
+    assert [c["check"] for c in failed] == ["schema"]
+    for w in words:
+        assert w in res.message, (w, res.message)
+        assert w in failed[0]["observed"], (w, failed[0])
+    assert lh.tables.head(T) == main_before
+    assert [b.name for b in lh.branches.list(T)] == []  # nothing was written anywhere
+    for f in files:
+        assert f.exists()
+    rec = lh.store.get(res.run_id)
+    assert rec is not None and rec.status == "blocked" and rec.checks == res.checks
+
+
 def test_schema_missing_column(seeded, landing):
     before = seeded.tables.head(T)
     table = pa.table({"trip_id": [1, 2], "fare_amount": [1.0, 2.0]})
     f = write_parquet(landing / "narrow.parquet", table)
     res = run_wap(seeded, "nyc.trips", [str(f)])
-    _assert_failed_cleanly(
-        seeded, res, code=3, words=["missing column 'passenger_count'", "narrow.parquet does not match"], main_before=before, files=[f]
+    _assert_blocked_by_schema(
+        seeded,
+        res,
+        words=["missing column 'passenger_count'", "narrow.parquet does not match"],
+        main_before=before,
+        files=[f],
     )
 
 
@@ -120,8 +144,8 @@ def test_schema_incompatible_type(seeded, landing):
     t = t.set_column(idx, "passenger_count", pa.array(["two"] * 10))
     f = write_parquet(landing / "typed.parquet", t)
     res = run_wap(seeded, "nyc.trips", [str(f)])
-    _assert_failed_cleanly(
-        seeded, res, code=3, words=["'passenger_count' is string in the batch but int"], main_before=before, files=[f]
+    _assert_blocked_by_schema(
+        seeded, res, words=["'passenger_count' is string in the batch but int"], main_before=before, files=[f]
     )
 
 
@@ -129,15 +153,26 @@ def test_schema_extra_column_suggests_the_renamed_one(seeded, landing):
     from wapflow.demo.generate import generate_trips
 
     t = generate_trips(10).rename_columns(
-        ["trip_id", "vendor_id", "pickup_at", "dropoff_at", "passenger_cnt", "trip_distance", "fare_amount", "payment_type"]
+        [
+            "trip_id",
+            "vendor_id",
+            "pickup_at",
+            "dropoff_at",
+            "passenger_cnt",
+            "trip_distance",
+            "fare_amount",
+            "payment_type",
+        ]
     )
     res = run_wap(seeded, "nyc.trips", [str(write_parquet(landing / "renamed.parquet", t))])
-    assert res.exit_code == 3
+    assert res.exit_code == 1 and res.status == "blocked"
     assert "missing column 'passenger_count'" in res.message
     assert "did you mean 'passenger_cnt'" in res.message
 
 
-@pytest.mark.parametrize("name", ["nyc.trips'; DROP TABLE x; --", "nyc.`trips`", 'nyc."trips"', "trips", "nyc.tr ips", "nyc..trips"])
+@pytest.mark.parametrize(
+    "name", ["nyc.trips'; DROP TABLE x; --", "nyc.`trips`", 'nyc."trips"', "trips", "nyc.tr ips", "nyc..trips"]
+)
 def test_bad_table_names_are_rejected_before_any_sql(seeded, landing, name):
     before = seeded.tables.head(T)
     f = trips_file(landing, "f.parquet", 5)
@@ -188,7 +223,9 @@ def test_non_boolean_expression_is_a_config_error(lakehouse_factory, landing):
 
 
 def test_existing_foreign_branch_is_not_overwritten(seeded, landing):
-    first = run_wap(seeded, "nyc.trips", [str(trips_file(landing, "bad.parquet", 10, null_rate=0.2, start_id=70))], branch="review")
+    first = run_wap(
+        seeded, "nyc.trips", [str(trips_file(landing, "bad.parquet", 10, null_rate=0.2, start_id=70))], branch="review"
+    )
     assert first.status == "blocked"
     res = run_wap(seeded, "nyc.trips", [str(trips_file(landing, "f.parquet", 5, start_id=90))], branch="review")
     assert res.exit_code == 2 and "already exists" in res.message

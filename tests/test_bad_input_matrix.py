@@ -89,7 +89,12 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark) -> Lake:
     (seed / "people.csv").write_text(PEOPLE_CSV)
     (seed / "events.json").write_text(EVENTS_JSON)
     uniq = write_parquet(seed / "uniq.parquet", generate_trips(10, start_id=1))
-    for table, f in (("nyc.trips", trips), ("raw.people", seed / "people.csv"), ("raw.events", seed / "events.json"), ("nyc.uniq", uniq)):
+    for table, f in (
+        ("nyc.trips", trips),
+        ("raw.people", seed / "people.csv"),
+        ("raw.events", seed / "events.json"),
+        ("nyc.uniq", uniq),
+    ):
         res = run_wap(lh, table, [str(f)])
         assert res.status == "published", res.message
     return Lake(folder, cfg, Reader(folder, CATALOG))
@@ -235,24 +240,60 @@ LONG = "t" * 300
 CASES: list[Case] = [
     # --- names: legal but odd names are read as exactly those files --------------------------
     Case("name-brackets-alone", "nyc.trips", pq_file("batch[1].parquet"), 0, expect=pq_rows("batch[1].parquet")),
-    Case("name-brackets-beside-lookalike", "nyc.trips", lambda d: [pq_file("batch1.parquet")(d), pq_file("batch[1].parquet")(d)][1], 0,
-         expect=pq_rows("batch[1].parquet")),
+    Case(
+        "name-brackets-beside-lookalike",
+        "nyc.trips",
+        lambda d: [pq_file("batch1.parquet")(d), pq_file("batch[1].parquet")(d)][1],
+        0,
+        expect=pq_rows("batch[1].parquet"),
+    ),
     Case("name-underscore", "nyc.trips", pq_file("_late.parquet"), 0, expect=pq_rows("_late.parquet")),
     Case("name-dot", "nyc.trips", pq_file(".early.parquet"), 0, expect=pq_rows(".early.parquet")),
-    Case("name-glob-over-underscore", "nyc.trips", lambda d: glob_of(str(d / "g" / "*.parquet"), pq_file("g/a.parquet"), pq_file("g/_b.parquet"))(d), 0,
-         expect=pq_rows("g/a.parquet", "g/_b.parquet")),
+    Case(
+        "name-glob-over-underscore",
+        "nyc.trips",
+        lambda d: glob_of(str(d / "g" / "*.parquet"), pq_file("g/a.parquet"), pq_file("g/_b.parquet"))(d),
+        0,
+        expect=pq_rows("g/a.parquet", "g/_b.parquet"),
+    ),
     Case("name-space", "nyc.trips", pq_file("with space.parquet"), 0, expect=pq_rows("with space.parquet")),
-    Case("name-colon", "nyc.trips", pq_file("export_2026-01-01T10:00:00.parquet"), 0, expect=pq_rows("export_2026-01-01T10:00:00.parquet")),
-    Case("name-unicode", "nyc.trips", pq_file("café_données_東京.parquet"), 0, expect=pq_rows("café_données_東京.parquet")),
+    Case(
+        "name-colon",
+        "nyc.trips",
+        pq_file("export_2026-01-01T10:00:00.parquet"),
+        0,
+        expect=pq_rows("export_2026-01-01T10:00:00.parquet"),
+    ),
+    Case(
+        "name-unicode",
+        "nyc.trips",
+        pq_file("café_données_東京.parquet"),
+        0,
+        expect=pq_rows("café_données_東京.parquet"),
+    ),
     Case("name-percent", "nyc.trips", pq_file("pct%20x.parquet"), 0, expect=pq_rows("pct%20x.parquet")),
     Case("name-hash", "nyc.trips", pq_file("hash#1.parquet"), 0, expect=pq_rows("hash#1.parquet")),
     Case("name-star-literal", "nyc.trips", pq_file("star*.parquet"), 0, expect=pq_rows("star*.parquet")),
     Case("name-question-literal", "nyc.trips", pq_file("q?.parquet"), 0, expect=pq_rows("q?.parquet")),
     Case("name-braces", "nyc.trips", pq_file("b{1,2}.parquet"), 0, expect=pq_rows("b{1,2}.parquet")),
-    Case("name-partition-dir", "nyc.trips", pq_file("dt=2026-01-01/part-0.parquet"), 0, expect=pq_rows("dt=2026-01-01/part-0.parquet")),
-    Case("name-spark-output-folder", "nyc.trips", spark_output("out"), 0, ["_SUCCESS"], expect=spark_output_rows("out")),
-    Case("name-spark-output-glob", "nyc.trips", lambda d: glob_of(str(d / "out2" / "*"), spark_output("out2"))(d), 0, ["_SUCCESS"],
-         expect=spark_output_rows("out2")),
+    Case(
+        "name-partition-dir",
+        "nyc.trips",
+        pq_file("dt=2026-01-01/part-0.parquet"),
+        0,
+        expect=pq_rows("dt=2026-01-01/part-0.parquet"),
+    ),
+    Case(
+        "name-spark-output-folder", "nyc.trips", spark_output("out"), 0, ["_SUCCESS"], expect=spark_output_rows("out")
+    ),
+    Case(
+        "name-spark-output-glob",
+        "nyc.trips",
+        lambda d: glob_of(str(d / "out2" / "*"), spark_output("out2"))(d),
+        0,
+        ["_SUCCESS"],
+        expect=spark_output_rows("out2"),
+    ),
     # --- names that cannot be read: refused, naming the file ------------------------------------
     Case("name-missing", "nyc.trips", lambda d: [str(d / "nope.parquet")], 3, ["nope.parquet", "does not exist"]),
     Case("name-glob-matches-nothing", "nyc.trips", lambda d: [str(d / "none" / "*.parquet")], 3, ["no file matches"]),
@@ -260,34 +301,126 @@ CASES: list[Case] = [
     Case("name-success-marker-named", "nyc.trips", text_file("_SUCCESS", b""), 3, ["_SUCCESS"]),
     Case("name-symlink-loop", "nyc.trips", symlink_loop, 3, ["loop_a.parquet", "symbolic link loop"]),
     Case("name-dangling-symlink", "nyc.trips", dangling, 3, ["gone.parquet"]),
-    Case("name-empty-folder", "nyc.trips", lambda d: [str((d / "emptydir").mkdir() or d / "emptydir")], 3, ["emptydir"]),
+    Case(
+        "name-empty-folder", "nyc.trips", lambda d: [str((d / "emptydir").mkdir() or d / "emptydir")], 3, ["emptydir"]
+    ),
     Case("parquet-truncated", "nyc.trips", truncated, 3, ["truncated.parquet", "parquet"]),
-    Case("parquet-is-csv", "nyc.trips", text_file("really_csv.parquet", "a,b\n1,2\n" * 5), 3, ["really_csv.parquet", "parquet"]),
+    Case(
+        "parquet-is-csv",
+        "nyc.trips",
+        text_file("really_csv.parquet", "a,b\n1,2\n" * 5),
+        3,
+        ["really_csv.parquet", "parquet"],
+    ),
     Case("parquet-no-extension", "nyc.trips", text_file("data.bin", b"PAR1xxxxPAR1"), 2, ["data.bin", "format"]),
     # --- CSV ------------------------------------------------------------------------------------
     Case("csv-semicolon", "raw.people", text_file("semi.csv", "id;score;name\n3;1.5;cy\n"), 3, ["semi.csv", "sep"]),
-    Case("csv-excel-bom-semicolon", "raw.people", text_file("excel.csv", "\ufeffid;score;name\r\n3;1,5;cy\r\n"), 3, ["excel.csv", "sep"]),
-    Case("csv-bom-comma", "raw.people", text_file("bom.csv", "\ufeffid,score,name\r\n4,1.5,dee\r\n"), 0, expect=csv_rows("bom.csv")),
-    Case("csv-ragged-long", "raw.people", text_file("long.csv", "id,score,name\n5,1.0,eve\n6,2.0,fay,extra\n"), 3, ["long.csv"]),
-    Case("csv-ragged-short", "raw.people", text_file("short.csv", "id,score,name\n7,1.0,gus\n8,2.0\n"), 3, ["short.csv"]),
+    Case(
+        "csv-excel-bom-semicolon",
+        "raw.people",
+        text_file("excel.csv", "\ufeffid;score;name\r\n3;1,5;cy\r\n"),
+        3,
+        ["excel.csv", "sep"],
+    ),
+    Case(
+        "csv-bom-comma",
+        "raw.people",
+        text_file("bom.csv", "\ufeffid,score,name\r\n4,1.5,dee\r\n"),
+        0,
+        expect=csv_rows("bom.csv"),
+    ),
+    Case(
+        "csv-ragged-long",
+        "raw.people",
+        text_file("long.csv", "id,score,name\n5,1.0,eve\n6,2.0,fay,extra\n"),
+        3,
+        ["long.csv"],
+    ),
+    Case(
+        "csv-ragged-short", "raw.people", text_file("short.csv", "id,score,name\n7,1.0,gus\n8,2.0\n"), 3, ["short.csv"]
+    ),
     Case("csv-binary", "raw.people", text_file("binary.csv", bytes(range(256)) * 4), 3, ["binary.csv", "text"]),
-    Case("csv-cp1252", "raw.people", text_file("cp.csv", "id,score,name\n9,1.0,Jos\xe9\n".encode("cp1252")), 3, ["cp.csv", "encoding"]),
-    Case("csv-mistyped", "raw.people", text_file("typed.csv", "id,score,name\n10,high,hal\n"), 3, ["typed.csv", "high"]),
-    Case("csv-duplicate-header", "raw.people", text_file("dup.csv", "id,score,score\n11,1.0,2.0\n"), 3, ["dup.csv", "score"]),
-    Case("csv-extra-column", "raw.people", text_file("wide.csv", "id,score,name,age\n12,1.0,ida,40\n"), 3, ["wide.csv", "age"]),
-    Case("csv-missing-column", "raw.people", text_file("narrow.csv", "id,score\n13,1.0\n"), 3, ["narrow.csv", "name"]),
+    Case(
+        "csv-cp1252",
+        "raw.people",
+        text_file("cp.csv", "id,score,name\n9,1.0,Jos\xe9\n".encode("cp1252")),
+        3,
+        ["cp.csv", "encoding"],
+    ),
+    Case(
+        "csv-mistyped", "raw.people", text_file("typed.csv", "id,score,name\n10,high,hal\n"), 3, ["typed.csv", "high"]
+    ),
+    Case(
+        "csv-duplicate-header",
+        "raw.people",
+        text_file("dup.csv", "id,score,score\n11,1.0,2.0\n"),
+        3,
+        ["dup.csv", "score"],
+    ),
+    Case(
+        "csv-extra-column",
+        "raw.people",
+        text_file("wide.csv", "id,score,name,age\n12,1.0,ida,40\n"),
+        1,
+        ["wide.csv", "age"],
+    ),
+    Case("csv-missing-column", "raw.people", text_file("narrow.csv", "id,score\n13,1.0\n"), 1, ["narrow.csv", "name"]),
     # --- JSON -----------------------------------------------------------------------------------
-    Case("json-extra-field", "raw.events", text_file("extra.json", '{"id": 3, "kind": "x", "amount": 1.0, "secret": 1}\n'), 3, ["extra.json", "secret"]),
-    Case("json-missing-field", "raw.events", text_file("missing.json", '{"id": 4, "kind": "x"}\n'), 3, ["missing.json", "amount"]),
-    Case("json-mistyped", "raw.events", text_file("mistyped.json", '{"id": "five", "kind": "x", "amount": 1.0}\n'), 3, ["mistyped.json"]),
+    Case(
+        "json-extra-field",
+        "raw.events",
+        text_file("extra.json", '{"id": 3, "kind": "x", "amount": 1.0, "secret": 1}\n'),
+        1,
+        ["extra.json", "secret"],
+    ),
+    Case(
+        "json-missing-field",
+        "raw.events",
+        text_file("missing.json", '{"id": 4, "kind": "x"}\n'),
+        1,
+        ["missing.json", "amount"],
+    ),
+    Case(
+        "json-mistyped",
+        "raw.events",
+        text_file("mistyped.json", '{"id": "five", "kind": "x", "amount": 1.0}\n'),
+        3,
+        ["mistyped.json"],
+    ),
     Case("json-not-json", "raw.events", text_file("notjson.json", "id,kind,amount\n6,x,1.0\n"), 3, ["notjson.json"]),
-    Case("json-truncated-line", "raw.events", text_file("cut.json", '{"id": 7, "kind": "x", "amount": 1.0}\n{"id": 8, "ki'), 3, ["cut.json"]),
-    Case("json-api-array", "raw.events", text_file("api.json", json.dumps([{"id": 9, "kind": "api", "amount": 2.5}, {"id": 10, "kind": "api", "amount": 3.0}], indent=2)), 0,
-         expect=json_rows("api.json")),
+    Case(
+        "json-truncated-line",
+        "raw.events",
+        text_file("cut.json", '{"id": 7, "kind": "x", "amount": 1.0}\n{"id": 8, "ki'),
+        3,
+        ["cut.json"],
+    ),
+    Case(
+        "json-api-array",
+        "raw.events",
+        text_file(
+            "api.json",
+            json.dumps([{"id": 9, "kind": "api", "amount": 2.5}, {"id": 10, "kind": "api", "amount": 3.0}], indent=2),
+        ),
+        0,
+        expect=json_rows("api.json"),
+    ),
     # --- parquet schema drift -------------------------------------------------------------------
-    Case("parquet-missing-column", "nyc.trips", pq_file("narrow.parquet", pa.table({"trip_id": [1], "fare_amount": [1.0]})), 3, ["narrow.parquet", "passenger_count"]),
-    Case("parquet-extra-column", "nyc.trips", pq_file("wide.parquet", trips(5).append_column("tip", pa.array([1.0] * 5))), 3, ["wide.parquet", "tip"]),
-    Case("parquet-retyped", "nyc.trips", retyped, 3, ["retyped.parquet", "passenger_count", "string"]),
+    Case(
+        "parquet-missing-column",
+        "nyc.trips",
+        pq_file("narrow.parquet", pa.table({"trip_id": [1], "fare_amount": [1.0]})),
+        1,
+        ["narrow.parquet", "passenger_count"],
+    ),
+    Case(
+        "parquet-extra-column",
+        "nyc.trips",
+        pq_file("wide.parquet", trips(5).append_column("tip", pa.array([1.0] * 5))),
+        1,
+        ["wide.parquet", "tip"],
+    ),
+    Case("parquet-retyped", "nyc.trips", retyped, 1, ["retyped.parquet", "passenger_count", "string"]),
     Case("parquet-null-typed-column", "nyc.trips", null_typed, 3, ["nulltyped.parquet", "passenger_count"]),
     # --- identifiers (found before any SQL) -------------------------------------------------------
     Case("ident-injection", "nyc.trips'; DROP TABLE nyc.trips; --", pq_file("i1.parquet"), 2, ["not allowed"]),
@@ -300,37 +433,184 @@ CASES: list[Case] = [
     Case("branch-main", "nyc.trips", pq_file("b2.parquet"), 2, ["reserved"], args=["--branch", "main"]),
     Case("branch-quote", "nyc.trips", pq_file("b3.parquet"), 2, ["branch name"], args=["--branch", "a'b"]),
     Case("branch-too-long", "nyc.trips", pq_file("b4.parquet"), 2, ["too long"], args=["--branch", "b" * 200]),
-    Case("run-id-injection", "nyc.trips", pq_file("r1.parquet"), 2, ["not allowed"], args=["--run-id", "x'; --"], recorded=False),
+    Case(
+        "run-id-injection",
+        "nyc.trips",
+        pq_file("r1.parquet"),
+        2,
+        ["not allowed"],
+        args=["--run-id", "x'; --"],
+        recorded=False,
+    ),
     # --- check declarations (rejected before anything is written) ---------------------------------
-    Case("check-sql-delete", "nyc.trips", pq_file("c1.parquet"), 2, ["custom_sql"], config=bad_check('{ check = "custom_sql", sql = "DELETE FROM nyc.trips" }'), recorded=False),
-    Case("check-sql-drop", "nyc.trips", pq_file("c2.parquet"), 2, ["custom_sql"], config=bad_check('{ check = "custom_sql", sql = "DROP TABLE nyc.trips" }'), recorded=False),
-    Case("check-sql-call", "nyc.trips", pq_file("c3.parquet"), 2, ["custom_sql"],
-         config=bad_check(f'{{ check = "custom_sql", sql = "CALL {CATALOG}.system.set_current_snapshot(\'nyc.trips\', 1)" }}'), recorded=False),
-    Case("check-sql-insert", "nyc.trips", pq_file("c4.parquet"), 2, ["custom_sql"], config=bad_check('{ check = "custom_sql", sql = "INSERT INTO nyc.trips SELECT * FROM batch" }'), recorded=False),
-    Case("check-sql-set", "nyc.trips", pq_file("c5.parquet"), 2, ["custom_sql"], config=bad_check('{ check = "custom_sql", sql = "SET spark.sql.ansi.enabled=false" }'), recorded=False),
-    Case("check-sql-two-statements", "nyc.trips", pq_file("c6.parquet"), 2, ["custom_sql"],
-         config=bad_check('{ check = "custom_sql", sql = "SELECT * FROM batch WHERE 1=0; DROP TABLE nyc.trips" }'), recorded=False),
-    Case("check-sql-comment-hidden", "nyc.trips", pq_file("c7.parquet"), 2, ["custom_sql"],
-         config=bad_check('{ check = "custom_sql", sql = "SELECT * FROM batch WHERE 1=0 /* x */ ; DELETE FROM nyc.trips" }'), recorded=False),
-    Case("check-expression-reflect", "nyc.trips", pq_file("c8.parquet"), 2, ["reflect"],
-         config=bad_check('{ check = "expression", sql = "reflect(\'java.lang.System\', \'exit\', 0) IS NULL" }'), recorded=False),
-    Case("check-filter-fullwidth-semicolon", "nyc.trips", pq_file("c9.parquet"), 2, ["filter"],
-         config=bad_check('{ check = "not_null", column = "trip_id", filter = "trip_id > 0\uff1b DROP TABLE nyc.trips" }'), recorded=False),
-    Case("check-unknown-type", "nyc.trips", pq_file("c10.parquet"), 2, ["not_nul"], config=bad_check('{ check = "not_nul", column = "trip_id" }'), recorded=False),
-    Case("check-unknown-column", "nyc.trips", pq_file("c11.parquet"), 2, ["pasenger_count", "did you mean"],
-         config=bad_check('{ check = "not_null", column = "pasenger_count" }')),
-    Case("check-between-without-bounds", "nyc.trips", pq_file("c12.parquet"), 2, ["between"],
-         config=bad_check('{ check = "between", column = "fare_amount" }'), recorded=False),
-    Case("check-non-boolean-expression", "nyc.trips", pq_file("c13.parquet"), 2, ["not a boolean"],
-         config=bad_check('{ check = "expression", sql = "fare_amount * 2" }')),
+    Case(
+        "check-sql-delete",
+        "nyc.trips",
+        pq_file("c1.parquet"),
+        2,
+        ["custom_sql"],
+        config=bad_check('{ check = "custom_sql", sql = "DELETE FROM nyc.trips" }'),
+        recorded=False,
+    ),
+    Case(
+        "check-sql-drop",
+        "nyc.trips",
+        pq_file("c2.parquet"),
+        2,
+        ["custom_sql"],
+        config=bad_check('{ check = "custom_sql", sql = "DROP TABLE nyc.trips" }'),
+        recorded=False,
+    ),
+    Case(
+        "check-sql-call",
+        "nyc.trips",
+        pq_file("c3.parquet"),
+        2,
+        ["custom_sql"],
+        config=bad_check(
+            f'{{ check = "custom_sql", sql = "CALL {CATALOG}.system.set_current_snapshot(\'nyc.trips\', 1)" }}'
+        ),
+        recorded=False,
+    ),
+    Case(
+        "check-sql-insert",
+        "nyc.trips",
+        pq_file("c4.parquet"),
+        2,
+        ["custom_sql"],
+        config=bad_check('{ check = "custom_sql", sql = "INSERT INTO nyc.trips SELECT * FROM batch" }'),
+        recorded=False,
+    ),
+    Case(
+        "check-sql-set",
+        "nyc.trips",
+        pq_file("c5.parquet"),
+        2,
+        ["custom_sql"],
+        config=bad_check('{ check = "custom_sql", sql = "SET spark.sql.ansi.enabled=false" }'),
+        recorded=False,
+    ),
+    Case(
+        "check-sql-two-statements",
+        "nyc.trips",
+        pq_file("c6.parquet"),
+        2,
+        ["custom_sql"],
+        config=bad_check('{ check = "custom_sql", sql = "SELECT * FROM batch WHERE 1=0; DROP TABLE nyc.trips" }'),
+        recorded=False,
+    ),
+    Case(
+        "check-sql-comment-hidden",
+        "nyc.trips",
+        pq_file("c7.parquet"),
+        2,
+        ["custom_sql"],
+        config=bad_check(
+            '{ check = "custom_sql", sql = "SELECT * FROM batch WHERE 1=0 /* x */ ; DELETE FROM nyc.trips" }'
+        ),
+        recorded=False,
+    ),
+    Case(
+        "check-expression-reflect",
+        "nyc.trips",
+        pq_file("c8.parquet"),
+        2,
+        ["reflect"],
+        config=bad_check("{ check = \"expression\", sql = \"reflect('java.lang.System', 'exit', 0) IS NULL\" }"),
+        recorded=False,
+    ),
+    Case(
+        "check-filter-fullwidth-semicolon",
+        "nyc.trips",
+        pq_file("c9.parquet"),
+        2,
+        ["filter"],
+        config=bad_check(
+            '{ check = "not_null", column = "trip_id", filter = "trip_id > 0\uff1b DROP TABLE nyc.trips" }'
+        ),
+        recorded=False,
+    ),
+    Case(
+        "check-unknown-type",
+        "nyc.trips",
+        pq_file("c10.parquet"),
+        2,
+        ["not_nul"],
+        config=bad_check('{ check = "not_nul", column = "trip_id" }'),
+        recorded=False,
+    ),
+    Case(
+        "check-unknown-column",
+        "nyc.trips",
+        pq_file("c11.parquet"),
+        2,
+        ["pasenger_count", "did you mean"],
+        config=bad_check('{ check = "not_null", column = "pasenger_count" }'),
+    ),
+    Case(
+        "check-between-without-bounds",
+        "nyc.trips",
+        pq_file("c12.parquet"),
+        2,
+        ["between"],
+        config=bad_check('{ check = "between", column = "fare_amount" }'),
+        recorded=False,
+    ),
+    Case(
+        "check-non-boolean-expression",
+        "nyc.trips",
+        pq_file("c13.parquet"),
+        2,
+        ["not a boolean"],
+        config=bad_check('{ check = "expression", sql = "fare_amount * 2" }'),
+    ),
     # --- configuration ---------------------------------------------------------------------------
     Case("config-bad-toml", "nyc.trips", pq_file("k1.parquet"), 2, ["TOML"], config="[tables\nx = ", recorded=False),
-    Case("config-unknown-key", "nyc.trips", pq_file("k2.parquet"), 2, ["formatt"], config='[tables."nyc.trips"]\nformatt = "csv"\n', recorded=False),
-    Case("config-bad-format", "nyc.trips", pq_file("k3.parquet"), 2, ["format"], config='[tables."nyc.trips"]\nformat = "xlsx"\n', recorded=False),
-    Case("config-bad-on-failure", "nyc.trips", pq_file("k4.parquet"), 2, ["on_failure"], config='[tables."nyc.trips"]\non_failure = "maybe"\n', recorded=False),
-    Case("config-warehouse-is-a-file", "nyc.trips", lambda d: [text_file("afile", "not a folder")(d), pq_file("k6.parquet")(d)][1], 2,
-         ["afile", "is a file"], config='[lakehouse]\nwarehouse = "{DIR}/afile/lake"\n', recorded=False),
-    Case("config-missing-file", "nyc.trips", pq_file("k5.parquet"), 2, ["does not exist"], args=["--config", "/nonexistent/wap.toml"], recorded=False),
+    Case(
+        "config-unknown-key",
+        "nyc.trips",
+        pq_file("k2.parquet"),
+        2,
+        ["formatt"],
+        config='[tables."nyc.trips"]\nformatt = "csv"\n',
+        recorded=False,
+    ),
+    Case(
+        "config-bad-format",
+        "nyc.trips",
+        pq_file("k3.parquet"),
+        2,
+        ["format"],
+        config='[tables."nyc.trips"]\nformat = "xlsx"\n',
+        recorded=False,
+    ),
+    Case(
+        "config-bad-on-failure",
+        "nyc.trips",
+        pq_file("k4.parquet"),
+        2,
+        ["on_failure"],
+        config='[tables."nyc.trips"]\non_failure = "maybe"\n',
+        recorded=False,
+    ),
+    Case(
+        "config-warehouse-is-a-file",
+        "nyc.trips",
+        lambda d: [text_file("afile", "not a folder")(d), pq_file("k6.parquet")(d)][1],
+        2,
+        ["afile", "is a file"],
+        config='[lakehouse]\nwarehouse = "{DIR}/afile/lake"\n',
+        recorded=False,
+    ),
+    Case(
+        "config-missing-file",
+        "nyc.trips",
+        pq_file("k5.parquet"),
+        2,
+        ["does not exist"],
+        args=["--config", "/nonexistent/wap.toml"],
+        recorded=False,
+    ),
 ]
 
 
@@ -379,11 +659,16 @@ def test_matrix(lake: Lake, case: Case, tmp_path: Path) -> None:
         message = json.dumps(doc)
         if case.code == 0:
             assert doc["status"] == "published"
+        elif case.code == 1:  # the schema contract: an audit outcome, decided before anything is written
+            assert doc["status"] == "blocked" and doc["error"] is None, doc
+            assert [c["check"] for c in doc["checks"] if c["status"] == "failed"] == ["schema"], doc
         else:
             assert doc["status"] == "failed" and doc["error"]["exit_code"] == case.code, doc
     else:
         message = p.stderr + p.stdout
-        if case.code != 0:
+        if case.code == 1:
+            assert "blocked by schema" in p.stdout and "error:" not in p.stderr
+        elif case.code != 0:
             assert "error:" in p.stderr
     for w in case.words:
         assert w in message, (w, message)
@@ -403,7 +688,7 @@ def test_matrix(lake: Lake, case: Case, tmp_path: Path) -> None:
         assert len(lake.reader.rows(table)) == len(rows_before)
         assert lake.reader.branches(table) == []
         if case.recorded and "--run-id" not in case.args:
-            assert lake.run_status(run_id) == "failed"
+            assert lake.run_status(run_id) == ("blocked" if case.code == 1 else "failed")
 
 
 def test_run_id_with_other_files_is_refused(lake: Lake, tmp_path: Path) -> None:

@@ -73,7 +73,9 @@ def test_every_check_type_observed_and_scanned_agree(lakehouse_factory, landing)
 
 
 def test_empty_batch(lakehouse_factory, landing):
-    lh = lakehouse_factory({"shop.items": {"checks": [{"check": "row_count", "min": 1}, {"check": "not_null", "column": "qty"}]}})
+    lh = lakehouse_factory(
+        {"shop.items": {"checks": [{"check": "row_count", "min": 1}, {"check": "not_null", "column": "qty"}]}}
+    )
     f = write_parquet(landing / "empty.parquet", batch().slice(0, 0))
     res = run_wap(lh, "shop.items", [str(f)])
     assert res.status == "blocked"

@@ -81,7 +81,15 @@ def test_cli_round_trip(spark, tmp_path, landing):
 
     r = wap("query", "SELECT count(*) AS n FROM nyc.trips", "--config", cfg, "--json")
     assert as_json(r)["rows"] == [[100]]
-    r = wap("query", "SELECT count(*) AS n FROM nyc.trips WHERE passenger_count IS NULL", "--branch", branch, "--config", cfg, "--json")
+    r = wap(
+        "query",
+        "SELECT count(*) AS n FROM nyc.trips WHERE passenger_count IS NULL",
+        "--branch",
+        branch,
+        "--config",
+        cfg,
+        "--json",
+    )
     assert r.exit_code == 0, r.output
     assert as_json(r)["rows"] == [[5]]
     r = wap("query", "SELECT count(*) FROM nyc.trips", "--as-of", str(first_snapshot), "--config", cfg, "--json")
@@ -174,7 +182,10 @@ def test_console_script_publishes_in_a_fresh_process(tmp_path, landing):
     f = trips_file(landing, "f.parquet", 50)
     p = subprocess.run(
         [WAP, "run", "nyc.trips", str(f), "--config", str(cfg), "--json"],
-        capture_output=True, text=True, timeout=600, env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
     )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
@@ -182,7 +193,10 @@ def test_console_script_publishes_in_a_fresh_process(tmp_path, landing):
     assert "Traceback" not in p.stderr
     p = subprocess.run(
         [WAP, "run", "nyc.trips", str(landing / "missing.parquet"), "--config", str(cfg)],
-        capture_output=True, text=True, timeout=600, env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
     )
     assert p.returncode == 3
     assert "missing.parquet does not exist" in p.stderr
@@ -201,7 +215,7 @@ def test_too_old_java_is_a_clear_message(tmp_path):
     home = tmp_path / "jdk11"
     (home / "bin").mkdir(parents=True)
     fake = home / "bin" / "java"
-    fake.write_text('#!/bin/sh\necho \'openjdk version "11.0.21" 2023-10-17\' >&2\n')
+    fake.write_text("#!/bin/sh\necho 'openjdk version \"11.0.21\" 2023-10-17' >&2\n")
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     p = subprocess.run([WAP, "setup"], capture_output=True, text=True, timeout=120, env=_env(JAVA_HOME=str(home)))
     assert p.returncode == 3

@@ -121,7 +121,9 @@ def _orders(path: Path, ids: list[int]) -> Path:
 
 def _items(path: Path, order_ids: list[int | None]) -> Path:
     n = len(order_ids)
-    return write_parquet(path, pa.table({"item_id": list(range(1, n + 1)), "order_id": pa.array(order_ids, pa.int64())}))
+    return write_parquet(
+        path, pa.table({"item_id": list(range(1, n + 1)), "order_id": pa.array(order_ids, pa.int64())})
+    )
 
 
 def _shop(ns: str) -> dict[str, Any]:
@@ -143,8 +145,10 @@ def test_multi_table_run_publishes_both_tables_in_one_nessie_commit(nessie_lh, l
     # items listed first: the run writes orders first because items' foreign key references it.
     res = MultiWapRun(
         lh,
-        [(f"{ns}.items", [str(_items(landing / "i.parquet", [1, 2, 2, 3]))]),
-         (f"{ns}.orders", [str(_orders(landing / "o.parquet", [1, 2, 3]))])],
+        [
+            (f"{ns}.items", [str(_items(landing / "i.parquet", [1, 2, 2, 3]))]),
+            (f"{ns}.orders", [str(_orders(landing / "o.parquet", [1, 2, 3]))]),
+        ],
     ).run()
     assert res.status == "published", res.message
     assert res.exit_code == 0
@@ -155,7 +159,7 @@ def test_multi_table_run_publishes_both_tables_in_one_nessie_commit(nessie_lh, l
     assert fk["status"] == "passed"  # orders existed only on the branch when it was checked
     # Exactly one new commit on main, changing both tables, carrying the run id.
     log = lh.nessie.log("main", limit=10, with_keys=True)
-    new = [c for c in log[: [c.hash for c in log].index(before)]]
+    new = list(log[: [c.hash for c in log].index(before)])
     assert len(new) == 1
     assert new[0].run_id == res.run_id
     assert {f"{ns}.items", f"{ns}.orders"} <= set(new[0].keys)  # (plus the namespace, created by the run)
@@ -165,15 +169,21 @@ def test_multi_table_run_publishes_both_tables_in_one_nessie_commit(nessie_lh, l
 def test_one_failing_audit_blocks_every_table(nessie_lh, landing, ns):
     lh = nessie_lh(_shop(ns))
     first = MultiWapRun(
-        lh, [(f"{ns}.orders", [str(_orders(landing / "o1.parquet", [1, 2]))]),
-             (f"{ns}.items", [str(_items(landing / "i1.parquet", [1, 2]))])]
+        lh,
+        [
+            (f"{ns}.orders", [str(_orders(landing / "o1.parquet", [1, 2]))]),
+            (f"{ns}.items", [str(_items(landing / "i1.parquet", [1, 2]))]),
+        ],
     ).run()
     assert first.status == "published", first.message
     before = main_hash(lh)
     # orders is clean; items references order 99, which exists nowhere: the foreign key fails.
     res = MultiWapRun(
-        lh, [(f"{ns}.orders", [str(_orders(landing / "o2.parquet", [3, 4]))]),
-             (f"{ns}.items", [str(_items(landing / "i2.parquet", [3, 99]))])]
+        lh,
+        [
+            (f"{ns}.orders", [str(_orders(landing / "o2.parquet", [3, 4]))]),
+            (f"{ns}.items", [str(_items(landing / "i2.parquet", [3, 99]))]),
+        ],
     ).run()
     assert res.status == "blocked" and res.exit_code == 1
     assert "foreign_key" in res.message
@@ -203,9 +213,9 @@ def test_concurrent_runs_both_publish(nessie_lh, landing, ns):
     a.publish()
     other.publish()  # another table: Nessie merges it on top of a's merge without conflict
     b.publish()  # same table: Nessie refuses the merge; b's audited rows are re-applied on the new main
-    assert (a.rec.status, other.rec.status, b.rec.status) == ("published", "published", "published")
-    assert a.published_via == "merge" and other.published_via == "merge"
-    assert b.published_via == "merge_reapplied"
+    assert (a.rec.status, other.rec.status, b.rec.status) == ("published", "published", "published"), b.message
+    assert a.state.published_via == "merge" and other.state.published_via == "merge"
+    assert b.state.published_via == "merge_reapplied"
     t = TableName.parse(table)
     assert lh.tables.row_count(t) == 80
     ids = {r.trip_id for r in lh.tables.read(t).select("trip_id").collect()}
@@ -243,8 +253,8 @@ def test_server_unreachable_fails_before_any_write(lakehouse_factory, spark, tmp
     cfg = make_config(tmp_path, {}, catalog="nessie", nessie_uri=f"http://127.0.0.1:{free_port()}/api/v2")
     lh = Lakehouse(cfg, spark=spark)
     res = run_wap(lh, "down.trips", [str(trips_file(landing, "a.parquet", 5))])
-    assert res.status == "failed" and res.exit_code == 3
-    assert res.error["step"] == "prepare"
+    assert res.status == "failed" and res.exit_code == 5  # transient: the server may come back
+    assert res.error["step"] == "prepare" and res.error["kind"] == "transient" and res.error["retryable"]
     assert "not reachable" in res.message and "wap nessie up" in res.message
     # A URL that is not Nessie's API: a configuration error (exit 2), also before any write.
     cfg2 = make_config(tmp_path, {}, catalog="nessie", nessie_uri=nessie_server.url.replace("/api/v2", "/nope"))
@@ -258,7 +268,7 @@ def test_cli_run_tables_branches_and_log(nessie_server, spark, tmp_path, landing
     cfg.write_text(
         f"""
 [lakehouse]
-warehouse = "{tmp_path / 'lh'}"
+warehouse = "{tmp_path / "lh"}"
 catalog = "nessie"
 nessie_uri = "{nessie_server.url}"
 catalog_name = "clicat"
@@ -280,7 +290,9 @@ checks = [{{ check = "foreign_key", column = "order_id", table = "{ns}.orders" }
     res = runner.invoke(app, ["branches", "--config", str(cfg), "--json"])
     assert res.exit_code == 0, res.output
     assert branch in {b["branch"] for b in json.loads(res.stdout)["branches"]}
-    res = runner.invoke(app, ["query", f"SELECT count(*) AS n FROM {ns}.items", "--branch", branch, "--config", str(cfg), "--json"])
+    res = runner.invoke(
+        app, ["query", f"SELECT count(*) AS n FROM {ns}.items", "--branch", branch, "--config", str(cfg), "--json"]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["rows"] == [[1]]
     res = runner.invoke(app, ["discard", branch, "--table", f"{ns}.orders", "--config", str(cfg)])
@@ -309,7 +321,7 @@ def test_named_run_section_in_wap_toml(nessie_server, spark, tmp_path, landing, 
     cfg.write_text(
         f"""
 [lakehouse]
-warehouse = "{tmp_path / 'lh'}"
+warehouse = "{tmp_path / "lh"}"
 catalog = "nessie"
 nessie_uri = "{nessie_server.url}"
 catalog_name = "runcat"

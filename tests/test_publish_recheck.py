@@ -33,7 +33,9 @@ def test_overlapping_keys_cannot_both_land(lakehouse_factory, landing):
     seed = trips_file(landing, "seed.parquet", 10, start_id=1)
     first = WapRun(lh, "nyc.trips", [str(seed)]).run()
     assert first.status == "published"
-    a, b = _interleave(lh, trips_file(landing, "a.parquet", 20, start_id=100), trips_file(landing, "b.parquet", 20, start_id=110))
+    a, b = _interleave(
+        lh, trips_file(landing, "a.parquet", 20, start_id=100), trips_file(landing, "b.parquet", 20, start_id=110)
+    )
     assert a.rec.status == "published"
     assert b.rec.status == "blocked", b.message
     failed = [c for c in b.report.checks if c.status == "failed"]
@@ -49,8 +51,12 @@ def test_overlapping_keys_cannot_both_land(lakehouse_factory, landing):
 
 def test_disjoint_keys_both_land_after_the_recheck(lakehouse_factory, landing):
     lh = lakehouse_factory({"nyc.trips": {"checks": [{"check": "unique_in_table", "columns": ["trip_id"]}]}})
-    assert WapRun(lh, "nyc.trips", [str(trips_file(landing, "seed.parquet", 10, start_id=1))]).run().status == "published"
-    a, b = _interleave(lh, trips_file(landing, "a.parquet", 20, start_id=100), trips_file(landing, "b.parquet", 20, start_id=200))
+    assert (
+        WapRun(lh, "nyc.trips", [str(trips_file(landing, "seed.parquet", 10, start_id=1))]).run().status == "published"
+    )
+    a, b = _interleave(
+        lh, trips_file(landing, "a.parquet", 20, start_id=100), trips_file(landing, "b.parquet", 20, start_id=200)
+    )
     assert (a.rec.status, b.rec.status) == ("published", "published")
     assert lh.tables.row_count(T) == 50
     # b re-checked (main moved under it) and passed: the report says so.
@@ -60,7 +66,9 @@ def test_disjoint_keys_both_land_after_the_recheck(lakehouse_factory, landing):
 
 def test_checks_that_do_not_read_main_are_not_rechecked(lakehouse_factory, landing):
     lh = lakehouse_factory({"nyc.trips": {"checks": [{"check": "not_null", "column": "passenger_count"}]}})
-    a, b = _interleave(lh, trips_file(landing, "a.parquet", 20, start_id=100), trips_file(landing, "b.parquet", 20, start_id=100))
+    a, b = _interleave(
+        lh, trips_file(landing, "a.parquet", 20, start_id=100), trips_file(landing, "b.parquet", 20, start_id=100)
+    )
     assert (a.rec.status, b.rec.status) == ("published", "published")
     assert not any("re-checked" in c.threshold for c in b.report.checks)
     assert lh.tables.row_count(T) == 40

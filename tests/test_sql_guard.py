@@ -46,7 +46,7 @@ class Case:
         return self.text.replace("{cat}", cat).replace("{snap}", str(snap)).replace("{jar}", jar)
 
 
-def _c(id: str, text: str, word: str, word2: str | None = None, **kw: Any) -> Case:  # noqa: A002
+def _c(id: str, text: str, word: str, word2: str | None = None, **kw: Any) -> Case:  # noqa: A002 - `id` reads as the pytest id it becomes
     return Case(id, "custom_sql", text, word, word2, **kw)
 
 
@@ -55,7 +55,11 @@ HOSTILE = [
     _c("insert", "INSERT INTO {cat}.shop.victim SELECT * FROM batch", "found INSERT"),
     _c("insert_overwrite", "INSERT OVERWRITE {cat}.shop.victim SELECT * FROM batch WHERE 1 = 0", "found INSERT"),
     _c("update", "UPDATE {cat}.shop.victim SET amount = 0", "found UPDATE"),
-    _c("merge", "MERGE INTO {cat}.shop.victim t USING batch s ON t.order_id = s.order_id WHEN MATCHED THEN DELETE", "found MERGE"),
+    _c(
+        "merge",
+        "MERGE INTO {cat}.shop.victim t USING batch s ON t.order_id = s.order_id WHEN MATCHED THEN DELETE",
+        "found MERGE",
+    ),
     _c("drop_table", "DROP TABLE {cat}.shop.victim", "found DROP TABLE"),
     _c("drop_namespace", "DROP NAMESPACE {cat}.shop CASCADE", "found DROP"),
     _c("create_table", "CREATE TABLE {cat}.shop.evil (a INT)", "found CREATE TABLE"),
@@ -81,9 +85,24 @@ HOSTILE = [
     _c("load_data", "LOAD DATA INPATH '{jar}' INTO TABLE {cat}.shop.victim", "found LOAD DATA"),
     _c("execute_immediate", "EXECUTE IMMEDIATE 'DROP TABLE {cat}.shop.victim'", "found EXECUTE"),
     _c("script", "BEGIN DROP TABLE {cat}.shop.victim; END", "not valid SQL", "BEGIN ... END script"),
-    _c("two_statements", "SELECT * FROM batch WHERE amount < 0; DROP TABLE {cat}.shop.victim", "second statement after ';' (DROP TABLE)", "'DROP'"),
-    _c("comment_hidden", "SELECT * FROM batch /* looks harmless */; DELETE FROM {cat}.shop.victim", "second statement after ';' (DELETE)", "'DELETE'"),
-    _c("line_comment", "SELECT * FROM batch -- only a comment\n; DROP TABLE {cat}.shop.victim", "second statement", "'DROP'"),
+    _c(
+        "two_statements",
+        "SELECT * FROM batch WHERE amount < 0; DROP TABLE {cat}.shop.victim",
+        "second statement after ';' (DROP TABLE)",
+        "'DROP'",
+    ),
+    _c(
+        "comment_hidden",
+        "SELECT * FROM batch /* looks harmless */; DELETE FROM {cat}.shop.victim",
+        "second statement after ';' (DELETE)",
+        "'DELETE'",
+    ),
+    _c(
+        "line_comment",
+        "SELECT * FROM batch -- only a comment\n; DROP TABLE {cat}.shop.victim",
+        "second statement",
+        "'DROP'",
+    ),
     _c("fullwidth_semicolon", "SELECT * FROM batch\uff1b DROP TABLE {cat}.shop.victim", "U+FF1B"),
     _c("zero_width", "SELECT * FROM batch;\u200b DROP TABLE {cat}.shop.victim", "U+200B"),
     _c("bom", "\ufeffDELETE FROM {cat}.shop.victim", "U+FEFF"),
@@ -93,34 +112,94 @@ HOSTILE = [
     _c("nbsp", "SELECT\u00a01;\u00a0DROP TABLE {cat}.shop.victim", "U+00A0"),
     _c("reflect_select", f"SELECT {SET_PROP} FROM batch", "function reflect is not allowed"),
     _c("reflect_exit", "SELECT reflect('java.lang.System', 'exit', 0)", "function reflect is not allowed"),
-    _c("java_method", f"SELECT * FROM batch WHERE java_method('java.lang.System', 'setProperty', '{SYSPROP}', 'x') IS NULL", "function java_method"),
+    _c(
+        "java_method",
+        f"SELECT * FROM batch WHERE java_method('java.lang.System', 'setProperty', '{SYSPROP}', 'x') IS NULL",
+        "function java_method",
+    ),
     _c("try_reflect", "SELECT TRY_REFLECT('java.lang.System', 'exit', 0) FROM batch", "function try_reflect"),
-    _c("reflect_in_hint", "SELECT /*+ COALESCE(reflect('java.lang.System', 'exit', 0)) */ * FROM batch", "function reflect"),
-    _c("reflect_in_window", f"SELECT sum(amount) OVER w FROM batch WINDOW w AS (PARTITION BY {SET_PROP})", "function reflect"),
+    _c(
+        "reflect_in_hint",
+        "SELECT /*+ COALESCE(reflect('java.lang.System', 'exit', 0)) */ * FROM batch",
+        "function reflect",
+    ),
+    _c(
+        "reflect_in_window",
+        f"SELECT sum(amount) OVER w FROM batch WINDOW w AS (PARTITION BY {SET_PROP})",
+        "function reflect",
+    ),
     _c("parquet_path", "SELECT * FROM parquet.`/tmp`", "by path"),
-    _c("class_path", "SELECT * FROM `org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat`.`/tmp/x`", "by path"),
+    _c(
+        "class_path",
+        "SELECT * FROM `org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat`.`/tmp/x`",
+        "by path",
+    ),
     _c("iceberg_path_table", "SELECT * FROM {cat}.`/tmp/warehouse/shop/victim`", "by path"),
     _c("path_in_subquery", "SELECT * FROM batch WHERE customer IN (SELECT value FROM text.`/etc/hostname`)", "by path"),
     _c("identifier_clause", "SELECT * FROM IDENTIFIER('parquet.`/tmp`')", "IDENTIFIER"),
     _c("file_tvf", "SELECT * FROM read_files('/tmp')", "table function read_files"),
     _c("lateral_file_tvf", "SELECT * FROM batch JOIN LATERAL read_files('/tmp') r", "table function read_files"),
     _c("transform_script", "SELECT TRANSFORM(order_id) USING 'touch /tmp/wap-evil' AS (x) FROM batch", "TRANSFORM"),
-    _c("write_in_cte", "WITH x AS (DELETE FROM {cat}.shop.victim) SELECT * FROM batch", "found DELETE", "not valid Spark SQL"),
-    _c("write_in_subquery", "SELECT * FROM batch WHERE order_id IN (SELECT * FROM (DELETE FROM {cat}.shop.victim))", "not valid SQL", "not valid Spark SQL"),
+    _c(
+        "write_in_cte",
+        "WITH x AS (DELETE FROM {cat}.shop.victim) SELECT * FROM batch",
+        "found DELETE",
+        "not valid Spark SQL",
+    ),
+    _c(
+        "write_in_subquery",
+        "SELECT * FROM batch WHERE order_id IN (SELECT * FROM (DELETE FROM {cat}.shop.victim))",
+        "not valid SQL",
+        "not valid Spark SQL",
+    ),
     _c("multi_insert", "FROM batch INSERT INTO {cat}.shop.victim SELECT *", "found INSERT"),
     _c("select_into", "SELECT * INTO shop.evil FROM batch", "INTO", "not valid Spark SQL"),
     _c("variable_substitution", "SELECT '${spark.app.name}' AS leak FROM batch", "'${'", hygiene_only=True),
     Case("expr_reflect", "expression", f"{SET_PROP} IS NULL", "function reflect is not allowed"),
-    Case("expr_java_method", "expression", f"java_method('java.lang.System', 'setProperty', '{SYSPROP}', 'x') IS NULL", "function java_method"),
-    Case("expr_breakout", "expression", "amount > 0) FROM batch; DROP TABLE {cat}.shop.victim; SELECT (1", "second statement", "not valid Spark SQL"),
+    Case(
+        "expr_java_method",
+        "expression",
+        f"java_method('java.lang.System', 'setProperty', '{SYSPROP}', 'x') IS NULL",
+        "function java_method",
+    ),
+    Case(
+        "expr_breakout",
+        "expression",
+        "amount > 0) FROM batch; DROP TABLE {cat}.shop.victim; SELECT (1",
+        "second statement",
+        "not valid Spark SQL",
+    ),
     Case("expr_path_subquery", "expression", "order_id IN (SELECT id FROM parquet.`/tmp`)", "by path"),
-    Case("expr_transform_subquery", "expression", "(SELECT count(*) FROM (SELECT TRANSFORM(order_id) USING 'cat' AS (x) FROM batch)) > 0", "TRANSFORM"),
-    Case("expr_identifier", "expression", "IDENTIFIER('reflect')('java.lang.System', 'exit', 0) IS NULL", "not valid SQL", "IDENTIFIER"),
-    Case("expr_write_subquery", "expression", "EXISTS (WITH x AS (DELETE FROM {cat}.shop.victim) SELECT 1)", "found DELETE", "not valid Spark SQL"),
+    Case(
+        "expr_transform_subquery",
+        "expression",
+        "(SELECT count(*) FROM (SELECT TRANSFORM(order_id) USING 'cat' AS (x) FROM batch)) > 0",
+        "TRANSFORM",
+    ),
+    Case(
+        "expr_identifier",
+        "expression",
+        "IDENTIFIER('reflect')('java.lang.System', 'exit', 0) IS NULL",
+        "not valid SQL",
+        "IDENTIFIER",
+    ),
+    Case(
+        "expr_write_subquery",
+        "expression",
+        "EXISTS (WITH x AS (DELETE FROM {cat}.shop.victim) SELECT 1)",
+        "found DELETE",
+        "not valid Spark SQL",
+    ),
     Case("filter_reflect", "filter", f"{SET_PROP} IS NULL", "function reflect is not allowed"),
     Case("filter_exit", "filter", "reflect('java.lang.System', 'exit', 0) IS NULL", "function reflect is not allowed"),
     Case("filter_try_reflect", "filter", "try_reflect('java.lang.System', 'exit', 0) IS NULL", "function try_reflect"),
-    Case("filter_second_statement", "filter", "customer = 'c0'; DROP TABLE {cat}.shop.victim", "second statement", "not valid Spark SQL"),
+    Case(
+        "filter_second_statement",
+        "filter",
+        "customer = 'c0'; DROP TABLE {cat}.shop.victim",
+        "second statement",
+        "not valid Spark SQL",
+    ),
     Case("filter_bidi", "filter", "customer = 'c0' \u202e", "U+202E"),
     Case("filter_closes_paren", "filter", "customer = 'c0') OR (1 = 1", "not one expression", "not valid Spark SQL"),
     Case("query_delete", "query", "DELETE FROM shop.victim", "found DELETE"),
@@ -145,7 +224,8 @@ GOOD_QUERIES = [
     "SELECT * FROM batch b LEFT ANTI JOIN shop.victim v ON b.order_id = v.order_id WHERE b.order_id > 1000",
     "WITH t AS (SELECT customer, sum(amount) AS s FROM batch GROUP BY customer) SELECT * FROM t WHERE s > 1e9",
     "SELECT customer, sum(amount) AS total FROM batch GROUP BY customer HAVING sum(amount) > 1e9",
-    "SELECT * FROM (SELECT order_id, row_number() OVER (PARTITION BY order_id ORDER BY amount) AS rn FROM batch) WHERE rn > 1",
+    "SELECT * FROM (SELECT order_id, row_number() OVER (PARTITION BY order_id ORDER BY amount) AS rn FROM batch) "
+    "WHERE rn > 1",
     "SELECT * FROM batch WHERE customer NOT IN (SELECT customer FROM shop.victim) AND order_id < 0",
     "SELECT order_id FROM batch WHERE amount < 0 UNION ALL SELECT order_id FROM batch WHERE amount IS NULL",
     "SELECT * FROM batch WHERE EXISTS (SELECT 1 FROM range(1) r WHERE r.id > 5)",
@@ -159,7 +239,8 @@ RUN_EXPRESSIONS = [  # true on every row the runs below write
     "coalesce(email, '') <> 'ünïcödé'",
     "transform(array(amount), x -> x + 1)[0] > amount",
 ]
-GOOD_EXPRESSIONS = RUN_EXPRESSIONS + [
+GOOD_EXPRESSIONS = [
+    *RUN_EXPRESSIONS,
     "customer = 'c0'",
     "amount <= (SELECT max(amount) FROM batch)",
     "EXISTS (SELECT 1 FROM shop.victim v WHERE v.order_id = order_id)",
@@ -202,7 +283,9 @@ def lab(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lab:
     assert run_wap(lh, "shop.orders", [str(write_parquet(land / "o.parquet", orders(5)))]).status == "published"
     assert run_wap(lh, "shop.victim", [str(write_parquet(land / "v1.parquet", orders(3)))]).status == "published"
     snap = lh.tables.head(V)
-    assert run_wap(lh, "shop.victim", [str(write_parquet(land / "v2.parquet", orders(3, start=10)))]).status == "published"
+    assert (
+        run_wap(lh, "shop.victim", [str(write_parquet(land / "v2.parquet", orders(3, start=10)))]).status == "published"
+    )
     jar = tmp / "wap-evil.jar"
     jar.write_bytes(b"PK\x05\x06" + b"\x00" * 18)  # an empty zip: ADD JAR would accept it
     spark.conf.set(CANARY, "1")
@@ -221,7 +304,7 @@ def _iceberg(lab: Lab, t: TableName) -> tuple[Any, ...] | None:
         tbl = lab.spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
             lab.spark._jsparkSession, f"{lab.cat}.{t.dotted}"
         )
-    except Exception:  # noqa: BLE001 - NoSuchTableException through Py4J
+    except Exception:  # noqa: BLE001 - a table the hostile check dropped reads as None
         return None
     tbl.refresh()
     refs = sorted(f"{k}={tbl.refs().get(k).snapshotId()}" for k in tbl.refs().keySet().toArray())
@@ -243,7 +326,9 @@ def state(lab: Lab) -> dict[str, Any]:
         "catalog": spark.catalog.currentCatalog(),
         "database": spark.catalog.currentDatabase(),
         "temp_views": str(jss.sessionState().catalog().listLocalTempViews("*")),
-        "batch_view": spark.table("batch").columns if jss.sessionState().catalog().getTempView("batch").isDefined() else None,
+        "batch_view": spark.table("batch").columns
+        if jss.sessionState().catalog().getTempView("batch").isDefined()
+        else None,
         "jars": sc.listJars().size(),
         "files": sc.listFiles().size(),
     }
@@ -309,7 +394,9 @@ def test_layer1_rejects_at_declaration_without_spark(case: Case) -> None:
 
 def test_declaration_message_reads_well() -> None:
     with pytest.raises(ConfigError) as e:
-        parse_config({"tables": {"shop.orders": {"checks": [{"check": "custom_sql", "sql": "DELETE FROM shop.orders"}]}}})
+        parse_config(
+            {"tables": {"shop.orders": {"checks": [{"check": "custom_sql", "sql": "DELETE FROM shop.orders"}]}}}
+        )
     assert str(e.value).splitlines()[1] == (
         '  - [tables."shop.orders"] checks[0].sql: custom_sql must be a single read-only query; found DELETE '
         "(checks only read: write one SELECT over the view `batch`, e.g. SELECT * FROM batch WHERE amount < 0) "
@@ -321,7 +408,7 @@ def test_layer1_accepts_legit_sql() -> None:
     for q in GOOD_QUERIES:
         sqlguard.check_query_text(q, "custom_sql")
         read_only(q)
-    for x in GOOD_EXPRESSIONS + ["vendor_id = 2", "dropoff_at >= pickup_at"]:
+    for x in [*GOOD_EXPRESSIONS, "vendor_id = 2", "dropoff_at >= pickup_at"]:
         sqlguard.check_expression_text(x, "filter")
     parse_config({"tables": {"a.b": {"checks": [{"check": "custom_sql", "sql": q} for q in GOOD_QUERIES]}}})
 
@@ -369,7 +456,11 @@ def test_layer2_catches_what_sqlglot_reads_differently(lab: Lab) -> None:
 
 @pytest.mark.spark
 def test_layer2_accepts_legit_sql(lab: Lab) -> None:
-    for q in GOOD_QUERIES + ["SELECT * FROM shop.victim VERSION AS OF 'main'", "SELECT * FROM shop.victim TABLESAMPLE (50 PERCENT) t"]:
+    for q in [
+        *GOOD_QUERIES,
+        "SELECT * FROM shop.victim VERSION AS OF 'main'",
+        "SELECT * FROM shop.victim TABLESAMPLE (50 PERCENT) t",
+    ]:
         sqlguard.check_query_plan(lab.spark, q, "custom_sql")
     for x in GOOD_EXPRESSIONS:
         sqlguard.check_expression_plan(lab.spark, x, "filter")
@@ -388,15 +479,37 @@ def test_hostile_check_fails_the_run_and_changes_nothing(lab: Lab, case: Case) -
 
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    "case", [c for c in CHECK_CASES if not c.hygiene_only and c.id in {
-        "delete", "drop_table", "temp_view", "call_set_current", "set", "reset", "add_jar", "use", "alter_branch",
-        "two_statements", "reflect_select", "reflect_in_window", "parquet_path", "transform_script",
-        "expr_reflect", "expr_path_subquery", "filter_reflect", "filter_second_statement", "lookalike",
-    }], ids=lambda c: c.id,
+    "case",
+    [
+        c
+        for c in CHECK_CASES
+        if not c.hygiene_only
+        and c.id
+        in {
+            "delete",
+            "drop_table",
+            "temp_view",
+            "call_set_current",
+            "set",
+            "reset",
+            "add_jar",
+            "use",
+            "alter_branch",
+            "two_statements",
+            "reflect_select",
+            "reflect_in_window",
+            "parquet_path",
+            "transform_script",
+            "expr_reflect",
+            "expr_path_subquery",
+            "filter_reflect",
+            "filter_second_statement",
+            "lookalike",
+        }
+    ],
+    ids=lambda c: c.id,
 )
-def test_spark_layer_alone_stops_hostile_checks_in_a_run(
-    lab: Lab, case: Case, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_spark_layer_alone_stops_hostile_checks_in_a_run(lab: Lab, case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     """Layer 1 switched off everywhere (declaration, validation, audit): layer 2 alone keeps the lakehouse intact."""
     monkeypatch.setattr(sqlguard, "check_query_text", lambda *a, **k: None)
     monkeypatch.setattr(sqlguard, "check_expression_text", lambda *a, **k: None)
@@ -411,7 +524,10 @@ def test_bad_check_on_first_run_creates_nothing(lab: Lab) -> None:
         before = state(lab)
         chk = CustomSqlCheck.model_construct(check="custom_sql", sql=text.replace("{cat}", lab.cat))
         res = run_wap(lab.lh, "shop.fresh", [lab.batch], extra_checks=[chk])
-        assert (res.status, res.exit_code) == ("failed", 2) and "custom_sql must be a single read-only query" in res.message
+        assert (res.status, res.exit_code) == (
+            "failed",
+            2,
+        ) and "custom_sql must be a single read-only query" in res.message
         assert not lab.lh.tables.exists(fresh)
         assert state(lab) == before
 
@@ -434,16 +550,24 @@ def test_audit_time_execution_rechecks(lab: Lab) -> None:
 def test_legit_checks_still_run(lab: Lab, tmp_path: Path) -> None:
     lh = Lakehouse(make_config(tmp_path), spark=lab.spark)
     # Other tables are read by their full name (the session's current catalog is not the lakehouse's).
-    checks = [C.custom_sql(q.replace("shop.victim", lh.tables.ident(V)), name=f"q{i}") for i, q in enumerate(GOOD_QUERIES)]
+    checks = [
+        C.custom_sql(q.replace("shop.victim", lh.tables.ident(V)), name=f"q{i}") for i, q in enumerate(GOOD_QUERIES)
+    ]
     checks += [C.expression(x, name=f"x{i}") for i, x in enumerate(RUN_EXPRESSIONS)]
     checks += [C.not_null("email", filter="customer = 'c0'"), C.between("amount", 0, 1000, filter="amount > 0")]
     # The victim table of the lab is joined by name: publish one in this lakehouse too.
     assert run_wap(lh, "shop.victim", [lab.batch]).status == "published"
-    res = run_wap(lh, "shop.orders", [str(write_parquet(tmp_path / "ok.parquet", orders(6, start=500)))], extra_checks=checks)
+    res = run_wap(
+        lh, "shop.orders", [str(write_parquet(tmp_path / "ok.parquet", orders(6, start=500)))], extra_checks=checks
+    )
     assert res.status == "published", res.message
     assert {c["status"] for c in res.checks} == {"passed"}
-    negative = write_parquet(tmp_path / "neg.parquet", orders(2, start=900).set_column(3, "amount", pa.array([-1.0, 5.0])))
-    bad = run_wap(lh, "shop.orders", [str(negative)], extra_checks=[C.custom_sql("SELECT * FROM batch WHERE amount < 0")])
+    negative = write_parquet(
+        tmp_path / "neg.parquet", orders(2, start=900).set_column(3, "amount", pa.array([-1.0, 5.0]))
+    )
+    bad = run_wap(
+        lh, "shop.orders", [str(negative)], extra_checks=[C.custom_sql("SELECT * FROM batch WHERE amount < 0")]
+    )
     assert bad.status == "blocked" and bad.checks[0]["failing_rows"] == 1
 
 

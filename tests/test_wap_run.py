@@ -10,6 +10,7 @@ import pytest
 from conftest import trips_file, write_parquet
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import WapRun, run_wap
+from wapflow.pipeline.state import snapshot_from_data
 from wapflow.publish import publish
 
 pytestmark = pytest.mark.spark
@@ -81,7 +82,11 @@ def test_blocked_first_run_leaves_main_empty(lakehouse_factory, landing):
 
 def test_warn_severity_publishes_and_reports(lakehouse_factory, landing):
     lh = lakehouse_factory(
-        {"nyc.trips": {"checks": [{"check": "between", "column": "fare_amount", "min": 0, "max": 5, "severity": "warn"}]}}
+        {
+            "nyc.trips": {
+                "checks": [{"check": "between", "column": "fare_amount", "min": 0, "max": 5, "severity": "warn"}]
+            }
+        }
     )
     res = run_wap(lh, "nyc.trips", [str(trips_file(landing, "f.parquet", 100))])
     assert res.status == "published"
@@ -101,15 +106,15 @@ def test_two_runs_interleaved_both_land_on_main(trips_lakehouse, landing):
     a.write()
     b.prepare()
     b.write()
-    assert a.base == b.base  # both branched from the same main snapshot
+    assert a.state.base == b.state.base  # both branched from the same main snapshot
     files_before = _data_files(lh, a.branch) | _data_files(lh, b.branch)
     a.audit()
     a.publish()
     b.audit()
     b.publish()
     assert a.rec.status == "published" and b.rec.status == "published"
-    assert a.published_via == "fast_forward"
-    assert b.published_via == "cherry_pick"
+    assert a.state.published_via == "fast_forward"
+    assert b.state.published_via == "cherry_pick"
     assert lh.tables.row_count(T) == 180
     ids = {r[0] for r in lh.tables.read(T).select("trip_id").collect()}
     assert {100, 199, 1000, 1069} <= ids
@@ -158,9 +163,14 @@ def test_crash_between_publish_and_branch_drop_only_cleans_up(trips_lakehouse, l
     crashed = WapRun(lh, "nyc.trips", [str(f)])
     crashed.prepare()
     crashed.write()
-    other.prepare(); other.write(); other.audit(); other.publish()  # noqa: E702 - main moves: cherry-pick path
+    other.prepare()
+    other.write()
+    other.audit()
+    other.publish()
     crashed.audit()
-    publish(lh.branches, lh.tables, T, crashed.branch, crashed.run_snapshots)  # published, then the crash
+    publish(
+        lh.branches, lh.tables, T, crashed.branch, [snapshot_from_data(d) for d in crashed.state.run_snapshots]
+    )  # published, then the crash
     assert lh.branches.exists(T, crashed.branch)
     rows = lh.tables.row_count(T)
     res = run_wap(lh, "nyc.trips", [str(f)], run_id=crashed.run_id)
@@ -187,7 +197,9 @@ def test_csv_and_json_sources_and_globs(lakehouse_factory, landing):
 
 def test_not_null_option_blocks_a_file_the_config_would_pass(lakehouse_factory, landing):
     lh = lakehouse_factory({})
-    res = run_wap(lh, "nyc.trips", [str(trips_file(landing, "n.parquet", 50, null_rate=0.1))], not_null=["passenger_count"])
+    res = run_wap(
+        lh, "nyc.trips", [str(trips_file(landing, "n.parquet", 50, null_rate=0.1))], not_null=["passenger_count"]
+    )
     assert res.status == "blocked"
     assert lh.tables.row_count(T) == 0
 
@@ -209,7 +221,9 @@ def test_audit_reads_only_the_rows_the_run_added(lakehouse_factory, landing):
     lh = lakehouse_factory({})
     dirty = trips_file(landing, "old.parquet", 30, null_rate=0.2)
     assert run_wap(lh, "nyc.trips", [str(dirty)]).status == "published"  # no checks configured then
-    res = run_wap(lh, "nyc.trips", [str(trips_file(landing, "new.parquet", 30, start_id=100))], not_null=["passenger_count"])
+    res = run_wap(
+        lh, "nyc.trips", [str(trips_file(landing, "new.parquet", 30, start_id=100))], not_null=["passenger_count"]
+    )
     assert res.status == "published"
     assert res.checks[0]["observed"] == 0
 
@@ -239,13 +253,16 @@ def test_unresolvable_publish_conflict_exits_4_and_keeps_everything(trips_lakeho
     run_wap(lh, "nyc.trips", [str(trips_file(landing, "seed.parquet", 10))])
     a = WapRun(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 20, start_id=100))])
     b = WapRun(lh, "nyc.trips", [str(trips_file(landing, "b.parquet", 30, start_id=200))])
-    a.prepare(); a.write()  # noqa: E702
-    b.prepare(); b.write()  # noqa: E702
+    a.prepare()
+    a.write()
+    b.prepare()
+    b.write()
     # Someone rewrites B's branch (an overwrite, tagged with B's run id), then A publishes.
     lh.tables.read(T, b.branch).where("trip_id >= 210").writeTo(lh.branches.write_target(T, b.branch)).option(
         "snapshot-property.wapflow.run-id", b.run_id
     ).overwritePartitions()
-    a.audit(); a.publish()  # noqa: E702
+    a.audit()
+    a.publish()
     main_after_a = lh.tables.head(T)
     res = run_wap(lh, "nyc.trips", [str(landing / "b.parquet")], run_id=b.run_id)
     assert res.status == "failed" and res.exit_code == 4, res.message

@@ -1,12 +1,12 @@
 """Declare checks from Python, with the same validation as wap.toml.
 
-    from wapflow import checks as C
-    run_wap(lh, "nyc.trips", files, extra_checks=[C.not_null("passenger_count"), C.unique("trip_id")])
+from wapflow import checks as C
+run_wap(lh, "nyc.trips", files, extra_checks=[C.not_null("passenger_count"), C.unique("trip_id")])
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal, TypedDict, Unpack
 
 from wapflow.audit.spec import (
     AcceptedValuesCheck,
@@ -20,63 +20,101 @@ from wapflow.audit.spec import (
     NullRateCheck,
     RegexCheck,
     RowCountCheck,
+    Scalar,
     UniqueCheck,
     UniqueInTableCheck,
     VolumeCheck,
 )
 
 
-def not_null(column: str, **kw: Any) -> NotNullCheck:
+class Options(TypedDict, total=False):
+    """What every check accepts besides its own parameters (the same keys as in wap.toml)."""
+
+    name: str | None
+    severity: Literal["error", "warn"]
+    filter: str | None
+
+
+class RowOptions(Options, total=False):
+    """Row-level checks also take `mostly`: the fraction of rows that must pass."""
+
+    mostly: float | None
+
+
+# `min` and `max` shadow builtins on purpose: they are the keys wap.toml uses for the same checks.
+
+
+def not_null(column: str, **kw: Unpack[RowOptions]) -> NotNullCheck:
     return NotNullCheck(check="not_null", column=column, **kw)
 
 
-def between(column: str, min: Any = None, max: Any = None, **kw: Any) -> BetweenCheck:  # noqa: A002
-    return BetweenCheck(check="between", column=column, min=min, max=max, **kw)
+def between(
+    column: str,
+    min: Scalar | None = None,  # noqa: A002 - the wap.toml key
+    max: Scalar | None = None,  # noqa: A002 - the wap.toml key
+    *,
+    min_inclusive: bool = True,
+    max_inclusive: bool = True,
+    **kw: Unpack[RowOptions],
+) -> BetweenCheck:
+    return BetweenCheck(
+        check="between",
+        column=column,
+        min=min,
+        max=max,
+        min_inclusive=min_inclusive,
+        max_inclusive=max_inclusive,
+        **kw,
+    )
 
 
-def accepted_values(column: str, values: list[Any], **kw: Any) -> AcceptedValuesCheck:
+def accepted_values(column: str, values: list[Scalar], **kw: Unpack[RowOptions]) -> AcceptedValuesCheck:
     return AcceptedValuesCheck(check="accepted_values", column=column, values=values, **kw)
 
 
-def regex(column: str, pattern: str, **kw: Any) -> RegexCheck:
+def regex(column: str, pattern: str, **kw: Unpack[RowOptions]) -> RegexCheck:
     return RegexCheck(check="regex", column=column, pattern=pattern, **kw)
 
 
-def max_length(column: str, max: int, **kw: Any) -> MaxLengthCheck:  # noqa: A002
+def max_length(column: str, max: int, **kw: Unpack[RowOptions]) -> MaxLengthCheck:  # noqa: A002 - the wap.toml key
     return MaxLengthCheck(check="max_length", column=column, max=max, **kw)
 
 
-def expression(sql: str, **kw: Any) -> ExpressionCheck:
+def expression(sql: str, **kw: Unpack[RowOptions]) -> ExpressionCheck:
     return ExpressionCheck(check="expression", sql=sql, **kw)
 
 
-def null_rate(column: str, max: float, **kw: Any) -> NullRateCheck:  # noqa: A002
+def null_rate(column: str, max: float, **kw: Unpack[Options]) -> NullRateCheck:  # noqa: A002 - the wap.toml key
     return NullRateCheck(check="null_rate", column=column, max=max, **kw)
 
 
-def row_count(min: int | None = None, max: int | None = None, **kw: Any) -> RowCountCheck:  # noqa: A002
+def row_count(
+    min: int | None = None,  # noqa: A002 - the wap.toml key
+    max: int | None = None,  # noqa: A002 - the wap.toml key
+    **kw: Unpack[Options],
+) -> RowCountCheck:
     return RowCountCheck(check="row_count", min=min, max=max, **kw)
 
 
-def unique(*columns: str, **kw: Any) -> UniqueCheck:
-    return UniqueCheck(check="unique", columns=list(columns), **kw)
+def unique(*columns: str, **kw: Unpack[Options]) -> UniqueCheck:
+    return UniqueCheck(check="unique", columns_=list(columns), **kw)
 
 
-def unique_in_table(*columns: str, **kw: Any) -> UniqueInTableCheck:
-    return UniqueInTableCheck(check="unique_in_table", columns=list(columns), **kw)
+def unique_in_table(*columns: str, **kw: Unpack[Options]) -> UniqueInTableCheck:
+    return UniqueInTableCheck(check="unique_in_table", columns_=list(columns), **kw)
 
 
-def foreign_key(column: str, table: str, references: str | None = None, **kw: Any) -> ForeignKeyCheck:
+def foreign_key(column: str, table: str, references: str | None = None, **kw: Unpack[Options]) -> ForeignKeyCheck:
     return ForeignKeyCheck(check="foreign_key", column=column, table=table, references=references, **kw)
 
 
-def freshness(column: str, max_age: str, **kw: Any) -> FreshnessCheck:
+def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> FreshnessCheck:
     return FreshnessCheck(check="freshness", column=column, max_age=max_age, **kw)
 
 
-def volume(runs: int = 10, tolerance: float = 0.5, **kw: Any) -> VolumeCheck:
-    return VolumeCheck(check="volume", runs=runs, tolerance=tolerance, **kw)
+def volume(runs: int = 10, tolerance: float = 0.5, min_history: int = 3, **kw: Unpack[Options]) -> VolumeCheck:
+    return VolumeCheck(check="volume", runs=runs, tolerance=tolerance, min_history=min_history, **kw)
 
 
-def custom_sql(sql: str, **kw: Any) -> CustomSqlCheck:
+def custom_sql(sql: str, **kw: Unpack[Options]) -> CustomSqlCheck:
     return CustomSqlCheck(check="custom_sql", sql=sql, **kw)

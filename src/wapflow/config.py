@@ -9,48 +9,28 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES, Scalar
+
+# Check models live in wapflow.audit.spec; these two stay importable from here for existing callers
+# (wapflow.pipeline). New code imports them from wapflow.audit.spec.
+from wapflow.audit.spec import Check as Check
+from wapflow.audit.spec import NotNullCheck as NotNullCheck
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.storage.settings import SECRET_FIELDS, S3Config
 
 CONFIG_ENV = "WAP_CONFIG"
 DEFAULT_CONFIG_NAME = "wap.toml"
 
-Scalar = Union[bool, int, float, str]
-
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
-
-
-# Check models live in wapflow.audit.spec; re-exported here for wap.toml parsing.
-from wapflow.audit.spec import (  # noqa: E402
-    CHECK_MODELS,
-    CHECK_TYPES,
-    AcceptedValuesCheck,
-    BetweenCheck,
-    Check,
-    CustomSqlCheck,
-    ExpressionCheck,
-    ForeignKeyCheck,
-    FreshnessCheck,
-    MaxLengthCheck,
-    NotNullCheck,
-    NullRateCheck,
-    RegexCheck,
-    RowCountCheck,
-    UniqueCheck,
-    UniqueInTableCheck,
-    VolumeCheck,
-)
+    model_config = ConfigDict(extra="forbid")
 
 
 # --- sections ---------------------------------------------------------------------------------
-
-CATALOG_KINDS = ["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom", "nessie"]
 
 
 class LakehouseConfig(_Strict):
@@ -95,11 +75,13 @@ class TableConfig(_Strict):
     max_quarantine_rate: float | None = Field(default=None, ge=0, le=1)
     # Columns that identify a row in audit samples (default: the first unique check's columns).
     key: list[str] = Field(default_factory=list)
+    # Reader options passed to Spark (e.g. {"delimiter" = ";"} for CSV).
+    read_options: dict[str, str] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     @model_validator(mode="after")
-    def _quarantine(self) -> "TableConfig":
+    def _quarantine(self) -> TableConfig:
         if self.max_quarantine_rate is not None and self.on_row_failure != "quarantine":
             raise ValueError('max_quarantine_rate needs on_row_failure = "quarantine"')
         if self.on_row_failure == "quarantine" and self.schema_policy == "add_columns":
@@ -107,14 +89,13 @@ class TableConfig(_Strict):
         return self
 
     def sample_key(self) -> list[str]:
+        """Columns that identify a row in audit samples: `key`, else the first unique check's columns."""
         if self.key:
             return list(self.key)
         for chk in self.checks:
             if chk.check in ("unique", "unique_in_table"):
                 return chk.columns()
         return []
-    # Reader options passed to Spark (e.g. {"delimiter" = ";"} for CSV).
-    read_options: dict[str, str] = Field(default_factory=dict)
 
 
 class RunConfig(_Strict):
@@ -167,16 +148,12 @@ class WapConfig(_Strict):
             return wh
         return str((self.base_dir / wh).expanduser().resolve())
 
-    def is_local_warehouse(self) -> bool:
-        wh = self.lakehouse.warehouse
-        return "://" not in wh or wh.startswith("file:")
-
     def local_warehouse_path(self) -> Path | None:
         wh = self.warehouse_location()
         if wh.startswith("file://"):
-            return Path(wh[len("file://"):])
+            return Path(wh[len("file://") :])
         if wh.startswith("file:"):
-            return Path(wh[len("file:"):])
+            return Path(wh[len("file:") :])
         if "://" in wh:
             return None
         return Path(wh)
@@ -271,7 +248,7 @@ def _precheck_check_types(data: dict[str, Any], source: str) -> None:
         for i, chk in enumerate(checks):
             where = f'[tables."{tname}"] checks[{i}]'
             if not isinstance(chk, dict):
-                raise ConfigError(f"{source}: {where} must be a table like {{ check = \"not_null\", column = \"x\" }}")
+                raise ConfigError(f'{source}: {where} must be a table like {{ check = "not_null", column = "x" }}')
             kind = chk.get("check")
             if kind is None:
                 raise ConfigError(
@@ -341,7 +318,7 @@ def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
     return "\n".join(lines)
 
 
-STARTER = '''# wap.toml: wapflow configuration (https://github.com/ - see README "Configuration").
+STARTER = """# wap.toml: wapflow configuration (https://github.com/ - see README "Configuration").
 # Every key is optional; with no file at all wapflow uses these defaults.
 
 [lakehouse]
@@ -380,4 +357,4 @@ checks = [
   { check = "row_count", min = 1 },
   { check = "expression", sql = "dropoff_at >= pickup_at" },
 ]
-'''
+"""

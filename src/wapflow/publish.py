@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from wapflow.errors import EngineError, PublishConflict
+from wapflow.errors import PublishConflict
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.branches import BranchBackend
 from wapflow.lakehouse.identifiers import TableName
@@ -56,14 +56,19 @@ def publish(
     for attempt in range(_RETRIES):
         try:
             return Published(backend.fast_forward(table, branch), "fast_forward")
-        except Exception as e:  # noqa: BLE001 - Spark surfaces Iceberg's exceptions as text
+        except Exception as e:
             if "not an ancestor" in str(e):
                 break
             if _is_commit_conflict(e) and attempt < _RETRIES - 1:
                 tables.refresh(table)
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise EngineError(f"fast-forward of main to {branch} failed: {_message(e)}") from e
+            # A named condition (commit conflict after the retries, unreachable storage, ...) says what
+            # to do; anything else propagates for the caller to report as a bug of this run and step.
+            known = spark_errors.classify(e, doing=f"fast-forwarding main of {table} to {branch}")
+            if known is not None:
+                raise known from e
+            raise
     # main moved since the branch was created: re-apply this run's appends on top of it.
     not_appends = [s for s in run_snapshots if s.operation != "append"]
     if not_appends:
@@ -79,14 +84,19 @@ def publish(
             try:
                 current = backend.cherry_pick(table, s.snapshot_id)
                 break
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if _is_commit_conflict(e) and attempt < _RETRIES - 1:
                     tables.refresh(table)
                     time.sleep(0.2 * (attempt + 1))
                     continue
+                known = spark_errors.classify(e, doing=f"re-applying snapshot {s.snapshot_id} onto main of {table}")
+                if known is not None:
+                    raise known from e
                 raise PublishConflict(
-                    f"could not re-apply snapshot {s.snapshot_id} of branch {branch} onto main of {table}: {_message(e)}",
-                    hint=f"main is unchanged by this run; the branch {branch} is kept: retry with `wap run ... --run-id`",
+                    f"could not re-apply snapshot {s.snapshot_id} of branch {branch} onto main of {table}: "
+                    f"{_message(e)}",
+                    hint=f"main is unchanged by this run and the branch {branch} is kept: inspect it "
+                    f"(wap query ... --branch {branch}), then re-run the files on a fresh branch",
                 ) from e
     assert current is not None
     return Published(current, "cherry_pick")

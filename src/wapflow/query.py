@@ -9,7 +9,7 @@ wapflow.audit.sqlguard accept the text before Spark sees it.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
@@ -19,12 +19,18 @@ from wapflow.errors import UsageError
 from wapflow.lakehouse.identifiers import validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 
 def _version_node(branch: str | None, as_of: str | None) -> exp.Version | None:
     if branch and as_of:
-        raise UsageError("--branch and --as-of cannot be combined", hint="pick one: a branch, or a point in main's history")
+        raise UsageError(
+            "--branch and --as-of cannot be combined", hint="pick one: a branch, or a point in main's history"
+        )
     if branch:
-        validate_branch(branch) if branch != "main" else None
+        if branch != "main":
+            validate_branch(branch)
         return exp.Version(this="VERSION", kind="AS OF", expression=exp.Literal.string(branch))
     if as_of:
         text = as_of.strip()
@@ -67,8 +73,8 @@ WHAT = "wap query"
 HINT = "wap query only reads: write one SELECT (WITH, JOIN, UNION, subqueries); tables change through wap run"
 
 
-def read_only(sql: str, spark: Any = None) -> None:
-    """UsageError unless `sql` is one read-only query: layer 1 (sqlglot), and layer 2 (Spark's parser) given a session."""
+def read_only(sql: str, spark: SparkSession | None = None) -> None:
+    """UsageError unless `sql` is one read-only query: sqlglot's layer, and Spark's parser too given a session."""
     try:
         sqlguard.check_query_text(sql, WHAT, hint=HINT)
         if spark is not None:
@@ -87,7 +93,7 @@ def run_query(
         # Nessie: a branch is a whole catalog state; read every table through a catalog bound to it.
         if as_of:
             raise UsageError("--branch and --as-of cannot be combined", hint="pick one")
-        catalog, branch = lh.branches.tables_for(validate_branch(branch)).catalog, None  # type: ignore[union-attr]
+        catalog, branch = lh.branches.tables_for(validate_branch(branch)).catalog, None
     final = rewrite(sql, branch=branch, as_of=as_of)
     read_only(final, spark)  # the exact text Spark will run, both layers
     spark.catalog.setCurrentCatalog(catalog)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit import sqlguard
-from wapflow.audit.report import AuditReport, CheckResult
+from wapflow.audit.report import AuditReport, CheckResult, Status
 from wapflow.audit.spec import (
     AcceptedValuesCheck,
     BetweenCheck,
@@ -32,6 +32,7 @@ from wapflow.audit.spec import (
     NullRateCheck,
     RegexCheck,
     RowCountCheck,
+    Scalar,
     UniqueCheck,
     UniqueInTableCheck,
     VolumeCheck,
@@ -40,8 +41,12 @@ from wapflow.audit.spec import (
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string
 
+# FileMetrics belongs to the lakehouse layer that reads it from Iceberg metadata; re-exported for callers that
+# import it from here.
+from wapflow.lakehouse.tables import FileMetrics as FileMetrics
+
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 SAMPLE_ROWS = 20
 QUARANTINE_COLUMN = "_wap_failed_checks"
@@ -83,7 +88,7 @@ def _sql_texts(chk: Check) -> list[tuple[str, str, bool]]:
     return texts
 
 
-def guard_sql(chk: Check, spark: Any, where: str) -> None:
+def guard_sql(chk: Check, spark: SparkSession, where: str) -> None:
     """Both layers of the SQL guard over the check's SQL: one read-only query / pure expression, or ConfigError.
 
     Declaration already ran layer 1 (pydantic); it runs again here, cheaply, because a model can be built
@@ -108,7 +113,7 @@ def _where(chk: Check, table: str | None) -> str:
 
 def validate_checks(
     checks: list[Check],
-    df: "DataFrame",
+    df: DataFrame,
     *,
     table: str,
     table_exists: Callable[[TableName], bool] | None = None,
@@ -181,12 +186,12 @@ def validate_checks(
             _validate_custom_sql(chk, df, where)
 
 
-def _validate_custom_sql(chk: CustomSqlCheck, df: "DataFrame", where: str) -> None:
+def _validate_custom_sql(chk: CustomSqlCheck, df: DataFrame, where: str) -> None:
     spark = df.sparkSession
     df.limit(0).createOrReplaceTempView("batch")
     try:
-        spark.sql(chk.sql).schema  # noqa: B018 - analysis only
-    except Exception as e:  # noqa: BLE001
+        _ = spark.sql(chk.sql).schema  # analysis only: the guard above let only a pure read through
+    except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException: the user's query is wrong
         raise ConfigError(
             f"{where}: its query is not valid: {_first_line(e)}",
             hint="the new rows are the view `batch`, e.g. SELECT * FROM batch WHERE amount < 0",
@@ -196,7 +201,7 @@ def _validate_custom_sql(chk: CustomSqlCheck, df: "DataFrame", where: str) -> No
 # --- compilation ------------------------------------------------------------------------------
 
 
-def _lit_sql(v: Any) -> str:
+def _lit_sql(v: Scalar) -> str:
     """SQL text of a literal, for the reproduction query shown to people (never executed by wapflow)."""
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"
@@ -211,8 +216,8 @@ class Compiled:
 
     index: int
     check: Check
-    applies: "Column"  # the check's filter (or TRUE)
-    fail: "Column | None"  # per-row failure condition (row-level checks and null_rate)
+    applies: Column  # the check's filter (or TRUE)
+    fail: Column | None  # per-row failure condition (row-level checks and null_rate)
     fail_sql: str | None
     threshold: str
     mapping: dict[str, str]
@@ -230,7 +235,7 @@ class Compiled:
         """Rows failing it are quarantinable: row-level, error severity, no tolerance."""
         return self.row_level and self.check.severity == "error" and getattr(self.check, "mostly", None) is None
 
-    def col(self, name: str) -> "Column":
+    def col(self, name: str) -> Column:
         from pyspark.sql import functions as F
 
         return F.col(quote(self.mapping[name]))
@@ -320,13 +325,13 @@ def compile_check(chk: Check, i: int, mapping: dict[str, str]) -> Compiled:
     return Compiled(i, chk, applies, fail, fail_sql, threshold, mapping)
 
 
-def _count_if(cond: "Column") -> "Column":
+def _count_if(cond: Column) -> Column:
     from pyspark.sql import functions as F
 
     return F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0)))
 
 
-def plain_aggregates(compiled: list[Compiled]) -> list["Column"]:
+def plain_aggregates(compiled: list[Compiled]) -> list[Column]:
     """Every metric that is a plain aggregate over rows: observable during the write, or one scan."""
     from pyspark.sql import functions as F
 
@@ -343,11 +348,15 @@ def plain_aggregates(compiled: list[Compiled]) -> list["Column"]:
     return aggs
 
 
-def quarantine_flags(compiled: list[Compiled]) -> "Column":
+def quarantine_flags(compiled: list[Compiled]) -> Column:
     """Per row: the names of the quarantinable checks it fails (an empty array for good rows)."""
     from pyspark.sql import functions as F
 
-    flags = [F.when(c.applies & c.fail, F.lit(c.check.display_name())) for c in compiled if c.blocks_rows]
+    flags = [
+        F.when(c.applies & c.fail, F.lit(c.check.display_name()))
+        for c in compiled
+        if c.blocks_rows and c.fail is not None  # blocks_rows: a row-level check, so fail is set
+    ]
     if not flags:
         return F.array().cast("array<string>")
     return F.filter(F.array(*flags), lambda x: x.isNotNull())
@@ -364,10 +373,10 @@ class AuditPlan:
         self.key = [by_lower[k.lower()] for k in (key or []) if k.lower() in by_lower]
         self.compiled = [compile_check(chk, i, self.mapping) for i, chk in enumerate(checks)]
 
-    def observable(self) -> list["Column"]:
+    def observable(self) -> list[Column]:
         return plain_aggregates(self.compiled)
 
-    def quarantine_flags(self) -> "Column":
+    def quarantine_flags(self) -> Column:
         return quarantine_flags(self.compiled)
 
     @property
@@ -382,22 +391,11 @@ class AuditPlan:
 class AuditContext:
     """What evaluation may look at beyond the new rows."""
 
-    main_table: Callable[[TableName], "DataFrame"] | None = None  # main of a table (joins)
+    main_table: Callable[[TableName], DataFrame] | None = None  # main of a table (joins)
     this_table: TableName | None = None
     history: Callable[[], list[int]] | None = None  # rows added by earlier published runs, newest first
     branch_sql: str | None = None  # `cat`.`ns`.`t` VERSION AS OF 'branch', for reproduction queries
-    file_metrics: Callable[[], "FileMetrics | None"] | None = None
-
-
-@dataclass
-class FileMetrics:
-    """Per-column metrics summed over the data files a run added (from Iceberg metadata)."""
-
-    rows: int
-    null_counts: dict[str, int | None] = field(default_factory=dict)  # None: not tracked for some file
-    nan_counts: dict[str, int | None] = field(default_factory=dict)
-    lower: dict[str, Any] = field(default_factory=dict)  # None: unknown for some file
-    upper: dict[str, Any] = field(default_factory=dict)
+    file_metrics: Callable[[], FileMetrics | None] | None = None
 
 
 def _from_metadata(c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
@@ -443,14 +441,13 @@ def _coerce(bound: Any, like: Any) -> Any:
 
 def evaluate(
     plan: AuditPlan,
-    added: "DataFrame",
+    added: DataFrame,
     *,
     observed: dict[str, Any] | None = None,
     ctx: AuditContext | None = None,
     samples: bool = True,
 ) -> AuditReport:
     """Evaluate every check of the plan over `added` (the rows the run added)."""
-    from pyspark.sql import functions as F
 
     ctx = ctx or AuditContext()
     values: dict[str, Any] = {}
@@ -470,13 +467,10 @@ def evaluate(
             if c.index not in source and ({f"{c.key}_n", f"{c.key}_max"} & set(observed)):
                 source[c.index] = "write"
     needed = [
-        c
-        for c in plan.compiled
-        if _plain(c) and not ({f"{c.key}_n", f"{c.key}_f", f"{c.key}_max"} & set(values))
+        c for c in plan.compiled if _plain(c) and not ({f"{c.key}_n", f"{c.key}_f", f"{c.key}_max"} & set(values))
     ]
     if needed or "_rows" not in values:
-        row = added.agg(*plain_aggregates(needed)).first().asDict()
-        values.update(row)
+        values.update(added.agg(*plain_aggregates(needed)).collect()[0].asDict())  # a global aggregate: one row
         for c in needed:
             source[c.index] = "scan"
     for c in plan.compiled:
@@ -497,10 +491,10 @@ def evaluate(
             source[c.index] = "metadata"
     rows = int(values.get("_rows") or 0)
     results = [_result(c, values, rows, ctx) for c in plan.compiled]
-    for c, r in zip(plan.compiled, results):
+    for c, r in zip(plan.compiled, results, strict=True):
         r.source = source.get(c.index, "scan")
     if samples:
-        for c, r in zip(plan.compiled, results):
+        for c, r in zip(plan.compiled, results, strict=True):
             if r.status in ("failed", "warned", "quarantined"):
                 r.sql = _reproduce_sql(c, ctx)
                 r.samples = _samples(added, c, plan, ctx)
@@ -515,8 +509,7 @@ def _has_main(ctx: AuditContext, table: TableName | None) -> bool:
     return ctx.main_table is not None and table is not None
 
 
-def _not_null_keys(df: "DataFrame", c: Compiled) -> "DataFrame":
-    from pyspark.sql import functions as F
+def _not_null_keys(df: DataFrame, c: Compiled) -> DataFrame:
 
     keys = [c.col(k) for k in c.check.columns()]
     cond = c.applies
@@ -525,21 +518,21 @@ def _not_null_keys(df: "DataFrame", c: Compiled) -> "DataFrame":
     return df.where(cond).select(*[c.col(k).alias(k) for k in c.check.columns()])
 
 
-def _duplicate_groups(added: "DataFrame", c: Compiled) -> "DataFrame":
+def _duplicate_groups(added: DataFrame, c: Compiled) -> DataFrame:
     from pyspark.sql import functions as F
 
     return _not_null_keys(added, c).groupBy(*c.check.columns()).count().where(F.col("count") > 1)
 
 
-def _duplicate_rows(added: "DataFrame", c: Compiled) -> int:
+def _duplicate_rows(added: DataFrame, c: Compiled) -> int:
     """Rows beyond the first for each key (NULL keys are ignored, as in SQL UNIQUE and dbt's test)."""
     from pyspark.sql import functions as F
 
-    row = _duplicate_groups(added, c).agg(F.sum(F.col("count") - 1).alias("d")).first()
+    row = _duplicate_groups(added, c).agg(F.sum(F.col("count") - 1).alias("d")).collect()[0]  # one row
     return int(row["d"] or 0)
 
 
-def _collisions(added: "DataFrame", c: Compiled, ctx: AuditContext) -> "DataFrame":
+def _collisions(added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
     assert ctx.main_table is not None and ctx.this_table is not None
     cols = c.check.columns()
     main = ctx.main_table(ctx.this_table)
@@ -547,7 +540,7 @@ def _collisions(added: "DataFrame", c: Compiled, ctx: AuditContext) -> "DataFram
     return _not_null_keys(added, c).join(main_keys, on=cols, how="left_semi")
 
 
-def _orphans(added: "DataFrame", c: Compiled, ctx: AuditContext) -> "DataFrame":
+def _orphans(added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
     chk = c.check
     assert isinstance(chk, ForeignKeyCheck)
     if ctx.main_table is None:
@@ -557,7 +550,7 @@ def _orphans(added: "DataFrame", c: Compiled, ctx: AuditContext) -> "DataFrame":
     return _not_null_keys(added, c).join(ref_keys, on=[chk.column], how="left_anti")
 
 
-def _custom(added: "DataFrame", c: Compiled) -> "DataFrame":
+def _custom(added: DataFrame, c: Compiled) -> DataFrame:
     chk = c.check
     assert isinstance(chk, CustomSqlCheck)
     spark = added.sparkSession
@@ -615,12 +608,12 @@ def _result(c: Compiled, v: dict[str, Any], rows: int, ctx: AuditContext) -> Che
     else:  # unique, unique_in_table, foreign_key, custom_sql: counts of offending rows
         failing = int(v.get(f"{k}_f") or 0)
         ok, observed = failing == 0, failing
-    status = "passed" if ok else ("warned" if chk.severity == "warn" else "failed")
+    status: Status = "passed" if ok else ("warned" if chk.severity == "warn" else "failed")
     return CheckResult(
         name=chk.display_name(),
         check=chk.check,
         severity=chk.severity,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         observed=observed,
         failing_rows=failing,
         threshold=c.threshold,
@@ -651,7 +644,7 @@ def _reproduce_sql(c: Compiled, ctx: AuditContext) -> str | None:
     return None
 
 
-def _samples(added: "DataFrame", c: Compiled, plan: AuditPlan, ctx: AuditContext) -> list[dict[str, Any]]:
+def _samples(added: DataFrame, c: Compiled, plan: AuditPlan, ctx: AuditContext) -> list[dict[str, Any]]:
     """Up to 20 offending rows: the check's columns plus the table's key."""
     chk = c.check
     cols = list(dict.fromkeys([*plan.key, *[c.mapping[x] for x in chk.columns() if x in c.mapping]]))
@@ -686,7 +679,7 @@ def _jsonable(v: Any) -> Any:
 
 
 def run_checks(
-    df: "DataFrame", checks: list[Check], *, table: str, observed: dict[str, Any] | None = None
+    df: DataFrame, checks: list[Check], *, table: str, observed: dict[str, Any] | None = None
 ) -> AuditReport:
     """Evaluate checks over df with no context (no joins to other tables, no history, no samples)."""
     plan = AuditPlan(checks, df.columns, table=table)

@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from wapflow.audit import sqlguard
 
-Scalar = Union[bool, int, float, str]
+Scalar = bool | int | float | str
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -35,6 +35,7 @@ def _read_only(check: Callable[[str, str], None], text: str, what: str) -> str:
 
 
 def parse_duration(text: str) -> timedelta:
+    """'30m', '24h', '7d' as a timedelta (freshness's max_age), or ValueError naming the accepted units."""
     m = _DURATION.match(text)
     if not m:
         raise ValueError(f"duration {text!r} is not like '30m', '24h', '7d' (units: s, m, h, d, w)")
@@ -108,7 +109,7 @@ class BetweenCheck(_RowColumnCheck):
     max_inclusive: bool = True
 
     @model_validator(mode="after")
-    def _bounds(self) -> "BetweenCheck":
+    def _bounds(self) -> BetweenCheck:
         if self.min is None and self.max is None:
             raise ValueError("between needs at least one of 'min' or 'max'")
         if (
@@ -180,7 +181,7 @@ class RowCountCheck(_CheckBase):
     max: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
-    def _bounds(self) -> "RowCountCheck":
+    def _bounds(self) -> RowCountCheck:
         if self.min is None and self.max is None:
             raise ValueError("row_count needs at least one of 'min' or 'max'")
         if self.min is not None and self.max is not None and self.min > self.max:
@@ -194,13 +195,14 @@ class RowCountCheck(_CheckBase):
 class _KeyCheck(_CheckBase):
     """A check on a key of one or more columns (`columns` in wap.toml)."""
 
+    check: Literal["unique", "unique_in_table"]
     columns_: list[str] = Field(alias="columns", min_length=1)
 
     def columns(self) -> list[str]:
         return list(self.columns_)
 
     def default_name(self) -> str:
-        return f"{self.check}({', '.join(self.columns_)})"  # type: ignore[attr-defined]
+        return f"{self.check}({', '.join(self.columns_)})"
 
 
 class UniqueCheck(_KeyCheck):
@@ -268,27 +270,26 @@ class CustomSqlCheck(_CheckBase):
 
 
 Check = Annotated[
-    Union[
-        NotNullCheck,
-        BetweenCheck,
-        AcceptedValuesCheck,
-        RegexCheck,
-        MaxLengthCheck,
-        ExpressionCheck,
-        NullRateCheck,
-        RowCountCheck,
-        UniqueCheck,
-        UniqueInTableCheck,
-        ForeignKeyCheck,
-        FreshnessCheck,
-        VolumeCheck,
-        CustomSqlCheck,
-    ],
+    NotNullCheck
+    | BetweenCheck
+    | AcceptedValuesCheck
+    | RegexCheck
+    | MaxLengthCheck
+    | ExpressionCheck
+    | NullRateCheck
+    | RowCountCheck
+    | UniqueCheck
+    | UniqueInTableCheck
+    | ForeignKeyCheck
+    | FreshnessCheck
+    | VolumeCheck
+    | CustomSqlCheck,
     Field(discriminator="check"),
 ]
 
+# check type (the `check` key's one Literal value) -> its model
 CHECK_MODELS: dict[str, type[_CheckBase]] = {
-    m.model_fields["check"].annotation.__args__[0]: m  # type: ignore[union-attr]
+    get_args(m.model_fields["check"].annotation)[0]: m
     for m in (
         NotNullCheck,
         BetweenCheck,

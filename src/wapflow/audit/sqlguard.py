@@ -25,12 +25,18 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 
 from wapflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# A Py4J proxy of a JVM object (Scala plan nodes, expressions, collections): py4j ships no types.
+JavaObject = Any
 
 QUERY_SHAPE = "a single read-only query"
 EXPRESSION_SHAPE = "a single SQL expression without side effects"
@@ -91,9 +97,7 @@ _MAX_PLAN_NODES = 20_000
 
 
 class UnsafeSql(ConfigError):
-    """SQL text a guard rejected (exit code 2); `problem` and `hint` let callers add where it was declared."""
-
-    kind = "unsafe_sql"
+    """SQL text a guard rejected (a ConfigError: exit code 2); `problem` and `hint` let callers name the place."""
 
     def __init__(self, problem: str, hint: str) -> None:
         super().__init__(problem, hint=hint)
@@ -176,9 +180,9 @@ def _check_hygiene(text: str, what: str, shape: str, hint: str) -> None:
 
 # --- layer 1: sqlglot ------------------------------------------------------------------------------
 
-_QUERY_ROOTS: tuple[type[exp.Expression], ...] = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
+_QUERY_ROOTS: tuple[type[exp.Expr], ...] = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
 # Statement kinds that can change something (or are not a query), rejected anywhere in the tree.
-_STATEMENT_NODES: tuple[type[exp.Expression], ...] = tuple(
+_STATEMENT_NODES: tuple[type[exp.Expr], ...] = tuple(
     getattr(exp, n)
     for n in (
         "Insert",
@@ -260,7 +264,7 @@ def _quiet_sqlglot() -> Iterator[None]:
         _log.setLevel(level)
 
 
-def _kind(node: exp.Expression) -> str:
+def _kind(node: exp.Expr) -> str:
     """The statement's kind in SQL words (DELETE, DROP TABLE, CALL, ADD JAR...)."""
     name = type(node).__name__
     if isinstance(node, exp.Command):
@@ -279,7 +283,7 @@ def _kind(node: exp.Expression) -> str:
     return words[0].upper() if words else name.upper()
 
 
-def _parse(text: str, what: str, hint: str) -> list[exp.Expression]:
+def _parse(text: str, what: str, hint: str) -> list[exp.Expr]:
     try:
         with _quiet_sqlglot():
             parsed = sqlglot.parse(text, read="spark")
@@ -327,7 +331,7 @@ def _relation_problem(parts: list[str]) -> str | None:
     return None
 
 
-def _check_tree(root: exp.Expression, what: str, shape: str, hint: str) -> None:
+def _check_tree(root: exp.Expr, what: str, shape: str, hint: str) -> None:
     """No statement node anywhere, no forbidden function, no file-reading relation or table function."""
     for node in root.walk():
         problem: str | None = None
@@ -491,7 +495,7 @@ def _spark_kind(simple: str) -> str:
     return f"{re.sub(r'(?<!^)(?=[A-Z])', ' ', words).upper()} (Spark's {name})"
 
 
-def _seq(s: Any) -> list[Any]:
+def _seq(s: JavaObject) -> list[JavaObject]:
     """A Scala Seq (through Py4J) as a list."""
     return [s.apply(i) for i in range(s.size())]
 
@@ -499,10 +503,10 @@ def _seq(s: Any) -> list[Any]:
 class _SparkTree:
     """Walks a parsed plan or expression through Py4J and rejects anything that is not a pure read."""
 
-    def __init__(self, spark: Any, what: str, shape: str, hint: str) -> None:
+    def __init__(self, jvm: JavaObject, what: str, shape: str, hint: str) -> None:
         self.what, self.shape, self.hint = what, shape, hint
         self.left = _MAX_PLAN_NODES
-        self.subquery_class = spark._jvm.java.lang.Class.forName(
+        self.subquery_class = jvm.java.lang.Class.forName(
             "org.apache.spark.sql.catalyst.expressions.SubqueryExpression"
         )
 
@@ -520,7 +524,7 @@ class _SparkTree:
         if m:
             raise self.reject(f"function {m.group(1).lower()} is not allowed (it calls Java methods)")
 
-    def plan(self, node: Any) -> None:
+    def plan(self, node: JavaObject) -> None:
         self._spend()
         cls = str(node.getClass().getName())
         simple = cls.rsplit(".", 1)[-1]
@@ -557,13 +561,13 @@ class _SparkTree:
         for inner in _seq(node.innerChildren()):  # subqueries, CTE definitions, lateral subqueries
             self.plan(inner)
 
-    def _relation_options(self, node: Any) -> None:
+    def _relation_options(self, node: JavaObject) -> None:
         keys = node.options().keySet().iterator()
         while keys.hasNext():
             if "path" in str(keys.next()).lower():
                 raise self.reject("a relation option names a path, which is not allowed")
 
-    def expression(self, node: Any) -> None:
+    def expression(self, node: JavaObject) -> None:
         self._spend()
         simple = str(node.getClass().getSimpleName())
         name: str | None = None
@@ -585,10 +589,10 @@ class _SparkTree:
             self.expression(child)
 
 
-def _parser(spark: Any) -> Any | None:
-    """The session's SQL parser, or None on Spark Connect (no JVM on this side)."""
-    jss = getattr(spark, "_jsparkSession", None)
-    return None if jss is None else jss.sessionState().sqlParser()
+def _parser(spark: SparkSession) -> tuple[JavaObject, JavaObject] | None:
+    """The session's SQL parser and JVM view, or None on Spark Connect (no JVM on this side)."""
+    jss, jvm = getattr(spark, "_jsparkSession", None), getattr(spark, "_jvm", None)
+    return None if jss is None or jvm is None else (jss.sessionState().sqlParser(), jvm)
 
 
 def _spark_parse_error(e: BaseException) -> str:
@@ -597,36 +601,38 @@ def _spark_parse_error(e: BaseException) -> str:
     return printable(describe(e))[:300]
 
 
-def check_query_plan(spark: Any, text: str, what: str, *, hint: str = QUERY_HINT) -> None:
+def check_query_plan(spark: SparkSession, text: str, what: str, *, hint: str = QUERY_HINT) -> None:
     """Layer 2: Spark's parser must see one query made only of read-only plan nodes. Raises UnsafeSql."""
     _check_hygiene(text, what, QUERY_SHAPE, hint)
-    parser = _parser(spark)
-    if parser is None:
+    jvm_side = _parser(spark)
+    if jvm_side is None:
         # Spark Connect: the client has no parser to ask, and analysing spark.sql(text) is not safe
         # (Connect executes commands eagerly too). Only layer 1 stands here; run it explicitly.
         check_query_text(text, what, hint=hint)
         return
+    parser, jvm = jvm_side
     try:
         plan = parser.parsePlan(text)
     except Exception as e:  # noqa: BLE001 - ParseException through Py4J
         raise UnsafeSql(f"{what} is not valid Spark SQL: {_spark_parse_error(e)}", hint=hint) from None
-    walker = _SparkTree(spark, what, QUERY_SHAPE, hint)
+    walker = _SparkTree(jvm, what, QUERY_SHAPE, hint)
     walker.plan(plan)
     walker.text(str(plan.treeString()))
 
 
-def check_expression_plan(spark: Any, text: str, what: str, *, hint: str = EXPRESSION_HINT) -> None:
+def check_expression_plan(spark: SparkSession, text: str, what: str, *, hint: str = EXPRESSION_HINT) -> None:
     """Layer 2: Spark's expression parser; no forbidden call, subqueries only of read-only nodes. Raises UnsafeSql."""
     _check_hygiene(text, what, EXPRESSION_SHAPE, hint)
-    parser = _parser(spark)
-    if parser is None:
+    jvm_side = _parser(spark)
+    if jvm_side is None:
         # Spark Connect: see check_query_plan; layer 1 only, run explicitly.
         check_expression_text(text, what, hint=hint)
         return
+    parser, jvm = jvm_side
     try:
         expr = parser.parseExpression(text)
     except Exception as e:  # noqa: BLE001 - ParseException through Py4J
         raise UnsafeSql(f"{what} is not valid Spark SQL: {_spark_parse_error(e)}", hint=hint) from None
-    walker = _SparkTree(spark, what, EXPRESSION_SHAPE, hint)
+    walker = _SparkTree(jvm, what, EXPRESSION_SHAPE, hint)
     walker.expression(expr)
     walker.text(str(expr.toString()))

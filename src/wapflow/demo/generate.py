@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA = pa.schema(
-    [
-        ("trip_id", pa.int64()),
-        ("vendor_id", pa.int32()),
-        ("pickup_at", pa.timestamp("us")),
-        ("dropoff_at", pa.timestamp("us")),
-        ("passenger_count", pa.int32()),
-        ("trip_distance", pa.float64()),
-        ("fare_amount", pa.float64()),
-        ("payment_type", pa.int32()),
-    ]
-)
+_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("trip_id", pa.int64()),
+    ("vendor_id", pa.int32()),
+    ("pickup_at", pa.timestamp("us")),
+    ("dropoff_at", pa.timestamp("us")),
+    ("passenger_count", pa.int32()),
+    ("trip_distance", pa.float64()),
+    ("fare_amount", pa.float64()),
+    ("payment_type", pa.int32()),
+]
+SCHEMA = pa.schema(_COLUMNS)
 
 
 def generate_trips(rows: int, *, null_rate: float = 0.0, seed: int = 0, start_id: int = 1) -> pa.Table:
@@ -30,7 +29,7 @@ def generate_trips(rows: int, *, null_rate: float = 0.0, seed: int = 0, start_id
     if not 0.0 <= null_rate <= 1.0:
         raise ValueError("null_rate must be between 0 and 1")
     rng = np.random.default_rng(seed)
-    base = int(datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp() * 1_000_000)
+    base = int(datetime(2026, 11, 1, tzinfo=UTC).timestamp() * 1_000_000)
     pickup = base + rng.integers(0, 30 * 24 * 3600 * 1_000_000, rows, dtype=np.int64)
     duration = rng.integers(60, 3600, rows, dtype=np.int64) * 1_000_000
     distance = np.round(rng.gamma(2.0, 1.6, rows), 2)
@@ -38,7 +37,7 @@ def generate_trips(rows: int, *, null_rate: float = 0.0, seed: int = 0, start_id
     passengers = rng.integers(1, 7, rows, dtype=np.int32)
     mask = None
     if null_rate > 0 and rows > 0:
-        n_null = max(1, int(round(rows * null_rate)))
+        n_null = max(1, round(rows * null_rate))
         mask = np.zeros(rows, dtype=bool)
         mask[rng.choice(rows, size=n_null, replace=False)] = True
     cols = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,12 +99,14 @@ def prepare_dir(directory: Path, rows: int) -> tuple[Path, Path, Path]:
     return cfg, clean, dirty
 
 
-def run_demo(directory: Path, rows: int = 10_000, *, progress: Any = None) -> DemoOutcome:
+def run_demo(directory: Path, rows: int = 10_000, *, progress: Callable[[str], None] | None = None) -> DemoOutcome:
     cfg_path, clean, dirty = prepare_dir(directory, rows)
     return run_pair(load_config(cfg_path), directory, str(clean), str(dirty), progress=progress)
 
 
-def run_pair(cfg: WapConfig, directory: Path, clean: str, dirty: str, *, progress: Any = None) -> DemoOutcome:
+def run_pair(
+    cfg: WapConfig, directory: Path, clean: str, dirty: str, *, progress: Callable[[str], None] | None = None
+) -> DemoOutcome:
     """The clean file, then the dirty one, then what main and the kept branch hold."""
     lh = Lakehouse(cfg, progress=progress)
     r1 = run_wap(lh, TABLE, [clean])
@@ -115,12 +118,14 @@ def run_pair(cfg: WapConfig, directory: Path, clean: str, dirty: str, *, progres
     rows_after = lh.tables.row_count(table) if after is not None else 0
     branches = [b.name for b in lh.branches.list(table)] if after is not None else []
     dirty_rows = lh.tables.row_count(table, r2.branch) if r2.branch in branches else None
-    by_type = []
+    by_type: list[dict[str, Any]] = []
     if after is not None:
         from pyspark.sql import functions as F
 
-        df = lh.tables.read(table).groupBy("payment_type").agg(
-            F.count(F.lit(1)).alias("trips"), F.round(F.avg("fare_amount"), 2).alias("avg_fare")
+        df = (
+            lh.tables.read(table)
+            .groupBy("payment_type")
+            .agg(F.count(F.lit(1)).alias("trips"), F.round(F.avg("fare_amount"), 2).alias("avg_fare"))
         )
         by_type = [r.asDict() for r in df.orderBy("payment_type").collect()]
     return DemoOutcome(

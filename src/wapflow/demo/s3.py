@@ -9,8 +9,8 @@ with it; only the local catalog and run store (under <dir>/.wap) remain.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from wapflow.config import load_config
 from wapflow.demo.run import DEMO_CONFIG, DemoOutcome, prepare_dir, run_pair
@@ -44,8 +44,13 @@ def demo_s3_config(endpoint: str) -> str:
     return _S3_HEAD.format(endpoint=endpoint, lake=LAKE, landing=LANDING) + "\n" + tables
 
 
-def run_demo_s3(directory: Path, rows: int = 10_000, *, progress: Any = None) -> DemoOutcome:
-    say = progress or (lambda _m: None)
+def _quiet(_message: str) -> None:
+    return None
+
+
+def run_demo_s3(directory: Path, rows: int = 10_000, *, progress: Callable[[str], None] | None = None) -> DemoOutcome:
+    """Upload the two files to a landing bucket on a local S3 server, then the demo's two runs from there."""
+    say = progress or _quiet
     cfg_path, clean, dirty = prepare_dir(directory, rows)
     # The catalog of an earlier S3 demo points at buckets that died with its server.
     shutil.rmtree(cfg_path.parent / ".wap", ignore_errors=True)
@@ -56,7 +61,7 @@ def run_demo_s3(directory: Path, rows: int = 10_000, *, progress: Any = None) ->
         buckets = init_storage(cfg, progress=say)
         store = S3Store(s3_settings(cfg))
         landing = parse_s3_uri(LANDING)
-        uris = []
+        uris: list[str] = []
         for local in (clean, dirty):
             key = f"{landing.key}/{local.name}"
             say(f"uploading {local.name} to s3://{landing.bucket}/{key}")

@@ -7,17 +7,19 @@ table; catalog-level branches (Project Nessie, wapflow.lakehouse.nessie) sandbox
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
 from wapflow.lakehouse.tables import Tables
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    pass
 
 _RETRIES = 5
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,21 +53,29 @@ class IcebergTableBranches:
         self.spark = tables.spark
         self.catalog = tables.catalog
 
-    def create(self, table: TableName, branch: str) -> int | None:
-        """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
-        validate_branch(branch)
+    def _committing(self, table: TableName, fn: Callable[[], T]) -> T:
+        """Run a metadata commit; when another process committed to the table since this process cached its
+        metadata (Iceberg's CommitFailedException), refresh and try again."""
         for attempt in range(_RETRIES):
-            base = self.tables.head(table, "main")
             try:
-                self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} CREATE BRANCH {quote(branch)}")
-                return base
-            except Exception as e:  # noqa: BLE001 - Iceberg's CommitFailedException arrives as Py4J text
-                # Another process committed to the table since this process cached its metadata: refresh, retry.
+                return fn()
+            except Exception as e:
                 if "CommitFailedException" not in spark_errors.full_text(e) or attempt == _RETRIES - 1:
                     raise
                 self.tables.refresh(table)
                 time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    def create(self, table: TableName, branch: str) -> int | None:
+        """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
+        validate_branch(branch)
+
+        def create() -> int | None:
+            base = self.tables.head(table, "main")
+            self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} CREATE BRANCH {quote(branch)}")
+            return base
+
+        return self._committing(table, create)
 
     def exists(self, table: TableName, branch: str) -> bool:
         ref = self.tables.refs(table).get(branch)
@@ -76,7 +86,10 @@ class IcebergTableBranches:
 
     def drop(self, table: TableName, branch: str) -> None:
         validate_branch(branch)
-        self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} DROP BRANCH IF EXISTS {quote(branch)}")
+        self._committing(
+            table,
+            lambda: self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} DROP BRANCH IF EXISTS {quote(branch)}"),
+        )
 
     def write_target(self, table: TableName, branch: str) -> str:
         return table.branch_sql(self.catalog, branch)
@@ -88,22 +101,19 @@ class IcebergTableBranches:
     def iceberg_ref(self, branch: str) -> str:
         return branch
 
-    def read(self, table: TableName, branch: str) -> "DataFrame":
-        return self.tables.read(table, branch)
-
     def fast_forward(self, table: TableName, branch: str) -> int:
         validate_branch(branch)
         row = self.spark.sql(
             f"CALL {quote(self.catalog)}.system.fast_forward("
             f"table => {sql_string(table.dotted)}, branch => 'main', to => {sql_string(branch)})"
-        ).first()
+        ).collect()[0]
         return int(row["updated_ref"])
 
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
         row = self.spark.sql(
             f"CALL {quote(self.catalog)}.system.cherrypick_snapshot("
             f"table => {sql_string(table.dotted)}, snapshot_id => {int(snapshot_id)})"
-        ).first()
+        ).collect()[0]
         return int(row["current_snapshot_id"])
 
     def list(self, table: TableName) -> list[BranchInfo]:

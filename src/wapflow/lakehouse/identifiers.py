@@ -10,9 +10,10 @@ from wapflow.errors import InvalidIdentifier
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _BRANCH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,127}$")
 RESERVED_BRANCHES = {"main"}
-
-
 _MAX = 128
+
+# The validators take `object`: names come from wap.toml, the CLI and library callers, and anything that is
+# not a str is rejected with the same clear error rather than an AttributeError.
 
 
 def _too_long(name: object, what: str) -> None:
@@ -23,7 +24,7 @@ def _too_long(name: object, what: str) -> None:
         )
 
 
-def validate_part(name: str, *, what: str = "name") -> str:
+def validate_part(name: object, *, what: str = "name") -> str:
     _too_long(name, what)
     if not isinstance(name, str) or not _PART.match(name):
         raise InvalidIdentifier(
@@ -43,7 +44,7 @@ def sql_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def validate_branch(name: str) -> str:
+def validate_branch(name: object) -> str:
     _too_long(name, "branch name")
     if not isinstance(name, str) or not _BRANCH.match(name):
         raise InvalidIdentifier(
@@ -63,7 +64,7 @@ class TableName:
     name: str
 
     @classmethod
-    def parse(cls, text: str) -> "TableName":
+    def parse(cls, text: object) -> TableName:
         if not isinstance(text, str) or not text:
             raise InvalidIdentifier("table name is empty", hint="name tables as namespace.table, e.g. nyc.trips")
         parts = text.split(".")

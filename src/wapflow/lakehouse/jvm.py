@@ -45,7 +45,7 @@ class Artifact:
     classifier: str | None = None
 
     @classmethod
-    def parse(cls, coord: str) -> "Artifact":
+    def parse(cls, coord: str) -> Artifact:
         parts = coord.split(":")
         if len(parts) != 3 or not all(parts):
             raise EnvironmentProblem(
@@ -220,7 +220,7 @@ def resolve_jars(
     return JarPlan(tuple(str(fetch_artifact(a, folder, repo, progress)) for a in arts), ())
 
 
-def plan_for(cfg: "WapConfig", progress: Progress | None = None, *, s3: bool = False) -> JarPlan:
+def plan_for(cfg: WapConfig, progress: Progress | None = None, *, s3: bool = False) -> JarPlan:
     """The jars a config needs (the S3 ones only when it uses S3, or when asked to pre-fetch them)."""
     from wapflow.storage.spark import uses_s3
 

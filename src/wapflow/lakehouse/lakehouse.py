@@ -29,7 +29,7 @@ class Lakehouse:
         self,
         config: WapConfig | None = None,
         *,
-        spark: "SparkSession | None" = None,
+        spark: SparkSession | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config if config is not None else load_config()
@@ -37,10 +37,6 @@ class Lakehouse:
         self._spark = spark
         self._storage_checked = False
         self._catalog_checked = False
-
-    @classmethod
-    def from_file(cls, path: str | None = None, **kw: object) -> "Lakehouse":
-        return cls(load_config(path), **kw)  # type: ignore[arg-type]
 
     @property
     def catalog(self) -> str:
@@ -61,9 +57,10 @@ class Lakehouse:
         self._storage_checked = True
 
     @cached_property
-    def nessie(self) -> "NessieClient":
+    def nessie(self) -> NessieClient:
         """The Nessie REST client (catalog = "nessie"); needs no Spark."""
-        from wapflow.lakehouse.nessie import NessieClient, nessie_token, nessie_uri
+        from wapflow.lakehouse.nessie import NessieClient
+        from wapflow.lakehouse.nessie_config import nessie_token, nessie_uri
 
         return NessieClient(nessie_uri(self.config), nessie_token(self.config))
 
@@ -80,7 +77,7 @@ class Lakehouse:
         self._catalog_checked = True
 
     @property
-    def spark(self) -> "SparkSession":
+    def spark(self) -> SparkSession:
         self.check_storage()
         self.check_catalog()
         if self._spark is None:
@@ -97,7 +94,7 @@ class Lakehouse:
         return Tables(self.spark, self.catalog)
 
     @cached_property
-    def branches(self) -> "IcebergTableBranches | NessieBranches":
+    def branches(self) -> IcebergTableBranches | NessieBranches:
         if self.catalog_level:
             from wapflow.lakehouse.nessie import NessieBranches
 

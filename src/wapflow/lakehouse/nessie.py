@@ -9,6 +9,8 @@ Spark SQL extensions have no Spark 4.1 build.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,8 +19,19 @@ from urllib.parse import quote as urlquote
 
 import httpx
 
-from wapflow.errors import ConfigError, EngineError, NotFound, PublishConflict, UsageError, WapError
+from wapflow.errors import (
+    BugError,
+    ConfigError,
+    EnvironmentProblem,
+    NotFound,
+    PublishConflict,
+    ServiceError,
+    Unreachable,
+    UsageError,
+    WapError,
+)
 from wapflow.lakehouse.identifiers import TableName, validate_branch, validate_part
+from wapflow.lakehouse.nessie_config import TOKEN_ENV, normalize_uri
 from wapflow.lakehouse.tables import Tables
 
 if TYPE_CHECKING:
@@ -27,23 +40,9 @@ if TYPE_CHECKING:
     from wapflow.config import WapConfig
     from wapflow.lakehouse.branches import BranchInfo
 
-NESSIE_CATALOG_IMPL = "org.apache.iceberg.nessie.NessieCatalog"
 RUN_ID_META = "wapflow.run-id"
 TABLES_META = "wapflow.tables"
 BRANCH_META = "wapflow.branch"
-TOKEN_ENV = "WAP_NESSIE_TOKEN"
-
-
-def normalize_uri(uri: str) -> str:
-    """Accept http://host:19120, .../api, .../api/v2; return the API v2 base."""
-    u = uri.strip().rstrip("/")
-    if u.endswith("/api/v2"):
-        return u
-    if u.endswith("/api/v1"):
-        return u[: -len("/v1")] + "/v2"
-    if u.endswith("/api"):
-        return u + "/v2"
-    return u + "/api/v2"
 
 
 @dataclass(frozen=True)
@@ -100,22 +99,25 @@ class NessieClient:
     def _call(self, method: str, path: str, *, what: str, **kw: Any) -> dict[str, Any]:
         try:
             resp = self._http.request(method, path, **kw)
+        except httpx.UnsupportedProtocol:
+            raise ConfigError(
+                f"{self.base} is not an http(s) URL (while trying to {what})",
+                hint="nessie_uri is the server's API base, e.g. http://127.0.0.1:19120/api/v2",
+            ) from None
         except httpx.TransportError as e:
-            raise EngineError(
+            raise Unreachable(
                 f"the Nessie server at {self.base} is not reachable ({type(e).__name__}) while trying to {what}",
                 hint="start one with `wap nessie up`, or fix [lakehouse].nessie_uri; nothing was written",
             ) from None
         if resp.status_code < 300:
             return resp.json() if resp.content else {}
         body: dict[str, Any] = {}
-        try:
+        with contextlib.suppress(ValueError):
             body = resp.json()
-        except ValueError:
-            pass
         code = str(body.get("errorCode") or "")
         msg = str(body.get("message") or resp.reason_phrase or "")[:500]
         if resp.status_code in (401, 403):
-            raise ConfigError(
+            raise EnvironmentProblem(
                 f"the Nessie server at {self.base} rejected the request to {what} (HTTP {resp.status_code}: "
                 "missing, wrong or unauthorized bearer token)",
                 hint=f"set [lakehouse].nessie_token or ${TOKEN_ENV}; the token itself is never printed",
@@ -131,7 +133,15 @@ class NessieClient:
                 f"{self.base} does not look like a Nessie API v2 endpoint (HTTP 404 while trying to {what})",
                 hint="nessie_uri is the server's API base, e.g. http://127.0.0.1:19120/api/v2",
             )
-        raise EngineError(f"Nessie failed to {what}: HTTP {resp.status_code} {code} {msg}".rstrip())
+        if resp.status_code >= 500 or resp.status_code == 429:  # a server error, or "too many requests"
+            raise ServiceError(
+                f"Nessie failed to {what}: HTTP {resp.status_code} {code} {msg}".rstrip(),
+                hint="a server error; retry the run (`wap run ... --run-id` resumes it)",
+            )
+        raise ConfigError(
+            f"Nessie refused to {what}: HTTP {resp.status_code} {code} {msg}".rstrip(),
+            hint="check [lakehouse].nessie_uri and the names used (branch, table)",
+        )
 
     # --- API --------------------------------------------------------------------------------
 
@@ -253,7 +263,9 @@ class NessieClient:
                 params["fetch"] = "ALL"
             if token:
                 params["page-token"] = token
-            d = self._call("GET", f"/trees/{urlquote(ref, safe='')}/history", what=f"read the log of {ref}", params=params)
+            d = self._call(
+                "GET", f"/trees/{urlquote(ref, safe='')}/history", what=f"read the log of {ref}", params=params
+            )
             for e in d.get("logEntries", []):
                 m = e.get("commitMeta", {})
                 authors = [a for a in (m.get("authors") or []) if a]
@@ -290,7 +302,11 @@ class NessieClient:
         for c in self.log(branch, limit=depth):
             if c.parent in on_main:
                 return str(c.parent)
-        raise EngineError(f"could not find where branch {branch} forked from {into} within {depth} commits")
+        raise PublishConflict(
+            f"could not find where branch {branch} forked from {into} within {depth} commits, "
+            "so its changes cannot be re-applied",
+            hint=f"inspect branch {branch} (`wap branches`), then re-run the files on a fresh branch",
+        )
 
 
 def _conflict_details(body: dict[str, Any]) -> str:
@@ -306,38 +322,6 @@ def _conflict_details(body: dict[str, Any]) -> str:
 # --- Spark side -------------------------------------------------------------------------------
 
 
-def nessie_token(cfg: "WapConfig") -> str | None:
-    import os
-
-    return cfg.lakehouse.nessie_token or os.environ.get(TOKEN_ENV) or None
-
-
-def nessie_uri(cfg: "WapConfig") -> str:
-    uri = cfg.lakehouse.nessie_uri
-    if not uri:
-        raise ConfigError(
-            'catalog = "nessie" needs [lakehouse].nessie_uri',
-            hint='e.g. nessie_uri = "http://127.0.0.1:19120/api/v2" (start a local server with `wap nessie up`)',
-        )
-    return normalize_uri(uri)
-
-
-def catalog_properties(cfg: "WapConfig", ref: str = "main") -> dict[str, str]:
-    """Iceberg NessieCatalog properties for one Nessie ref (the warehouse is added by the session)."""
-    props = {
-        "catalog-impl": NESSIE_CATALOG_IMPL,
-        "uri": nessie_uri(cfg),
-        "ref": ref,
-        # Main's catalog must see merges made through other catalogs at once: no table cache.
-        "cache-enabled": "false",
-    }
-    token = nessie_token(cfg)
-    if token:
-        props["authentication.type"] = "BEARER"
-        props["authentication.token"] = token
-    return props
-
-
 def branch_catalog_name(catalog: str, branch: str) -> str:
     """A Spark catalog name per Nessie branch: valid as an identifier whatever the branch name."""
     validate_branch(branch)
@@ -345,7 +329,7 @@ def branch_catalog_name(catalog: str, branch: str) -> str:
     return validate_part(f"{catalog}__nb_{digest}", what="catalog name")
 
 
-def register_branch_catalog(spark: "SparkSession", cfg: "WapConfig", branch: str) -> str:
+def register_branch_catalog(spark: SparkSession, cfg: WapConfig, branch: str) -> str:
     """Catalogs load lazily by name, so a catalog bound to `ref=branch` can be added to a running session."""
     from wapflow.lakehouse.session import SPARK_CATALOG_CLASS
     from wapflow.lakehouse.session import catalog_properties as base_properties
@@ -370,7 +354,7 @@ class NessieBranches:
 
     catalog_level = True
 
-    def __init__(self, cfg: "WapConfig", tables: Tables, client: NessieClient) -> None:
+    def __init__(self, cfg: WapConfig, tables: Tables, client: NessieClient) -> None:
         self.cfg = cfg
         self.tables = tables
         self.spark = tables.spark
@@ -438,8 +422,8 @@ class NessieBranches:
         except PublishConflict as e:
             main = self.client.get_reference("main")
             e.message = (
-                f"{e.message}; branch {branch} (forked at {base[:12]}) and main (now {main.hash[:12] if main else '?'}) "
-                "both changed the same table"
+                f"{e.message}; branch {branch} (forked at {base[:12]}) and main "
+                f"(now {main.hash[:12] if main else '?'}) both changed the same table"
             )
             e.hint = (
                 f"main is unchanged by this run and branch {branch} is kept; re-run with --run-id {run_id} "
@@ -447,13 +431,6 @@ class NessieBranches:
             )
             raise
         return Merged(new)
-
-    def find_merged(self, run_id: str, *, depth: int = 500) -> Commit | None:
-        """The merge commit on main that published run_id (the idempotence record of catalog-level runs)."""
-        for c in self.client.log("main", limit=depth):
-            if c.run_id == run_id:
-                return c
-        return None
 
     def delete(self, branch: str) -> bool:
         self._bases.pop(branch, None)
@@ -480,12 +457,16 @@ class NessieBranches:
         return self.tables_for(branch).ident(table)
 
     def fast_forward(self, table: TableName, branch: str) -> int:
-        raise WapError("a Nessie branch is published by a merge of the whole branch, not per table")
+        raise BugError(
+            "this is a bug in wapflow: a Nessie branch is published by a merge of the whole branch, not per table"
+        )
 
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
-        raise WapError("a Nessie branch is published by a merge of the whole branch, not per table")
+        raise BugError(
+            "this is a bug in wapflow: a Nessie branch is published by a merge of the whole branch, not per table"
+        )
 
-    def list(self, table: TableName) -> list["BranchInfo"]:
+    def list(self, table: TableName) -> list[BranchInfo]:
         from wapflow.lakehouse.branches import BranchInfo
 
         out = []
@@ -505,7 +486,7 @@ class NessieBranches:
                 out.append(BranchInfo(table, ref.name, head))
         return out
 
-    def list_refs(self) -> list[Reference]:
+    def list_refs(self) -> builtins.list[Reference]:
         return [r for r in self.client.references() if r.type == "BRANCH" and r.name != "main"]
 
 
@@ -561,7 +542,7 @@ def _reapply(lh: Any, branch: str, run_id: str, runs: list[Any], conflict: Publi
                 if not fresh.exists(table):  # created by this run; main still lacks it
                     fresh.ensure_namespace(table)
                     fresh.create_like(table, rows)
-                r._write_options(rows.writeTo(fresh.ident(table))).append()
+                r.write_options(rows.writeTo(fresh.ident(table))).append()
         backend.merge(retry, run_id=run_id, tables=_run_tables(runs))
     except Exception:
         backend.delete(retry)

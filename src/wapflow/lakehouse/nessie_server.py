@@ -8,6 +8,7 @@ the server gets its own Java (21+), found independently of the Java 17 Spark run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from types import TracebackType
 
 import httpx
 
-from wapflow.errors import EngineError, EnvironmentProblem, UsageError
+from wapflow.errors import EnvironmentProblem, UsageError
 from wapflow.lakehouse import jvm
 
 # The newest nessie-quarkus runner on Maven Central (0.100+ are not published there).
@@ -29,7 +30,6 @@ NESSIE_VERSION = "0.99.0"
 NESSIE_RUNNER = jvm.Artifact("org.projectnessie.nessie", "nessie-quarkus", NESSIE_VERSION, classifier="runner")
 NESSIE_MIN_JAVA = 21
 HOST = "127.0.0.1"
-DEFAULT_PORT = 19120
 STATE_FILE = "nessie-server.json"
 JAVA_ENV = "WAP_NESSIE_JAVA"
 
@@ -42,7 +42,9 @@ def free_port(host: str = HOST) -> int:
         return int(s.getsockname()[1])
 
 
-def fetch_runner(jars_dir: str | None = None, repo: str = "https://repo1.maven.org/maven2", progress: Progress | None = None) -> Path:
+def fetch_runner(
+    jars_dir: str | None = None, repo: str = "https://repo1.maven.org/maven2", progress: Progress | None = None
+) -> Path:
     """The runner jar, downloaded (sha1-verified) into the jar cache on first use."""
     folder = Path(jars_dir).expanduser() if jars_dir else jvm.default_jars_dir()
     return jvm.fetch_artifact(NESSIE_RUNNER, folder, repo, progress)
@@ -87,7 +89,7 @@ class ServerState:
     log: str
 
     @classmethod
-    def read(cls, data_dir: Path) -> "ServerState | None":
+    def read(cls, data_dir: Path) -> ServerState | None:
         f = data_dir / STATE_FILE
         if not f.is_file():
             return None
@@ -166,7 +168,7 @@ class NessieServer:
             str(jar),
         ]
 
-    def start(self, *, detach: bool = False) -> "NessieServer":
+    def start(self, *, detach: bool = False) -> NessieServer:
         """Start and wait until the REST API answers; `detach` leaves it running after this process exits."""
         state = ServerState.read(self.data_dir)
         if state is not None and _alive(state.pid):
@@ -188,7 +190,7 @@ class NessieServer:
         if not self._wait_ready():
             self.stop()
             tail = self.log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-            raise EngineError(
+            raise EnvironmentProblem(
                 f"the Nessie server did not start within {self.startup_timeout:.0f}s: " + " | ".join(tail),
                 hint=f"see {self.log_path}",
             )
@@ -212,12 +214,12 @@ class NessieServer:
 
     def stop(self) -> None:
         if self.proc is not None:
-            _terminate(self.proc.pid, lambda: self.proc.poll() is not None)  # type: ignore[union-attr]
+            _terminate(self.proc.pid, lambda: self.proc.poll() is not None)  # type: ignore[union-attr]  # proc is set in this branch; mypy cannot see it inside the lambda
             self.proc.wait(timeout=5)
             self.proc = None
         (self.data_dir / STATE_FILE).unlink(missing_ok=True)
 
-    def __enter__(self) -> "NessieServer":
+    def __enter__(self) -> NessieServer:
         return self.start()
 
     def __exit__(self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
@@ -240,10 +242,8 @@ def _terminate(pid: int, gone: Callable[[], bool], grace: float = 20.0) -> None:
         if gone():
             return
         time.sleep(0.2)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def stop_detached(data_dir: Path) -> ServerState | None:
@@ -274,4 +274,11 @@ def status(data_dir: Path) -> dict[str, object]:
         ok = httpx.get(f"{state.url}/config", timeout=2.0).status_code == 200
     except httpx.HTTPError:
         ok = False
-    return {"running": True, "answering": ok, "pid": state.pid, "url": state.url, "dir": str(data_dir), "log": state.log}
+    return {
+        "running": True,
+        "answering": ok,
+        "pid": state.pid,
+        "url": state.url,
+        "dir": str(data_dir),
+        "log": state.log,
+    }

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wapflow.config import WapConfig, ensure_folder
-from wapflow.errors import ConfigError, EngineError
+from wapflow.errors import ConfigError, EnvironmentProblem, TransientError
 from wapflow.lakehouse import jvm
 from wapflow.storage import spark as s3_spark
 
@@ -45,6 +45,8 @@ def _new_log_file(cfg: WapConfig) -> Path:
         except OSError:
             pass
     return folder / f"wap-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.log"
+
+
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
@@ -55,11 +57,8 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
     warehouse = cfg.warehouse_location()
     local = cfg.local_warehouse_path()
     if lh.catalog == "sqlite":
-        if local is None:
-            # The SQLite file must be on a local disk even when data lives on S3.
-            db = (cfg.base_dir / ".wap" / "catalog.db").resolve()
-        else:
-            db = local / "catalog.db"
+        # The SQLite file must be on a local disk even when data lives on S3.
+        db = (cfg.base_dir / ".wap" / "catalog.db").resolve() if local is None else local / "catalog.db"
         ensure_folder(db.parent, "the catalog's folder")
         props.update(
             {
@@ -71,7 +70,7 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
         )
     elif lh.catalog == "nessie":
         # Catalog-level branches (issue 4): Iceberg's NessieCatalog, bound to Nessie's main here.
-        from wapflow.lakehouse.nessie import catalog_properties as nessie_properties
+        from wapflow.lakehouse.nessie_config import catalog_properties as nessie_properties
 
         props.update(nessie_properties(cfg))
     elif lh.catalog != "custom":
@@ -92,14 +91,7 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
     return props
 
 
-def sqlite_catalog_path(cfg: WapConfig) -> Path | None:
-    if cfg.lakehouse.catalog != "sqlite":
-        return None
-    local = cfg.local_warehouse_path()
-    return (local / "catalog.db") if local is not None else (cfg.base_dir / ".wap" / "catalog.db").resolve()
-
-
-def register_catalog(spark: "SparkSession", cfg: WapConfig) -> None:
+def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
     """Catalogs load lazily by name, so they can be registered on a running session."""
     name = cfg.lakehouse.catalog_name
     spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
@@ -111,7 +103,7 @@ def _is_local_master(master: str) -> bool:
     return master.startswith("local")
 
 
-def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> "SparkSession":
+def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> SparkSession:
     """Start (or reuse) the SparkSession: Java check, jars, Iceberg extensions, catalog."""
     from pyspark.sql import SparkSession
 
@@ -158,15 +150,22 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> "Spar
     builder = builder.config(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
     for k, v in catalog_properties(cfg).items():
         builder = builder.config(f"spark.sql.catalog.{name}.{k}", v)
-    for k, v in lh.spark_conf.items():
-        builder = builder.config(k, str(v).lower() if isinstance(v, bool) else str(v))
+    for key, value in lh.spark_conf.items():
+        builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
     if progress:
         progress(f"starting Spark ({lh.master})")
     try:
         with _jvm_stderr_to(None if is_connect or verbose else _log_file):
             spark = builder.getOrCreate()
-    except Exception as e:  # noqa: BLE001 - Py4J/launcher errors have no common base
-        raise EngineError(
+    except Exception as e:
+        from wapflow.lakehouse import spark_errors
+
+        # A Spark Connect server that refuses the connection may come back; anything else is the JVM,
+        # the jars or the Spark settings of this machine, which need someone to act.
+        unreachable = spark_errors.classify(e, doing=f"starting Spark ({lh.master})")
+        if isinstance(unreachable, TransientError):
+            raise unreachable from e
+        raise EnvironmentProblem(
             f"Spark did not start: {_first_line(e)}",
             hint="check [lakehouse].master and spark_conf; `wap setup` checks Java and the jars",
         ) from e

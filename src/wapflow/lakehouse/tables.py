@@ -6,12 +6,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wapflow.lakehouse.identifiers import TableName, quote
+from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-    from wapflow.audit.checks import FileMetrics
     from pyspark.sql.types import StructType
 
 RUN_ID_PROP = "wapflow.run-id"
@@ -44,10 +42,26 @@ class Ref:
     snapshot_id: int
 
 
+@dataclass
+class FileMetrics:
+    """Per-column metrics summed over the data files a run added (from Iceberg metadata).
+
+    Produced here, from the `entries` metadata table; the audit reads them to answer checks without a scan.
+    Keys are lower-cased column names.
+    """
+
+    rows: int
+    null_counts: dict[str, int | None] = field(default_factory=dict)  # None: not tracked for some file
+    nan_counts: dict[str, int | None] = field(default_factory=dict)
+    # Bounds are whatever Spark returns for the column's type (int, float, date, datetime, Decimal, str...).
+    lower: dict[str, Any] = field(default_factory=dict)  # None: unknown for some file
+    upper: dict[str, Any] = field(default_factory=dict)
+
+
 class Tables:
     """Reads and DDL for Iceberg tables in one Spark catalog."""
 
-    def __init__(self, spark: "SparkSession", catalog: str) -> None:
+    def __init__(self, spark: SparkSession, catalog: str) -> None:
         self.spark = spark
         self.catalog = catalog
 
@@ -60,7 +74,7 @@ class Tables:
     def ensure_namespace(self, table: TableName) -> None:
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.namespace_sql(self.catalog)}")
 
-    def create_like(self, table: TableName, df: "DataFrame") -> None:
+    def create_like(self, table: TableName, df: DataFrame) -> None:
         """Create an empty table with the batch's schema; its first (empty) snapshot gives branches a base."""
         (
             df.limit(0)
@@ -78,31 +92,29 @@ class Tables:
     def drop(self, table: TableName) -> None:
         self.spark.sql(f"DROP TABLE IF EXISTS {self.ident(table)} PURGE")
 
-    def schema(self, table: TableName) -> "StructType":
+    def schema(self, table: TableName) -> StructType:
         return self.spark.table(self.ident(table)).schema
 
-    def read(self, table: TableName, branch: str | None = None) -> "DataFrame":
+    def read(self, table: TableName, branch: str | None = None) -> DataFrame:
         if branch:
             return self.spark.table(table.branch_sql(self.catalog, branch))
         return self.spark.table(self.ident(table))
 
-    def read_increment(self, table: TableName, start_exclusive: int | None, end_inclusive: int) -> "DataFrame":
+    def read_increment(self, table: TableName, start_exclusive: int | None, end_inclusive: int) -> DataFrame:
         """Rows appended after one snapshot up to another: the audit reads only what a run added."""
         reader = self.spark.read.format("iceberg")
         if start_exclusive is None:
-            return reader.option("versionAsOf", str(end_inclusive)).load(self._load_name(table))
+            return reader.option("versionAsOf", str(end_inclusive)).load(self.ident(table))
         return (
             reader.option("start-snapshot-id", str(start_exclusive))
             .option("end-snapshot-id", str(end_inclusive))
-            .load(self._load_name(table))
+            .load(self.ident(table))
         )
 
-    def _load_name(self, table: TableName) -> str:
-        return self.ident(table)
-
     def snapshots(self, table: TableName) -> dict[int, Snapshot]:
+        source = table.metadata_sql(self.catalog, "snapshots")
         rows = self.spark.sql(
-            f"SELECT snapshot_id, parent_id, committed_at, operation, summary FROM {table.metadata_sql(self.catalog, 'snapshots')}"
+            f"SELECT snapshot_id, parent_id, committed_at, operation, summary FROM {source}"
         ).collect()
         return {
             r["snapshot_id"]: Snapshot(
@@ -112,7 +124,9 @@ class Tables:
         }
 
     def refs(self, table: TableName) -> dict[str, Ref]:
-        rows = self.spark.sql(f"SELECT name, type, snapshot_id FROM {table.metadata_sql(self.catalog, 'refs')}").collect()
+        rows = self.spark.sql(
+            f"SELECT name, type, snapshot_id FROM {table.metadata_sql(self.catalog, 'refs')}"
+        ).collect()
         return {r["name"]: Ref(r["name"], r["type"], r["snapshot_id"]) for r in rows}
 
     def head(self, table: TableName, branch: str = "main") -> int | None:
@@ -128,11 +142,8 @@ class Tables:
             cur = snapshots[cur].parent_id
         return out
 
-    def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> "FileMetrics":
+    def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> FileMetrics:
         """Column metrics summed over the data files the given snapshots added (no data file is read)."""
-        from wapflow.audit.checks import FileMetrics
-        from wapflow.lakehouse.identifiers import sql_string, validate_branch
-
         if branch != "main":
             validate_branch(branch)
         ids = ", ".join(str(int(i)) for i in snapshot_ids)
@@ -182,9 +193,3 @@ class Tables:
 
     def row_count(self, table: TableName, branch: str | None = None) -> int:
         return int(self.read(table, branch).count())
-
-
-def json_safe(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value

@@ -1,41 +1,56 @@
-"""One WAP run: write the files to a branch, audit the rows the run added, publish or block.
+"""The steps of one run: prepare, write, audit, publish, each a function RunState -> RunState.
 
-Steps are separate methods so that callers (tests, durable executors) can interleave runs and
-resume after a crash; run() chains them. Every outcome, failures included, is recorded.
+A step rebuilds what it works with (table names, checks, snapshots, the audit report) from the
+state and the configuration, does its work, and returns the next state; nothing survives a step
+except what that state holds, so each step may run in another process (a durable executor's
+worker) or run again after a crash. Running a step twice with the same input changes nothing the
+second time: a write finds its rows on the branch, a publish finds them on main.
+
+A failed step does not raise: it records the failure (run store, state.record["error"] with its
+kind and whether a retry can help) and returns the failed state, so every outcome is recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from pydantic import TypeAdapter, ValidationError
 
 from wapflow.audit.checks import QUARANTINE_COLUMN, AuditContext, AuditPlan, FileMetrics, evaluate, validate_checks
 from wapflow.audit.report import AuditReport, CheckResult
+from wapflow.audit.spec import CHECK_MODELS
 from wapflow.config import Check, NotNullCheck
-from wapflow.errors import (
-    EXIT_BLOCKED,
-    EXIT_PUBLISHED,
-    EngineError,
-    UsageError,
-    WapError,
-)
+from wapflow.errors import UsageError, WapError, bug
+from wapflow.faults import crash_point
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.faults import crash_point
 from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, Snapshot
+from wapflow.pipeline.result import RunResult
+from wapflow.pipeline.state import (
+    STEPS,
+    RunState,
+    Step,
+    record_from_data,
+    record_to_data,
+    report_from_data,
+    report_to_data,
+    snapshot_from_data,
+    snapshot_to_data,
+)
 from wapflow.publish import find_published, publish
 from wapflow.runs.store import RunRecord, current_owner, owner_alive
-from wapflow.write.schema import add_columns_sql, apply_contract
+from wapflow.storage.files import FileIdentity, SkippedFile
+from wapflow.write.schema import ContractViolation, add_columns_sql, apply_contract
 from wapflow.write.sources import (
-    SkippedFile,
-    SourceFile,
     SparkInputs,
     detect_format,
     input_error_from_spark,
@@ -43,21 +58,30 @@ from wapflow.write.sources import (
     resolve_sources,
 )
 
+_CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
+
+
+def _check(data: dict[str, Any]) -> Check:
+    """A check the caller added, back from the state. One that its own declaration rules refuse (built with
+    model_construct, or edited into a state) is kept as given: the write step's validate_checks then
+    refuses it with the table named and nothing written, as it did before runs were data."""
+    try:
+        return _CHECKS.validate_python(data)
+    except (ValidationError, WapError):
+        model = CHECK_MODELS.get(str(data.get("check")))
+        if model is None:
+            raise
+        return cast(Check, model.model_construct(**data))
 
 
 def new_run_id() -> str:
     """Sortable by time, unique across machines, and safe in branch names and SQL."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dt%H%M%S") + "_" + secrets.token_hex(3)
+    return datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + "_" + secrets.token_hex(3)
 
 
 def validate_run_id(run_id: str) -> str:
     validate_branch(run_id)
     return run_id
-
-
-def file_identity(s: SourceFile) -> dict[str, Any]:
-    """uri, size and content version: what makes two runs' inputs the same files."""
-    return s.to_dict()
 
 
 def files_fingerprint(ids: list[dict[str, Any]]) -> str:
@@ -72,122 +96,121 @@ def _describe_files(ids: list[dict[str, Any]], limit: int = 5) -> str:
     return ", ".join(shown) + more
 
 
-def exit_code_for(status: str, failure_codes: list[int]) -> int:
-    """0 published, 1 blocked, else the most serious failure's code (3 when none is known)."""
-    if status == "published":
-        return EXIT_PUBLISHED
-    if status == "blocked":
-        return EXIT_BLOCKED
-    return max(failure_codes, default=3)
+def new_state(
+    table: str,
+    sources: list[str],
+    *,
+    branch: str | None = None,
+    run_id: str | None = None,
+    extra_checks: list[Check] | None = None,
+    not_null: list[str] | None = None,
+) -> RunState:
+    """The state of a run nothing has happened to yet (names are validated by prepare)."""
+    rid = validate_run_id(run_id) if run_id else new_run_id()
+    checks: list[Check] = list(extra_checks or [])
+    checks += [NotNullCheck(check="not_null", column=col) for col in not_null or []]
+    rec = RunRecord(run_id=rid, table_name=table, status="running", branch=branch, files=list(sources))
+    return RunState(
+        run_id=rid,
+        table=table,
+        patterns=list(sources),
+        branch=branch,
+        extra_checks=[c.model_dump(mode="json") for c in checks],
+        record=record_to_data(rec),
+    )
 
 
-@dataclass
-class RunResult:
-    run_id: str
-    table: str
-    status: str  # published | blocked | failed
-    branch: str | None
-    rows_written: int | None = None
-    snapshot_id: int | None = None
-    base_snapshot_id: int | None = None
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    error: dict[str, Any] | None = None
-    files: list[str] = field(default_factory=list)
-    branch_kept: bool = False
-    published_via: str | None = None
-    message: str = ""
-    timings: dict[str, float] = field(default_factory=dict)
-    quarantined_rows: int | None = None
-    schema_changes: list[str] = field(default_factory=list)
-    staging_table: str | None = None
-    skipped: list[dict[str, str]] = field(default_factory=list)
+class LiveRun:
+    """A run's state, hydrated for one step: typed values rebuilt from a RunState, and back (freeze)."""
 
-    @property
-    def exit_code(self) -> int:
-        return exit_code_for(self.status, [int((self.error or {}).get("exit_code", 3))])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "table": self.table,
-            "status": self.status,
-            "branch": self.branch,
-            "rows_written": self.rows_written,
-            "snapshot_id": self.snapshot_id,
-            "base_snapshot_id": self.base_snapshot_id,
-            "checks": self.checks,
-            "error": self.error,
-            "files": self.files,
-            "branch_kept": self.branch_kept,
-            "published_via": self.published_via,
-            "message": self.message,
-            "timings": self.timings,
-            "quarantined_rows": self.quarantined_rows,
-            "schema_changes": self.schema_changes,
-            "staging_table": self.staging_table,
-            "skipped": self.skipped,
-            "exit_code": self.exit_code,
-        }
-
-
-class WapRun:
-    """State of one run across its steps."""
-
-    def __init__(
-        self,
-        lakehouse: Lakehouse,
-        table: str,
-        sources: list[str],
-        *,
-        branch: str | None = None,
-        run_id: str | None = None,
-        extra_checks: list[Check] | None = None,
-        not_null: list[str] | None = None,
-    ) -> None:
+    def __init__(self, lakehouse: Lakehouse, state: RunState) -> None:
+        s = state
         self.lh = lakehouse
-        self.run_id = validate_run_id(run_id) if run_id else new_run_id()
-        self.table_text = table
-        self.patterns = list(sources)
-        self.branch = branch
-        self.checks: list[Check] = list(extra_checks or [])
-        for col in not_null or []:
-            self.checks.append(NotNullCheck(check="not_null", column=col))
-        self.rec = RunRecord(run_id=self.run_id, table_name=table, status="running", branch=branch, files=list(sources))
-        self.sources: list[SourceFile] = []
-        self.skipped: list[SkippedFile] = []  # bookkeeping files (_SUCCESS, .crc) a folder or glob met
-        self.inputs: SparkInputs | None = None
-        self.skipped_note: str | None = None
-        self.record_owned = True  # False when this call is refused for a run id another attempt owns
-        self.base: int | None = None
-        self.run_snapshots: list[Snapshot] = []
-        self.report: AuditReport | None = None
-        self.already_published: int | None = None
-        self.created_table = False
-        self.published_via: str | None = None
-        self.message = ""
-        self.observed: dict[str, Any] | None = None
-        self.plan: AuditPlan | None = None
+        self.run_id = s.run_id
+        self.table_text = s.table
+        self.patterns = list(s.patterns)
+        self.branch: str = s.branch or f"wap_{s.run_id}"  # validated by prepare
+        self.extra_checks = [dict(c) for c in s.extra_checks]
+        self.rec = record_from_data(s.record)
+        self.done = list(s.done)
+        self.sources = [FileIdentity.from_dict(d) for d in s.sources]
+        self.skipped = [SkippedFile(**d) for d in s.skipped]  # bookkeeping files (_SUCCESS, .crc) not read
+        self.skipped_note = s.skipped_note
+        self.fmt = s.fmt
+        self.record_owned = s.record_owned  # False when this call is refused for a run id another attempt owns
+        self.already_published = s.already_published
+        self.base = s.base
+        self.run_snapshots = [snapshot_from_data(d) for d in s.run_snapshots]
         # Quarantine: rows failing row-level error checks go to <table>__quarantine's branch.
-        self.quarantine: TableName | None = None
-        self.q_base: int | None = None
-        self.q_snapshots: list[Snapshot] = []
+        self.q_base = s.q_base
+        self.q_snapshots = [snapshot_from_data(d) for d in s.q_snapshots]
         # Schema evolution (schema = "add_columns"): the batch waits in a staging table.
-        self.staging: TableName | None = None
-        self.new_columns: list[Any] = []
-        self.schema_changes: list[str] = []
-        # Catalog-level branches (Nessie): the tables as seen on the run's branch, and whether this run
-        # created that branch (a failed write then deletes it, whatever it holds).
-        self.wt: Any = None
-        self.opened_branch = False
+        self.staging = TableName.parse(s.staging) if s.staging else None
+        self.schema_changes = list(s.schema_changes)
+        self.created_table = s.created_table
+        # Catalog-level branches (Nessie): whether this run created its branch (a failed write then
+        # deletes it, whatever it holds).
+        self.opened_branch = s.opened_branch
+        self.observed = dict(s.observed) if s.observed is not None else None
+        self.report = report_from_data(s.report) if s.report is not None else None
         # main's head per table, as read by the checks that depend on main (re-checked at publish).
-        self.main_heads: dict[str, int | None] = {}
+        self.main_heads = dict(s.main_heads)
+        self.published_via = s.published_via
+        self.message = s.message
+        # Rebuilt by each step, never part of the state.
+        self.inputs: SparkInputs | None = None
+        self.wt: Any = None  # tables where the run's rows live (a Nessie branch's catalog, or the catalog)
+        self.plan: AuditPlan | None = None
+        self.new_columns: list[Any] = []
+        self.checks: list[Check] = [_check(c) for c in self.extra_checks]
+        self.quarantine: TableName | None = None
+        if "prepare" in self.done:
+            self._derive()
+
+    def _derive(self) -> None:
+        """Names and checks that follow from the state and wap.toml."""
+        self.table = TableName.parse(self.table_text)
+        self.table_cfg = self.lh.config.table(self.table.dotted)
+        self.checks = list(self.table_cfg.checks) + [_check(c) for c in self.extra_checks]
+        if self.table_cfg.on_row_failure == "quarantine":
+            self.quarantine = TableName(self.table.namespace, f"{self.table.name}__quarantine")
+
+    def freeze(self) -> RunState:
+        return RunState(
+            run_id=self.run_id,
+            table=self.table_text,
+            patterns=list(self.patterns),
+            branch=self.branch,
+            extra_checks=self.extra_checks,
+            record=record_to_data(self.rec),
+            done=list(self.done),
+            sources=[f.to_dict() for f in self.sources],
+            skipped=[f.to_dict() for f in self.skipped],
+            skipped_note=self.skipped_note,
+            fmt=self.fmt,
+            record_owned=self.record_owned,
+            already_published=self.already_published,
+            base=self.base,
+            run_snapshots=[snapshot_to_data(x) for x in self.run_snapshots],
+            q_base=self.q_base,
+            q_snapshots=[snapshot_to_data(x) for x in self.q_snapshots],
+            staging=self.staging.dotted if self.staging is not None else None,
+            schema_changes=list(self.schema_changes),
+            created_table=self.created_table,
+            opened_branch=self.opened_branch,
+            observed=dict(self.observed) if self.observed is not None else None,
+            report=report_to_data(self.report) if self.report is not None else None,
+            main_heads=dict(self.main_heads),
+            published_via=self.published_via,
+            message=self.message,
+        )
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _step(self, name: str) -> "_Timer":
+    def _step(self, name: str) -> _Timer:
         return _Timer(self.rec.timings, name)
 
-    def _save(self) -> None:
+    def save(self) -> None:
         if not self.record_owned:
             return  # the record belongs to another attempt of this run id (see prepare)
         try:
@@ -195,7 +218,7 @@ class WapRun:
         except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its record
             self.lh.progress(f"warning: could not record run {self.run_id}: {e}")
 
-    def _write_options(self, writer: Any) -> Any:
+    def write_options(self, writer: Any) -> Any:
         return (
             writer.option(f"snapshot-property.{RUN_ID_PROP}", self.run_id)
             .option(f"snapshot-property.{SOURCES_PROP}", ",".join(s.uri for s in self.sources)[:4000])
@@ -216,20 +239,16 @@ class WapRun:
 
     def _ref(self) -> str:
         """The Iceberg ref holding the run's rows: its table branch, or main within a Nessie branch."""
-        return self.lh.branches.iceberg_ref(self.branch) if self.catalog_level else self.branch  # type: ignore[return-value]
+        return self.lh.branches.iceberg_ref(self.branch) if self.catalog_level else self.branch
 
     def prepare(self) -> None:
         """Validate names, resolve files, check idempotence. No data moves."""
         with self._step("prepare"):
             # Nessie down, wrong URL or token: fail here, before any file is read or anything written.
             self.lh.check_catalog()
-            self.table = TableName.parse(self.table_text)
-            self.table_cfg = self.lh.config.table(self.table.dotted)
-            self.checks = list(self.table_cfg.checks) + self.checks
-            self.branch = validate_branch(self.branch) if self.branch else f"wap_{self.run_id}"
+            self._derive()
+            self.branch = validate_branch(self.branch)
             self.rec.branch = self.branch
-            if self.table_cfg.on_row_failure == "quarantine":
-                self.quarantine = TableName(self.table.namespace, f"{self.table.name}__quarantine")
             previous = self.lh.store.get(self.run_id)
             if previous is not None:
                 owner = previous.owner or {}
@@ -243,7 +262,7 @@ class WapRun:
                 self.base = previous.base_snapshot_id
             self.rec.status = "running"
             self.rec.owner = current_owner()
-            self._save()
+            self.save()
             self.lh.progress(f"run {self.run_id}")
             found = resolve_sources(self.patterns, storage=self.lh.storage)
             self.sources = list(found)
@@ -252,7 +271,7 @@ class WapRun:
             if self.skipped_note is not None:
                 self.lh.progress(self.skipped_note)
             self.rec.files = [s.uri for s in self.sources]
-            self.rec.file_ids = [file_identity(s) for s in self.sources]
+            self.rec.file_ids = [f.to_dict() for f in self.sources]
             if previous is not None and previous.file_ids and not self._same_files(previous.file_ids):
                 # Refused: the run id's record stays as it was (e.g. published), not this call's.
                 self.lh.store.save(previous)
@@ -264,7 +283,7 @@ class WapRun:
                 self.already_published = find_published(tables, self.table, self.run_id)
                 if self.already_published is not None and (previous is None or not previous.file_ids):
                     self._same_files_as_published()
-            self._save()
+            self.save()
             crash_point("prepare")
 
     def _same_files(self, before: list[dict[str, Any]]) -> bool:
@@ -298,6 +317,9 @@ class WapRun:
 
     def write(self) -> None:
         """Append the batch to the run's branch (or staging table); main and its readers see nothing."""
+        if self.already_published is None and self.lh.tables.exists(self.table):
+            # A write replayed after the run was published (a retry with an old state) writes nothing.
+            self.already_published = find_published(self.lh.tables, self.table, self.run_id)
         if self.already_published is not None:
             return
         # Spark gets exactly these files (safe-named links where a name would be globbed, hidden or
@@ -314,12 +336,13 @@ class WapRun:
         with self._step("write"):
             if self.catalog_level:
                 # One Nessie branch of the whole catalog; everything below happens on it, table creation included.
-                self.opened_branch = not branches.branch_exists(self.branch)  # type: ignore[union-attr]
-                branches.open(self.branch)  # type: ignore[union-attr]
+                self.opened_branch = not branches.branch_exists(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+                branches.open(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
             tables = self._wt()
             exists = tables.exists(self.table)
             if exists and not (self.catalog_level and self.opened_branch) and self._resume():
                 return
+            assert self.fmt is not None  # set by prepare
             self.lh.progress(f"reading {len(self.sources)} file(s) as {self.fmt}")
             try:
                 table_schema = tables.schema(self.table) if exists else None
@@ -334,7 +357,11 @@ class WapRun:
                 )
                 if table_schema is not None:
                     contract = apply_contract(
-                        df, table_schema, table=self.table.dotted, policy=self.table_cfg.schema_policy, files=self.rec.files
+                        df,
+                        table_schema,
+                        table=self.table.dotted,
+                        policy=self.table_cfg.schema_policy,
+                        files=self.rec.files,
                     )
                     df, self.new_columns = contract.df, contract.new_columns
                     self.schema_changes = contract.report()
@@ -342,9 +369,14 @@ class WapRun:
                         self.lh.progress(note)
                 else:
                     df.schema  # noqa: B018 - forces schema inference so unreadable files fail before any DDL
+            except ContractViolation as e:
+                # The batch does not fit the table's schema contract: an audit outcome, decided before
+                # anything is written (blocked, exit 1), not a failure to read the files.
+                self._block_on_schema(e)
+                return
             except WapError:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 raise self._classify(e) from e
             validate_checks(
                 self.checks,
@@ -362,7 +394,9 @@ class WapRun:
                 crash_point("write:table-created")
             if self.new_columns and self.catalog_level:
                 # A Nessie branch isolates schema changes too: add the columns on the branch, no staging.
-                self.lh.progress(f"adding column(s) {', '.join(f.name for f in self.new_columns)} on branch {self.branch}")
+                self.lh.progress(
+                    f"adding column(s) {', '.join(f.name for f in self.new_columns)} on branch {self.branch}"
+                )
                 self.lh.spark.sql(add_columns_sql(tables.ident(self.table), self.new_columns))
                 self.new_columns = []
             if self.new_columns:
@@ -370,7 +404,7 @@ class WapRun:
                 return
             self.base = branches.create(self.table, self.branch)
             self.rec.base_snapshot_id = self.base
-            self._save()
+            self.save()
             crash_point("write:branch-created")
             self.lh.progress(f"writing to branch {self.branch}")
             observation = None
@@ -384,8 +418,8 @@ class WapRun:
                     self._write_split(df, observation)
                 else:
                     out = df.observe(observation, *self.plan.observable()) if observation else df
-                    self._write_options(out.writeTo(branches.write_target(self.table, self.branch))).append()
-            except Exception as e:  # noqa: BLE001
+                    self.write_options(out.writeTo(branches.write_target(self.table, self.branch))).append()
+            except Exception as e:
                 self._undo_write()
                 raise self._classify(e) from e
             crash_point("write:appended")
@@ -398,6 +432,34 @@ class WapRun:
                 if int(self.observed.get("_rows") or 0) != written:
                     # Never trust metrics that do not describe exactly the rows committed: re-scan instead.
                     self.observed = None
+
+    def _block_on_schema(self, e: ContractViolation) -> None:
+        self._undo_write()  # a Nessie branch this run opened for the write; nothing else exists yet
+        self.opened_branch = False
+        policy = self.table_cfg.schema_policy
+        self.report = AuditReport(
+            rows=0,
+            checks=[
+                CheckResult(
+                    name="schema",
+                    check="schema",
+                    severity="error",
+                    status="failed",
+                    observed=" ".join(line.strip() for line in e.message.splitlines()),
+                    failing_rows=0,
+                    threshold=f'schema = "{policy}"',
+                    source="write",
+                    samples=[{"difference": line} for line in e.problems],
+                )
+            ],
+        )
+        self.rec.rows_written = 0
+        self.rec.checks = [c.to_dict() for c in self.report.checks]
+        self.lh.progress(f"the batch does not match the schema of {self.table}: blocked before writing")
+
+    def _written(self) -> bool:
+        """The run's rows are on its branch or staging table (False when blocked before writing)."""
+        return bool(self.run_snapshots) or self.staging is not None
 
     def _resume(self) -> bool:
         """After a crash: True when the write completed (the branch or staging table holds this run's rows).
@@ -432,7 +494,11 @@ class WapRun:
             return False
         self.run_snapshots = mine
         self.base = mine[0].parent_id
-        if self.quarantine is not None and tables.exists(self.quarantine) and branches.exists(self.quarantine, self.branch):
+        if (
+            self.quarantine is not None
+            and tables.exists(self.quarantine)
+            and branches.exists(self.quarantine, self.branch)
+        ):
             self.q_snapshots = self._branch_snapshots(self.quarantine)
             self.q_base = self.q_snapshots[0].parent_id if self.q_snapshots else None
         self.lh.progress(f"branch {self.branch} already holds run {self.run_id}'s rows; resuming")
@@ -470,12 +536,13 @@ class WapRun:
         self.staging = self._staging_name()
         self.lh.progress(f"new column(s): staging the batch in {self.staging} until publish")
         observation = Observation(f"wap_audit_{self.run_id}") if self.checks else None
-        out = df.observe(observation, *self.plan.observable()) if observation else df  # type: ignore[union-attr]
+        assert self.plan is not None  # built by the write before staging
+        out = df.observe(observation, *self.plan.observable()) if observation else df
         try:
-            self._write_options(
+            self.write_options(
                 out.writeTo(self.lh.tables.ident(self.staging)).using("iceberg").tableProperty("format-version", "2")
             ).create()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             self.lh.tables.drop(self.staging)
             raise self._classify(e) from e
         crash_point("write:appended")
@@ -501,9 +568,9 @@ class WapRun:
         self.q_base = branches.create(self.quarantine, self.branch)
         # Failing rows first: the table's own branch is written last, so a resumed run can tell a
         # complete write (the table's branch holds the run's rows) from one cut short.
-        self._write_options(bad.writeTo(branches.write_target(self.quarantine, self.branch))).append()
+        self.write_options(bad.writeTo(branches.write_target(self.quarantine, self.branch))).append()
         crash_point("write:quarantine-appended")
-        self._write_options(good.writeTo(branches.write_target(self.table, self.branch))).append()
+        self.write_options(good.writeTo(branches.write_target(self.table, self.branch))).append()
         self.q_snapshots = self._branch_snapshots(self.quarantine)
 
     def _branch_snapshots(self, table: TableName | None = None) -> list[Snapshot]:
@@ -519,10 +586,10 @@ class WapRun:
         if self.catalog_level:
             try:
                 if self.opened_branch:
-                    self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
+                    self.lh.branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
                 elif self.created_table:
                     self._wt().drop(self.table)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - cleanup must not hide the write's own error
                 self.lh.progress(f"warning: cleanup after failed write: {e}")
             return
         try:
@@ -531,15 +598,18 @@ class WapRun:
                 self.lh.branches.drop(self.quarantine, self.branch)
             if self.created_table:
                 self.lh.tables.drop(self.table)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - cleanup must not hide the write's own error
             self.lh.progress(f"warning: cleanup after failed write: {e}")
 
     def _classify(self, e: BaseException) -> WapError:
         """A failure of the write job: the run's input (by Spark's error condition, naming the file), or not."""
+        named = spark_errors.classify(e, doing=f"writing {self.table}")
+        if named is not None:
+            return named  # the catalog, the warehouse or the network, not the files
         bad_input = input_error_from_spark(e, self.sources, fmt=self.fmt, options=self.table_cfg.read_options)
         if bad_input is not None:
             return bad_input
-        return EngineError(f"Spark failed while writing {self.table}: {spark_errors.describe(e)[:500]}")
+        return bug(e, run_id=self.run_id, step="write")
 
     # --- audit --------------------------------------------------------------------------------
 
@@ -551,7 +621,8 @@ class WapRun:
         head = self.run_snapshots[-1].snapshot_id
         added = tables.read_increment(self.table, self.base, head)
         if self.q_snapshots:
-            q = tables.read_increment(self.quarantine, self.q_base, self.q_snapshots[-1].snapshot_id)  # type: ignore[arg-type]
+            assert self.quarantine is not None
+            q = tables.read_increment(self.quarantine, self.q_base, self.q_snapshots[-1].snapshot_id)
             added = added.unionByName(q.select(*added.columns))
         return added
 
@@ -559,7 +630,10 @@ class WapRun:
         if self.staging is not None or self.q_snapshots or not self.run_snapshots:
             return None
         try:
-            return self._wt().added_file_metrics(self.table, self._ref(), [s.snapshot_id for s in self.run_snapshots])
+            metrics: FileMetrics | None = self._wt().added_file_metrics(
+                self.table, self._ref(), [s.snapshot_id for s in self.run_snapshots]
+            )
+            return metrics
         except Exception as e:  # noqa: BLE001 - metadata is an optimisation; the scan is always right
             self.lh.progress(f"file metrics unavailable ({spark_errors.describe(e)}); scanning instead")
             return None
@@ -580,6 +654,8 @@ class WapRun:
     def audit(self) -> AuditReport:
         if self.already_published is not None:
             return AuditReport(rows=0, checks=[])
+        if self.report is not None and not self._written():
+            return self.report  # blocked by the schema contract before anything was written
         tables = self.lh.tables
         with self._step("audit"):
             if self.staging is not None:
@@ -624,12 +700,12 @@ class WapRun:
                     self.report = evaluate(self.plan, added, observed=self.observed, ctx=ctx)
                 except WapError:
                     raise
-                except Exception as e:  # noqa: BLE001
-                    raise EngineError(f"the audit query failed: {spark_errors.describe(e)}") from e
+                except Exception as e:
+                    raise _unexpected(e, self.run_id, "audit", f"auditing {self.table}") from e
                 self._apply_quarantine(quarantined)
             self.report.schema_changes = list(self.schema_changes)
             self.rec.checks = [c.to_dict() for c in self.report.checks]
-            self._save()
+            self.save()
             crash_point("audit")
             return self.report
 
@@ -676,7 +752,7 @@ class WapRun:
         """Under the publish lock: if main moved since the audit read it, re-evaluate the checks that read main."""
         if self.catalog_level or self.staging is not None or not self.main_heads:
             return
-        assert self.report is not None and self.plan is not None
+        assert self.report is not None
         tables = self.lh.tables
         for t in self.main_heads:
             if tables.exists(TableName.parse(t)):
@@ -685,7 +761,7 @@ class WapRun:
         moved = {t: v for t, v in moved.items() if v[0] != v[1]}
         if not moved:
             return
-        idx = [i for i, comp in enumerate(self.plan.compiled) if self._main_dependent(comp.check)]
+        idx = [i for i, chk in enumerate(self.checks) if self._main_dependent(chk)]
         if not idx:
             return
         where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
@@ -693,7 +769,7 @@ class WapRun:
         heads: dict[str, int | None] = {}
         added = self._added_rows()
         sub = AuditPlan(
-            [self.plan.compiled[i].check for i in idx], added.columns, table=self.table.dotted, key=self.table_cfg.sample_key()
+            [self.checks[i] for i in idx], added.columns, table=self.table.dotted, key=self.table_cfg.sample_key()
         )
         ctx = AuditContext(
             main_table=self._main_reader(heads),
@@ -705,14 +781,14 @@ class WapRun:
             again = evaluate(sub, added, ctx=ctx)
         except WapError:
             raise
-        except Exception as e:  # noqa: BLE001
-            raise EngineError(f"re-checking the audit at publish failed: {spark_errors.describe(e)}") from e
-        for i, res in zip(idx, again.checks):
+        except Exception as e:
+            raise _unexpected(e, self.run_id, "publish", f"re-checking the audit of {self.table} at publish") from e
+        for i, res in zip(idx, again.checks, strict=True):
             res.threshold = f"{res.threshold} (re-checked at publish: main moved, {where})"
             self.report.checks[i] = res
         self.main_heads = heads
         self.rec.checks = [c.to_dict() for c in self.report.checks]
-        self._save()
+        self.save()
 
     def _nessie_audit_views(self) -> tuple[str, Any]:
         """On a Nessie branch: reproduction SQL names the table at the branch (table@branch, readable from
@@ -735,7 +811,7 @@ class WapRun:
             return
         self.report.quarantined_rows = quarantined
         assert self.plan is not None
-        for comp, res in zip(self.plan.compiled, self.report.checks):
+        for comp, res in zip(self.plan.compiled, self.report.checks, strict=False):  # + max_quarantine_rate
             if comp.blocks_rows and res.status == "failed":
                 res.status = "quarantined"
         limit = self.table_cfg.max_quarantine_rate
@@ -759,12 +835,15 @@ class WapRun:
 
     def publish(self) -> None:
         """Publish (or block), and record the outcome: a caller driving the steps one by one needs no run()."""
+        if self.already_published is None and self.lh.tables.exists(self.table):
+            # A publish replayed after a crash (or a retried step) finds its rows on main: nothing twice.
+            self.already_published = find_published(self.lh.tables, self.table, self.run_id)
         if self.catalog_level:
             self._publish_nessie()
         else:
             self._publish_table()
-        self.rec.finished_at = datetime.now(timezone.utc)
-        self._save()
+        self.rec.finished_at = datetime.now(UTC)
+        self.save()
 
     def _publish_table(self) -> None:
         tables, branches = self.lh.tables, self.lh.branches
@@ -806,16 +885,26 @@ class WapRun:
         assert self.report is not None
         if self.staging is not None:
             return self._publish_staged()
-        if self.q_snapshots and find_published(tables, self.quarantine, self.run_id) is None:  # type: ignore[arg-type]
+        if (
+            self.q_snapshots
+            and self.quarantine is not None
+            and find_published(tables, self.quarantine, self.run_id) is None
+        ):
             self.lh.progress(f"publishing {self.report.quarantined_rows} quarantined row(s)")
-            publish(branches, tables, self.quarantine, self.branch, self.q_snapshots)  # type: ignore[arg-type]
+            publish(branches, tables, self.quarantine, self.branch, self.q_snapshots)
             crash_point("publish:quarantine-published")
         self.lh.progress(f"publishing {self.branch} to main")
         done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
         crash_point("publish:moved")
-        if self.quarantine is not None and tables.exists(self.quarantine):
-            branches.drop(self.quarantine, self.branch)
-        branches.drop(self.table, self.branch)
+        try:
+            if self.quarantine is not None and tables.exists(self.quarantine):
+                branches.drop(self.quarantine, self.branch)
+            branches.drop(self.table, self.branch)
+        except Exception as e:  # noqa: BLE001 - main has moved: the run is published; a branch left over is clutter
+            self.lh.progress(
+                f"warning: published, but branch {self.branch} could not be dropped ({spark_errors.describe(e)}); "
+                f"drop it with `wap discard {self.branch} --table {self.table}`"
+            )
         return done
 
     def _publish_nessie(self) -> None:
@@ -824,7 +913,7 @@ class WapRun:
 
         if self.already_published is not None:
             with self._step("cleanup"):
-                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
+                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
             self.mark_published(self.already_published, "already")
             self.message = f"run {self.run_id} was already published (snapshot {self.already_published}); nothing to do"
             return
@@ -876,7 +965,7 @@ class WapRun:
                     )
                 branches.drop(self.table, self.branch)
             self.base = branches.create(self.table, self.branch)
-            self._write_options(
+            self.write_options(
                 staged.select(*[staged[f"`{f.name}`"] for f in schema.fields]).writeTo(
                     branches.write_target(self.table, self.branch)
                 )
@@ -894,6 +983,14 @@ class WapRun:
         tables, branches = self.lh.tables, self.lh.branches
         failed = ", ".join(c.name for c in self.report.failed)
         self.rec.status, self.rec.snapshot_id = "blocked", self.rec.branch_snapshot_id
+        if not self._written():
+            self.rec.branch_kept = False
+            diff = "; ".join(str(c.observed) for c in self.report.failed if c.check == "schema")
+            self.message = (
+                f"blocked by {failed}: {diff}; nothing was written; main unchanged (report: wap report {self.run_id}; "
+                'fix the file, or set schema = "add_columns" / "ignore_extra" for the table in wap.toml)'
+            )
+            return
         keep = self.table_cfg.on_failure != "drop"
         if self.staging is not None:
             if not keep:
@@ -904,11 +1001,11 @@ class WapRun:
             return
         if self.catalog_level:
             if not keep:
-                branches.delete(self.branch)  # type: ignore[union-attr]
+                branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
             self.rec.branch_kept = keep
             where = f"rows kept on Nessie branch {self.branch}" if keep else f"Nessie branch {self.branch} deleted"
             self.message = f"blocked by {failed}; main unchanged; {where}" + (
-                f" (report: wap report {self.run_id}; inspect: wap query \"SELECT * FROM {self.table}\" "
+                f' (report: wap report {self.run_id}; inspect: wap query "SELECT * FROM {self.table}" '
                 f"--branch {self.branch}; drop: wap discard {self.branch})"
                 if keep
                 else ""
@@ -924,47 +1021,25 @@ class WapRun:
             self.rec.branch_kept = True
             self.message = (
                 f"blocked by {failed}; main unchanged; rows kept on branch {self.branch} "
-                f"(report: wap report {self.run_id}; inspect: wap query \"SELECT * FROM {self.table}\" "
+                f'(report: wap report {self.run_id}; inspect: wap query "SELECT * FROM {self.table}" '
                 f"--branch {self.branch}; drop: wap discard {self.branch})"
             )
 
-    # --- the whole run ------------------------------------------------------------------------
+    # --- failure and result ------------------------------------------------------------------
 
-    def run(self) -> RunResult:
-        step = "prepare"
-        try:
-            self.prepare()
-            step = "write"
-            self.write()
-            step = "audit"
-            self.audit()
-            step = "publish"
-            self.publish()
-        except WapError as e:
-            e.at(run_id=self.run_id, step=step)
-            self._fail(e, step)
-        except Exception as e:  # noqa: BLE001 - record anything unexpected, then report it
-            err = EngineError(f"{type(e).__name__}: {spark_errors.describe(e)}")
-            err.at(run_id=self.run_id, step=step)
-            self._fail(err, step)
-        self.rec.finished_at = datetime.now(timezone.utc)
-        self._save()
-        if self.rec.status == "published":
-            crash_point("publish:recorded")
-        return self.result()
-
-    def _fail(self, e: WapError, step: str) -> None:
+    def fail(self, e: WapError, step: str) -> None:
         self.rec.status = "failed"
         if not e.hint and step in ("audit", "publish"):
             e.hint = f"the branch {self.branch} is kept; retry with `{self.rec.resume_command()}`"
         self.rec.error = e.to_dict()
         self.rec.error["run_id"] = self.run_id
         if step in ("audit", "publish") and self.branch:
-            try:
+            # Recording the failure matters more than this detail.
+            with contextlib.suppress(Exception):
                 self.rec.branch_kept = self.lh.branches.exists(self.table, self.branch)
-            except Exception:  # noqa: BLE001
-                pass
         self.message = str(e)
+        self.rec.finished_at = datetime.now(UTC)
+        self.save()
 
     def result(self) -> RunResult:
         return RunResult(
@@ -993,7 +1068,7 @@ class _Timer:
     def __init__(self, sink: dict[str, float], name: str) -> None:
         self.sink, self.name = sink, name
 
-    def __enter__(self) -> "_Timer":
+    def __enter__(self) -> _Timer:
         self.t0 = time.perf_counter()
         return self
 
@@ -1025,153 +1100,66 @@ def _tables_in_sql(sql: str, catalog: str | None = None) -> set[TableName]:
     return out
 
 
+def _unexpected(e: BaseException, run_id: str, step: str, doing: str) -> WapError:
+    """An exception no step named: a known condition of Spark, the catalog or storage, else a bug."""
+    return (spark_errors.classify(e, doing=doing) or bug(e, run_id=run_id, step=step)).at(run_id=run_id, step=step)
+
+
+_DOING = {"prepare": "preparing the run into", "write": "writing", "audit": "auditing", "publish": "publishing"}
+
+
+def _step(name: Step, body: Callable[[LiveRun], object]) -> Callable[[Lakehouse, RunState], RunState]:
+    def step(lakehouse: Lakehouse, state: RunState) -> RunState:
+        needs = STEPS[: STEPS.index(name)]
+        missing = [n for n in needs if n not in state.done]
+        if missing:
+            raise UsageError(f"step {name} of run {state.run_id} needs step {missing[0]} first")
+        if state.status in ("failed", "published", "blocked") and name != "prepare":
+            return state  # the run has ended: a replayed later step changes nothing
+        live = LiveRun(lakehouse, state)
+        if name != "prepare":
+            live.rec.owner = current_owner()  # this process runs the run now (prepare checks who did before)
+        try:
+            body(live)
+        except WapError as e:
+            live.fail(e.at(run_id=live.run_id, step=name), name)
+        except Exception as e:  # noqa: BLE001 - named conditions are classified, anything else is a bug
+            live.fail(_unexpected(e, live.run_id, name, f"{_DOING[name]} {live.table_text}"), name)
+        else:
+            if name not in live.done:
+                live.done.append(name)
+        return live.freeze()
+
+    step.__name__ = name
+    step.__doc__ = f"The {name} step: RunState -> RunState (a failure is recorded in the returned state)."
+    return step
+
+
+prepare = _step("prepare", LiveRun.prepare)
+write = _step("write", LiveRun.write)
+audit = _step("audit", LiveRun.audit)
+publish_step = _step("publish", LiveRun.publish)
+
+
+def run_state(lakehouse: Lakehouse, state: RunState) -> RunState:
+    """Every step not yet done, in order, stopping at the first failure."""
+    for name, fn in zip(STEPS, (prepare, write, audit, publish_step), strict=True):
+        if name in state.done:
+            continue
+        state = fn(lakehouse, state)
+        if state.status == "failed":
+            return state
+    if state.status == "published":
+        crash_point("publish:recorded")
+    return state
+
+
+def result(lakehouse: Lakehouse, state: RunState) -> RunResult:
+    """What the caller sees of a run in this state."""
+    return LiveRun(lakehouse, state).result()
+
+
 def run_wap(lakehouse: Lakehouse, table: str, sources: list[str], **kw: Any) -> RunResult:
     """Write, audit and publish `sources` into `table`; never raises for a failed run, see .status."""
-    return WapRun(lakehouse, table, sources, **kw).run()
-
-
-# --- multi-table runs (catalog-level branches) --------------------------------------------------
-
-
-@dataclass
-class MultiRunResult:
-    """One run over several tables: every table published by one Nessie merge, or none."""
-
-    run_id: str
-    branch: str
-    status: str  # published | blocked | failed
-    tables: list[RunResult]
-    message: str = ""
-
-    @property
-    def exit_code(self) -> int:
-        return exit_code_for(self.status, [r.exit_code for r in self.tables if r.status == "failed"])
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "branch": self.branch,
-            "status": self.status,
-            "message": self.message,
-            "tables": [r.to_dict() for r in self.tables],
-            "exit_code": self.exit_code,
-        }
-
-
-class MultiWapRun:
-    """Write every table to one Nessie branch, audit them all, publish with a single merge, or none."""
-
-    def __init__(
-        self,
-        lakehouse: Lakehouse,
-        specs: list[tuple[str, list[str]]],
-        *,
-        branch: str | None = None,
-        run_id: str | None = None,
-    ) -> None:
-        if not lakehouse.catalog_level:
-            raise UsageError(
-                "a run over several tables needs catalog-level branches",
-                hint='set [lakehouse] catalog = "nessie" (see README "Nessie"), or run one table at a time',
-            )
-        if not specs:
-            raise UsageError("no tables given", hint="e.g. wap run-tables orders=orders.parquet items=items.parquet")
-        names = [TableName.parse(t).dotted for t, _ in specs]
-        if len(set(names)) != len(names):
-            raise UsageError(f"a table appears twice in the run: {', '.join(names)}", hint="list each table once")
-        self.lh = lakehouse
-        self.run_id = validate_run_id(run_id) if run_id else new_run_id()
-        self.branch = validate_branch(branch) if branch else f"wap_{self.run_id}"
-        # Per-table records need their own ids (the run store's key); the group id stays their prefix.
-        self.runs = [
-            WapRun(lakehouse, t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}") for i, (t, srcs) in enumerate(specs)
-        ]
-        self.message = ""
-
-    def _ordered(self) -> list[WapRun]:
-        """Tables that others' foreign_key checks reference are written first, so the checks see them."""
-        in_run = {r.table.dotted for r in self.runs}
-        referenced = {
-            getattr(c, "table", None)
-            for r in self.runs
-            for c in r.checks
-            if c.check == "foreign_key" and getattr(c, "table", None) in in_run
-        }
-        return sorted(self.runs, key=lambda r: r.table.dotted not in referenced)
-
-    def run(self) -> MultiRunResult:
-        step, current = "prepare", None
-        created_branch = False
-        try:
-            for r in self.runs:
-                current = r
-                r.prepare()
-            done = [r.already_published is not None for r in self.runs]
-            if all(done):
-                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
-                for r in self.runs:
-                    r.mark_published(r.already_published, "already")
-                    r.message = f"run {r.run_id} was already published; nothing to do"
-                return self._finish("published", f"run {self.run_id} was already published; nothing to do")
-            if any(done):
-                raise EngineError(
-                    f"run {self.run_id} is published for some tables only, which one merge cannot produce",
-                    hint="inspect `wap nessie log`; re-run the remaining tables under a new run id",
-                )
-            step = "write"
-            created_branch = not self.lh.branches.branch_exists(self.branch)  # type: ignore[union-attr]
-            for r in self._ordered():
-                current = r
-                r.write()
-            step = "audit"
-            for r in self.runs:
-                current = r
-                r.audit()
-            step = "publish"
-            current = None
-            failing = [r for r in self.runs if not r.report.passed]  # type: ignore[union-attr]
-            if failing:
-                return self._block(failing)
-            from wapflow.lakehouse.nessie import publish_branch
-
-            self.lh.progress(f"merging Nessie branch {self.branch} ({len(self.runs)} tables) into main")
-            via = publish_branch(self.lh, self.branch, self.run_id, self.runs)
-            for r in self.runs:
-                r.mark_published(self.lh.tables.head(r.table), via)
-            tables = ", ".join(r.table.dotted for r in self.runs)
-            return self._finish("published", f"published {tables} in one Nessie commit")
-        except WapError as e:
-            err = e
-        except Exception as e:  # noqa: BLE001
-            err = EngineError(f"{type(e).__name__}: {spark_errors.describe(e)}")
-        err.at(run_id=self.run_id, step=step)
-        if step == "write" and created_branch:
-            try:
-                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
-            except WapError:
-                pass
-        for r in self.runs:
-            r._fail(err, step) if r is current or current is None else r._fail(
-                UsageError(f"not published: {current.table} failed at step {step}").at(run_id=r.run_id, step=step), step
-            )
-            r.rec.status = "failed"
-        return self._finish("failed", str(err))
-
-    def _block(self, failing: list[WapRun]) -> MultiRunResult:
-        keep = any(r.table_cfg.on_failure != "drop" for r in self.runs)
-        why = "; ".join(f"{r.table}: {', '.join(c.name for c in r.report.failed)}" for r in failing)  # type: ignore[union-attr]
-        if not keep:
-            self.lh.branches.delete(self.branch)  # type: ignore[union-attr]
-        for r in self.runs:
-            r.rec.status, r.rec.snapshot_id, r.rec.branch_kept = "blocked", r.rec.branch_snapshot_id, keep
-            own = ", ".join(c.name for c in r.report.failed) if r.report and r.report.failed else None  # type: ignore[union-attr]
-            r.message = f"blocked by {own}" if own else f"not published: blocked by {why}"
-        where = f"all rows kept on Nessie branch {self.branch}" if keep else f"branch {self.branch} deleted"
-        return self._finish("blocked", f"blocked ({why}); no table changed on main; {where}")
-
-    def _finish(self, status: str, message: str) -> MultiRunResult:
-        now = datetime.now(timezone.utc)
-        for r in self.runs:
-            r.rec.finished_at = now
-            r._save()
-        return MultiRunResult(self.run_id, self.branch, status, [r.result() for r in self.runs], message)
+    state = run_state(lakehouse, new_state(table, sources, **kw))
+    return result(lakehouse, state)

@@ -11,12 +11,16 @@ import json
 import os
 import shlex
 import socket
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine.interfaces import DBAPIConnection
 
 _meta = sa.MetaData()
 runs_table = sa.Table(
@@ -90,7 +94,7 @@ class RunRecord:
     error: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
     branch_kept: bool = False
-    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
     file_ids: list[dict[str, Any]] = field(default_factory=list)  # {uri, size, version} of each file read
     owner: dict[str, Any] | None = None  # the process running it (while status is running)
@@ -134,7 +138,7 @@ class RunRecord:
         }
 
     @classmethod
-    def from_row(cls, row: Any) -> "RunRecord":
+    def from_row(cls, row: sa.Row[Any]) -> RunRecord:
         m = row._mapping
         return cls(
             run_id=m["run_id"],
@@ -158,17 +162,19 @@ class RunRecord:
 
 
 class RunStore:
+    """Run records in one database; every `wap` process opens its own and they share the file (WAL)."""
+
     def __init__(self, url: str) -> None:
         self.url = url
         if url.startswith("sqlite:///"):
             from wapflow.config import ensure_folder
 
-            ensure_folder(Path(url[len("sqlite:///"):]).parent, "the run store's folder")
+            ensure_folder(Path(url[len("sqlite:///") :]).parent, "the run store's folder")
         self.engine = sa.create_engine(url, future=True)
         if self.engine.dialect.name == "sqlite":
 
             @sa.event.listens_for(self.engine, "connect")
-            def _pragmas(dbapi_conn: Any, _rec: Any) -> None:  # concurrent wap processes share the file
+            def _pragmas(dbapi_conn: DBAPIConnection, _rec: object) -> None:  # concurrent wap processes share the file
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
                 cur.execute("PRAGMA busy_timeout=30000")
@@ -218,10 +224,10 @@ class RunStore:
     def lock_dir(self) -> Path:
         """Where file locks live: beside a SQLite run store, else in this user's cache (one machine)."""
         if self.url.startswith("sqlite:///"):
-            return Path(self.url[len("sqlite:///"):]).parent / "locks"
+            return Path(self.url[len("sqlite:///") :]).parent / "locks"
         return Path.home() / ".cache" / "wapflow" / "locks"
 
-    def publish_lock(self, table: str) -> Any:
+    def publish_lock(self, table: str) -> AbstractContextManager[None]:
         """Context manager: the one publisher of `table` at a time (wapflow.runs.locks)."""
         from wapflow.runs.locks import publish_lock
 

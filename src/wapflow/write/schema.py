@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType, StructField, StructType
 
+
+class ContractViolation(SchemaMismatch):
+    """The batch's columns break the table's schema contract: the run is blocked by a `schema` check."""
+
+    def __init__(self, message: str, *, hint: str | None = None, problems: list[str]) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems
+
+
 # (batch type, table type) pairs that lose nothing when cast.
 _WIDENINGS = {
     ("tinyint", "smallint"), ("tinyint", "int"), ("tinyint", "bigint"),
@@ -33,17 +42,17 @@ _WIDENINGS = {
 }  # fmt: skip
 
 
-def _tname(t: "DataType") -> str:
+def _tname(t: DataType) -> str:
     return t.simpleString()
 
 
-def _complex(t: "DataType") -> bool:
+def _complex(t: DataType) -> bool:
     from pyspark.sql.types import ArrayType, MapType, StructType
 
     return isinstance(t, (StructType, ArrayType, MapType))
 
 
-def nested_extras(batch: "DataType", table: "DataType", path: str = "") -> list[str]:
+def nested_extras(batch: DataType, table: DataType, path: str = "") -> list[str]:
     """Paths of nested fields the batch's type has and the table's lacks ('user.email', 'items[].sku')."""
     from pyspark.sql.types import ArrayType, MapType, StructType
 
@@ -62,7 +71,7 @@ def nested_extras(batch: "DataType", table: "DataType", path: str = "") -> list[
     return []
 
 
-def read_type(inferred: "DataType", table: "DataType | None") -> "DataType":
+def read_type(inferred: DataType, table: DataType | None) -> DataType:
     """The type a text format (CSV, JSON) is parsed with for one column.
 
     The table's type when it has the column, so that a value that does not fit is a parse error
@@ -75,16 +84,15 @@ def read_type(inferred: "DataType", table: "DataType | None") -> "DataType":
     """
     if table is None:
         return inferred
-    if _complex(inferred):
-        if type(inferred) is not type(table) or nested_extras(inferred, table):
-            return inferred
+    if _complex(inferred) and (type(inferred) is not type(table) or nested_extras(inferred, table)):
+        return inferred
     return table
 
 
 @dataclass
 class SchemaDiff:
-    added: list["StructField"] = field(default_factory=list)  # in the batch, not in the table
-    missing: list["StructField"] = field(default_factory=list)  # in the table, not in the batch
+    added: list[StructField] = field(default_factory=list)  # in the batch, not in the table
+    missing: list[StructField] = field(default_factory=list)  # in the table, not in the batch
     retyped: list[tuple[str, str, str]] = field(default_factory=list)  # name, batch type, table type
     widened: list[str] = field(default_factory=list)
     nullability: list[str] = field(default_factory=list)  # required in the table, nullable in the batch
@@ -100,7 +108,10 @@ class SchemaDiff:
         for name, bt, tt in self.retyped:
             extra = self.nested.get(name.lower())
             if extra:
-                out.append(f"~ column '{name}' has nested field(s) {', '.join(repr(e) for e in extra)} that {table} does not have")
+                out.append(
+                    f"~ column '{name}' has nested field(s) {', '.join(repr(e) for e in extra)} "
+                    f"that {table} does not have"
+                )
             else:
                 out.append(f"~ column '{name}' is {bt} in the batch but {tt} in {table} (not a safe widening)")
         for n in self.nullability:
@@ -111,7 +122,7 @@ class SchemaDiff:
         return [f"widened {w}" for w in self.widened]
 
 
-def compare(batch: "StructType", table: "StructType") -> SchemaDiff:
+def compare(batch: StructType, table: StructType) -> SchemaDiff:
     b = {f.name.lower(): f for f in batch.fields}
     t = {f.name.lower(): f for f in table.fields}
     diff = SchemaDiff()
@@ -137,9 +148,9 @@ def compare(batch: "StructType", table: "StructType") -> SchemaDiff:
 
 @dataclass
 class Contract:
-    df: "DataFrame"
+    df: DataFrame
     diff: SchemaDiff
-    new_columns: list["StructField"]  # to add at publish time (add_columns)
+    new_columns: list[StructField]  # to add at publish time (add_columns)
     dropped_extra: list[str]  # removed from the batch (ignore_extra)
 
     def report(self) -> list[str]:
@@ -150,8 +161,8 @@ class Contract:
 
 
 def apply_contract(
-    df: "DataFrame",
-    table_schema: "StructType",
+    df: DataFrame,
+    table_schema: StructType,
     *,
     table: str,
     policy: str = "strict",
@@ -171,12 +182,13 @@ def apply_contract(
             m = diff.missing[0].name
             near = did_you_mean(m, [f.name for f in diff.added])
             near = f"\n    ('{m}'{near})" if near else ""
-        raise SchemaMismatch(
+        raise ContractViolation(
             f"the schema of {', '.join(files or ['the batch'])} does not match {table}:\n    "
             + "\n    ".join(problems)
             + near,
             hint='fix the file; or set schema = "add_columns" / "ignore_extra" for the table in wap.toml '
             "if new columns are expected",
+            problems=problems,
         )
     batch = {f.name.lower(): f for f in df.schema.fields}
     cols = []
@@ -196,7 +208,7 @@ def apply_contract(
     return Contract(df.select(*cols), diff, new_columns, dropped)
 
 
-def add_columns_sql(table_sql: str, columns: list["StructField"]) -> str:
+def add_columns_sql(table_sql: str, columns: list[StructField]) -> str:
     """ALTER TABLE ... ADD COLUMNS for validated names and Spark's own type strings."""
     parts = []
     for f in columns:

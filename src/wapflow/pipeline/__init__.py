@@ -1,0 +1,46 @@
+"""A WAP run: state (a JSON value), steps (functions of it), and the drivers over them.
+
+state.py   RunState: everything a step, a replay or another process needs
+steps.py   prepare / write / audit / publish: RunState -> RunState; run_state chains them
+run.py     WapRun: one run driven step by step in one process
+multi.py   MultiWapRun: several tables on one Nessie branch, one merge
+result.py  RunResult / MultiRunResult and exit codes
+"""
+
+from wapflow.pipeline.multi import MultiWapRun
+from wapflow.pipeline.result import MultiRunResult, RunResult, exit_code_for
+from wapflow.pipeline.run import WapRun
+from wapflow.pipeline.state import RunState
+from wapflow.pipeline.steps import (
+    audit,
+    files_fingerprint,
+    new_run_id,
+    new_state,
+    prepare,
+    publish_step,
+    result,
+    run_state,
+    run_wap,
+    validate_run_id,
+    write,
+)
+
+__all__ = [
+    "MultiRunResult",
+    "MultiWapRun",
+    "RunResult",
+    "RunState",
+    "WapRun",
+    "audit",
+    "exit_code_for",
+    "files_fingerprint",
+    "new_run_id",
+    "new_state",
+    "prepare",
+    "publish_step",
+    "result",
+    "run_state",
+    "run_wap",
+    "validate_run_id",
+    "write",
+]

@@ -1,0 +1,81 @@
+"""WapRun: one run driven step by step in this process (tests, interleaved runs), over the same
+step functions a durable executor calls with the JSON state between processes."""
+
+from __future__ import annotations
+
+from wapflow.audit.report import AuditReport
+from wapflow.config import Check
+from wapflow.lakehouse.identifiers import TableName
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline import steps
+from wapflow.pipeline.result import RunResult
+from wapflow.pipeline.state import RunState, record_from_data, report_from_data
+from wapflow.runs.store import RunRecord
+
+
+class WapRun:
+    """A run's state plus the lakehouse it runs on; each method applies one step to the state."""
+
+    def __init__(
+        self,
+        lakehouse: Lakehouse,
+        table: str,
+        sources: list[str],
+        *,
+        branch: str | None = None,
+        run_id: str | None = None,
+        extra_checks: list[Check] | None = None,
+        not_null: list[str] | None = None,
+    ) -> None:
+        self.lh = lakehouse
+        self.state: RunState = steps.new_state(
+            table, sources, branch=branch, run_id=run_id, extra_checks=extra_checks, not_null=not_null
+        )
+
+    def prepare(self) -> RunState:
+        self.state = steps.prepare(self.lh, self.state)
+        return self.state
+
+    def write(self) -> RunState:
+        self.state = steps.write(self.lh, self.state)
+        return self.state
+
+    def audit(self) -> RunState:
+        self.state = steps.audit(self.lh, self.state)
+        return self.state
+
+    def publish(self) -> RunState:
+        self.state = steps.publish_step(self.lh, self.state)
+        return self.state
+
+    def run(self) -> RunResult:
+        self.state = steps.run_state(self.lh, self.state)
+        return self.result()
+
+    def result(self) -> RunResult:
+        return steps.result(self.lh, self.state)
+
+    # What callers look at between steps.
+    @property
+    def run_id(self) -> str:
+        return self.state.run_id
+
+    @property
+    def branch(self) -> str | None:
+        return self.state.branch
+
+    @property
+    def table(self) -> TableName:
+        return TableName.parse(self.state.table)
+
+    @property
+    def rec(self) -> RunRecord:
+        return record_from_data(self.state.record)
+
+    @property
+    def report(self) -> AuditReport | None:
+        return report_from_data(self.state.report) if self.state.report is not None else None
+
+    @property
+    def message(self) -> str:
+        return self.result().message
