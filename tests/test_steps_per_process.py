@@ -132,7 +132,11 @@ def test_each_step_in_its_own_process_equals_one_process(tmp_path):
                 # The write retried with the same input state (as after a crash): finds its rows, appends nothing.
                 again = many_dir / "states" / f"{rid}.{i}b.json"
                 _worker(many_cfg, "step", step, str(path), str(again))
-                assert RunState.from_json(again.read_text()) == RunState.from_json(nxt.read_text())
+                first, retried = RunState.from_json(nxt.read_text()), RunState.from_json(again.read_text())
+                assert retried.run_snapshots == first.run_snapshots and retried.base == first.base
+                assert retried.record["base_snapshot_id"] == first.record["base_snapshot_id"]
+                assert (retried.done, retried.status) == (first.done, "running")
+                nxt = again  # the run goes on from the retried write: its outcome must still equal one process
             path = nxt
         many[rid] = RunState.from_json(path.read_text())
 

@@ -494,6 +494,7 @@ class LiveRun:
             return False
         self.run_snapshots = mine
         self.base = mine[0].parent_id
+        self.rec.base_snapshot_id = self.base
         if (
             self.quarantine is not None
             and tables.exists(self.quarantine)
