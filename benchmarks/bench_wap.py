@@ -25,17 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from wapflow.config import (
+from wapflow.audit.spec import (
     AcceptedValuesCheck,
     BetweenCheck,
-    ExpressionCheck,
     Check,
-    LakehouseConfig,
+    ExpressionCheck,
     NotNullCheck,
     RowCountCheck,
     UniqueCheck,
-    WapConfig,
 )
+from wapflow.config import LakehouseConfig, WapConfig
 from wapflow.demo.generate import write_trips
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string
 from wapflow.lakehouse.lakehouse import Lakehouse
