@@ -195,14 +195,25 @@ def _int(v: Any) -> int | None:
         return None
 
 
-def _java_links(j: Any) -> Iterator[_Link]:
-    depth = 0
-    while j is not None and depth < 16:
+def java_chain(j: Any, *, depth: int = 16) -> Iterator[tuple[Any, str, str]]:
+    """(throwable, class name, message) of a Py4J Java exception and its causes, outermost first."""
+    for _ in range(depth):
+        if j is None:
+            return
         try:
             cls = str(j.getClass().getName())
             message = str(j.getMessage() or "")
         except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
             return
+        yield j, cls, message
+        try:
+            j = j.getCause()
+        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
+            return
+
+
+def _java_links(root: Any) -> Iterator[_Link]:
+    for j, cls, message in java_chain(root):
         status = code = None
         if cls.startswith(_AWS_PREFIXES):
             status = _int(_call(j, "statusCode"))
@@ -213,11 +224,6 @@ def _java_links(j: Any) -> Iterator[_Link]:
         elif cls.startswith(_NESSIE_PREFIX):
             status = _int(_call(j, "getStatus")) or _int(_call(j, "getError", "getStatus"))
         yield _Link(cls, frozenset({cls}), message, status, code)
-        try:
-            j = j.getCause()
-        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
-            return
-        depth += 1
 
 
 def _py_link(e: BaseException) -> _Link:

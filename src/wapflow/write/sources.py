@@ -1189,25 +1189,16 @@ class _Cause:
 
 
 def _java_causes(j: Any) -> Iterator[_Cause]:
-    depth = 0
-    while j is not None and depth < 16:
-        try:
-            cls = str(j.getClass().getName())
-            message = str(j.getMessage() or "")
-        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
-            return
+    from wapflow.lakehouse.spark_errors import java_chain
+
+    for t, cls, message in java_chain(j):
         cond, params = None, {}
         try:
-            cond = str(j.getCondition()) if j.getCondition() is not None else None
-            params = {str(k): str(v) for k, v in dict(j.getMessageParameters()).items()}
+            cond = str(t.getCondition()) if t.getCondition() is not None else None
+            params = {str(k): str(v) for k, v in dict(t.getMessageParameters()).items()}
         except Exception:  # noqa: BLE001 - older Spark errors lack conditions
             pass
         yield _Cause(cond, params, message, cls)
-        try:
-            j = j.getCause()
-        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
-            return
-        depth += 1
 
 
 def _causes(exc: BaseException) -> list[_Cause]:
