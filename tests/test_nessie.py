@@ -18,10 +18,13 @@ from typer.testing import CliRunner
 
 from conftest import TRIPS_CHECKS, make_config, trips_file, write_parquet
 from wapflow.cli import app
+from wapflow.config import TableConfig
+from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie import NessieClient
 from wapflow.pipeline import MultiWapRun, WapRun, run_wap
+from wapflow.pipeline.steps import LiveRun
 
 pytestmark = pytest.mark.spark
 _ns = itertools.count()
@@ -194,7 +197,7 @@ def test_one_failing_audit_blocks_every_table(nessie_lh, landing, ns):
     kept = lh.branches.tables_for(res.branch)
     assert kept.row_count(TableName.parse(f"{ns}.orders")) == 4
     # `wap discard` drops the whole branch.
-    lh.branches.delete(res.branch)
+    lh.branches.discard(res.branch, [])
     assert lh.nessie.get_reference(res.branch) is None
 
 
@@ -235,9 +238,16 @@ def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh,
     r.prepare()
     r.write()
     r.audit()
-    # Simulate the crash: the merge happens, the process dies before the branch is deleted.
-    backend = lh.branches
-    backend.merge(r.branch, run_id=r.run_id, tables=[r.table])
+    # The crash: the merge happens, the process dies before the branch is deleted (at publish:moved).
+
+    class Crash(Exception):
+        pass
+
+    def crash(_: object) -> None:
+        raise Crash
+
+    with pytest.raises(Crash):
+        lh.branches.publish(r.branch, r.run_id, LiveRun(lh, r.state).slices(), crash)
     assert lh.nessie.get_reference(r.branch) is not None
     merged = main_hash(lh)
     res = run_wap(lh, table, [str(f)], run_id=r.run_id)
@@ -344,3 +354,118 @@ tables = {{ "{ns}.orders" = "landing/o.parquet", "{ns}.items" = ["landing/i.parq
     assert json.loads(res.stdout)["rows"] == [[3]]
     res = runner.invoke(app, ["run-tables", "--run", "shoop", "--config", str(cfg)])
     assert res.exit_code == 2 and "no [runs.shoop] section" in res.stderr and "did you mean 'shop'" in res.stderr
+
+
+# --- staging (add_columns) and quarantine through the same branch interface (issue 9) ----------------
+
+
+def _with_tip(t: pa.Table, nulls: int = 0) -> pa.Table:
+    tips = [None if n < nulls else float(n % 7) for n in range(t.num_rows)]
+    return t.append_column("tip", pa.array(tips, pa.float64()))
+
+
+def test_add_columns_on_a_nessie_branch(nessie_lh, landing, ns):
+    """A Nessie branch holds schema changes too: new columns are added on the branch (no staging table), main
+    keeps its schema until the merge, and a blocked run's branch shows the new column."""
+    table = f"{ns}.trips"
+    t = TableName.parse(table)
+    lh = nessie_lh({table: {"schema": "add_columns"}})
+    assert run_wap(lh, table, [str(trips_file(landing, "seed.parquet", 20))]).status == "published"
+    names = lh.tables.schema(t).fieldNames()
+    # Checks on the new column apply from the second batch on.
+    lh.config.tables[table] = TableConfig.model_validate(
+        {"schema": "add_columns", "checks": [{"check": "not_null", "column": "tip"}]}
+    )
+    before = main_hash(lh)
+    dirty = write_parquet(landing / "dirty.parquet", _with_tip(generate_trips(30, start_id=100), nulls=4))
+    bad = run_wap(lh, table, [str(dirty)])
+    assert bad.status == "blocked" and bad.exit_code == 1, bad.message
+    assert [c["name"] for c in bad.checks if c["status"] == "failed"] == ["not_null(tip)"]
+    assert bad.staging_table is None and f"rows kept on Nessie branch {bad.branch}" in bad.message
+    assert main_hash(lh) == before and lh.tables.schema(t).fieldNames() == names
+    kept = lh.branches.tables_for(bad.branch)
+    assert kept.schema(t).fieldNames() == [*names, "tip"] and kept.row_count(t) == 50
+    assert not any(x.name.startswith("trips__wap_") for x in lh.tables.list_tables())
+
+    clean = write_parquet(landing / "clean.parquet", _with_tip(generate_trips(30, start_id=200)))
+    res = run_wap(lh, table, [str(clean)])
+    assert res.status == "published" and res.published_via == "merge", res.message
+    assert any("tip" in c for c in res.schema_changes)
+    assert lh.tables.schema(t).fieldNames() == [*names, "tip"]
+    rows = lh.spark.sql(f"SELECT count(*) AS n, count(tip) AS tips FROM {lh.tables.ident(t)}").collect()[0]
+    assert (rows["n"], rows["tips"]) == (50, 30)
+    assert lh.nessie.get_reference(res.branch) is None
+    # The blocked run's branch is still there, and discarding it leaves main alone.
+    assert lh.branches.discard(bad.branch, []).found and lh.nessie.get_reference(bad.branch) is None
+
+
+def test_quarantine_on_a_nessie_branch(nessie_lh, landing, ns):
+    """Quarantine on Nessie: good rows and diverted rows reach main in the same merge commit; over the
+    rate limit, neither table changes on main and the branch keeps both."""
+    table, quarantine = f"{ns}.trips", f"{ns}.trips__quarantine"
+    t, q = TableName.parse(table), TableName.parse(quarantine)
+    cfg = {"on_row_failure": "quarantine", "max_quarantine_rate": 0.2, "checks": TRIPS_CHECKS}
+    lh = nessie_lh({table: cfg})
+    f = trips_file(landing, "some_nulls.parquet", 200, null_rate=0.05, seed=7)
+    res = run_wap(lh, table, [str(f)])
+    assert res.status == "published" and res.published_via == "merge", res.message
+    assert res.quarantined_rows and 0 < res.quarantined_rows <= 40
+    assert lh.tables.row_count(t) == 200 - res.quarantined_rows
+    assert lh.tables.row_count(q) == res.quarantined_rows
+    assert lh.spark.sql(f"SELECT count(*) FROM {lh.tables.ident(t)} WHERE passenger_count IS NULL").collect()[0][0] == 0
+    ids = {r[0] for r in lh.spark.sql(f"SELECT DISTINCT _wap_run_id FROM {lh.tables.ident(q)}").collect()}
+    assert ids == {res.run_id}
+    merge = lh.nessie.log("main", limit=1)[0]
+    assert merge.run_id == res.run_id and set(merge.properties["wapflow.tables"].split(",")) == {table, quarantine}
+    assert lh.nessie.get_reference(res.branch) is None
+
+    before, rows = main_hash(lh), (lh.tables.row_count(t), lh.tables.row_count(q))
+    worse = trips_file(landing, "many_nulls.parquet", 100, null_rate=0.4, start_id=5000, seed=8)
+    bad = run_wap(lh, table, [str(worse)])
+    assert bad.status == "blocked", bad.message
+    assert [c["check"] for c in bad.checks if c["status"] == "failed"] == ["max_quarantine_rate"]
+    assert main_hash(lh) == before and (lh.tables.row_count(t), lh.tables.row_count(q)) == rows
+    kept = lh.branches.tables_for(bad.branch)
+    assert kept.row_count(t) + kept.row_count(q) == sum(rows) + 100
+
+
+@pytest.mark.slow
+def test_sigkill_after_quarantined_rows_then_resume_on_nessie(nessie_server, spark, tmp_path, landing, ns):
+    """A `wap run` killed between the quarantine table's append and the table's own (both on the Nessie
+    branch): the resumed run takes its unfinished quarantine rows back off the branch (an Iceberg rollback
+    on the branch only) and writes again; main gets every row exactly once."""
+    import signal
+
+    import pyarrow.parquet as pq
+
+    from cli_harness import wap, write_config
+    from wapflow.config import load_config
+
+    table, quarantine = f"{ns}.trips", f"{ns}.trips__quarantine"
+    cfg = write_config(
+        tmp_path / "lake",
+        f'[tables."{table}"]\non_row_failure = "quarantine"\n'
+        'checks = [{ check = "not_null", column = "passenger_count" }]\n',
+        lakehouse=f'catalog = "nessie"\nnessie_uri = "{nessie_server.url}"\n',
+        catalog=f"nq{ns}",
+    )
+    f = trips_file(landing, "q.parquet", 200, null_rate=0.1, seed=11)
+    command = ["run", table, str(f), "--run-id", "nessie_q", "--config", str(cfg)]
+    killed = wap(*command, WAP_CRASH_AT="write:quarantine-appended")
+    assert killed.code == -signal.SIGKILL, killed.text
+    done = wap(*command, "--json")
+    assert done.code == 0 and done.doc["status"] == "published", done.text
+
+    lh = Lakehouse(load_config(cfg), spark=spark)
+    expected = pq.read_table(f).to_pylist()
+    good = [r for r in expected if r["passenger_count"] is not None]
+    bad = [r for r in expected if r["passenger_count"] is None]
+    assert bad and done.doc["quarantined_rows"] == len(bad)
+    t, q = TableName.parse(table), TableName.parse(quarantine)
+
+    def ids(tbl: TableName) -> list[int]:
+        return sorted(r[0] for r in lh.tables.read(tbl).select("trip_id").collect())
+
+    assert ids(t) == sorted(r["trip_id"] for r in good)  # each good row once
+    assert ids(q) == sorted(r["trip_id"] for r in bad)  # each diverted row once, the killed attempt's gone
+    assert lh.nessie.get_reference(done.doc["branch"]) is None

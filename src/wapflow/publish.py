@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from wapflow.errors import PublishConflict
 from wapflow.lakehouse import spark_errors
-from wapflow.lakehouse.branches import BranchBackend
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.tables import SOURCE_SNAPSHOT_PROP, Snapshot, Tables
 
@@ -23,6 +23,13 @@ _RETRIES = 4
 class Published:
     snapshot_id: int
     method: str  # "fast_forward" | "cherry_pick" | "already"
+
+
+class MainMover(Protocol):
+    """What moving one table's main needs: Iceberg's fast_forward and cherrypick_snapshot procedures."""
+
+    def fast_forward(self, table: TableName, branch: str) -> int: ...
+    def cherry_pick(self, table: TableName, snapshot_id: int) -> int: ...
 
 
 def find_published(tables: Tables, table: TableName, run_id: str) -> int | None:
@@ -50,7 +57,7 @@ def _is_commit_conflict(e: BaseException) -> bool:
 
 
 def publish(
-    backend: BranchBackend, tables: Tables, table: TableName, branch: str, run_snapshots: list[Snapshot]
+    backend: MainMover, tables: Tables, table: TableName, branch: str, run_snapshots: list[Snapshot]
 ) -> Published:
     """run_snapshots: the run's snapshots on the branch, oldest first."""
     for attempt in range(_RETRIES):

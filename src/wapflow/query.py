@@ -89,11 +89,15 @@ def run_query(
     read_only(sql)  # before anything else, Spark included
     spark = lh.spark
     catalog = lh.catalog
-    if lh.catalog_level and branch and branch != "main":
-        # Nessie: a branch is a whole catalog state; read every table through a catalog bound to it.
-        if as_of:
-            raise UsageError("--branch and --as-of cannot be combined", hint="pick one")
-        catalog, branch = lh.branches.tables_for(validate_branch(branch)).catalog, None
+    if branch and branch != "main":
+        view = lh.branches.tables_for(validate_branch(branch))
+        if view.catalog != catalog:
+            # A branch spanning the catalog (Nessie) is read through a catalog bound to it.
+            if as_of:
+                raise UsageError("--branch and --as-of cannot be combined", hint="pick one")
+            catalog = view.catalog
+        ref = lh.branches.iceberg_ref(branch)
+        branch = None if ref == "main" else ref
     final = rewrite(sql, branch=branch, as_of=as_of)
     read_only(final, spark)  # the exact text Spark will run, both layers
     spark.catalog.setCurrentCatalog(catalog)

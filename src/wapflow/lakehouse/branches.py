@@ -1,22 +1,28 @@
-"""Where a run's rows wait for their audit: a branch backend.
+"""Where a run's rows wait for their audit: a branch backend, the run's sandbox.
 
 One seam, because branching really varies: Iceberg table-level branches (this module) sandbox one
-table; catalog-level branches (Project Nessie, wapflow.lakehouse.nessie) sandbox the whole catalog.
+table at a time; catalog-level branches (Project Nessie, wapflow.lakehouse.nessie) sandbox the whole
+catalog, schema changes included, and publish every table of a run in one commit. The pipeline speaks
+only the BranchBackend protocol below; what differs is answered by the backend (where rows are written,
+whether new columns fit in the sandbox, how main is moved), never by asking which backend it is.
 """
 
 from __future__ import annotations
 
+import builtins
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
-from wapflow.lakehouse.tables import Tables
+from wapflow.lakehouse.tables import RUN_ID_PROP, Snapshot, Tables
+from wapflow.publish import find_published, publish
 
 if TYPE_CHECKING:
-    pass
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructField
 
 _RETRIES = 5
 T = TypeVar("T")
@@ -24,29 +30,129 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class BranchInfo:
-    table: TableName
+    """A branch other than main. table None: a catalog-level branch (it may hold any table)."""
+
+    table: TableName | None
     name: str
-    head: int
+    head: int | None
+    hash: str | None = None  # the Nessie commit hash of a catalog-level branch
+
+
+@dataclass(frozen=True)
+class RunSlice:
+    """One table's part of a run on its branch: what publishing moves onto main."""
+
+    table: TableName
+    base: int | None  # the table's snapshot the run's rows were written on top of
+    snapshots: tuple[Snapshot, ...]  # the run's snapshots on the branch, oldest first (may be none)
+    properties: Mapping[str, str] = field(default_factory=dict)  # snapshot properties of the run's commits
+
+    @property
+    def run_id(self) -> str:
+        return self.properties.get(RUN_ID_PROP, "")
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    method: str  # fast_forward | cherry_pick | merge | merge_reapplied | already
+    heads: dict[str, int | None]  # main's snapshot of each table of the run, after the publish
+    leftover: str | None = None  # main moved, but cleaning the sandbox up failed: what is left and why
+
+
+@dataclass(frozen=True)
+class Discarded:
+    found: bool  # the sandbox existed
+    whole_branch: bool  # every table of the branch went with it (catalog-level), not only the named ones
+
+
+class AuditView:
+    """How an audit sees the world from a run's sandbox: SQL naming the run's table on its branch, and
+    `main` of any table. Heads of main read here and `pin`ned are re-checked under the publish lock when
+    the backend's publish would not notice main moving by itself (table branches)."""
+
+    def __init__(
+        self,
+        branch_sql: str,
+        read_main: Callable[[TableName], DataFrame],
+        pin: Callable[[TableName], None] | None = None,
+        pinned: dict[str, int | None] | None = None,
+    ) -> None:
+        self.branch_sql = branch_sql
+        self.read_main = read_main
+        self._pin = pin
+        self.pinned: dict[str, int | None] = pinned if pinned is not None else {}
+
+    def pin(self, table: TableName) -> None:
+        if self._pin is not None:
+            self._pin(table)
 
 
 class BranchBackend(Protocol):
-    def create(self, table: TableName, branch: str) -> int | None: ...
+    """A run's sandbox: every operation the pipeline and the service need, for either kind of branch."""
+
+    # Several tables published in one atomic commit (a multi-table run needs it).
+    publishes_tables_together: bool
+
+    def describe(self, branch: str) -> str:
+        """How messages name the branch ("branch x", "Nessie branch x")."""
+        ...
+
+    def open(self, branch: str) -> bool:
+        """Make sure the sandbox exists before anything is written in it; True when this call created it."""
+        ...
+
     def exists(self, table: TableName, branch: str) -> bool: ...
-    def head(self, table: TableName, branch: str) -> int | None: ...
-    def drop(self, table: TableName, branch: str) -> None: ...
+
+    def create(self, table: TableName, branch: str) -> int | None:
+        """The table's branch, ready for the run's appends; returns the snapshot they go on top of."""
+        ...
+
+    def tables_for(self, branch: str) -> Tables:
+        """The tables as the sandbox sees them."""
+        ...
+
+    def iceberg_ref(self, branch: str) -> str:
+        """The Iceberg ref of a table, inside tables_for(branch), that holds the run's rows."""
+        ...
+
     def write_target(self, table: TableName, branch: str) -> str: ...
-    def fast_forward(self, table: TableName, branch: str) -> int: ...
-    def cherry_pick(self, table: TableName, snapshot_id: int) -> int: ...
-    def list(self, table: TableName) -> list[BranchInfo]: ...
-    # Where a run's rows live: a Tables view for the branch, and the Iceberg ref inside it.
-    def tables_for(self, branch: str) -> Tables: ...
-    def iceberg_ref(self, branch: str) -> str: ...
+
+    def add_columns(self, table: TableName, branch: str, columns: list[StructField]) -> bool:
+        """Add columns inside the sandbox only; False when the backend cannot (the caller stages the batch)."""
+        ...
+
+    def reset(self, table: TableName, branch: str, mine: Sequence[Snapshot]) -> None:
+        """Take an unfinished write's snapshots `mine` (maybe none) of `table` out of the sandbox."""
+        ...
+
+    def discard(self, branch: str, tables: Sequence[TableName]) -> Discarded:
+        """Drop the sandbox of these tables (a catalog-level branch goes with every table on it)."""
+        ...
+
+    def publish(
+        self,
+        branch: str,
+        run_id: str,
+        slices: Sequence[RunSlice],
+        after_each: Callable[[RunSlice], None] | None = None,
+    ) -> PublishedRun:
+        """Move main to the run's audited rows for every slice (in order), then drop the sandbox."""
+        ...
+
+    def audit_view(self, table: TableName, branch: str, base: int | None) -> AuditView: ...
+
+    def list(self, table: TableName) -> list[BranchInfo]:
+        """Branches holding changes to this table."""
+        ...
+
+    def all_branches(self) -> builtins.list[BranchInfo]: ...
 
 
 class IcebergTableBranches:
-    """Branches of a single Iceberg table (ALTER TABLE ... CREATE BRANCH, fast_forward, cherrypick)."""
+    """Branches of single Iceberg tables (ALTER TABLE ... CREATE BRANCH; main moved by fast_forward or
+    cherrypick). A table branch shares its table's schema with main, so new columns are staged elsewhere."""
 
-    catalog_level = False
+    publishes_tables_together = False
 
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
@@ -66,6 +172,14 @@ class IcebergTableBranches:
                 time.sleep(0.2 * (attempt + 1))
         raise AssertionError("unreachable")
 
+    def describe(self, branch: str) -> str:
+        return f"branch {branch}"
+
+    def open(self, branch: str) -> bool:
+        """Nothing spans tables: each table's branch is made by create()."""
+        validate_branch(branch)
+        return False
+
     def create(self, table: TableName, branch: str) -> int | None:
         """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
         validate_branch(branch)
@@ -80,9 +194,6 @@ class IcebergTableBranches:
     def exists(self, table: TableName, branch: str) -> bool:
         ref = self.tables.refs(table).get(branch)
         return ref is not None and ref.type == "BRANCH"
-
-    def head(self, table: TableName, branch: str) -> int | None:
-        return self.tables.head(table, branch)
 
     def drop(self, table: TableName, branch: str) -> None:
         validate_branch(branch)
@@ -101,6 +212,53 @@ class IcebergTableBranches:
     def iceberg_ref(self, branch: str) -> str:
         return branch
 
+    def add_columns(self, table: TableName, branch: str, columns: list[StructField]) -> bool:
+        """A table's schema is shared by all its branches: adding a column here would change main."""
+        return False
+
+    def reset(self, table: TableName, branch: str, mine: Sequence[Snapshot]) -> None:
+        """The branch holds nothing but this run's unfinished write (the caller checked): drop it."""
+        if self.tables.exists(table):
+            self.drop(table, branch)
+
+    def discard(self, branch: str, tables: Sequence[TableName]) -> Discarded:
+        found = False
+        for t in tables:
+            if self.tables.exists(t) and self.exists(t, branch):
+                self.drop(t, branch)
+                found = True
+        return Discarded(found=found, whole_branch=False)
+
+    def publish(
+        self,
+        branch: str,
+        run_id: str,
+        slices: Sequence[RunSlice],
+        after_each: Callable[[RunSlice], None] | None = None,
+    ) -> PublishedRun:
+        """Per table, in order: fast-forward main to the branch, or re-apply the run's appends on a moved
+        main. A table whose rows are already on main (a publish cut short by a crash) is not published twice."""
+        heads: dict[str, int | None] = {}
+        method = "already"
+        for sl in slices:
+            if not sl.snapshots:  # nothing of the run in this table (e.g. no row quarantined)
+                heads[sl.table.dotted] = self.tables.head(sl.table, "main")
+                continue
+            done_at = find_published(self.tables, sl.table, sl.run_id or run_id)
+            if done_at is None:
+                done = publish(self, self.tables, sl.table, branch, list(sl.snapshots))
+                done_at, method = done.snapshot_id, done.method
+                if after_each is not None:
+                    after_each(sl)
+            heads[sl.table.dotted] = done_at
+        try:
+            for sl in slices:
+                if self.tables.exists(sl.table):
+                    self.drop(sl.table, branch)
+        except Exception as e:  # noqa: BLE001 - main has moved: the run is published; a branch left over is clutter
+            return PublishedRun(method, heads, f"branch {branch} could not be dropped ({spark_errors.describe(e)})")
+        return PublishedRun(method, heads)
+
     def fast_forward(self, table: TableName, branch: str) -> int:
         validate_branch(branch)
         row = self.spark.sql(
@@ -116,9 +274,29 @@ class IcebergTableBranches:
         ).collect()[0]
         return int(row["current_snapshot_id"])
 
-    def list(self, table: TableName) -> list[BranchInfo]:
+    def audit_view(self, table: TableName, branch: str, base: int | None) -> AuditView:
+        """main of any table at its head when first read; the heads are pinned, and publish re-checks
+        them (main may move between audit and publish, and fast_forward would not notice a changed key set)."""
+        tables = self.tables
+        pinned: dict[str, int | None] = {}
+
+        def read(t: TableName) -> DataFrame:
+            if t.dotted not in pinned:
+                pinned[t.dotted] = tables.head(t, "main")
+            head = pinned[t.dotted]
+            return tables.read_increment(t, None, head) if head is not None else tables.read(t).limit(0)
+
+        def pin(t: TableName) -> None:
+            pinned.setdefault(t.dotted, tables.head(t, "main") if tables.exists(t) else None)
+
+        return AuditView(f"{tables.ident(table)} VERSION AS OF '{branch}'", read, pin, pinned)
+
+    def list(self, table: TableName) -> builtins.list[BranchInfo]:
         return [
             BranchInfo(table, r.name, r.snapshot_id)
             for r in self.tables.refs(table).values()
             if r.type == "BRANCH" and r.name != "main"
         ]
+
+    def all_branches(self) -> builtins.list[BranchInfo]:
+        return [b for t in self.tables.list_tables() for b in self.list(t)]

@@ -7,7 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from wapflow.config import WapConfig, load_config
-from wapflow.lakehouse.branches import IcebergTableBranches
+from wapflow.lakehouse.branches import BranchBackend, IcebergTableBranches
 from wapflow.lakehouse.session import build_session
 from wapflow.lakehouse.tables import Tables
 from wapflow.runs.store import RunStore
@@ -17,7 +17,7 @@ from wapflow.storage import spark as s3_spark
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from wapflow.lakehouse.nessie import NessieBranches, NessieClient
+    from wapflow.lakehouse.nessie import NessieClient
 
 
 def _quiet(_: str) -> None:
@@ -65,13 +65,12 @@ class Lakehouse:
         return NessieClient(nessie_uri(self.config), nessie_token(self.config))
 
     @property
-    def catalog_level(self) -> bool:
-        """True when branches cover the whole catalog (Nessie), not one table."""
+    def _on_nessie(self) -> bool:
         return self.config.lakehouse.catalog == "nessie"
 
     def check_catalog(self) -> None:
         """Nessie down, wrong URL or token: one clear error before Spark starts or anything is written."""
-        if self._catalog_checked or not self.catalog_level:
+        if self._catalog_checked or not self._on_nessie:
             return
         self.nessie.config()
         self._catalog_checked = True
@@ -94,8 +93,9 @@ class Lakehouse:
         return Tables(self.spark, self.catalog)
 
     @cached_property
-    def branches(self) -> IcebergTableBranches | NessieBranches:
-        if self.catalog_level:
+    def branches(self) -> BranchBackend:
+        """The one place that knows which branch backend the config chose."""
+        if self._on_nessie:
             from wapflow.lakehouse.nessie import NessieBranches
 
             return NessieBranches(self.config, self.tables, self.nessie)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,6 @@ from urllib.parse import quote as urlquote
 import httpx
 
 from wapflow.errors import (
-    BugError,
     ConfigError,
     EnvironmentProblem,
     NotFound,
@@ -30,15 +30,17 @@ from wapflow.errors import (
     UsageError,
     WapError,
 )
+from wapflow.lakehouse.branches import AuditView, BranchInfo, Discarded, PublishedRun, RunSlice
 from wapflow.lakehouse.identifiers import TableName, validate_branch, validate_part
 from wapflow.lakehouse.nessie_config import TOKEN_ENV, normalize_uri
 from wapflow.lakehouse.tables import Tables
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructField
 
     from wapflow.config import WapConfig
-    from wapflow.lakehouse.branches import BranchInfo
+    from wapflow.lakehouse.tables import Snapshot
 
 RUN_ID_META = "wapflow.run-id"
 TABLES_META = "wapflow.tables"
@@ -343,16 +345,11 @@ def register_branch_catalog(spark: SparkSession, cfg: WapConfig, branch: str) ->
     return name
 
 
-@dataclass
-class Merged:
-    hash: str
-    already: bool = False
-
-
 class NessieBranches:
-    """The branch backend for catalog = "nessie": one Nessie branch holds every table a run writes."""
+    """The branch backend for catalog = "nessie": one Nessie branch holds every table a run writes, schema
+    changes included, and one merge publishes them all (or none)."""
 
-    catalog_level = True
+    publishes_tables_together = True
 
     def __init__(self, cfg: WapConfig, tables: Tables, client: NessieClient) -> None:
         self.cfg = cfg
@@ -363,7 +360,8 @@ class NessieBranches:
         self._bases: dict[str, str] = {}
         self._views: dict[str, Tables] = {}
 
-    # --- what the pipeline needs beyond table branches ---------------------------------------
+    def describe(self, branch: str) -> str:
+        return f"Nessie branch {branch}"
 
     def tables_for(self, branch: str) -> Tables:
         """The catalog's tables as seen on a Nessie branch (a Spark catalog with ref=branch)."""
@@ -375,9 +373,15 @@ class NessieBranches:
         """On a Nessie branch every table is written on its own Iceberg main."""
         return "main"
 
-    def open(self, branch: str) -> str:
-        """Create the Nessie branch from main's current hash unless it exists; returns the fork point."""
+    def open(self, branch: str) -> bool:
+        """Create the Nessie branch from main's current hash unless it exists (True: created now)."""
         validate_branch(branch)
+        existed = self.client.get_reference(branch) is not None
+        self._fork_point(branch)
+        return not existed
+
+    def _fork_point(self, branch: str) -> str:
+        """The branch's base on main, creating the branch from main's head when it does not exist."""
         if branch in self._bases and self.client.get_reference(branch) is not None:
             return self._bases[branch]
         existing = self.client.get_reference(branch)
@@ -391,12 +395,74 @@ class NessieBranches:
             self._bases[branch] = main.hash
         return self._bases[branch]
 
-    def branch_exists(self, branch: str) -> bool:
+    def _branch_exists(self, branch: str) -> bool:
         ref = self.client.get_reference(branch)
         return ref is not None and ref.type == "BRANCH"
 
-    def merge(self, branch: str, *, run_id: str, tables: list[TableName]) -> Merged:
-        """Publish every table of the branch in one Nessie commit on main."""
+    def create(self, table: TableName, branch: str) -> int | None:
+        """The Nessie branch already holds the table (opened before the write); its head is the base."""
+        self._fork_point(branch)
+        return self.tables_for(branch).head(table, "main")
+
+    def exists(self, table: TableName, branch: str) -> bool:
+        return self._branch_exists(branch) and self.tables_for(branch).exists(table)
+
+    def write_target(self, table: TableName, branch: str) -> str:
+        return self.tables_for(branch).ident(table)
+
+    def add_columns(self, table: TableName, branch: str, columns: list[StructField]) -> bool:
+        """A Nessie branch isolates schema changes too: main keeps its schema until the merge."""
+        self.tables_for(branch).add_columns(table, columns)
+        return True
+
+    def reset(self, table: TableName, branch: str, mine: Sequence[Snapshot]) -> None:
+        """Roll the table back, on the branch only, to where the run's first snapshot started."""
+        if not mine:
+            return
+        view = self.tables_for(branch)
+        if mine[0].parent_id is None:
+            view.drop(table)
+        else:
+            view.roll_back(table, mine[0].parent_id)
+
+    def discard(self, branch: str, tables: Sequence[TableName]) -> Discarded:
+        """The branch is the run's whole sandbox: deleting it discards every table on it."""
+        self._bases.pop(branch, None)
+        return Discarded(found=self.client.delete_branch(branch), whole_branch=True)
+
+    def publish(
+        self,
+        branch: str,
+        run_id: str,
+        slices: Sequence[RunSlice],
+        after_each: Callable[[RunSlice], None] | None = None,
+    ) -> PublishedRun:
+        """Merge the branch into main in one Nessie commit, then delete it. When main changed one of the same
+        tables since the fork (Nessie refuses such a merge: both sides changed the table's metadata pointer),
+        the audited rows (appends only) are appended again on a fresh branch of the new main, and that is
+        merged: method "merge_reapplied"."""
+        tables = _slice_tables(slices)
+        method = "merge"
+        try:
+            self._merge(branch, run_id=run_id, tables=tables)
+        except PublishConflict as conflict:
+            self._reapply(branch, run_id, slices, conflict)
+            method = "merge_reapplied"
+        for sl in slices:
+            if after_each is not None:
+                after_each(sl)
+        heads = {t.dotted: self.tables.head(t, "main") for t in tables}
+        try:
+            self.client.delete_branch(branch)
+            self.client.delete_branch(_retry_branch(branch))
+        except WapError as e:
+            return PublishedRun(method, heads, f"Nessie branch {branch} could not be deleted ({e})")
+        finally:
+            self._bases.pop(branch, None)
+        return PublishedRun(method, heads)
+
+    def _merge(self, branch: str, *, run_id: str, tables: builtins.list[TableName]) -> str:
+        """Publish every table of the branch in one Nessie commit on main; returns main's new hash."""
         base = self._bases.get(branch) or self.client.merge_base(branch)
         ref = self.client.get_reference(branch)
         if ref is None:
@@ -410,9 +476,9 @@ class NessieBranches:
             except PublishConflict:
                 pass  # main got its first commit meanwhile: merge as usual below
             else:
-                return Merged(ref.hash)
+                return ref.hash
         try:
-            new = self.client.merge(
+            return self.client.merge(
                 branch,
                 from_hash=ref.hash,
                 expected_hash=base,
@@ -430,47 +496,67 @@ class NessieBranches:
                 "to re-apply the audited rows on top of the new main"
             )
             raise
-        return Merged(new)
 
-    def delete(self, branch: str) -> bool:
-        self._bases.pop(branch, None)
-        return self.client.delete_branch(branch)
+    def _reapply(self, branch: str, run_id: str, slices: Sequence[RunSlice], conflict: PublishConflict) -> None:
+        """Append each table's audited rows (the run's own snapshots, appends only) to a fresh branch of main."""
+        retry = _retry_branch(branch)
+        self.client.delete_branch(retry)
+        self._bases.pop(retry, None)
+        self._fork_point(retry)
+        old, fresh = self.tables_for(branch), self.tables_for(retry)
+        try:
+            for sl in slices:
+                if not sl.snapshots:
+                    continue
+                if any(s.operation != "append" for s in sl.snapshots):
+                    raise conflict
+                rows = old.read_increment(sl.table, sl.base, sl.snapshots[-1].snapshot_id)
+                if not fresh.exists(sl.table):  # created by this run; main still lacks it
+                    fresh.ensure_namespace(sl.table)
+                    fresh.create_like(sl.table, rows)
+                writer = rows.writeTo(fresh.ident(sl.table))
+                for k, v in sl.properties.items():
+                    writer = writer.option(f"snapshot-property.{k}", v)
+                writer.append()
+            self._merge(retry, run_id=run_id, tables=_slice_tables(slices))
+        except Exception:
+            self.client.delete_branch(retry)
+            self._bases.pop(retry, None)
+            raise
 
-    # --- BranchBackend ------------------------------------------------------------------------
+    def audit_view(self, table: TableName, branch: str, base: int | None) -> AuditView:
+        """Reproduction SQL names the table at the branch (table@branch, readable from any session);
+        uniqueness is checked against main as the branch forked from it, and other tables (foreign keys)
+        are read on the branch, so tables written by the same run count. Nothing is pinned: a merge
+        is conditional on main not having changed the same tables."""
+        wt = self.tables_for(branch)
+        at_branch = self.tables.ident(TableName(table.namespace, f"{table.name}@{branch}"))
 
-    def create(self, table: TableName, branch: str) -> int | None:
-        """The Nessie branch already holds the table (opened before the write); its head is the base."""
-        self.open(branch)
-        return self.tables_for(branch).head(table, "main")
+        def main_table(t: TableName) -> DataFrame:
+            if t == table:
+                return wt.read_increment(t, None, base) if base is not None else wt.read(t).limit(0)
+            return wt.read(t)
 
-    def exists(self, table: TableName, branch: str) -> bool:
-        return self.branch_exists(branch) and self.tables_for(branch).exists(table)
+        return AuditView(at_branch, main_table)
 
-    def head(self, table: TableName, branch: str) -> int | None:
-        return self.tables_for(branch).head(table, "main")
-
-    def drop(self, table: TableName, branch: str) -> None:
-        """Dropping a catalog-level branch drops it for every table of the run."""
-        self.delete(branch)
-
-    def write_target(self, table: TableName, branch: str) -> str:
-        return self.tables_for(branch).ident(table)
-
-    def fast_forward(self, table: TableName, branch: str) -> int:
-        raise BugError(
-            "this is a bug in wapflow: a Nessie branch is published by a merge of the whole branch, not per table"
-        )
-
-    def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
-        raise BugError(
-            "this is a bug in wapflow: a Nessie branch is published by a merge of the whole branch, not per table"
-        )
-
-    def list(self, table: TableName) -> list[BranchInfo]:
-        from wapflow.lakehouse.branches import BranchInfo
-
+    def list(self, table: TableName) -> builtins.list[BranchInfo]:
+        """Nessie branches that change this table."""
         out = []
         main_head = self.tables.head(table, "main") if self.tables.exists(table) else None
+        for ref in self._refs():
+            view = self.tables_for(ref.name)
+            if not view.exists(table):
+                continue
+            head = view.head(table, "main")
+            if head is not None and head != main_head:  # branches that change this table
+                out.append(BranchInfo(table, ref.name, head, ref.hash))
+        return out
+
+    def all_branches(self) -> builtins.list[BranchInfo]:
+        return [BranchInfo(None, r.name, None, r.hash) for r in self._refs()]
+
+    def _refs(self) -> builtins.list[Reference]:
+        out = []
         for ref in self.client.references():
             if ref.type != "BRANCH" or ref.name == "main":
                 continue
@@ -478,74 +564,14 @@ class NessieBranches:
                 validate_branch(ref.name)
             except WapError:
                 continue
-            view = self.tables_for(ref.name)
-            if not view.exists(table):
-                continue
-            head = view.head(table, "main")
-            if head is not None and head != main_head:  # branches that change this table
-                out.append(BranchInfo(table, ref.name, head))
+            out.append(ref)
         return out
-
-    def list_refs(self) -> builtins.list[Reference]:
-        return [r for r in self.client.references() if r.type == "BRANCH" and r.name != "main"]
-
-
-# --- publish ----------------------------------------------------------------------------------
 
 
 def _retry_branch(branch: str) -> str:
     return validate_branch(f"{branch[:120]}-reapply")
 
 
-def publish_branch(lh: Any, branch: str, run_id: str, runs: list[Any]) -> str:
-    """Merge the run's branch into main in one Nessie commit, then delete it. `runs`: the WapRuns whose
-    tables the branch holds. Returns how: "merge", or "merge_reapplied" when main had changed one of the
-    same tables (Nessie refuses such a merge: both sides changed the table's metadata pointer), in which
-    case the audited rows are appended again on a fresh branch of the new main and that is merged."""
-    backend = lh.branches
-    tables = _run_tables(runs)
-    try:
-        backend.merge(branch, run_id=run_id, tables=tables)
-    except PublishConflict as conflict:
-        lh.progress(f"main changed {', '.join(t.dotted for t in tables)} since {branch} forked; re-applying the rows")
-        _reapply(lh, branch, run_id, runs, conflict)
-        return "merge_reapplied"
-    backend.delete(branch)
-    backend.delete(_retry_branch(branch))
-    return "merge"
-
-
-def _run_tables(runs: list[Any]) -> list[TableName]:
-    out: list[TableName] = []
-    for r in runs:
-        out.append(r.table)
-        if r.q_snapshots:
-            out.append(r.quarantine)
-    return out
-
-
-def _reapply(lh: Any, branch: str, run_id: str, runs: list[Any], conflict: PublishConflict) -> None:
-    """Append each table's audited rows (the run's own snapshots, appends only) to a fresh branch of main."""
-    backend = lh.branches
-    retry = _retry_branch(branch)
-    backend.delete(retry)
-    backend.open(retry)
-    old, fresh = backend.tables_for(branch), backend.tables_for(retry)
-    try:
-        for r in runs:
-            for table, snaps, base in ((r.table, r.run_snapshots, r.base), (r.quarantine, r.q_snapshots, r.q_base)):
-                if not snaps:
-                    continue
-                if any(s.operation != "append" for s in snaps):
-                    raise conflict
-                rows = old.read_increment(table, base, snaps[-1].snapshot_id)
-                if not fresh.exists(table):  # created by this run; main still lacks it
-                    fresh.ensure_namespace(table)
-                    fresh.create_like(table, rows)
-                r.write_options(rows.writeTo(fresh.ident(table))).append()
-        backend.merge(retry, run_id=run_id, tables=_run_tables(runs))
-    except Exception:
-        backend.delete(retry)
-        raise
-    backend.delete(retry)
-    backend.delete(branch)
+def _slice_tables(slices: Sequence[RunSlice]) -> list[TableName]:
+    """The tables a publish changes (a table without rows of the run, e.g. an unused quarantine, is left out)."""
+    return [sl.table for sl in slices if sl.snapshots] or [sl.table for sl in slices]

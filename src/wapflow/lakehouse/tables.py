@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
+from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
 RUN_ID_PROP = "wapflow.run-id"
 SOURCES_PROP = "wapflow.sources"
@@ -91,6 +91,21 @@ class Tables:
 
     def drop(self, table: TableName) -> None:
         self.spark.sql(f"DROP TABLE IF EXISTS {self.ident(table)} PURGE")
+
+    def add_columns(self, table: TableName, columns: list[StructField]) -> None:
+        """ALTER TABLE ... ADD COLUMNS for validated names and Spark's own type strings."""
+        parts = []
+        for f in columns:
+            validate_part(f.name, what="new column name")
+            parts.append(f"{quote(f.name)} {f.dataType.simpleString()}")
+        self.spark.sql(f"ALTER TABLE {self.ident(table)} ADD COLUMNS ({', '.join(parts)})")
+
+    def roll_back(self, table: TableName, snapshot_id: int) -> None:
+        """Make `snapshot_id` (an ancestor of the current one) the table's current snapshot again."""
+        self.spark.sql(
+            f"CALL {quote(self.catalog)}.system.rollback_to_snapshot("
+            f"table => {sql_string(table.dotted)}, snapshot_id => {int(snapshot_id)})"
+        )
 
     def schema(self, table: TableName) -> StructType:
         return self.spark.table(self.ident(table)).schema

@@ -1,4 +1,7 @@
-"""One run over several tables on one Nessie branch: every table published by a single merge, or none."""
+"""One run over several tables in one sandbox: every table published by a single commit, or none.
+
+Needs a branch backend that publishes tables together (Nessie); it goes through the same interface as a
+one-table run, and each table's part is a LiveRun."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from wapflow.pipeline.steps import LiveRun, new_run_id, new_state, validate_run_
 
 
 class MultiWapRun:
-    """Write every table to one Nessie branch, audit them all, publish with a single merge, or none."""
+    """Write every table to one branch, audit them all, publish them with a single commit, or none."""
 
     def __init__(
         self,
@@ -24,7 +27,7 @@ class MultiWapRun:
         branch: str | None = None,
         run_id: str | None = None,
     ) -> None:
-        if not lakehouse.catalog_level:
+        if not lakehouse.branches.publishes_tables_together:
             raise UsageError(
                 "a run over several tables needs catalog-level branches",
                 hint='set [lakehouse] catalog = "nessie" (see README "Nessie"), or run one table at a time',
@@ -64,7 +67,7 @@ class MultiWapRun:
                 r.prepare()
             done = [r.already_published is not None for r in self.runs]
             if all(done):
-                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+                self.lh.branches.discard(self.branch, self._all_tables())
                 for r in self.runs:
                     r.mark_published(r.already_published, "already")
                     r.message = f"run {r.run_id} was already published; nothing to do"
@@ -75,7 +78,7 @@ class MultiWapRun:
                     hint="inspect `wap nessie log`; re-run the remaining tables under a new run id",
                 )
             step = "write"
-            created_branch = not self.lh.branches.branch_exists(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+            created_branch = self.lh.branches.open(self.branch)
             for r in self._ordered():
                 current = r
                 r.write()
@@ -88,14 +91,15 @@ class MultiWapRun:
             failing = [r for r in self.runs if r.report is None or not r.report.passed]
             if failing:
                 return self._block(failing)
-            from wapflow.lakehouse.nessie import publish_branch
-
-            self.lh.progress(f"merging Nessie branch {self.branch} ({len(self.runs)} tables) into main")
-            via = publish_branch(self.lh, self.branch, self.run_id, self.runs)
+            where = self.lh.branches.describe(self.branch)
+            self.lh.progress(f"publishing {where} ({len(self.runs)} tables) to main")
+            moved = self.lh.branches.publish(self.branch, self.run_id, [sl for r in self.runs for sl in r.slices()])
             for r in self.runs:
-                r.mark_published(self.lh.tables.head(r.table), via)
+                r.mark_published(moved.heads.get(r.table.dotted), moved.method)
+            if moved.leftover:
+                self.lh.progress(f"warning: published, but {moved.leftover}; drop it with `wap discard {self.branch}`")
             tables = ", ".join(r.table.dotted for r in self.runs)
-            return self._finish("published", f"published {tables} in one Nessie commit")
+            return self._finish("published", f"published {tables} in one commit")
         except WapError as e:
             err = e
         except Exception as e:  # noqa: BLE001 - named conditions are classified, anything else is a bug
@@ -105,7 +109,7 @@ class MultiWapRun:
         err.at(run_id=self.run_id, step=step)
         if step == "write" and created_branch:
             with contextlib.suppress(WapError):
-                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+                self.lh.branches.discard(self.branch, self._all_tables())
         for r in self.runs:
             r.fail(err, step) if r is current or current is None else r.fail(
                 UsageError(f"not published: {current.table} failed at step {step}").at(run_id=r.run_id, step=step), step
@@ -117,13 +121,17 @@ class MultiWapRun:
         keep = any(r.table_cfg.on_failure != "drop" for r in self.runs)
         why = "; ".join(f"{r.table}: {', '.join(c.name for c in r.report.failed)}" for r in failing if r.report)
         if not keep:
-            self.lh.branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+            self.lh.branches.discard(self.branch, self._all_tables())
         for r in self.runs:
             r.rec.status, r.rec.snapshot_id, r.rec.branch_kept = "blocked", r.rec.branch_snapshot_id, keep
             own = ", ".join(c.name for c in r.report.failed) if r.report and r.report.failed else None
             r.message = f"blocked by {own}" if own else f"not published: blocked by {why}"
-        where = f"all rows kept on Nessie branch {self.branch}" if keep else f"branch {self.branch} deleted"
+        sandbox = self.lh.branches.describe(self.branch)
+        where = f"all rows kept on {sandbox}" if keep else f"{sandbox} dropped"
         return self._finish("blocked", f"blocked ({why}); no table changed on main; {where}")
+
+    def _all_tables(self) -> list[TableName]:
+        return [t for r in self.runs for t in r.run_tables()]
 
     def _finish(self, status: str, message: str) -> MultiRunResult:
         now = datetime.now(UTC)

@@ -31,6 +31,7 @@ from wapflow.config import Check, NotNullCheck
 from wapflow.errors import UsageError, WapError, bug
 from wapflow.faults import crash_point
 from wapflow.lakehouse import spark_errors
+from wapflow.lakehouse.branches import PublishedRun, RunSlice
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, Snapshot
@@ -46,10 +47,10 @@ from wapflow.pipeline.state import (
     snapshot_from_data,
     snapshot_to_data,
 )
-from wapflow.publish import find_published, publish
+from wapflow.publish import find_published
 from wapflow.runs.store import RunRecord, current_owner, owner_alive
 from wapflow.storage.files import FileIdentity, SkippedFile
-from wapflow.write.schema import ContractViolation, add_columns_sql, apply_contract
+from wapflow.write.schema import ContractViolation, apply_contract
 from wapflow.write.sources import (
     SparkInputs,
     detect_format,
@@ -218,28 +219,30 @@ class LiveRun:
         except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its record
             self.lh.progress(f"warning: could not record run {self.run_id}: {e}")
 
+    def snapshot_properties(self) -> dict[str, str]:
+        """What every snapshot the run commits carries: its run id, files and their fingerprint."""
+        return {
+            RUN_ID_PROP: self.run_id,
+            SOURCES_PROP: ",".join(s.uri for s in self.sources)[:4000],
+            FILES_HASH_PROP: files_fingerprint(self.rec.file_ids),
+        }
+
     def write_options(self, writer: Any) -> Any:
-        return (
-            writer.option(f"snapshot-property.{RUN_ID_PROP}", self.run_id)
-            .option(f"snapshot-property.{SOURCES_PROP}", ",".join(s.uri for s in self.sources)[:4000])
-            .option(f"snapshot-property.{FILES_HASH_PROP}", files_fingerprint(self.rec.file_ids))
-        )
+        for k, v in self.snapshot_properties().items():
+            writer = writer.option(f"snapshot-property.{k}", v)
+        return writer
 
     # --- steps --------------------------------------------------------------------------------
 
-    @property
-    def catalog_level(self) -> bool:
-        return self.lh.catalog_level
-
     def _wt(self) -> Any:
-        """Tables where the run's rows live: the Nessie branch's catalog, or the catalog itself."""
+        """Tables as the run's sandbox sees them (for a Nessie branch, a catalog bound to it)."""
         if self.wt is None:
-            self.wt = self.lh.branches.tables_for(self.branch) if self.catalog_level else self.lh.tables
+            self.wt = self.lh.branches.tables_for(self.branch)
         return self.wt
 
     def _ref(self) -> str:
-        """The Iceberg ref holding the run's rows: its table branch, or main within a Nessie branch."""
-        return self.lh.branches.iceberg_ref(self.branch) if self.catalog_level else self.branch
+        """The Iceberg ref holding the run's rows (its table branch, or main within a Nessie branch)."""
+        return self.lh.branches.iceberg_ref(self.branch)
 
     def prepare(self) -> None:
         """Validate names, resolve files, check idempotence. No data moves."""
@@ -334,13 +337,11 @@ class LiveRun:
     def _write(self) -> None:
         branches = self.lh.branches
         with self._step("write"):
-            if self.catalog_level:
-                # One Nessie branch of the whole catalog; everything below happens on it, table creation included.
-                self.opened_branch = not branches.branch_exists(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
-                branches.open(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+            # A sandbox spanning the catalog (Nessie) exists before anything, table creation included, happens in it.
+            self.opened_branch = branches.open(self.branch)
             tables = self._wt()
             exists = tables.exists(self.table)
-            if exists and not (self.catalog_level and self.opened_branch) and self._resume():
+            if exists and not self.opened_branch and self._resume():
                 return
             assert self.fmt is not None  # set by prepare
             self.lh.progress(f"reading {len(self.sources)} file(s) as {self.fmt}")
@@ -392,12 +393,11 @@ class LiveRun:
                 tables.create_like(self.table, df)
                 self.created_table = True
                 crash_point("write:table-created")
-            if self.new_columns and self.catalog_level:
-                # A Nessie branch isolates schema changes too: add the columns on the branch, no staging.
+            if self.new_columns and branches.add_columns(self.table, self.branch, self.new_columns):
+                # The sandbox isolates schema changes too (a Nessie branch): main keeps its schema, no staging.
                 self.lh.progress(
-                    f"adding column(s) {', '.join(f.name for f in self.new_columns)} on branch {self.branch}"
+                    f"added column(s) {', '.join(f.name for f in self.new_columns)} on branch {self.branch}"
                 )
-                self.lh.spark.sql(add_columns_sql(tables.ident(self.table), self.new_columns))
                 self.new_columns = []
             if self.new_columns:
                 self._write_staged(df)
@@ -470,7 +470,7 @@ class LiveRun:
         """
         tables, branches = self._wt(), self.lh.branches
         staging = self._staging_name()
-        if not self.catalog_level and tables.exists(staging):
+        if tables.exists(staging):
             if any(s.run_id == self.run_id for s in tables.snapshots(staging).values()):
                 self.staging = staging
                 self.lh.progress(f"staging table {staging} already holds run {self.run_id}'s rows; resuming")
@@ -480,16 +480,14 @@ class LiveRun:
             self._reset_quarantine_branch()
             return False
         mine = self._branch_snapshots()
-        if not mine and self.catalog_level:
-            return False  # the Nessie branch holds other tables of the run (or main's rows) only: write
         if not mine:
             if not self._only_this_run_beyond_main(self.table):
                 raise UsageError(
                     f"branch {self.branch} of {self.table} already exists and holds another run's data",
                     hint=f"pick another --branch, or drop it with `wap discard {self.branch} --table {self.table}`",
                 )
-            self.lh.progress(f"branch {self.branch} holds no rows of run {self.run_id} yet; writing again")
-            branches.drop(self.table, self.branch)
+            self.lh.progress(f"branch {self.branch} holds no rows of run {self.run_id} for {self.table}; writing")
+            branches.reset(self.table, self.branch, [])
             self._reset_quarantine_branch()
             return False
         self.run_snapshots = mine
@@ -515,7 +513,7 @@ class LiveRun:
 
     def _reset_quarantine_branch(self) -> None:
         """Quarantined rows of an unfinished write (the good rows never landed) are written again: drop them."""
-        if self.catalog_level or self.quarantine is None:
+        if self.quarantine is None:
             return
         tables, branches = self._wt(), self.lh.branches
         if not (tables.exists(self.quarantine) and branches.exists(self.quarantine, self.branch)):
@@ -525,7 +523,8 @@ class LiveRun:
                 f"branch {self.branch} of {self.quarantine} already exists and holds another run's data",
                 hint=f"pick another --branch, or drop it with `wap discard {self.branch} --table {self.quarantine}`",
             )
-        branches.drop(self.quarantine, self.branch)
+        branches.reset(self.quarantine, self.branch, self._branch_snapshots(self.quarantine))
+        self.q_snapshots, self.q_base = [], None
 
     def _staging_name(self) -> TableName:
         return TableName(self.table.namespace, f"{self.table.name}__wap_{self.run_id}")
@@ -583,24 +582,24 @@ class LiveRun:
         return list(reversed(mine))
 
     def _undo_write(self) -> None:
-        """A failed write leaves nothing behind: the empty branches, and a table this run created."""
-        if self.catalog_level:
-            try:
-                if self.opened_branch:
-                    self.lh.branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
-                elif self.created_table:
-                    self._wt().drop(self.table)
-            except Exception as e:  # noqa: BLE001 - cleanup must not hide the write's own error
-                self.lh.progress(f"warning: cleanup after failed write: {e}")
-            return
+        """A failed write leaves nothing behind: the sandbox it opened, or its part of it, and a table this run
+        created."""
+        branches, tables = self.lh.branches, self._wt()
         try:
-            self.lh.branches.drop(self.table, self.branch)
-            if self.quarantine is not None and self.lh.tables.exists(self.quarantine):
-                self.lh.branches.drop(self.quarantine, self.branch)
+            if self.opened_branch:
+                branches.discard(self.branch, self.run_tables())
+                return
+            for t in self.run_tables():
+                if tables.exists(t) and branches.exists(t, self.branch):
+                    branches.reset(t, self.branch, self._branch_snapshots(t))
             if self.created_table:
-                self.lh.tables.drop(self.table)
+                tables.drop(self.table)
         except Exception as e:  # noqa: BLE001 - cleanup must not hide the write's own error
-            self.lh.progress(f"warning: cleanup after failed write: {e}")
+            self.lh.progress(f"warning: cleanup after failed write: {spark_errors.describe(e)}")
+
+    def run_tables(self) -> list[TableName]:
+        """The tables the run writes: its own and its quarantine table."""
+        return [self.table] + ([self.quarantine] if self.quarantine is not None else [])
 
     def _classify(self, e: BaseException) -> WapError:
         """A failure of the write job: the run's input (by Spark's error condition, naming the file), or not."""
@@ -676,22 +675,15 @@ class LiveRun:
                     self.plan = AuditPlan(
                         self.checks, added.columns, table=self.table.dotted, key=self.table_cfg.sample_key()
                     )
-                target = self.staging or self.table
-                branch_sql = (
-                    tables.ident(target)
-                    if self.staging is not None
-                    else f"{tables.ident(self.table)} VERSION AS OF '{self.branch}'"
-                )
-                self.main_heads = {}
-                main_table = self._main_reader(self.main_heads)
-                if self.catalog_level:
-                    branch_sql, main_table = self._nessie_audit_views()
-                else:
-                    # Checks that depend on main read it at a head recorded here, re-checked at publish.
-                    for t in self._main_dependencies():
-                        self.main_heads.setdefault(t.dotted, self._main_head(t))
+                view = self.lh.branches.audit_view(self.table, self.branch, self.base)
+                branch_sql = tables.ident(self.staging) if self.staging is not None else view.branch_sql
+                # Checks that depend on main read it at a head pinned here (re-checked at publish, where the
+                # backend's publish would not notice main moving by itself).
+                for t in self._main_dependencies():
+                    view.pin(t)
+                self.main_heads = view.pinned
                 ctx = AuditContext(
-                    main_table=main_table,
+                    main_table=view.read_main,
                     this_table=self.table,
                     history=self._history,
                     branch_sql=branch_sql,
@@ -709,18 +701,6 @@ class LiveRun:
             self.save()
             crash_point("audit")
             return self.report
-
-    def _main_reader(self, heads: dict[str, int | None]) -> Any:
-        """main of a table, read at the snapshot recorded in `heads` (recorded on first read)."""
-        tables = self.lh.tables
-
-        def read(t: TableName) -> Any:
-            if t.dotted not in heads:
-                heads[t.dotted] = tables.head(t, "main")
-            head = heads[t.dotted]
-            return tables.read_increment(t, None, head) if head is not None else tables.read(t).limit(0)
-
-        return read
 
     def _main_head(self, t: TableName) -> int | None:
         tables = self.lh.tables
@@ -751,7 +731,7 @@ class LiveRun:
 
     def _recheck_main(self) -> None:
         """Under the publish lock: if main moved since the audit read it, re-evaluate the checks that read main."""
-        if self.catalog_level or self.staging is not None or not self.main_heads:
+        if self.staging is not None or not self.main_heads:
             return
         assert self.report is not None
         tables = self.lh.tables
@@ -767,16 +747,13 @@ class LiveRun:
             return
         where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
         self.lh.progress(f"main moved since the audit ({where}): re-checking {len(idx)} check(s)")
-        heads: dict[str, int | None] = {}
+        view = self.lh.branches.audit_view(self.table, self.branch, self.base)
         added = self._added_rows()
         sub = AuditPlan(
             [self.checks[i] for i in idx], added.columns, table=self.table.dotted, key=self.table_cfg.sample_key()
         )
         ctx = AuditContext(
-            main_table=self._main_reader(heads),
-            this_table=self.table,
-            history=self._history,
-            branch_sql=f"{tables.ident(self.table)} VERSION AS OF '{self.branch}'",
+            main_table=view.read_main, this_table=self.table, history=self._history, branch_sql=view.branch_sql
         )
         try:
             again = evaluate(sub, added, ctx=ctx)
@@ -787,23 +764,9 @@ class LiveRun:
         for i, res in zip(idx, again.checks, strict=True):
             res.threshold = f"{res.threshold} (re-checked at publish: main moved, {where})"
             self.report.checks[i] = res
-        self.main_heads = heads
+        self.main_heads = view.pinned
         self.rec.checks = [c.to_dict() for c in self.report.checks]
         self.save()
-
-    def _nessie_audit_views(self) -> tuple[str, Any]:
-        """On a Nessie branch: reproduction SQL names the table at the branch (table@branch, readable from
-        any session), uniqueness is checked against main as the branch forked from it, and other tables
-        (foreign keys) are read on the branch, so tables written by the same run count."""
-        wt, base = self._wt(), self.base
-        at_branch = f"{self.lh.tables.ident(TableName(self.table.namespace, f'{self.table.name}@{self.branch}'))}"
-
-        def main_table(t: TableName) -> Any:
-            if t == self.table:
-                return wt.read_increment(t, None, base) if base is not None else wt.read(t).limit(0)
-            return wt.read(t)
-
-        return at_branch, main_table
 
     def _apply_quarantine(self, quarantined: int) -> None:
         """Row-level failures that were diverted do not block; too many diverted rows do."""
@@ -839,93 +802,57 @@ class LiveRun:
         if self.already_published is None and self.lh.tables.exists(self.table):
             # A publish replayed after a crash (or a retried step) finds its rows on main: nothing twice.
             self.already_published = find_published(self.lh.tables, self.table, self.run_id)
-        if self.catalog_level:
-            self._publish_nessie()
+        if self.already_published is not None:
+            with self._step("cleanup"):
+                self.lh.branches.discard(self.branch, self.run_tables())
+                staging = self._staging_name()
+                if self.lh.tables.exists(staging):
+                    self.lh.tables.drop(staging)
+            self.mark_published(self.already_published, "already")
+            self.message = f"run {self.run_id} was already published (snapshot {self.already_published}); nothing to do"
         else:
-            self._publish_table()
+            assert self.report is not None
+            done = None
+            if self.report.passed:
+                with self._step("publish"), self.lh.store.publish_lock(self.table.dotted):
+                    crash_point("publish:locked")
+                    self._recheck_main()
+                    if self.report.passed:
+                        done = self._publish_locked()
+            if done is not None:
+                self.mark_published(done.heads.get(self.table.dotted), done.method)
+                if done.leftover:
+                    self.lh.progress(
+                        f"warning: published, but {done.leftover}; drop it with `wap discard {self.branch}"
+                        f" --table {self.table}`"
+                    )
+            else:
+                self._block()
         self.rec.finished_at = datetime.now(UTC)
         self.save()
 
-    def _publish_table(self) -> None:
-        tables, branches = self.lh.tables, self.lh.branches
-        if self.already_published is not None:
-            with self._step("cleanup"):
-                branches.drop(self.table, self.branch)
-                if self.quarantine is not None and tables.exists(self.quarantine):
-                    branches.drop(self.quarantine, self.branch)
-                staging = self._staging_name()
-                if tables.exists(staging):
-                    tables.drop(staging)
-            self.rec.status, self.rec.snapshot_id = "published", self.already_published
-            self.published_via = "already"
-            self.message = f"run {self.run_id} was already published (snapshot {self.already_published}); nothing to do"
-            return
-        assert self.report is not None
-        done = None
-        if self.report.passed:
-            with self._step("publish"), self.lh.store.publish_lock(self.table.dotted):
-                crash_point("publish:locked")
-                self._recheck_main()
-                if self.report.passed:
-                    done = self._publish_locked()
-        if done is not None:
-            self.rec.status, self.rec.snapshot_id, self.rec.branch_kept = "published", done.snapshot_id, False
-            self.published_via = done.method
-            warned = len(self.report.warned)
-            self.message = f"published {self.rec.rows_written} row(s) to {self.table}" + (
-                f" with {warned} warning(s)" if warned else ""
-            )
-            if self.report.quarantined_rows:
-                self.message += f"; {self.report.quarantined_rows} row(s) quarantined in {self.quarantine}"
-        else:
-            self._block()
+    def slices(self) -> list[RunSlice]:
+        """The run's part of its sandbox, per table, in publish order: quarantined rows first, so main
+        never holds a run's good rows without the ones it diverted."""
+        props = self.snapshot_properties()
+        out = []
+        if self.quarantine is not None and self._wt().exists(self.quarantine):
+            out.append(RunSlice(self.quarantine, self.q_base, tuple(self.q_snapshots), props))
+        out.append(RunSlice(self.table, self.base, tuple(self.run_snapshots), props))
+        return out
 
-    def _publish_locked(self) -> Any:
-        """Move main (quarantine table first), then drop the branches; the caller holds the table's lock."""
-        tables, branches = self.lh.tables, self.lh.branches
+    def _after_slice(self, sl: RunSlice) -> None:
+        crash_point("publish:moved" if sl.table == self.table else "publish:quarantine-published")
+
+    def _publish_locked(self) -> PublishedRun:
+        """Move main to the run's rows and drop the sandbox; the caller holds the table's publish lock."""
         assert self.report is not None
         if self.staging is not None:
             return self._publish_staged()
-        if (
-            self.q_snapshots
-            and self.quarantine is not None
-            and find_published(tables, self.quarantine, self.run_id) is None
-        ):
+        if self.report.quarantined_rows:
             self.lh.progress(f"publishing {self.report.quarantined_rows} quarantined row(s)")
-            publish(branches, tables, self.quarantine, self.branch, self.q_snapshots)
-            crash_point("publish:quarantine-published")
-        self.lh.progress(f"publishing {self.branch} to main")
-        done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
-        crash_point("publish:moved")
-        try:
-            if self.quarantine is not None and tables.exists(self.quarantine):
-                branches.drop(self.quarantine, self.branch)
-            branches.drop(self.table, self.branch)
-        except Exception as e:  # noqa: BLE001 - main has moved: the run is published; a branch left over is clutter
-            self.lh.progress(
-                f"warning: published, but branch {self.branch} could not be dropped ({spark_errors.describe(e)}); "
-                f"drop it with `wap discard {self.branch} --table {self.table}`"
-            )
-        return done
-
-    def _publish_nessie(self) -> None:
-        """One merge publishes the branch (every table of the run); then the branch is deleted."""
-        from wapflow.lakehouse.nessie import publish_branch
-
-        if self.already_published is not None:
-            with self._step("cleanup"):
-                self.lh.branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
-            self.mark_published(self.already_published, "already")
-            self.message = f"run {self.run_id} was already published (snapshot {self.already_published}); nothing to do"
-            return
-        assert self.report is not None
-        if not self.report.passed:
-            self._block()
-            return
-        with self._step("publish"):
-            self.lh.progress(f"merging Nessie branch {self.branch} into main")
-            via = publish_branch(self.lh, self.branch, self.run_id, [self])
-        self.mark_published(self.lh.tables.head(self.table), via)
+        self.lh.progress(f"publishing {self.lh.branches.describe(self.branch)} to main")
+        return self.lh.branches.publish(self.branch, self.run_id, self.slices(), self._after_slice)
 
     def mark_published(self, snapshot_id: int | None, via: str) -> None:
         """Record a publish done by this run or, for multi-table runs, by the group's single merge."""
@@ -941,10 +868,9 @@ class LiveRun:
         if self.report.quarantined_rows:
             self.message += f"; {self.report.quarantined_rows} row(s) quarantined in {self.quarantine}"
 
-    def _publish_staged(self) -> Any:
-        """add_columns: the table's schema changes only now, then the staged rows are appended."""
-        from wapflow.publish import Published
-
+    def _publish_staged(self) -> PublishedRun:
+        """New columns the sandbox could not hold: main's schema changes only now, then the staged rows are
+        appended to the run's branch and published from there."""
         tables, branches = self.lh.tables, self.lh.branches
         assert self.staging is not None
         staged = tables.read(self.staging)
@@ -952,7 +878,7 @@ class LiveRun:
         new = [f for f in staged.schema.fields if f.name.lower() not in current]
         if new:
             self.lh.progress(f"adding column(s) {', '.join(f.name for f in new)} to {self.table}")
-            self.lh.spark.sql(add_columns_sql(tables.ident(self.table), new))
+            tables.add_columns(self.table, new)
             crash_point("publish:columns-added")
         schema = tables.schema(self.table)
         mine = self._branch_snapshots() if branches.exists(self.table, self.branch) else []
@@ -964,7 +890,7 @@ class LiveRun:
                         f"branch {self.branch} of {self.table} already exists and holds another run's data",
                         hint=f"drop it with `wap discard {self.branch} --table {self.table}`, then retry",
                     )
-                branches.drop(self.table, self.branch)
+                branches.reset(self.table, self.branch, [])
             self.base = branches.create(self.table, self.branch)
             self.write_options(
                 staged.select(*[staged[f"`{f.name}`"] for f in schema.fields]).writeTo(
@@ -973,11 +899,14 @@ class LiveRun:
             ).append()
             mine = self._branch_snapshots()
         self.run_snapshots = mine
-        done = publish(branches, tables, self.table, self.branch, self.run_snapshots)
-        crash_point("publish:moved")
-        branches.drop(self.table, self.branch)
+        done = branches.publish(
+            self.branch,
+            self.run_id,
+            [RunSlice(self.table, self.base, tuple(mine), self.snapshot_properties())],
+            self._after_slice,
+        )
         tables.drop(self.staging)
-        return Published(done.snapshot_id, done.method)
+        return done
 
     def _block(self) -> None:
         assert self.report is not None
@@ -993,38 +922,23 @@ class LiveRun:
             )
             return
         keep = self.table_cfg.on_failure != "drop"
+        self.rec.branch_kept = keep
         if self.staging is not None:
             if not keep:
                 tables.drop(self.staging)
-            self.rec.branch_kept = keep
             where = f"rows kept in staging table {self.staging}" if keep else f"staging table {self.staging} dropped"
             self.message = f"blocked by {failed}; main and its schema unchanged; {where}"
             return
-        if self.catalog_level:
-            if not keep:
-                branches.delete(self.branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
-            self.rec.branch_kept = keep
-            where = f"rows kept on Nessie branch {self.branch}" if keep else f"Nessie branch {self.branch} deleted"
-            self.message = f"blocked by {failed}; main unchanged; {where}" + (
-                f' (report: wap report {self.run_id}; inspect: wap query "SELECT * FROM {self.table}" '
-                f"--branch {self.branch}; drop: wap discard {self.branch})"
-                if keep
-                else ""
-            )
-            return
+        where = branches.describe(self.branch)
         if not keep:
-            branches.drop(self.table, self.branch)
-            if self.quarantine is not None and tables.exists(self.quarantine):
-                branches.drop(self.quarantine, self.branch)
-            self.rec.branch_kept = False
-            self.message = f"blocked by {failed}; main unchanged; branch {self.branch} dropped"
-        else:
-            self.rec.branch_kept = True
-            self.message = (
-                f"blocked by {failed}; main unchanged; rows kept on branch {self.branch} "
-                f'(report: wap report {self.run_id}; inspect: wap query "SELECT * FROM {self.table}" '
-                f"--branch {self.branch}; drop: wap discard {self.branch})"
-            )
+            branches.discard(self.branch, self.run_tables())
+            self.message = f"blocked by {failed}; main unchanged; {where} dropped"
+            return
+        self.message = (
+            f"blocked by {failed}; main unchanged; rows kept on {where} "
+            f'(report: wap report {self.run_id}; inspect: wap query "SELECT * FROM {self.table}" '
+            f"--branch {self.branch}; drop: wap discard {self.branch})"
+        )
 
     # --- failure and result ------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wapflow.errors import NotFound, UsageError, did_you_mean
+from wapflow.errors import NotFound, did_you_mean
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import SOURCE_SNAPSHOT_PROP, SOURCES_PROP
@@ -55,21 +55,24 @@ def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str
 
 
 def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str, Any]]:
-    """Branches other than main, with the run that left each and its failed checks."""
-    if lh.catalog_level and not table_text:
-        return _nessie_branches(lh)
+    """Branches other than main, with the run that left each and its failed checks. A branch of one table
+    shows its latest run; a branch spanning the catalog (Nessie) shows every run that wrote on it."""
     if table_text:
         table = TableName.parse(table_text)
         _require_table(lh, table)
-        tables = [table]
+        found = lh.branches.list(table)
     else:
-        tables = lh.tables.list_tables()
+        found = lh.branches.all_branches()
     out: list[dict[str, Any]] = []
-    for t in tables:
-        for b in lh.branches.list(t):
-            runs = [r for r in lh.store.by_branch(b.name) if r.table_name == t.dotted]
-            run = runs[0] if runs else None
-            out.append({"table": t.dotted, "branch": b.name, "head_snapshot_id": b.head, **_run_fields(run)})
+    for b in found:
+        runs = [r for r in lh.store.by_branch(b.name) if b.table is None or r.table_name == b.table.dotted]
+        shown: list[RunRecord | None] = [*(runs if b.table is None else runs[:1])] or [None]
+        for run in shown:
+            table_name = b.table.dotted if b.table is not None else (run.table_name if run is not None else None)
+            row: dict[str, Any] = {"table": table_name, "branch": b.name, "head_snapshot_id": b.head}
+            if b.hash is not None:
+                row["nessie_hash"] = b.hash
+            out.append({**row, **_run_fields(run)})
     return out
 
 
@@ -85,78 +88,35 @@ def _run_fields(run: RunRecord | None) -> dict[str, Any]:
     }
 
 
-def _nessie_branches(lh: Lakehouse) -> list[dict[str, Any]]:
-    """Nessie branches (each may hold several tables, some created by the run and absent from main)."""
-    out: list[dict[str, Any]] = []
-    for ref in lh.branches.list_refs():  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
-        runs: list[RunRecord | None] = [*lh.store.by_branch(ref.name)] or [None]
-        for run in runs:
-            out.append(
-                {
-                    "table": run.table_name if run is not None else None,
-                    "branch": ref.name,
-                    "nessie_hash": ref.hash,
-                    **_run_fields(run),
-                }
-            )
-    return out
-
-
-def _discard_nessie(lh: Lakehouse, branch: str) -> dict[str, Any]:
-    """A Nessie branch is the whole run's sandbox: deleting it discards every table the run wrote."""
-    if not lh.branches.branch_exists(branch):  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
-        kept = [r.name for r in lh.branches.list_refs()]  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
-        raise NotFound(
-            f"Nessie has no branch {branch}{did_you_mean(branch, kept)}", hint="see kept branches with `wap branches`"
-        )
-    lh.branches.delete(branch)  # type: ignore[union-attr]  # Nessie-only: the branch-backend interface is not one type yet (issue 9, item 2)
+def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[str, Any]:
+    """Drop a kept branch (its rows were never on main) and mark its runs discarded."""
+    validate_branch(branch)
     runs = lh.store.by_branch(branch)
+    if table_text:
+        tables = [TableName.parse(table_text)]
+    else:
+        tables = [TableName.parse(t) for t in sorted({r.table_name for r in runs})]
+    dropped = lh.branches.discard(branch, tables)
+    if not dropped.found:
+        if table_text:
+            _require_table(lh, tables[0])  # (a table a run created on its Nessie branch is not on main)
+        where = tables[0] if len(tables) == 1 else "the lakehouse"
+        kept = [b.name for b in (lh.branches.list(tables[0]) if len(tables) == 1 else lh.branches.all_branches())]
+        hint = "see kept branches with `wap branches`"
+        if not tables and not dropped.whole_branch:
+            hint = f"no recorded run used branch {branch}; name its table: wap discard {branch} --table ns.table"
+        raise NotFound(f"{where} has no branch {branch}{did_you_mean(branch, kept)}", hint=hint)
+    names = {t.dotted for t in tables}
     for r in runs:
-        if r.branch_kept:
+        if r.branch_kept and (dropped.whole_branch or r.table_name in names):
             r.branch_kept = False
             if r.status == "blocked":
                 r.status = "discarded"
             lh.store.save(r)
-    tables = sorted({r.table_name for r in runs})
+    shown = sorted({r.table_name for r in runs}) if dropped.whole_branch else sorted(names)
     return {
-        "table": ", ".join(tables) or "(all tables)",
+        "table": ", ".join(shown) or "(all tables)",
         "branch": branch,
         "dropped": True,
         "run_ids": [r.run_id for r in runs],
     }
-
-
-def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[str, Any]:
-    """Drop a kept branch (its rows were never on main) and mark its run discarded."""
-    validate_branch(branch)
-    if lh.catalog_level:
-        return _discard_nessie(lh, branch)
-    runs = lh.store.by_branch(branch)
-    if table_text:
-        table = TableName.parse(table_text)
-    elif runs:
-        candidates = sorted({r.table_name for r in runs})
-        if len(candidates) > 1:
-            raise UsageError(
-                f"branch {branch} exists in several tables ({', '.join(candidates)})", hint="add --table TABLE"
-            )
-        table = TableName.parse(candidates[0])
-    else:
-        raise NotFound(
-            f"no recorded run used branch {branch}", hint=f"name its table: wap discard {branch} --table ns.table"
-        )
-    _require_table(lh, table)
-    if not lh.branches.exists(table, branch):
-        kept = [b.name for b in lh.branches.list(table)]
-        raise NotFound(
-            f"{table} has no branch {branch}{did_you_mean(branch, kept)}",
-            hint="see kept branches with `wap branches`",
-        )
-    lh.branches.drop(table, branch)
-    for r in runs:
-        if r.table_name == table.dotted and r.branch_kept:
-            r.branch_kept = False
-            if r.status == "blocked":
-                r.status = "discarded"
-            lh.store.save(r)
-    return {"table": table.dotted, "branch": branch, "dropped": True, "run_ids": [r.run_id for r in runs]}

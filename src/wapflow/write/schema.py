@@ -206,12 +206,3 @@ def apply_contract(
     elif policy == "ignore_extra":
         dropped = [f.name for f in diff.added]
     return Contract(df.select(*cols), diff, new_columns, dropped)
-
-
-def add_columns_sql(table_sql: str, columns: list[StructField]) -> str:
-    """ALTER TABLE ... ADD COLUMNS for validated names and Spark's own type strings."""
-    parts = []
-    for f in columns:
-        validate_part(f.name, what="new column name")
-        parts.append(f"{quote(f.name)} {f.dataType.simpleString()}")
-    return f"ALTER TABLE {table_sql} ADD COLUMNS ({', '.join(parts)})"
