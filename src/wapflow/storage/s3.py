@@ -95,7 +95,7 @@ class S3Store:
             self._client = boto3.session.Session().client("s3", config=cfg, **kw)
         return self._client
 
-    def _error(self, e: BaseException, *, action: str, bucket: str, key: str | None = None) -> WapError:
+    def error_for(self, e: BaseException, *, action: str, bucket: str, key: str | None = None) -> WapError:
         """A botocore exception as a wapflow error: what was attempted, where, and what to do."""
         from botocore import exceptions as bx
 
@@ -169,8 +169,8 @@ class S3Store:
         """HEAD answers carry no body, so a 400/403 hides whether the key, secret, token or a permission is wrong."""
         try:
             self.client.list_objects_v2(Bucket=bucket, MaxKeys=1)
-        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-            return self._error(e, action=action, bucket=bucket, key=key)
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            return self.error_for(e, action=action, bucket=bucket, key=key)
         return StorageError(
             f"the credentials in use may not {action} {f's3://{bucket}/{key}' if key else f's3://{bucket}'} "
             f"(403 Forbidden at {self.settings.describe_endpoint()})",
@@ -182,7 +182,7 @@ class S3Store:
 
         if isinstance(e, ClientError) and str(e.response.get("Error", {}).get("Code")) in ("400", "403", "Forbidden"):
             return self._explain_forbidden(bucket, action, key)
-        return self._error(e, action=action, bucket=bucket, key=key)
+        return self.error_for(e, action=action, bucket=bucket, key=key)
 
     # --- buckets --------------------------------------------------------------------------------
 
@@ -197,12 +197,12 @@ class S3Store:
             if str(e.response.get("Error", {}).get("Code")) in ("404", "NoSuchBucket", "NotFound"):
                 return False
             raise self._head_error(e, action="access bucket", bucket=bucket) from None
-        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-            raise self._error(e, action="access bucket", bucket=bucket) from None
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            raise self.error_for(e, action="access bucket", bucket=bucket) from None
 
     def require_bucket(self, bucket: str) -> None:
         if not self.bucket_exists(bucket):
-            raise self._error(_no_such_bucket(), action="access bucket", bucket=bucket)
+            raise self.error_for(_no_such_bucket(), action="access bucket", bucket=bucket)
 
     def create_bucket(self, bucket: str) -> None:
         region = self.settings.effective_region()
@@ -211,7 +211,7 @@ class S3Store:
             kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
         try:
             self.client.create_bucket(**kw)
-        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
             from botocore.exceptions import ClientError
 
             if isinstance(e, ClientError) and e.response.get("Error", {}).get("Code") == "BucketAlreadyOwnedByYou":
@@ -221,7 +221,7 @@ class S3Store:
                     f"bucket {bucket!r} already exists and belongs to someone else",
                     hint="bucket names are global on AWS: pick another name",
                 ) from None
-            raise self._error(e, action="create bucket", bucket=bucket) from None
+            raise self.error_for(e, action="create bucket", bucket=bucket) from None
 
     # --- listing --------------------------------------------------------------------------------
 
@@ -245,8 +245,8 @@ class S3Store:
                     if key.endswith("/"):
                         continue  # a "folder" marker, not a file
                     out.append(self._identity(loc, key, obj["Size"], obj.get("ETag", ""), obj.get("LastModified")))
-        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-            raise self._error(e, action="list", bucket=loc.bucket, key=prefix or None) from None
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            raise self.error_for(e, action="list", bucket=loc.bucket, key=prefix or None) from None
         return out
 
     def _head(self, loc: S3Location, key: str) -> FileIdentity | None:
@@ -259,11 +259,11 @@ class S3Store:
             code = str(e.response.get("Error", {}).get("Code"))
             if code in ("404", "NoSuchKey", "NotFound"):
                 if not self.bucket_exists(loc.bucket):
-                    raise self._error(_no_such_bucket(), action="read", bucket=loc.bucket) from None
+                    raise self.error_for(_no_such_bucket(), action="read", bucket=loc.bucket) from None
                 return None
             raise self._head_error(e, action="read", bucket=loc.bucket, key=key) from None
-        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-            raise self._error(e, action="read", bucket=loc.bucket, key=key) from None
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            raise self.error_for(e, action="read", bucket=loc.bucket, key=key) from None
         return self._identity(loc, key, h["ContentLength"], h.get("ETag", ""), h.get("LastModified"))
 
     def scan(self, location: str, *, what: str = "") -> Listing:
@@ -343,8 +343,8 @@ class S3Store:
         try:
             head = self.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=0-{n - 1}")["Body"].read()
             tail = self.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=-{n}")["Body"].read()
-        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-            raise self._error(e, action="read", bucket=loc.bucket, key=loc.key) from None
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
         return head, tail
 
     # --- access checks ----------------------------------------------------------------------------
@@ -357,8 +357,8 @@ class S3Store:
         if first:
             try:
                 self.client.get_object(Bucket=loc.bucket, Key=first[0].key, Range="bytes=0-0")["Body"].read()
-            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-                raise self._error(e, action="read", bucket=loc.bucket, key=first[0].key) from None
+            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+                raise self.error_for(e, action="read", bucket=loc.bucket, key=first[0].key) from None
         return len(first)
 
     def check_write(self, location: str) -> None:
@@ -376,8 +376,10 @@ class S3Store:
         for action, call in steps:
             try:
                 call()
-            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-                raise self._error(e, action=action, bucket=loc.bucket, key=(prefix + "/") if prefix else None) from None
+            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+                raise self.error_for(
+                    e, action=action, bucket=loc.bucket, key=(prefix + "/") if prefix else None
+                ) from None
 
 
 def _permission(action: str) -> str:

@@ -390,7 +390,7 @@ def _head(s: FileIdentity, storage: Storage | None) -> tuple[bytes, bool] | None
     try:
         raw = store.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=0-{HEAD_BYTES}")["Body"].read()
     except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-        raise store._error(e, action="read", bucket=loc.bucket, key=loc.key) from None
+        raise store.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
     if _compression(s.uri) == ".gz":
         import zlib
 
@@ -800,7 +800,7 @@ def _parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
                 ].read()
                 return data
             except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
-                raise store._error(e, action="read", bucket=loc.bucket, key=loc.key) from None
+                raise store.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
 
         data = tail(HEAD_BYTES)
         need = int.from_bytes(data[-8:-4], "little") + 8
