@@ -389,7 +389,7 @@ def _head(s: FileIdentity, storage: Storage | None) -> tuple[bytes, bool] | None
     loc = parse_s3_uri(s.uri)
     try:
         raw = store.client.get_object(Bucket=loc.bucket, Key=loc.key, Range=f"bytes=0-{HEAD_BYTES}")["Body"].read()
-    except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
+    except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
         raise store.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
     if _compression(s.uri) == ".gz":
         import zlib
@@ -799,7 +799,7 @@ def _parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
                     "Body"
                 ].read()
                 return data
-            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; _error names the S3 condition
+            except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
                 raise store.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
 
         data = tail(HEAD_BYTES)
