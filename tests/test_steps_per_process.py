@@ -119,26 +119,29 @@ def test_each_step_in_its_own_process_equals_one_process(tmp_path):
     _worker(one_cfg, "run", json.dumps([_seed(one_cfg, files), *specs]), str(one_dir / "states"))
     one = {rid: RunState.from_json((one_dir / "states" / f"{rid}.json").read_text()) for rid in RUNS}
 
-    # The same runs, every step in a fresh process; only the JSON state crosses between them.
+    # The same runs, every step in a fresh process; only the JSON state crosses between them. One process
+    # per step serves all four runs (as a queue worker would), so a run's consecutive steps never share one.
     _worker(many_cfg, "run", json.dumps([_seed(many_cfg, files)]), str(many_dir / "states"))
-    many: dict[str, RunState] = {}
+    states = many_dir / "states"
+    path: dict[str, Path] = {}
     for rid, (table, _) in RUNS.items():
-        path = many_dir / "states" / f"{rid}.0.json"
-        path.write_text(new_state(table, files[rid], run_id=rid).to_json())
-        for i, step in enumerate(("prepare", "write", "audit", "publish"), start=1):
-            nxt = many_dir / "states" / f"{rid}.{i}.json"
-            _worker(many_cfg, "step", step, str(path), str(nxt))
-            if rid == "r_clean" and step == "write":
-                # The write retried with the same input state (as after a crash): finds its rows, appends nothing.
-                again = many_dir / "states" / f"{rid}.{i}b.json"
-                _worker(many_cfg, "step", step, str(path), str(again))
-                first, retried = RunState.from_json(nxt.read_text()), RunState.from_json(again.read_text())
-                assert retried.run_snapshots == first.run_snapshots and retried.base == first.base
-                assert retried.record["base_snapshot_id"] == first.record["base_snapshot_id"]
-                assert (retried.done, retried.status) == (first.done, "running")
-                nxt = again  # the run goes on from the retried write: its outcome must still equal one process
-            path = nxt
-        many[rid] = RunState.from_json(path.read_text())
+        path[rid] = states / f"{rid}.0.json"
+        path[rid].write_text(new_state(table, files[rid], run_id=rid).to_json())
+    for i, step in enumerate(("prepare", "write", "audit", "publish"), start=1):
+        nxt = {rid: states / f"{rid}.{i}.json" for rid in RUNS}
+        _worker(many_cfg, "step", *[str(x) for rid in RUNS for x in (step, path[rid], nxt[rid])])
+        if step == "write":
+            # The write of r_clean retried with the same input state, in another fresh process (as after a
+            # crash): it finds its rows and appends nothing.
+            again = states / "r_clean.2b.json"
+            _worker(many_cfg, "step", step, str(path["r_clean"]), str(again))
+            first, retried = RunState.from_json(nxt["r_clean"].read_text()), RunState.from_json(again.read_text())
+            assert retried.run_snapshots == first.run_snapshots and retried.base == first.base
+            assert retried.record["base_snapshot_id"] == first.record["base_snapshot_id"]
+            assert (retried.done, retried.status) == (first.done, "running")
+            nxt["r_clean"] = again  # the run goes on from the retried write: its outcome must still equal one process
+        path = nxt
+    many = {rid: RunState.from_json(path[rid].read_text()) for rid in RUNS}
 
     for rid, (_, status) in RUNS.items():
         assert one[rid].status == status, one[rid].message
@@ -152,13 +155,16 @@ def test_each_step_in_its_own_process_equals_one_process(tmp_path):
 
     # A publish replayed with the same input state (a retry after a crash) publishes nothing twice; so
     # does a write replayed after the run was published.
-    states = many_dir / "states"
     main_before = {t: reader.summaries(t) for t in ("s.clean", "s.quar", "s.quar__quarantine")}
-    _worker(many_cfg, "step", "publish", str(states / "r_quar.3.json"), str(states / "r_quar.4b.json"))
+    _worker(
+        many_cfg,
+        "step",
+        *("publish", str(states / "r_quar.3.json"), str(states / "r_quar.4b.json")),
+        *("write", str(states / "r_clean.1.json"), str(states / "r_clean.2c.json")),
+    )
     replayed = RunState.from_json((states / "r_quar.4b.json").read_text())
     assert replayed.status == "published" and replayed.published_via == "already"
     assert replayed.record["snapshot_id"] == many["r_quar"].record["snapshot_id"]
-    _worker(many_cfg, "step", "write", str(states / "r_clean.1.json"), str(states / "r_clean.2c.json"))
     late = RunState.from_json((states / "r_clean.2c.json").read_text())
     assert late.already_published == many["r_clean"].record["snapshot_id"] and late.run_snapshots == []
     reader = Reader(many_dir)

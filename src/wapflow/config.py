@@ -112,10 +112,55 @@ class RunConfig(_Strict):
         return v
 
 
+_SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20,
+               "GIB": 2**30, "TIB": 2**40}  # fmt: skip
+
+
+def parse_bytes(value: int | str) -> int:
+    """2GB, 500MB, 1.5GiB or a plain number of bytes."""
+    if isinstance(value, int):
+        return value
+    text = value.strip().upper().replace(" ", "")
+    num = text.rstrip("KMGTIB")
+    unit = text[len(num) :]
+    if unit not in _SIZE_UNITS or not num:
+        raise ValueError(f"{value!r} is not a size (e.g. 2GB, 500MB, 1.5GiB, or bytes)")
+    return int(float(num) * _SIZE_UNITS[unit])
+
+
+class SourceConfig(_Strict):
+    """A landing location bound to a table (`wap ingest NAME`): every file in it published exactly once."""
+
+    table: str
+    location: str  # a folder, an s3:// prefix, or a glob ("landing/trips/*.parquet")
+    format: Literal["parquet", "csv", "json"] | None = None  # else the table's, else from the extension
+    max_files_per_run: int = Field(default=100, ge=1)
+    max_bytes_per_run: int = Field(default=2 * 10**9, ge=1)
+    # A local file is taken once it has not changed for this long (its mtime is older than this).
+    settle_seconds: float = Field(default=10.0, ge=0)
+    # A file rewritten under the same name: a new file (its identity changed) or ignored.
+    on_change: Literal["new_file", "ignore"] = "new_file"
+    # Runs of a batch that failed with a transient error (catalog, network, throttling) before its files fail.
+    max_attempts: int = Field(default=3, ge=1, le=20)
+
+    @field_validator("max_bytes_per_run", mode="before")
+    @classmethod
+    def _bytes(cls, v: Any) -> Any:
+        return parse_bytes(v) if isinstance(v, (int, str)) else v
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str) -> str:
+        from wapflow.lakehouse.identifiers import TableName
+
+        return TableName.parse(v).dotted
+
+
 class WapConfig(_Strict):
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
     runs: dict[str, RunConfig] = Field(default_factory=dict)
+    sources: dict[str, SourceConfig] = Field(default_factory=dict)
     # [s3]: endpoint, region, credentials for an s3:// warehouse and s3:// sources (None: no S3 jars).
     s3: S3Config | None = None
 
@@ -136,6 +181,30 @@ class WapConfig(_Strict):
             resolved = [src if "://" in src or os.path.isabs(src) else str(self.base_dir / src) for src in sources]
             specs.append((table, resolved))
         return specs, run.branch
+
+    @field_validator("sources")
+    @classmethod
+    def _source_names(cls, v: dict[str, SourceConfig]) -> dict[str, SourceConfig]:
+        import re
+
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+                raise ValueError(f"source name {name!r}: use letters, digits, '_' and '-' (at most 64)")
+        return v
+
+    def source_config(self, name: str) -> SourceConfig:
+        """A [sources.NAME] section, its relative location resolved against the config's folder."""
+        if name not in self.sources:
+            raise ConfigError(
+                f"no [sources.{name}] section in {self.source or 'the configuration'}"
+                f"{did_you_mean(name, self.sources)}",
+                hint=f"known sources: {', '.join(self.sources) or 'none'}; declare one with table and location",
+            )
+        src = self.sources[name]
+        loc = src.location
+        if "://" not in loc and not os.path.isabs(loc):
+            loc = str((self.base_dir / loc).resolve())
+        return src.model_copy(update={"location": loc})
 
     def table(self, name: str) -> TableConfig:
         """The table's section, or defaults for a table wap.toml does not mention."""

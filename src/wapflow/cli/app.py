@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from wapflow.cli import demo, nessie, run, runs, setup, storage, tables
+from wapflow.cli import demo, ingest, nessie, run, runs, setup, storage, tables
 from wapflow.cli.output import err
 
 app = typer.Typer(
@@ -34,6 +34,10 @@ app.command("history")(tables.history)
 app.command("runs")(runs.runs)
 app.command("report")(runs.report)
 app.command("query")(tables.query)
+app.command("ingest")(ingest.ingest)
+app.command("files")(ingest.files)
+app.command("retry")(ingest.retry)
+app.command("skip")(ingest.skip)
 app.add_typer(demo.demo_app, name="demo")
 app.add_typer(storage.storage_app, name="storage")
 app.add_typer(nessie.nessie_app, name="nessie")

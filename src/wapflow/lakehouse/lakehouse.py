@@ -10,6 +10,7 @@ from wapflow.config import WapConfig, load_config
 from wapflow.lakehouse.branches import BranchBackend, IcebergTableBranches
 from wapflow.lakehouse.session import build_session
 from wapflow.lakehouse.tables import Tables
+from wapflow.runs.ledger import Ledger
 from wapflow.runs.store import RunStore
 from wapflow.storage import Storage
 from wapflow.storage import spark as s3_spark
@@ -104,3 +105,8 @@ class Lakehouse:
     @cached_property
     def store(self) -> RunStore:
         return RunStore(self.config.run_store_url())
+
+    @cached_property
+    def ledger(self) -> Ledger:
+        """The file ledger, in the run store's database."""
+        return Ledger(self.store.engine)

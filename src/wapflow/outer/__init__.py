@@ -1,0 +1,1 @@
+"""The outer loop: every landed file published exactly once (ingest; triggers and durable runs build on it)."""

@@ -1,0 +1,269 @@
+"""Ingest a source: list its location, skip what the ledger knows, run the rest in batches, record each file.
+
+`ingest(lh, name)` is the one path every trigger feeds (a one-off `wap ingest`, and later a watcher,
+a schedule or S3 events). It is stateless for the caller and safe to repeat or to run in two processes at
+once: files are claimed in the ledger before a run (one claim wins), a batch's run id is derived from its
+source and file identities (a repeated batch resumes its run instead of writing twice), and a claim left by
+a killed process is taken over and its run resumed.
+
+Batching and the split rule: pending files run oldest first, up to max_files_per_run and max_bytes_per_run
+per run. A batch of several files that does not publish (blocked by the audit, or failed on an unreadable
+file) is split in two halves (its branch is discarded), and each half runs as a batch of its own, split
+again if it does not publish: good files are never held back by a bad one, and one bad file among n costs
+about 2*log2(n) extra runs instead of n. A file that blocks alone is `blocked` (its branch or report
+kept); one that fails alone on its input is `failed`. A transient failure runs the same batch again (same
+run id: it resumes), at most max_attempts times, then its files are `failed`. Other terminal failures
+(configuration, environment, conflict, a bug) fail the batch's files: splitting would meet the same
+error; `wap retry` after the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from wapflow.config import SourceConfig
+from wapflow.errors import UsageError
+from wapflow.lakehouse.identifiers import TableName
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline import RunResult, new_state, run_state
+from wapflow.pipeline import result as run_result
+from wapflow.runs.ledger import Ledger, LedgerRow, file_key
+from wapflow.storage.files import FileIdentity
+
+EXIT_OK, EXIT_BLOCKED, EXIT_FAILED = 0, 1, 3
+
+
+def batch_run_id(source: str, keys: Sequence[str]) -> str:
+    """The same files of the same source always make the same run id: a repeated batch resumes its run."""
+    digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()[:16]
+    return f"ing_{source[:40]}_{digest}"
+
+
+@dataclass
+class IngestResult:
+    source: str
+    table: str
+    listed: int = 0  # data files in the location
+    new: int = 0  # files the ledger had not seen
+    unsettled: int = 0  # local files still changing (not taken this time)
+    runs: list[RunResult] = field(default_factory=list)
+    files: list[LedgerRow] = field(default_factory=list)  # every file this call ran, as the ledger has it now
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.files:
+            out[f.state] = out.get(f.state, 0) + 1
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        """0: every file run was published (or nothing new); 1: some blocked; 3: some failed."""
+        states = {f.state for f in self.files}
+        if "failed" in states:
+            return EXIT_FAILED
+        if "blocked" in states:
+            return EXIT_BLOCKED
+        return EXIT_OK
+
+    @property
+    def status(self) -> str:
+        return {EXIT_OK: "ok", EXIT_BLOCKED: "blocked", EXIT_FAILED: "failed"}[self.exit_code]
+
+    def message(self) -> str:
+        if not self.files:
+            return f"nothing new in source {self.source} ({self.listed} file(s) listed, all known)" + (
+                f"; {self.unsettled} still changing" if self.unsettled else ""
+            )
+        parts = [f"{n} {state}" for state, n in sorted(self.counts.items())]
+        return f"source {self.source} -> {self.table}: {len(self.files)} file(s) in {len(self.runs)} run(s): " + (
+            ", ".join(parts)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "table": self.table,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "message": self.message(),
+            "listed": self.listed,
+            "new": self.new,
+            "unsettled": self.unsettled,
+            "counts": self.counts,
+            "runs": [r.to_dict() for r in self.runs],
+            "files": [f.to_dict() for f in self.files],
+        }
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+class Ingest:
+    """One pass over a source. Holds nothing a crash could lose: the ledger and the run store hold it all."""
+
+    def __init__(
+        self,
+        lh: Lakehouse,
+        name: str,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.lh = lh
+        self.name = name
+        self.src: SourceConfig = lh.config.source_config(name)
+        self.ledger: Ledger = lh.ledger
+        self.sleep = sleep
+        self.out = IngestResult(name, self.src.table)
+        self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
+
+    # --- listing ---------------------------------------------------------------------------
+
+    def key(self, f: FileIdentity) -> str:
+        return file_key(self.name, f, track_changes=self.src.on_change == "new_file")
+
+    def discover(self) -> None:
+        """List the location and record files the ledger has not seen as pending."""
+        listing = self.lh.storage.scan(self.src.location, what=f"source {self.name}")
+        self.out.listed = len(listing.files)
+        cutoff = datetime.now(UTC) - timedelta(seconds=self.src.settle_seconds)
+        known = self.ledger.states(self.name)
+        fresh: list[tuple[str, FileIdentity]] = []
+        for f in listing.files:
+            k = self.key(f)
+            if k in known:
+                continue
+            if f.bucket is None and f.modified is not None and f.modified > cutoff:
+                self.out.unsettled += 1  # still being written (or just landed): next time
+                continue
+            fresh.append((k, f))
+        self.out.new = self.ledger.add(self.name, fresh)
+        if self.out.new:
+            self.lh.progress(f"source {self.name}: {self.out.new} new file(s) of {self.out.listed}")
+
+    # --- batching --------------------------------------------------------------------------
+
+    def next_batch(self, pending: list[LedgerRow]) -> list[LedgerRow]:
+        """Oldest first, up to max_files_per_run and max_bytes_per_run. Files of a split batch carry a batch
+        limit and go only with files of the same limit, at most that many (the older half first)."""
+        first = pending[0]
+        limit = min(first.batch_limit or self.src.max_files_per_run, self.src.max_files_per_run)
+        batch: list[LedgerRow] = []
+        size = 0
+        for row in pending:
+            if row.batch_limit != first.batch_limit:
+                continue
+            if batch and (len(batch) >= limit or size + (row.size or 0) > self.src.max_bytes_per_run):
+                break
+            batch.append(row)
+            size += row.size or 0
+        return batch
+
+    # --- running ---------------------------------------------------------------------------
+
+    def run(self) -> IngestResult:
+        self.resume_orphans()
+        self.discover()
+        while True:
+            pending = self.ledger.rows(self.name, state="pending")
+            if not pending:
+                break
+            batch = self.next_batch(pending)
+            keys = [r.key for r in batch]
+            run_id = batch_run_id(self.name, keys)
+            won = self.ledger.claim(keys, run_id)
+            if len(won) < len(keys):
+                # Another worker took some of these files meanwhile: give ours back and batch again.
+                self.ledger.release(won)
+                if not won:
+                    continue
+                self.sleep(0.05)
+                continue
+            self._run_batch(run_id, batch)
+        self.out.files = self.ledger.rows(keys=list(self._ran))
+        return self.out
+
+    def resume_orphans(self) -> None:
+        """Claims left by a killed process: take them over and run the same batch again (it resumes)."""
+        orphans: dict[str, list[LedgerRow]] = {}
+        for row in self.ledger.rows(self.name, state="claimed"):
+            if row.orphaned and row.run_id:
+                orphans.setdefault(row.run_id, []).append(row)
+        for run_id, rows in orphans.items():
+            taken = set(self.ledger.take_over([r.key for r in rows], run_id))
+            batch = [r for r in rows if r.key in taken]
+            if batch:
+                self.lh.progress(f"resuming run {run_id} ({len(batch)} file(s)), left by a process that is gone")
+                self._run_batch(run_id, batch)
+
+    def _run_batch(self, run_id: str, batch: list[LedgerRow]) -> None:
+        keys = [r.key for r in batch]
+        for k in keys:
+            self._ran[k] = None
+        self.lh.progress(f"run {run_id}: {len(batch)} file(s) of source {self.name}")
+        state = run_state(self.lh, new_state(self.src.table, [r.uri for r in batch], run_id=run_id))
+        res = run_result(self.lh, state)
+        self.out.runs.append(res)
+        self._settle(res, batch)
+
+    def _settle(self, res: RunResult, batch: list[LedgerRow]) -> None:
+        keys = [r.key for r in batch]
+        if res.status == "published":
+            self.ledger.settle(keys, "published", run_id=res.run_id, snapshot_id=res.snapshot_id)
+            return
+        error = res.error or {}
+        kind = error.get("kind")
+        if res.status == "blocked" or kind == "input":
+            if len(batch) > 1:
+                self._split(res, batch)
+            elif res.status == "blocked":
+                self.ledger.settle(keys, "blocked", run_id=res.run_id, reason=res.message)
+            else:
+                self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
+            return
+        if error.get("retryable"):
+            attempts = max(r.attempts for r in batch)
+            if attempts < self.src.max_attempts:
+                delay = min(2.0 ** (attempts - 1), 30.0)
+                self.lh.progress(f"run {res.run_id}: {error.get('message')}; retrying in {delay:.0f}s")
+                self.ledger.settle(keys, "pending", reason=f"attempt {attempts} failed: {error.get('message')}")
+                self.sleep(delay)
+                return
+            reason = f"gave up after {attempts} attempts: {error.get('message')}"
+            self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=reason)
+            return
+        self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
+
+    def _split(self, res: RunResult, batch: list[LedgerRow]) -> None:
+        """A batch of several files that did not publish: drop its branch, run each half as a batch."""
+        if res.branch:
+            table = TableName.parse(self.src.table)
+            quarantine = TableName(table.namespace, f"{table.name}__quarantine")
+            try:
+                self.lh.branches.discard(res.branch, [table, quarantine])
+            except Exception as e:  # noqa: BLE001 - a leftover branch is clutter, not a reason to stop
+                self.lh.progress(f"warning: could not drop branch {res.branch} of the split batch: {e}")
+            rec = self.lh.store.get(res.run_id)
+            if rec is not None:
+                rec.branch_kept = False
+                rec.status = "discarded" if rec.status == "blocked" else rec.status
+                self.lh.store.save(rec)
+        why = "blocked" if res.status == "blocked" else "failed on its input"
+        half = (len(batch) + 1) // 2
+        self.lh.progress(f"run {res.run_id} {why}: splitting its {len(batch)} files into batches of {half}")
+        self.ledger.settle(
+            [r.key for r in batch], "pending", reason=f"batch {res.run_id} {why}; split", batch_limit=half
+        )
+
+
+def ingest(lh: Lakehouse, name: str) -> IngestResult:
+    """List source `name`, run what is new in batches, record every file in the ledger."""
+    if not name:
+        raise UsageError("name a source", hint="e.g. wap ingest trips ([sources.trips] in wap.toml)")
+    return Ingest(lh, name).run()
