@@ -18,6 +18,8 @@ from cli_harness import Reader
 from conftest import trips_file
 from wapflow.cli import app
 from wapflow.config import SourceConfig
+from wapflow.errors import UsageError
+from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.outer.ingest import Ingest, batch_run_id, ingest
 from wapflow.runs.ledger import files_table
@@ -48,6 +50,18 @@ def source(lakehouse_factory, tmp_path: Path, landing: Path):
         return lh, LazyReader(tmp_path, lh.config.lakehouse.catalog_name)
 
     return make
+
+
+def _config(lh: Lakehouse, tmp_path: Path) -> Path:
+    """A wap.toml for the fixture's lakehouse (same warehouse, catalog, table and source), for the CLI."""
+    lake, src = lh.config.lakehouse, lh.config.sources["trips"]
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{lake.warehouse}"\ncatalog_name = "{lake.catalog_name}"\nmaster = "local[2]"\n\n'
+        f'[tables."nyc.trips"]\nchecks = {json.dumps(CHECKS).replace(":", "=")}\n\n'
+        f'[sources.trips]\ntable = "nyc.trips"\nlocation = "{src.location}"\nsettle_seconds = 0\n'
+    )
+    return cfg
 
 
 def _ids(reader: LazyReader) -> list[int]:
@@ -136,13 +150,7 @@ def test_a_claim_left_by_a_killed_process_is_resumed(source, landing):
 
 def test_cli_ingest_files_skip_and_retry(source, landing, tmp_path):
     lh, reader = source()
-    cfg = tmp_path / "wap.toml"
-    lake = lh.config.lakehouse
-    cfg.write_text(
-        f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\ncatalog_name = "{lake.catalog_name}"\n'
-        f'master = "local[2]"\n\n[tables."nyc.trips"]\nchecks = {json.dumps(CHECKS).replace(":", "=")}\n\n'
-        f'[sources.trips]\ntable = "nyc.trips"\nlocation = "{landing}"\nsettle_seconds = 0\n'
-    )
+    cfg = _config(lh, tmp_path)
     runner = CliRunner()
     trips_file(landing, "ok.parquet", 20)
     dirty = trips_file(landing, "dirty.parquet", 20, null_rate=0.3, start_id=100)
@@ -171,3 +179,81 @@ def test_cli_ingest_files_skip_and_retry(source, landing, tmp_path):
     # Bad usage: an unknown source is exit 2 with the known ones named.
     res = runner.invoke(app, ["ingest", "trip", "-c", str(cfg)])
     assert res.exit_code == 2 and "did you mean 'trips'" in res.output
+
+
+def test_backfill_a_window_oldest_first_then_ingest_takes_the_rest(source, landing):
+    from datetime import UTC, datetime
+
+    from wapflow.outer.ingest import backfill
+
+    lh, reader = source(max_files_per_run=2)
+    months = {"jan": 1, "feb": 2, "mar": 3}
+    for name, month in months.items():
+        for day in (20, 5, 12):  # written out of order: batches follow the files' own times
+            f = trips_file(landing, f"{name}{day:02d}.parquet", 10, start_id=month * 1000 + day * 10)
+            t = datetime(2026, month, day, tzinfo=UTC).timestamp()
+            os.utime(f, (t, t))
+    jan = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC))
+    plan = backfill(lh, "trips", since=jan[0], until=jan[1], dry_run=True)
+    names = [[Path(u).name for u in b] for b in plan.planned]
+    assert names == [["jan05.parquet", "jan12.parquet"], ["jan20.parquet"]] and plan.exit_code == 0
+    assert lh.ledger.rows("trips") == [] and not reader.exists("nyc.trips")  # a dry run records nothing
+
+    done = backfill(lh, "trips", since=jan[0], until=jan[1])
+    assert done.exit_code == 0 and len(done.runs) == 2
+    assert [Path(f.uri).name for f in done.files] == ["jan05.parquet", "jan12.parquet", "jan20.parquet"]
+    ops = [s.get("wapflow.run-id") for s in reader.summaries("nyc.trips") if s.get("wapflow.run-id")]
+    assert ops == [r.run_id for r in done.runs]  # the older batch reached main first
+    again = backfill(lh, "trips", since=jan[0], until=jan[1])
+    assert again.files == [] and again.runs == []  # resumable: what is done stays done
+
+    rest = ingest(lh, "trips")
+    assert sorted(Path(f.uri).name for f in rest.files) == sorted(
+        f"{m}{d:02d}.parquet" for m in ("feb", "mar") for d in (5, 12, 20)
+    )
+    assert len(_ids(reader)) == 90 == len(set(_ids(reader)))  # every file once
+
+
+def test_revert_a_run_in_the_middle_of_history(source, landing, tmp_path):
+    from wapflow.outer.revert import revert
+
+    lh, reader = source()
+    runs = []
+    for i in range(3):
+        trips_file(landing, f"r{i}.parquet", 20, start_id=1 + 100 * i)
+        res = ingest(lh, "trips")
+        assert res.exit_code == 0
+        runs.append(res.runs[0])
+    files_before = {
+        r[0]
+        for r in lh.spark.sql(f"SELECT file_path FROM {lh.tables.ident(TableName.parse('nyc.trips'))}.files").collect()
+    }
+    mid = runs[1]
+    doc = revert(lh, mid.run_id)
+    assert doc["rows_removed"] == {"nyc.trips": 20} and doc["ledger_files"] == 1
+    assert _ids(reader) == [i + 100 * k for k in (0, 2) for i in range(1, 21)]  # exactly the other runs' rows
+    last = reader.summaries("nyc.trips")[-1]
+    assert last["wapflow.reverted-run-id"] == mid.run_id and last["deleted-data-files"] == "1"
+    assert reader.main("nyc.trips") == doc["snapshot_id"]
+    files_after = {
+        r[0]
+        for r in lh.spark.sql(f"SELECT file_path FROM {lh.tables.ident(TableName.parse('nyc.trips'))}.files").collect()
+    }
+    assert files_after < files_before and len(files_before - files_after) == 1  # nothing else rewritten
+    rec = lh.store.get(mid.run_id)
+    assert (
+        rec is not None and rec.status == "reverted" and rec.reverted["snapshots"] == {"nyc.trips": doc["snapshot_id"]}
+    )
+    (row,) = lh.ledger.rows(run_id=mid.run_id)
+    assert row.state == "reverted" and Path(row.uri).name == "r1.parquet"
+    assert ingest(lh, "trips").files == []  # a reverted file is not ingested again by itself
+
+    with pytest.raises(UsageError, match="is reverted"):
+        revert(lh, mid.run_id)
+    # `wap retry RUN_ID` puts its file back; the same run id publishes again (the revert is on main).
+    res = CliRunner().invoke(app, ["retry", mid.run_id, "--json"], env={"WAP_CONFIG": str(_config(lh, tmp_path))})
+    assert res.exit_code == 0, res.output
+    again = ingest(lh, "trips")
+    assert [r.run_id for r in again.runs] == [mid.run_id] and again.exit_code == 0
+    assert again.runs[0].published_via in ("fast_forward", "cherry_pick")
+    assert _ids(reader) == [i + 100 * k for k in range(3) for i in range(1, 21)]

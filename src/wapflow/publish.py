@@ -14,7 +14,7 @@ from typing import Protocol
 from wapflow.errors import PublishConflict
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName
-from wapflow.lakehouse.tables import SOURCE_SNAPSHOT_PROP, Snapshot, Tables
+from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP, Snapshot, Tables
 
 _RETRIES = 4
 
@@ -33,12 +33,15 @@ class MainMover(Protocol):
 
 
 def find_published(tables: Tables, table: TableName, run_id: str) -> int | None:
-    """The main snapshot that carries run_id (directly, or as a cherry-pick of one of its snapshots)."""
+    """The main snapshot that carries run_id (directly, or as a cherry-pick of one of its snapshots); None
+    also when a newer snapshot took the run's rows back off main (`wap revert`): it may publish again."""
     snaps = tables.snapshots(table)
     run_snaps = {s.snapshot_id for s in snaps.values() if s.run_id == run_id}
     if not run_snaps:
         return None
     for s in tables.ancestry(snaps, tables.head(table, "main")):
+        if s.summary.get(REVERTED_PROP) == run_id:
+            return None
         if s.snapshot_id in run_snaps:
             return s.snapshot_id
         src = s.summary.get(SOURCE_SNAPSHOT_PROP)

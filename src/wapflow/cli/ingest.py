@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, open_lakehouse
 from wapflow.cli.output import Output, out, rows_table
-from wapflow.errors import WapError
+from wapflow.errors import UsageError, WapError
 
 FILE_COLUMNS = ["source", "uri", "state", "run_id", "snapshot_id", "attempts", "reason"]
 
@@ -31,6 +32,54 @@ def ingest(
         o.fail(e)
 
     def show() -> None:
+        if res.files:
+            out.print(rows_table(None, [f.to_dict() for f in res.files], FILE_COLUMNS))
+        out.print(res.message())
+
+    o.result(res.to_dict(), show)
+    raise typer.Exit(res.exit_code)
+
+
+def _when(text: str | None, flag: str) -> datetime | None:
+    """2026-01-01 or 2026-01-01T12:00 (UTC unless an offset is given)."""
+    if text is None:
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not a date", hint="e.g. 2026-01-01 or 2026-01-01T06:00") from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
+def backfill(
+    source: Annotated[str, typer.Argument(help="A [sources.NAME] section of wap.toml.")],
+    since: Annotated[str | None, typer.Option("--since", help="Files modified at or after (date, UTC).")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Files modified before (date, UTC).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the batches; run and record nothing.")] = False,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """SOURCE's historical files in a time window, oldest first, in batches; resumable (the ledger knows).
+
+    Exit codes as for `wap ingest`.
+    """
+    from wapflow.outer.ingest import backfill as run_backfill
+
+    o = Output(as_json)
+    try:
+        res = run_backfill(
+            open_lakehouse(config, o),
+            source,
+            since=_when(since, "--since"),
+            until=_when(until, "--until"),
+            dry_run=dry_run,
+        )
+    except WapError as e:
+        o.fail(e)
+
+    def show() -> None:
+        for i, batch in enumerate(res.planned, start=1):
+            out.print(f"batch {i}: {len(batch)} file(s): {', '.join(batch[:3])}{' ...' if len(batch) > 3 else ''}")
         if res.files:
             out.print(rows_table(None, [f.to_dict() for f in res.files], FILE_COLUMNS))
         out.print(res.message())
@@ -98,3 +147,20 @@ def skip(
     except WapError as e:
         o.fail(e)
     o.result(doc, lambda: out.print(f"skipped {doc['uri']}: {doc['reason']}"))
+
+
+def revert(
+    run_id: Annotated[str, typer.Argument(help="A published run (see `wap runs`).")],
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Take a published run's rows back off main (one new snapshot; other runs' rows untouched)."""
+    from wapflow.outer.revert import revert as revert_run
+
+    o = Output(as_json)
+    doc: dict[str, Any]
+    try:
+        doc = revert_run(open_lakehouse(config, o), run_id)
+    except WapError as e:
+        o.fail(e)
+    o.result(doc, lambda: out.print(doc["message"]))

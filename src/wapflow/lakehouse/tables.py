@@ -16,6 +16,7 @@ RUN_ID_PROP = "wapflow.run-id"
 SOURCES_PROP = "wapflow.sources"
 FILES_HASH_PROP = "wapflow.files-sha256"  # fingerprint of the run's file identities (uri, size, version)
 SOURCE_SNAPSHOT_PROP = "source-snapshot-id"  # set by Iceberg on cherry-picked snapshots
+REVERTED_PROP = "wapflow.reverted-run-id"  # on the snapshot that took a run's rows back off main
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,25 @@ class Tables:
             f"CALL {quote(self.catalog)}.system.rollback_to_snapshot("
             f"table => {sql_string(table.dotted)}, snapshot_id => {int(snapshot_id)})"
         )
+
+    def remove_added_files(self, table: TableName, snapshot_ids: list[int], properties: dict[str, str]) -> int:
+        """One new snapshot on main that deletes exactly the data files these snapshots added (metadata only:
+        no file is read or rewritten, other runs' files are untouched). Returns the new snapshot id.
+
+        Through Iceberg's Java API: Spark SQL cannot name files (a DELETE on `_file` is refused)."""
+        jvm = self.spark.sparkContext._jvm  # PySpark's gateway: the one way to Iceberg's table API here
+        assert jvm is not None
+        tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident(table))
+        op = tbl.newDelete()
+        for sid in snapshot_ids:
+            it = tbl.snapshot(int(sid)).addedDataFiles(tbl.io()).iterator()
+            while it.hasNext():
+                op.deleteFile(it.next())  # by DataFile: Iceberg's delete-by-path form matched nothing here
+        for k, v in properties.items():
+            op.set(k, v)
+        op.commit()
+        self.refresh(table)
+        return int(tbl.currentSnapshot().snapshotId())
 
     def schema(self, table: TableName) -> StructType:
         return self.spark.table(self.ident(table)).schema

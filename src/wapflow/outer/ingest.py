@@ -52,6 +52,7 @@ class IngestResult:
     new: int = 0  # files the ledger had not seen
     unsettled: int = 0  # local files still changing (not taken this time)
     runs: list[RunResult] = field(default_factory=list)
+    planned: list[list[str]] = field(default_factory=list)  # --dry-run: the batches that would run, in order
     files: list[LedgerRow] = field(default_factory=list)  # every file this call ran, as the ledger has it now
 
     @property
@@ -76,6 +77,9 @@ class IngestResult:
         return {EXIT_OK: "ok", EXIT_BLOCKED: "blocked", EXIT_FAILED: "failed"}[self.exit_code]
 
     def message(self) -> str:
+        if self.planned:
+            n = sum(len(b) for b in self.planned)
+            return f"dry run: {n} file(s) of source {self.source} would run in {len(self.planned)} batch(es)"
         if not self.files:
             return f"nothing new in source {self.source} ({self.listed} file(s) listed, all known)" + (
                 f"; {self.unsettled} still changing" if self.unsettled else ""
@@ -97,6 +101,7 @@ class IngestResult:
             "unsettled": self.unsettled,
             "counts": self.counts,
             "runs": [r.to_dict() for r in self.runs],
+            "planned": self.planned,
             "files": [f.to_dict() for f in self.files],
         }
 
@@ -113,10 +118,15 @@ class Ingest:
         lh: Lakehouse,
         name: str,
         *,
+        since: datetime | None = None,
+        until: datetime | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        if since is not None and until is not None and since >= until:
+            raise UsageError(f"--since {since:%Y-%m-%d %H:%M} is not before --until {until:%Y-%m-%d %H:%M}")
         self.lh = lh
         self.name = name
+        self.since, self.until = since, until
         self.src: SourceConfig = lh.config.source_config(name)
         self.ledger: Ledger = lh.ledger
         self.sleep = sleep
@@ -128,8 +138,16 @@ class Ingest:
     def key(self, f: FileIdentity) -> str:
         return file_key(self.name, f, track_changes=self.src.on_change == "new_file")
 
-    def discover(self) -> None:
-        """List the location and record files the ledger has not seen as pending."""
+    def in_window(self, modified: datetime | None) -> bool:
+        """A backfill's time window (the file's own modification time); no window: every file."""
+        if self.since is None and self.until is None:
+            return True
+        if modified is None:
+            return False
+        return (self.since is None or modified >= self.since) and (self.until is None or modified < self.until)
+
+    def _fresh(self) -> list[tuple[str, FileIdentity]]:
+        """Listed files the ledger has not seen, settled and inside the window."""
         listing = self.lh.storage.scan(self.src.location, what=f"source {self.name}")
         self.out.listed = len(listing.files)
         cutoff = datetime.now(UTC) - timedelta(seconds=self.src.settle_seconds)
@@ -137,13 +155,20 @@ class Ingest:
         fresh: list[tuple[str, FileIdentity]] = []
         for f in listing.files:
             k = self.key(f)
-            if k in known:
+            if k in known or not self.in_window(f.modified):
                 continue
             if f.bucket is None and f.modified is not None and f.modified > cutoff:
                 self.out.unsettled += 1  # still being written (or just landed): next time
                 continue
             fresh.append((k, f))
-        self.out.new = self.ledger.add(self.name, fresh)
+        return fresh
+
+    def _pending(self) -> list[LedgerRow]:
+        return [r for r in self.ledger.rows(self.name, state="pending") if self.in_window(r.modified)]
+
+    def discover(self) -> None:
+        """List the location and record files the ledger has not seen as pending."""
+        self.out.new = self.ledger.add(self.name, self._fresh())
         if self.out.new:
             self.lh.progress(f"source {self.name}: {self.out.new} new file(s) of {self.out.listed}")
 
@@ -171,7 +196,7 @@ class Ingest:
         self.resume_orphans()
         self.discover()
         while True:
-            pending = self.ledger.rows(self.name, state="pending")
+            pending = self._pending()
             if not pending:
                 break
             batch = self.next_batch(pending)
@@ -187,6 +212,22 @@ class Ingest:
                 continue
             self._run_batch(run_id, batch)
         self.out.files = self.ledger.rows(keys=list(self._ran))
+        return self.out
+
+    def plan(self) -> IngestResult:
+        """What a run would do, changing nothing (`--dry-run`): the batches of new and pending files."""
+        now = datetime.now(UTC)
+        fresh = self._fresh()
+        self.out.new = len(fresh)
+        todo = self._pending() + [
+            LedgerRow(k, self.name, f.uri, f.size, f.version, "pending", modified=f.modified) for k, f in fresh
+        ]
+        todo.sort(key=lambda r: (r.modified or now, r.uri))
+        while todo:
+            batch = self.next_batch(todo)
+            self.out.planned.append([r.uri for r in batch])
+            taken = {r.key for r in batch}
+            todo = [r for r in todo if r.key not in taken]
         return self.out
 
     def resume_orphans(self) -> None:
@@ -267,3 +308,13 @@ def ingest(lh: Lakehouse, name: str) -> IngestResult:
     if not name:
         raise UsageError("name a source", hint="e.g. wap ingest trips ([sources.trips] in wap.toml)")
     return Ingest(lh, name).run()
+
+
+def backfill(
+    lh: Lakehouse, name: str, *, since: datetime | None, until: datetime | None, dry_run: bool = False
+) -> IngestResult:
+    """The source's files modified in [since, until), oldest first, in batches. The same ledger as `ingest`:
+    a backfill and an ingest of one source never run a file twice, and a killed backfill resumes where it
+    stopped when started again."""
+    ing = Ingest(lh, name, since=since, until=until)
+    return ing.plan() if dry_run else ing.run()

@@ -29,7 +29,7 @@ runs_table = sa.Table(
     sa.Column("run_id", sa.String(64), primary_key=True),
     sa.Column("table_name", sa.String(512), nullable=False, index=True),
     sa.Column("branch", sa.String(256)),
-    sa.Column("status", sa.String(32), nullable=False),  # running / published / blocked / failed / discarded
+    sa.Column("status", sa.String(32), nullable=False),  # running / published / blocked / failed / discarded / reverted
     sa.Column("files", sa.Text, nullable=False, default="[]"),
     sa.Column("rows_written", sa.BigInteger),
     sa.Column("base_snapshot_id", sa.BigInteger),
@@ -44,8 +44,9 @@ runs_table = sa.Table(
     # Added after the first release (see _migrate): the exact files of the run and who runs it.
     sa.Column("file_ids", sa.Text),  # JSON list of {uri, size, version}
     sa.Column("owner", sa.Text),  # JSON {host, pid, start} of the process while status is running
+    sa.Column("reverted", sa.Text),  # JSON {at, snapshots: {table: snapshot id}} after `wap revert`
 )
-_ADDED_COLUMNS = ("file_ids", "owner")
+_ADDED_COLUMNS = ("file_ids", "owner", "reverted")
 
 
 def _process_start(pid: int) -> str | None:
@@ -98,6 +99,7 @@ class RunRecord:
     finished_at: datetime | None = None
     file_ids: list[dict[str, Any]] = field(default_factory=list)  # {uri, size, version} of each file read
     owner: dict[str, Any] | None = None  # the process running it (while status is running)
+    reverted: dict[str, Any] | None = None  # when and by which snapshots `wap revert` took its rows off main
 
     @property
     def interrupted(self) -> bool:
@@ -135,6 +137,7 @@ class RunRecord:
             "finished_at": self.finished_at,
             "file_ids": json.dumps(self.file_ids),
             "owner": json.dumps(self.owner) if self.owner else None,
+            "reverted": json.dumps(self.reverted) if self.reverted else None,
         }
 
     @classmethod
@@ -158,6 +161,7 @@ class RunRecord:
             finished_at=m["finished_at"],
             file_ids=json.loads(m["file_ids"] or "[]"),
             owner=json.loads(m["owner"]) if m["owner"] else None,
+            reverted=json.loads(m["reverted"]) if m["reverted"] else None,
         )
 
 

@@ -1,0 +1,91 @@
+"""`wap revert RUN_ID`: take a published run's rows back off main, and keep its files from coming back.
+
+One new snapshot per table (the run's table, and its quarantine table when the run diverted rows there)
+deletes exactly the data files the run's snapshots on main added: metadata only, other runs' rows untouched,
+whether the run is the latest on main or deep in its history. The snapshot carries
+`wapflow.reverted-run-id`, so main's history says what happened and the run id may publish again after
+`wap retry`. The run is recorded `reverted`; its files are `reverted` in the ledger (not ingested again
+unless retried).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from wapflow.errors import NotFound, UsageError
+from wapflow.lakehouse.identifiers import TableName
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP
+from wapflow.pipeline import validate_run_id
+
+
+def _run_snapshots_on_main(lh: Lakehouse, table: TableName, run_id: str) -> list[int]:
+    """main's snapshots that hold the run's rows (its own, or cherry-picks of them), oldest first."""
+    tables = lh.tables
+    tables.refresh(table)
+    snaps = tables.snapshots(table)
+    mine = {s.snapshot_id for s in snaps.values() if s.run_id == run_id}
+    out: list[int] = []
+    for s in tables.ancestry(snaps, tables.head(table, "main")):
+        if s.summary.get(REVERTED_PROP) == run_id:
+            break  # reverted before (and maybe published again since: only what came after counts)
+        src = s.summary.get(SOURCE_SNAPSHOT_PROP)
+        if s.snapshot_id in mine or (src is not None and src.isdigit() and int(src) in mine):
+            out.append(s.snapshot_id)
+    return list(reversed(out))
+
+
+def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
+    validate_run_id(run_id)
+    rec = lh.store.get(run_id)
+    if rec is None:
+        raise NotFound(f"no run {run_id} in the run store", hint="see `wap runs` for run ids")
+    if rec.status != "published":
+        hint = (
+            f"drop its kept branch with `wap discard {rec.branch}`"
+            if rec.status == "blocked" and rec.branch_kept
+            else "only a published run's rows are on main"
+        )
+        raise UsageError(f"run {run_id} is {rec.shown_status}: there is nothing of it on main to revert", hint=hint)
+    table = TableName.parse(rec.table_name)
+    quarantine = TableName(table.namespace, f"{table.name}__quarantine")
+    done: dict[str, int] = {}
+    removed: dict[str, int] = {}
+    for t in (table, quarantine):
+        if not lh.tables.exists(t):
+            continue
+        snaps = _run_snapshots_on_main(lh, t, run_id)
+        if not snaps:
+            continue
+        rows_before = lh.tables.row_count(t)
+        lh.progress(f"removing run {run_id}'s files from main of {t}")
+        done[t.dotted] = lh.tables.remove_added_files(t, snaps, {REVERTED_PROP: run_id})
+        removed[t.dotted] = rows_before - lh.tables.row_count(t)
+    if table.dotted not in done:
+        raise UsageError(
+            f"run {run_id} is recorded published, but main of {table} holds none of its snapshots",
+            hint=f"see `wap history {table}`; its rows may have been removed by other means",
+        )
+    rec.status = "reverted"
+    rec.reverted = {"at": datetime.now(UTC).isoformat(), "snapshots": done, "rows_removed": removed}
+    lh.store.save(rec)
+    files = [r for r in lh.ledger.rows(run_id=run_id) if r.state == "published"]
+    lh.ledger.settle(
+        [r.key for r in files], "reverted", run_id=run_id, reason=f"wap revert {run_id} (snapshot {done[table.dotted]})"
+    )
+    return {
+        "run_id": run_id,
+        "table": table.dotted,
+        "snapshot_id": done[table.dotted],
+        "snapshots": done,
+        "rows_removed": removed,
+        "ledger_files": len(files),
+        "message": f"reverted run {run_id}: {removed[table.dotted]} row(s) off main of {table} "
+        f"in snapshot {done[table.dotted]}"
+        + (
+            f"; {len(files)} file(s) marked reverted in the ledger (`wap retry {run_id}` brings them back)"
+            if files
+            else ""
+        ),
+    }
