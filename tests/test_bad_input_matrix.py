@@ -730,6 +730,9 @@ def test_three_concurrent_processes_all_publish(lake: Lake, tmp_path: Path) -> N
     expected = [r["trip_id"] for r in before] + [r["trip_id"] for f in files for r in pq.read_table(f).to_pylist()]
     assert sorted(r["trip_id"] for r in got) == sorted(expected)
     assert lake.reader.branches("nyc.trips") == []
+    # Whichever published after another re-applied its snapshot on top (or found main unmoved): metadata only.
+    assert {doc["status"] for _, doc in results} == {"published"}
+    assert {doc["published_via"] for _, doc in results} <= {"fast_forward", "cherry_pick"}
 
 
 def test_three_concurrent_processes_with_colliding_keys_one_lands(lake: Lake, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ RAISE_ENV = "WAP_RAISE_AT"
 
 # Every point, in the order a run passes them (README "Crash safety" lists what each one leaves behind).
 POINTS = (
+    "ingest:claimed",  # wap ingest: a batch's files are claimed by this process in the ledger; no run yet
     "prepare",  # the run is recorded as running; nothing written
     "write:table-created",  # a new table exists (empty); no branch yet
     "write:branch-created",  # the run's branch exists at main's head; no rows on it
@@ -31,6 +32,7 @@ POINTS = (
     "publish:columns-added",  # add_columns: main's schema has the new columns; rows not yet appended
     "publish:moved",  # main carries the run's rows; the branch is not dropped yet
     "publish:recorded",  # the run store says published
+    "ingest:ran",  # wap ingest: a batch's run has ended; the ledger does not say so yet
 )
 
 

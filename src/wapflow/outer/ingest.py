@@ -28,6 +28,7 @@ from typing import Any
 
 from wapflow.config import SourceConfig
 from wapflow.errors import UsageError
+from wapflow.faults import crash_point
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, new_state, run_state
@@ -210,6 +211,7 @@ class Ingest:
                     continue
                 self.sleep(0.05)
                 continue
+            crash_point("ingest:claimed")
             self._run_batch(run_id, batch)
         self.out.files = self.ledger.rows(keys=list(self._ran))
         return self.out
@@ -250,6 +252,7 @@ class Ingest:
         self.lh.progress(f"run {run_id}: {len(batch)} file(s) of source {self.name}")
         state = run_state(self.lh, new_state(self.src.table, [r.uri for r in batch], run_id=run_id))
         res = run_result(self.lh, state)
+        crash_point("ingest:ran")
         self.out.runs.append(res)
         self._settle(res, batch)
 
