@@ -71,3 +71,48 @@ def test_sigkill_ingest_at_each_step_then_finish_exactly_once(tmp_path: Path) ->
     assert runs and {r["status"] for r in runs} <= {"published", "discarded"}, runs
     again = wap("ingest", "trips", "--config", str(cfg), "--json")
     assert again.code == 0 and again.doc["files"] == [] and "nothing new" in again.doc["message"]
+
+
+def test_two_ingest_workers_on_one_source_split_the_files(tmp_path: Path) -> None:
+    """Two `wap ingest` processes started at once on 20 files: each file is run by exactly one of them,
+    every row is on main once."""
+    import json
+    import subprocess
+
+    from cli_harness import WAP, env
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    files = [
+        write_parquet(landing / f"f{i:02d}.parquet", generate_trips(15, start_id=1 + 100 * i, seed=i))
+        for i in range(20)
+    ]
+    cfg = write_config(
+        tmp_path,
+        '[tables."k.trips"]\nchecks = [{ check = "unique", columns = ["trip_id"] }]\n\n'
+        f'[sources.trips]\ntable = "k.trips"\nlocation = "{landing}"\nsettle_seconds = 0\nmax_files_per_run = 3\n',
+        catalog="twocat",
+    )
+    procs = [
+        subprocess.Popen(
+            [WAP, "ingest", "trips", "--config", str(cfg), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(),
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=900) for p in procs]
+    docs = []
+    for p, (so, se) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, so + se
+        assert "Traceback" not in se
+        docs.append(json.loads(so))
+    ran = [{f["uri"] for f in d["files"]} for d in docs]
+    assert not ran[0] & ran[1], "a file was run by both workers"
+    assert ran[0] | ran[1] == {str(f) for f in files}
+    reader = Reader(tmp_path, "twocat")
+    expected = [r for f in files for r in pq.read_table(f).to_pylist()]
+    assert checksum(reader.rows("k.trips"), "trip_id") == checksum(expected, "trip_id")
+    assert reader.branches("k.trips") == []

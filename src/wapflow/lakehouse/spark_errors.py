@@ -254,6 +254,12 @@ def _links(e: BaseException) -> list[_Link]:
     return out
 
 
+def raised(e: BaseException, *java_classes: str) -> bool:
+    """The exception, or one of its causes (Python or Java), is one of these classes (fully qualified)."""
+    wanted = set(java_classes)
+    return any(link.cls in wanted for link in _links(e))
+
+
 def _simple(cls: str) -> str:
     return cls.rsplit(".", 1)[-1]
 

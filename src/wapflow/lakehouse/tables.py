@@ -75,6 +75,13 @@ class Tables:
     def ensure_namespace(self, table: TableName) -> None:
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.namespace_sql(self.catalog)}")
 
+    def namespace_exists(self, table: TableName) -> bool:
+        try:
+            self.spark.sql(f"DESCRIBE NAMESPACE {table.namespace_sql(self.catalog)}").collect()
+        except Exception:  # noqa: BLE001 - Spark's "no such namespace" has several classes across versions
+            return False
+        return True
+
     def create_like(self, table: TableName, df: DataFrame) -> None:
         """Create an empty table with the batch's schema; its first (empty) snapshot gives branches a base."""
         (

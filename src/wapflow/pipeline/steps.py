@@ -28,7 +28,7 @@ from wapflow.audit.checks import QUARANTINE_COLUMN, AuditContext, AuditPlan, Fil
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.audit.spec import CHECK_MODELS
 from wapflow.config import Check, NotNullCheck
-from wapflow.errors import UsageError, WapError, bug
+from wapflow.errors import CommitConflict, UsageError, WapError, bug
 from wapflow.faults import crash_point
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.branches import PublishedRun, RunSlice
@@ -389,8 +389,22 @@ class LiveRun:
             self.plan = AuditPlan(self.checks, df.columns, table=self.table.dotted, key=self.table_cfg.sample_key())
             if not exists:
                 self.lh.progress(f"creating table {self.table}")
-                tables.ensure_namespace(self.table)
-                tables.create_like(self.table, df)
+                try:
+                    tables.ensure_namespace(self.table)
+                except Exception:
+                    # Two runs creating one namespace at once: the loser's insert fails, the namespace is there.
+                    if not tables.namespace_exists(self.table):
+                        raise
+                try:
+                    tables.create_like(self.table, df)
+                except Exception as e:
+                    if spark_errors.raised(e, *_ALREADY_EXISTS):
+                        # Another run created it since this one looked: a retry writes into it (under its contract).
+                        raise CommitConflict(
+                            f"{self.table} was created by another run at the same time",
+                            hint="retry: the run then writes into the table that now exists",
+                        ) from e
+                    raise
                 self.created_table = True
                 crash_point("write:table-created")
             if self.new_columns and branches.add_columns(self.table, self.branch, self.new_columns):
@@ -1020,6 +1034,10 @@ def _unexpected(e: BaseException, run_id: str, step: str, doing: str) -> WapErro
     return (spark_errors.classify(e, doing=doing) or bug(e, run_id=run_id, step=step)).at(run_id=run_id, step=step)
 
 
+_ALREADY_EXISTS = (
+    "org.apache.iceberg.exceptions.AlreadyExistsException",
+    "org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException",
+)
 _DOING = {"prepare": "preparing the run into", "write": "writing", "audit": "auditing", "publish": "publishing"}
 
 

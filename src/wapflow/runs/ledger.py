@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 import sqlalchemy as sa
 
-from wapflow.runs.store import current_owner, owner_alive
+from wapflow.runs.store import create_tables, current_owner, owner_alive
 from wapflow.storage.files import FileIdentity
 
 FileState = Literal["pending", "claimed", "published", "blocked", "failed", "skipped", "reverted"]
@@ -144,12 +144,26 @@ def _chunks(items: Sequence[str]) -> Iterable[Sequence[str]]:
         yield items[i : i + _CHUNK]
 
 
+def _insert_new(conn: sa.Connection) -> sa.Insert:
+    """INSERT that leaves a key another process recorded meanwhile as it is (two listings racing)."""
+    name = conn.dialect.name
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(files_table).on_conflict_do_nothing(index_elements=["key"])
+    if name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        return pg_insert(files_table).on_conflict_do_nothing(index_elements=["key"])
+    return files_table.insert()  # other databases: a racing listing fails and is run again
+
+
 class Ledger:
     """The file ledger in the run store's database (the engine is the run store's)."""
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
-        _meta.create_all(engine)
+        create_tables(_meta, engine)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -229,7 +243,7 @@ class Ledger:
                 if k not in known
             ]
             if new:
-                conn.execute(t.insert(), new)
+                conn.execute(_insert_new(conn), new)
         return len(new)
 
     def claim(self, keys: Sequence[str], run_id: str) -> list[str]:

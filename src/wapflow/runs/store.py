@@ -165,6 +165,18 @@ class RunRecord:
         )
 
 
+def create_tables(meta: sa.MetaData, engine: sa.Engine) -> None:
+    """Create missing tables. Two processes opening a new store at once both see a table missing and one
+    CREATE loses ("already exists"): looking again then finds it."""
+    for attempt in range(3):
+        try:
+            meta.create_all(engine)
+            return
+        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError):
+            if attempt == 2:
+                raise
+
+
 class RunStore:
     """Run records in one database; every `wap` process opens its own and they share the file (WAL)."""
 
@@ -184,17 +196,21 @@ class RunStore:
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
 
-        _meta.create_all(self.engine)
+        create_tables(_meta, self.engine)
         self._migrate()
 
     def _migrate(self) -> None:
         """Run stores written by earlier versions lack the newer columns: add them (nullable)."""
         have = {c["name"] for c in sa.inspect(self.engine).get_columns("wap_runs")}
         missing = [c for c in _ADDED_COLUMNS if c not in have]
-        if missing:
-            with self.engine.begin() as conn:
-                for c in missing:
+        for c in missing:
+            try:
+                with self.engine.begin() as conn:
                     conn.execute(sa.text(f"ALTER TABLE wap_runs ADD COLUMN {c} TEXT"))
+            except (sa.exc.OperationalError, sa.exc.ProgrammingError):
+                # Another process added it at the same moment; anything else is still missing afterwards.
+                if c not in {x["name"] for x in sa.inspect(self.engine).get_columns("wap_runs")}:
+                    raise
 
     def save(self, rec: RunRecord) -> None:
         row = rec.to_row()
