@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 test lint bench bench-audit clean
+.PHONY: install setup demo demo-s3 test lint bench bench-audit bench-nessie bench-ledger clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -43,6 +43,9 @@ bench-audit: setup
 
 bench-nessie: setup
 	$(BIN)/python benchmarks/bench_nessie.py
+
+bench-ledger: setup
+	$(BIN)/python benchmarks/bench_ledger.py
 
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache
