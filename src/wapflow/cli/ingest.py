@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, open_lakehouse
 from wapflow.cli.output import Output, out, rows_table
 from wapflow.errors import UsageError, WapError
+
+if TYPE_CHECKING:
+    from wapflow.outer.ingest import IngestResult
 
 FILE_COLUMNS = ["source", "uri", "state", "run_id", "snapshot_id", "attempts", "reason"]
 
@@ -31,13 +34,17 @@ def ingest(
     except WapError as e:
         o.fail(e)
 
-    def show() -> None:
-        if res.files:
-            out.print(rows_table(None, [f.to_dict() for f in res.files], FILE_COLUMNS))
-        out.print(res.message())
-
-    o.result(res.to_dict(), show)
+    o.result(res.to_dict(), lambda: _show_ingest(res))
     raise typer.Exit(res.exit_code)
+
+
+def _show_ingest(res: IngestResult) -> None:
+    """What ingest and backfill print: the planned batches (dry run), the files run, and a summary line."""
+    for i, batch in enumerate(res.planned, start=1):
+        out.print(f"batch {i}: {len(batch)} file(s): {', '.join(batch[:3])}{' ...' if len(batch) > 3 else ''}")
+    if res.files:
+        out.print(rows_table(None, [f.to_dict() for f in res.files], FILE_COLUMNS))
+    out.print(res.message())
 
 
 def _when(text: str | None, flag: str) -> datetime | None:
@@ -77,14 +84,7 @@ def backfill(
     except WapError as e:
         o.fail(e)
 
-    def show() -> None:
-        for i, batch in enumerate(res.planned, start=1):
-            out.print(f"batch {i}: {len(batch)} file(s): {', '.join(batch[:3])}{' ...' if len(batch) > 3 else ''}")
-        if res.files:
-            out.print(rows_table(None, [f.to_dict() for f in res.files], FILE_COLUMNS))
-        out.print(res.message())
-
-    o.result(res.to_dict(), show)
+    o.result(res.to_dict(), lambda: _show_ingest(res))
     raise typer.Exit(res.exit_code)
 
 

@@ -31,7 +31,7 @@ from wapflow.errors import UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.pipeline import RunResult, new_state, run_state
+from wapflow.pipeline import RunResult, new_state, quarantine_of, run_state
 from wapflow.pipeline import result as run_result
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
 from wapflow.storage.files import FileIdentity
@@ -288,7 +288,7 @@ class Ingest:
         """A batch of several files that did not publish: drop its branch, run each half as a batch."""
         if res.branch:
             table = TableName.parse(self.src.table)
-            quarantine = TableName(table.namespace, f"{table.name}__quarantine")
+            quarantine = quarantine_of(table)
             try:
                 self.lh.branches.discard(res.branch, [table, quarantine])
             except Exception as e:  # noqa: BLE001 - a leftover branch is clutter, not a reason to stop

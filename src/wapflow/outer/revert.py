@@ -17,7 +17,7 @@ from wapflow.errors import NotFound, UsageError
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP
-from wapflow.pipeline import validate_run_id
+from wapflow.pipeline import quarantine_of, validate_run_id
 
 
 def _run_snapshots_on_main(lh: Lakehouse, table: TableName, run_id: str) -> list[int]:
@@ -49,7 +49,7 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         )
         raise UsageError(f"run {run_id} is {rec.shown_status}: there is nothing of it on main to revert", hint=hint)
     table = TableName.parse(rec.table_name)
-    quarantine = TableName(table.namespace, f"{table.name}__quarantine")
+    quarantine = quarantine_of(table)
     done: dict[str, int] = {}
     removed: dict[str, int] = {}
     for t in (table, quarantine):

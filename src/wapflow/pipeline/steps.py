@@ -75,6 +75,11 @@ def _check(data: dict[str, Any]) -> Check:
         return cast(Check, model.model_construct(**data))
 
 
+def quarantine_of(table: TableName) -> TableName:
+    """Where rows failing a table's row-level checks go under on_row_failure = "quarantine"."""
+    return TableName(table.namespace, f"{table.name}__quarantine")
+
+
 def new_run_id() -> str:
     """Sortable by time, unique across machines, and safe in branch names and SQL."""
     return datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + "_" + secrets.token_hex(3)
@@ -174,7 +179,7 @@ class LiveRun:
         self.table_cfg = self.lh.config.table(self.table.dotted)
         self.checks = list(self.table_cfg.checks) + [_check(c) for c in self.extra_checks]
         if self.table_cfg.on_row_failure == "quarantine":
-            self.quarantine = TableName(self.table.namespace, f"{self.table.name}__quarantine")
+            self.quarantine = quarantine_of(self.table)
 
     def freeze(self) -> RunState:
         return RunState(

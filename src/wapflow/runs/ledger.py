@@ -313,39 +313,22 @@ class Ledger:
             values["run_id"] = run_id
         if batch_limit is not None:
             values["batch_limit"] = batch_limit
-        t = files_table
-        with self.engine.begin() as conn:
-            for chunk in _chunks(list(keys)):
-                conn.execute(t.update().where(t.c.key.in_(chunk)).values(**values))
+        self._update(keys, values)
 
     def release(self, keys: Sequence[str]) -> None:
         """Give claimed files back unrun (a batch lost part of its files to another worker)."""
         t = files_table
-        now = datetime.now(UTC)
-        with self.engine.begin() as conn:
-            for chunk in _chunks(list(keys)):
-                conn.execute(
-                    t.update()
-                    .where(t.c.key.in_(chunk), t.c.state == "claimed")
-                    .values(state="pending", owner=None, attempts=t.c.attempts - 1, updated_at=now)
-                )
+        values = {"state": "pending", "owner": None, "attempts": t.c.attempts - 1, "updated_at": datetime.now(UTC)}
+        self._update(keys, values, t.c.state == "claimed")
 
     def retry(self, keys: Sequence[str], reason: str) -> None:
         """Put settled files back in line with a fresh attempt count (`wap retry`)."""
+        values = {"state": "pending", "attempts": 0, "error": None, "reason": reason, "owner": None}
+        self._update(keys, {**values, "batch_limit": None, "updated_at": datetime.now(UTC)})
+
+    def _update(self, keys: Sequence[str], values: dict[str, Any], *where: Any) -> None:
+        """One UPDATE of these files (in chunks of keys, one transaction)."""
         t = files_table
-        now = datetime.now(UTC)
         with self.engine.begin() as conn:
             for chunk in _chunks(list(keys)):
-                conn.execute(
-                    t.update()
-                    .where(t.c.key.in_(chunk))
-                    .values(
-                        state="pending",
-                        attempts=0,
-                        error=None,
-                        reason=reason,
-                        owner=None,
-                        batch_limit=None,
-                        updated_at=now,
-                    )
-                )
+                conn.execute(t.update().where(t.c.key.in_(chunk), *where).values(**values))
