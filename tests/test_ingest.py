@@ -257,3 +257,35 @@ def test_revert_a_run_in_the_middle_of_history(source, landing, tmp_path):
     assert [r.run_id for r in again.runs] == [mid.run_id] and again.exit_code == 0
     assert again.runs[0].published_via in ("fast_forward", "cherry_pick")
     assert _ids(reader) == [i + 100 * k for k in range(3) for i in range(1, 21)]
+
+
+def test_a_file_rewritten_before_it_ran_is_said_and_never_run_twice(source, landing):
+    lh, reader = source()
+    # Rewritten after one listing, before the next: the listed version is superseded, the new one runs.
+    f = trips_file(landing, "x.parquet", 20, start_id=1)
+    Ingest(lh, "trips").discover()
+    trips_file(landing, "x.parquet", 25, start_id=500)
+    os.utime(f, ns=(10**18, 10**18))
+    res = ingest(lh, "trips")
+    assert res.exit_code == 0 and len(res.runs) == 1
+    assert _ids(reader) == list(range(500, 525))  # the version read, once
+    rows = {r.state: r for r in lh.ledger.rows("trips")}
+    assert set(rows) == {"published", "skipped"} and "replaced by a newer version" in (rows["skipped"].reason or "")
+    assert rows["published"].size == f.stat().st_size
+
+    # Rewritten after the claim, before the run read it: the version read is recorded published, the
+    # claimed one skipped with the reason; a later listing does not run the file again.
+    g = trips_file(landing, "y.parquet", 10, start_id=1000)
+    ing = Ingest(lh, "trips")
+    ing.discover()
+    (row,) = lh.ledger.rows("trips", state="pending")
+    run_id = batch_run_id("trips", [row.key])
+    assert lh.ledger.claim([row.key], run_id) == [row.key]
+    trips_file(landing, "y.parquet", 12, start_id=2000)
+    os.utime(g, ns=(2 * 10**18, 2 * 10**18))
+    ing._run_batch(run_id, [row])
+    y = {r.state: r for r in lh.ledger.rows("trips") if r.uri == str(g)}
+    assert set(y) == {"published", "skipped"} and "changed before run" in (y["skipped"].reason or "")
+    assert y["published"].size == g.stat().st_size and y["published"].run_id == run_id
+    assert ingest(lh, "trips").files == []
+    assert _ids(reader) == list(range(500, 525)) + list(range(2000, 2012))

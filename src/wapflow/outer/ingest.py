@@ -168,8 +168,18 @@ class Ingest:
         return [r for r in self.ledger.rows(self.name, state="pending") if self.in_window(r.modified)]
 
     def discover(self) -> None:
-        """List the location and record files the ledger has not seen as pending."""
-        self.out.new = self.ledger.add(self.name, self._fresh())
+        """List the location and record files the ledger has not seen as pending. A pending file rewritten
+        before it ran is superseded by its new version (the old one is skipped, saying so)."""
+        fresh = self._fresh()
+        if self.src.on_change == "new_file":
+            waiting = {r.uri: r for r in self.ledger.rows(self.name, state="pending")}
+            for _, f in fresh:
+                old = waiting.get(f.uri)
+                if old is not None:
+                    why = f"replaced by a newer version ({f.version}) before it ran"
+                    self.ledger.settle([old.key], "skipped", reason=why)
+                    self.lh.progress(f"{f.uri}: {why}")
+        self.out.new = self.ledger.add(self.name, fresh)
         if self.out.new:
             self.lh.progress(f"source {self.name}: {self.out.new} new file(s) of {self.out.listed}")
 
@@ -259,7 +269,12 @@ class Ingest:
     def _settle(self, res: RunResult, batch: list[LedgerRow]) -> None:
         keys = [r.key for r in batch]
         if res.status == "published":
-            self.ledger.settle(keys, "published", run_id=res.run_id, snapshot_id=res.snapshot_id)
+            swapped = self._swapped(res, batch)
+            ok = [r.key for r in batch if r.uri not in swapped]
+            self.ledger.settle(ok, "published", run_id=res.run_id, snapshot_id=res.snapshot_id)
+            for row in batch:
+                if row.uri in swapped:
+                    self._record_swap(res, row, swapped[row.uri])
             return
         error = res.error or {}
         kind = error.get("kind")
@@ -283,6 +298,35 @@ class Ingest:
             self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=reason)
             return
         self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
+
+    def _swapped(self, res: RunResult, batch: list[LedgerRow]) -> dict[str, FileIdentity]:
+        """Files rewritten between the listing and the run: the run read (and published) another version."""
+        if self.src.on_change == "ignore":
+            return {}  # a file is its name: whichever version was read, it is published
+        rec = self.lh.store.get(res.run_id)
+        read = {d["uri"]: FileIdentity.from_dict(d) for d in (rec.file_ids if rec else [])}
+        return {
+            r.uri: read[r.uri]
+            for r in batch
+            if r.uri in read and (read[r.uri].size, read[r.uri].version) != (r.size, r.version)
+        }
+
+    def _record_swap(self, res: RunResult, row: LedgerRow, read: FileIdentity) -> None:
+        """The version the run read is the one on main: record it published (a later listing must not run
+        it again) and the listed version skipped, saying why, loudly."""
+        key = self.key(read)
+        self.ledger.add(self.name, [(key, read)])
+        self.ledger.settle(
+            [key],
+            "published",
+            run_id=res.run_id,
+            snapshot_id=res.snapshot_id,
+            reason="read in place of the listed version",
+        )
+        why = f"changed before run {res.run_id} read it; the version read ({read.version}) was published instead"
+        self.ledger.settle([row.key], "skipped", run_id=res.run_id, reason=why)
+        self._ran[key] = None
+        self.lh.progress(f"warning: {row.uri} {why}")
 
     def _split(self, res: RunResult, batch: list[LedgerRow]) -> None:
         """A batch of several files that did not publish: drop its branch, run each half as a batch."""
