@@ -19,9 +19,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 # One pass killed at each point in turn; each new process resumes what the previous one left (an orphaned
 # claim is taken over and its run resumed). The points are met in this order across the processes:
-# a batch claimed (nothing run), its rows on the branch, main moved (run store not updated), a batch's run
-# ended (ledger not updated).
-CHAIN = ["ingest:claimed", "write:appended", "publish:moved", "ingest:ran"]
+# a batch claimed (nothing run), its rows on the branch, a batch's run ended (ledger not updated). Every
+# point inside a run is killed in test_watch_kill.py (durable workflows) and test_crash_resume.py (`wap run`).
+CHAIN = ["ingest:claimed", "write:appended", "ingest:ran"]
 
 
 def test_sigkill_ingest_at_each_step_then_finish_exactly_once(tmp_path: Path) -> None:
@@ -73,9 +73,9 @@ def test_sigkill_ingest_at_each_step_then_finish_exactly_once(tmp_path: Path) ->
     assert again.code == 0 and again.doc["files"] == [] and "nothing new" in again.doc["message"]
 
 
-def test_two_ingest_workers_on_one_source_split_the_files(tmp_path: Path) -> None:
-    """Two `wap ingest` processes started at once on 20 files: each file is run by exactly one of them,
-    every row is on main once."""
+def test_an_ingest_and_a_watch_on_one_source_split_the_files(tmp_path: Path) -> None:
+    """A one-off `wap ingest` and a `wap watch --once` worker (durable workflows) started at once on 20
+    files of one table: each file is run by exactly one of them, every row is on main once."""
     import json
     import subprocess
 
@@ -95,13 +95,13 @@ def test_two_ingest_workers_on_one_source_split_the_files(tmp_path: Path) -> Non
     )
     procs = [
         subprocess.Popen(
-            [WAP, "ingest", "trips", "--config", str(cfg), "--json"],
+            [WAP, *command, "--config", str(cfg), "--json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env(),
         )
-        for _ in range(2)
+        for command in (["ingest", "trips"], ["watch", "--once", "--worker", "w2"])
     ]
     outs = [p.communicate(timeout=900) for p in procs]
     docs = []

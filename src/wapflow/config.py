@@ -142,6 +142,32 @@ class SourceConfig(_Strict):
     on_change: Literal["new_file", "ignore"] = "new_file"
     # Runs of a batch that failed with a transient error (catalog, network, throttling) before its files fail.
     max_attempts: int = Field(default=3, ge=1, le=20)
+    # `wap watch`: list the location on this cron schedule (else every [watch] interval seconds).
+    schedule: str | None = None
+    # `wap watch`: S3 ObjectCreated notifications from this SQS queue ("sqs://QUEUE-NAME" on the [s3]
+    # endpoint, or the queue's https:// URL); listing still runs every [watch] relist_seconds to catch
+    # missed events.
+    events: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from croniter import croniter
+
+        if not croniter.is_valid(v) or len(v.split()) != 5:
+            raise ValueError(f"{v!r} is not a cron schedule (five fields: minute hour day month weekday)")
+        return v
+
+    @field_validator("events")
+    @classmethod
+    def _events(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not (v.startswith("sqs://") and len(v) > len("sqs://")) and not v.startswith(("https://", "http://")):
+            raise ValueError(f"{v!r} is not an SQS queue (sqs://QUEUE-NAME or the queue's https:// URL)")
+        return v
 
     @field_validator("max_bytes_per_run", mode="before")
     @classmethod
@@ -156,11 +182,26 @@ class SourceConfig(_Strict):
         return TableName.parse(v).dotted
 
 
+class WatchConfig(_Strict):
+    """`wap watch`: the long-running worker (durable runs on DBOS)."""
+
+    interval: float = Field(default=10.0, gt=0)  # seconds between listings of a source without schedule
+    relist_seconds: float = Field(default=300.0, gt=0)  # a source with events is listed this often as well
+    concurrency: int = Field(default=1, ge=1, le=64)  # runs at once in one worker (never two per table)
+    # DBOS's system database (SQLAlchemy URL); default: dbos.sqlite beside the run store, or the run
+    # store's PostgreSQL database.
+    database: str | None = None
+    # The worker's name (DBOS executor id): a worker restarted under its name resumes its interrupted runs.
+    worker: str = Field(default="worker", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    stop_timeout: float = Field(default=120.0, ge=0)  # on SIGTERM/SIGINT: wait this long for running steps
+
+
 class WapConfig(_Strict):
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
     runs: dict[str, RunConfig] = Field(default_factory=dict)
     sources: dict[str, SourceConfig] = Field(default_factory=dict)
+    watch: WatchConfig = Field(default_factory=WatchConfig)
     # [s3]: endpoint, region, credentials for an s3:// warehouse and s3:// sources (None: no S3 jars).
     s3: S3Config | None = None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -164,3 +165,43 @@ def revert(
     except WapError as e:
         o.fail(e)
     o.result(doc, lambda: out.print(doc["message"]))
+
+
+def watch(
+    sources: Annotated[list[str] | None, typer.Argument(help="[sources.NAME] sections (default: all).")] = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="List once, run what is new and what was interrupted, then exit.")
+    ] = False,
+    worker: Annotated[
+        str | None, typer.Option("--worker", help="This worker's name (default [watch] worker); one per process.")
+    ] = None,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A long-running worker: lists sources (every [watch] interval or on their schedule), reads their S3
+    events, and runs each batch as a durable workflow (DBOS) that resumes after a crash.
+
+    Stops cleanly on SIGTERM or Ctrl-C (exit 0). With --once, exit codes as for `wap ingest`.
+    """
+    from wapflow.outer.watch import Watcher
+
+    o = Output(as_json)
+    try:
+        lh = open_lakehouse(config, o)
+        if worker is not None:
+            if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", worker):
+                raise UsageError(f"--worker {worker!r} is not a worker name", hint="letters, digits, _.- (64 at most)")
+            lh.config.watch = lh.config.watch.model_copy(update={"worker": worker})
+        w = Watcher(lh, list(sources or []), once=once, say=o.progress)
+        res = w.run()
+    except WapError as e:
+        o.fail(e)
+
+    def show() -> None:
+        if res.files:
+            out.print(rows_table(None, [f.to_dict() for f in res.files], FILE_COLUMNS))
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(res.to_dict()["counts"].items()))
+        out.print(f"watch stopped: {len(res.runs)} run(s) finished" + (f"; files: {counts}" if counts else ""))
+
+    o.result(res.to_dict(), show)
+    raise typer.Exit(res.exit_code if once else 0)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -133,6 +133,8 @@ class Ingest:
         self.sleep = sleep
         self.out = IngestResult(name, self.src.table)
         self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
+        # What runs a claimed batch: here, in this process; `wap watch` hands it to a durable workflow.
+        self.runner: Callable[[str, list[LedgerRow]], None] = self._run_batch
 
     # --- listing ---------------------------------------------------------------------------
 
@@ -168,20 +170,30 @@ class Ingest:
         return [r for r in self.ledger.rows(self.name, state="pending") if self.in_window(r.modified)]
 
     def discover(self) -> None:
-        """List the location and record files the ledger has not seen as pending. A pending file rewritten
-        before it ran is superseded by its new version (the old one is skipped, saying so)."""
-        fresh = self._fresh()
-        if self.src.on_change == "new_file":
+        """List the location and record files the ledger has not seen as pending."""
+        self._record(self._fresh())
+
+    def note(self, found: Sequence[FileIdentity]) -> int:
+        """Files an event named (their identity read from the store): pending, as if a listing found them.
+        A key the ledger knows (a duplicated event, an unchanged upload) adds nothing. Returns how many
+        were new."""
+        self._record([(self.key(f), f) for f in found if self.in_window(f.modified)])
+        return self.out.new
+
+    def _record(self, fresh: list[tuple[str, FileIdentity]]) -> None:
+        """Record fresh files as pending. A pending file rewritten before it ran is superseded by its new
+        version (the old one is skipped, saying so)."""
+        if self.src.on_change == "new_file" and fresh:
             waiting = {r.uri: r for r in self.ledger.rows(self.name, state="pending")}
-            for _, f in fresh:
+            for k, f in fresh:
                 old = waiting.get(f.uri)
-                if old is not None:
+                if old is not None and old.key != k:
                     why = f"replaced by a newer version ({f.version}) before it ran"
                     self.ledger.settle([old.key], "skipped", reason=why)
                     self.lh.progress(f"{f.uri}: {why}")
         self.out.new = self.ledger.add(self.name, fresh)
         if self.out.new:
-            self.lh.progress(f"source {self.name}: {self.out.new} new file(s) of {self.out.listed}")
+            self.lh.progress(f"source {self.name}: {self.out.new} new file(s) of {self.out.listed or self.out.new}")
 
     # --- batching --------------------------------------------------------------------------
 
@@ -206,10 +218,18 @@ class Ingest:
     def run(self) -> IngestResult:
         self.resume_orphans()
         self.discover()
+        for run_id, batch in self.claimed_batches():
+            self.runner(run_id, batch)
+        self.out.files = self.ledger.rows(keys=list(self._ran))
+        return self.out
+
+    def claimed_batches(self) -> Iterator[tuple[str, list[LedgerRow]]]:
+        """Claim pending files batch by batch, oldest first, and yield each batch this process won (its
+        rows as claimed). Pending files are listed again after each batch: a split puts files back."""
         while True:
             pending = self._pending()
             if not pending:
-                break
+                return
             batch = self.next_batch(pending)
             keys = [r.key for r in batch]
             run_id = batch_run_id(self.name, keys)
@@ -217,14 +237,11 @@ class Ingest:
             if len(won) < len(keys):
                 # Another worker took some of these files meanwhile: give ours back and batch again.
                 self.ledger.release(won)
-                if not won:
-                    continue
-                self.sleep(0.05)
+                if won:
+                    self.sleep(0.05)
                 continue
             crash_point("ingest:claimed")
-            self._run_batch(run_id, batch)
-        self.out.files = self.ledger.rows(keys=list(self._ran))
-        return self.out
+            yield run_id, self.ledger.rows(keys=keys)
 
     def plan(self) -> IngestResult:
         """What a run would do, changing nothing (`--dry-run`): the batches of new and pending files."""
@@ -253,7 +270,7 @@ class Ingest:
             batch = [r for r in rows if r.key in taken]
             if batch:
                 self.lh.progress(f"resuming run {run_id} ({len(batch)} file(s)), left by a process that is gone")
-                self._run_batch(run_id, batch)
+                self.runner(run_id, batch)
 
     def _run_batch(self, run_id: str, batch: list[LedgerRow]) -> None:
         keys = [r.key for r in batch]
@@ -266,7 +283,9 @@ class Ingest:
         self.out.runs.append(res)
         self._settle(res, batch)
 
-    def _settle(self, res: RunResult, batch: list[LedgerRow]) -> None:
+    def _settle(self, res: RunResult, batch: list[LedgerRow], *, retry: bool = True) -> None:
+        """Record a batch's run in the ledger. retry=False: a transient failure has used up its attempts
+        already (the durable workflow retries in place), so its files fail."""
         keys = [r.key for r in batch]
         if res.status == "published":
             swapped = self._swapped(res, batch)
@@ -287,8 +306,8 @@ class Ingest:
                 self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
             return
         if error.get("retryable"):
-            attempts = max(r.attempts for r in batch)
-            if attempts < self.src.max_attempts:
+            attempts = max(r.attempts for r in batch) if retry else self.src.max_attempts
+            if retry and attempts < self.src.max_attempts:
                 delay = min(2.0 ** (attempts - 1), 30.0)
                 self.lh.progress(f"run {res.run_id}: {error.get('message')}; retrying in {delay:.0f}s")
                 self.ledger.settle(keys, "pending", reason=f"attempt {attempts} failed: {error.get('message')}")

@@ -45,6 +45,9 @@ files_table = sa.Table(
     sa.Column("snapshot_id", sa.BigInteger),
     sa.Column("error", sa.Text),  # JSON of the run's error (kind, message, hint, ...)
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    # Claims ever made on this file (never reset, unlike attempts): with the run id it names the durable
+    # workflow of a claim, so a claim after `wap retry` is a new workflow, a repeated one the same.
+    sa.Column("claims", sa.Integer, nullable=False, default=0),
     sa.Column("batch_limit", sa.Integer),  # at most this many files per run (its batch was split in halves)
     sa.Column("reason", sa.Text),  # why skipped / retried / split, in words
     sa.Column("owner", sa.Text),  # JSON {host, pid, start} of the process holding the claim
@@ -74,6 +77,7 @@ class LedgerRow:
     snapshot_id: int | None = None
     error: dict[str, Any] | None = None
     attempts: int = 0
+    claims: int = 0
     batch_limit: int | None = None
     reason: str | None = None
     owner: dict[str, Any] | None = None
@@ -121,6 +125,7 @@ class LedgerRow:
             snapshot_id=m["snapshot_id"],
             error=json.loads(m["error"]) if m["error"] else None,
             attempts=int(m["attempts"] or 0),
+            claims=int(m["claims"] or 0),
             batch_limit=m["batch_limit"],
             reason=m["reason"],
             owner=json.loads(m["owner"]) if m["owner"] else None,
@@ -236,6 +241,7 @@ class Ledger:
                     "modified": f.modified,
                     "state": "pending",
                     "attempts": 0,
+                    "claims": 0,
                     "first_seen": now,
                     "updated_at": now,
                 }
@@ -258,7 +264,14 @@ class Ledger:
                 res = conn.execute(
                     t.update()
                     .where(t.c.key == k, t.c.state == "pending")
-                    .values(state="claimed", run_id=run_id, owner=owner, attempts=t.c.attempts + 1, updated_at=now)
+                    .values(
+                        state="claimed",
+                        run_id=run_id,
+                        owner=owner,
+                        attempts=t.c.attempts + 1,
+                        claims=t.c.claims + 1,
+                        updated_at=now,
+                    )
                 )
                 if res.rowcount == 1:
                     won.append(k)
@@ -285,6 +298,14 @@ class Ledger:
                 if res.rowcount == 1:
                     taken.append(k)
         return taken
+
+    def adopt(self, keys: Sequence[str], run_id: str) -> list[str]:
+        """The process running a batch's durable workflow holds its claim, whoever claimed it (a workflow
+        enqueued by one worker may run in another, or resume in a restarted one)."""
+        t = files_table
+        values = {"owner": json.dumps(current_owner()), "updated_at": datetime.now(UTC)}
+        self._update(keys, values, t.c.state == "claimed", t.c.run_id == run_id)
+        return [r.key for r in self.rows(keys=list(keys)) if r.state == "claimed" and r.run_id == run_id]
 
     def settle(
         self,

@@ -70,30 +70,34 @@ class S3Store:
     @property
     def client(self) -> Any:
         if self._client is None:
-            boto3 = _import_boto3()
-            from botocore.config import Config
-
-            s = self.settings
-            kw: dict[str, Any] = {}
-            if s.endpoint:
-                kw["endpoint_url"] = s.endpoint
-            region = s.effective_region()
-            if region:
-                kw["region_name"] = region
-            if s.access_key_id is not None and s.secret_access_key is not None:
-                kw["aws_access_key_id"] = s.access_key_id.get_secret_value()
-                kw["aws_secret_access_key"] = s.secret_access_key.get_secret_value()
-                if s.session_token is not None:
-                    kw["aws_session_token"] = s.session_token.get_secret_value()
-            cfg = Config(
-                s3={"addressing_style": "path" if s.uses_path_style() else "auto"},
-                retries={"max_attempts": 3, "mode": "standard"},
-                connect_timeout=5,
-                read_timeout=60,
-                user_agent_extra="wapflow",
-            )
-            self._client = boto3.session.Session().client("s3", config=cfg, **kw)
+            self._client = self.boto_client("s3")
         return self._client
+
+    def boto_client(self, service: str) -> Any:
+        """A boto3 client of this endpoint, region and credentials (S3, or SQS for its events)."""
+        boto3 = _import_boto3()
+        from botocore.config import Config
+
+        s = self.settings
+        kw: dict[str, Any] = {}
+        if s.endpoint:
+            kw["endpoint_url"] = s.endpoint
+        region = s.effective_region()
+        if region:
+            kw["region_name"] = region
+        if s.access_key_id is not None and s.secret_access_key is not None:
+            kw["aws_access_key_id"] = s.access_key_id.get_secret_value()
+            kw["aws_secret_access_key"] = s.secret_access_key.get_secret_value()
+            if s.session_token is not None:
+                kw["aws_session_token"] = s.session_token.get_secret_value()
+        cfg = Config(
+            s3={"addressing_style": "path" if s.uses_path_style() else "auto"},
+            retries={"max_attempts": 3, "mode": "standard"},
+            connect_timeout=5,
+            read_timeout=60,
+            user_agent_extra="wapflow",
+        )
+        return boto3.session.Session().client(service, config=cfg, **kw)
 
     def error_for(self, e: BaseException, *, action: str, bucket: str, key: str | None = None) -> WapError:
         """A botocore exception as a wapflow error: what was attempted, where, and what to do."""

@@ -1,0 +1,189 @@
+"""Durable ingest on DBOS Transact: each claimed batch runs as one workflow whose steps are the core's steps.
+
+Why DBOS on top of the ledger: the ledger makes a file run at most once at a time (one claim wins), and a
+claim left by a dead process is taken over; DBOS makes the run itself resume where it stopped, step by
+step, after a crash or a restart, with the retries and their waits recorded, and keeps at most one run per
+table at a time (a partitioned queue) and a bounded number overall.
+
+- The workflow id is `<run id>.c<claims>`: the run id comes from the source and its file identities, the
+  claim count from the ledger (never reset). A duplicated trigger, event or enqueue of the same claim is
+  the same workflow and runs once; a claim made after `wap retry` is a new one.
+- Steps: adopt the claim (the process running the workflow holds it), the run's state, prepare, write,
+  audit, publish (the core's functions on a JSON RunState), settle the ledger. Steps are at-least-once after
+  a crash; each is idempotent (a run id's snapshots are found before anything is written again).
+- A transient failure (named conditions only) runs the run again after a durable sleep, up to the source's
+  max_attempts; then its files are `failed`. Terminal failures do not retry.
+- The application version is pinned (wapflow's version and WORKFLOW_VERSION), not DBOS's hash of the code,
+  so a restart after a crash resumes interrupted workflows; bump WORKFLOW_VERSION when the steps change.
+- executor_id is the worker's name: a restarted worker with the same name resumes its own workflows.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from dbos import DBOS, Queue, SetEnqueueOptions, SetWorkflowID
+
+from wapflow import __version__
+from wapflow.errors import BugError, ConfigError
+from wapflow.faults import crash_point
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline import RunState, new_state
+from wapflow.pipeline import result as run_result
+from wapflow.pipeline.state import STEPS, Step
+from wapflow.pipeline.steps import audit, prepare, publish_step, write
+from wapflow.runs.ledger import LedgerRow
+
+QUEUE = "wapflow_ingest"
+WORKFLOW_VERSION = "1"
+_STEP_FNS = dict(zip(STEPS, (prepare, write, audit, publish_step), strict=True))
+
+_lock = threading.Lock()
+_current: Lakehouse | None = None
+
+
+def app_version() -> str:
+    return f"wapflow-{__version__}-wf{WORKFLOW_VERSION}"
+
+
+def workflow_id(run_id: str, rows: list[LedgerRow]) -> str:
+    return f"{run_id}.c{max(r.claims for r in rows)}"
+
+
+def database_url(lh: Lakehouse, url: str | None) -> str:
+    """DBOS's system database: the one named, else beside the run store (a SQLite file of its own, or the
+    run store's PostgreSQL database, where DBOS keeps to its own schema)."""
+    if url:
+        return url
+    store = lh.config.run_store_url()
+    if store.startswith("sqlite:///"):
+        return "sqlite:///" + str(Path(store[len("sqlite:///") :]).with_name("dbos.sqlite"))
+    return store
+
+
+def _lh() -> Lakehouse:
+    if _current is None:
+        raise BugError("a durable ingest step ran in a process that did not launch the worker")
+    return _current
+
+
+# --- the workflow and its steps --------------------------------------------------------------------
+
+
+@DBOS.step()
+def adopt_step(source: str, run_id: str, keys: list[str]) -> list[str]:
+    """This process holds the batch's claim from now on; files settled meanwhile (`wap skip`) drop out."""
+    return _lh().ledger.adopt(keys, run_id)
+
+
+@DBOS.step()
+def state_step(source: str, run_id: str, keys: list[str]) -> str:
+    lh = _lh()
+    table = lh.config.source_config(source).table
+    uris = [r.uri for r in lh.ledger.rows(keys=keys)]
+    return new_state(table, uris, run_id=run_id).to_json()
+
+
+@DBOS.step()
+def wap_step(name: Step, state: str) -> str:
+    """One core step on the run's state (prepare / write / audit / publish); a failure is in the state."""
+    return _STEP_FNS[name](_lh(), RunState.from_json(state)).to_json()
+
+
+@DBOS.step()
+def settle_step(source: str, run_id: str, keys: list[str], state: str) -> dict[str, Any]:
+    """Record the run in the ledger, once: only files still claimed by this run are settled (a replay
+    after a crash finds them settled and leaves them alone)."""
+    crash_point("ingest:ran")
+    from wapflow.outer.ingest import Ingest
+
+    lh = _lh()
+    res = run_result(lh, RunState.from_json(state))
+    rows = [r for r in lh.ledger.rows(keys=keys) if r.state == "claimed" and r.run_id == run_id]
+    if rows:
+        Ingest(lh, source)._settle(res, rows, retry=False)
+    return {"run_id": run_id, "status": res.status, "files": len(keys), "snapshot_id": res.snapshot_id}
+
+
+@DBOS.workflow()
+def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
+    held = adopt_step(source, run_id, keys)
+    if not held:
+        return {"run_id": run_id, "status": "settled elsewhere", "files": 0, "snapshot_id": None}
+    attempts = _lh().config.source_config(source).max_attempts
+    for attempt in range(1, attempts + 1):
+        state = state_step(source, run_id, held)
+        for name in STEPS:
+            state = wap_step(name, state)
+            if RunState.from_json(state).status == "failed":
+                break
+        error = RunState.from_json(state).record.get("error") or {}
+        if not (error.get("retryable") and attempt < attempts):
+            break
+        DBOS.sleep(min(2.0 ** (attempt - 1), 30.0))
+    return settle_step(source, run_id, held, state)
+
+
+# --- the worker's side ----------------------------------------------------------------------------
+
+
+class Durable:
+    """DBOS launched in this process with wapflow's workflow registered, and the queue batches go to."""
+
+    def __init__(self, lh: Lakehouse, *, worker: str, concurrency: int, database: str | None = None) -> None:
+        global _current
+        with _lock:
+            if _current is not None:
+                raise BugError("one durable worker per process")
+            _current = lh
+        self.lh = lh
+        self.url = database_url(lh, database)
+        config: Any = {
+            "name": "wapflow",
+            "system_database_url": self.url,
+            "application_version": app_version(),
+            "executor_id": worker,
+            "log_level": "WARNING",
+        }
+        try:
+            DBOS(config=config)
+            DBOS.launch()  # resumes this worker's interrupted workflows (same executor id and version)
+        except Exception as e:  # DBOS raises plain exceptions for an unusable database
+            DBOS.destroy()
+            _release()
+            raise ConfigError(
+                f"cannot open the durable-runs database: {type(e).__name__}: {e}",
+                hint="check [watch] database (an SQLAlchemy URL: sqlite:///path or postgresql://...)",
+            ) from e
+        # At most one run per table (publish order), `concurrency` runs in this worker.
+        self.queue: Queue = DBOS.register_queue(QUEUE, worker_concurrency=concurrency, partition_concurrency=1)
+
+    def enqueue(self, source: str, table: str, run_id: str, rows: list[LedgerRow]) -> str:
+        """Hand a claimed batch to its workflow; the same claim enqueued twice is one workflow."""
+        wid = workflow_id(run_id, rows)
+        with SetWorkflowID(wid), SetEnqueueOptions(queue_partition_key=table):
+            self.queue.enqueue(ingest_batch, source, run_id, [r.key for r in rows])
+        return wid
+
+    def active(self) -> int:
+        """Workflows of this worker not finished yet (enqueued or running)."""
+        found = DBOS.list_workflows(
+            status=["ENQUEUED", "PENDING"], queue_name=QUEUE, load_input=False, load_output=False
+        )
+        return len(found)
+
+    def stop(self, timeout: float) -> None:
+        """Stop taking workflows and wait up to `timeout` for the running ones; one still running then
+        stays PENDING and resumes at the next start (its steps are idempotent)."""
+        try:
+            DBOS.destroy(workflow_completion_timeout_sec=max(int(timeout), 0))
+        finally:
+            _release()
+
+
+def _release() -> None:
+    global _current
+    with _lock:
+        _current = None

@@ -1,0 +1,254 @@
+"""`wap watch`: the long-running worker. It lists sources (every [watch] interval, or on their cron schedule),
+reads their S3 events, claims new files in batches and hands each batch to its durable workflow.
+
+Everything a crash could lose is elsewhere: the ledger (which file is where), the run store (each run) and
+DBOS's database (how far each batch's workflow got). So the loop itself is simple and restartable: each tick
+takes over orphaned claims, records what events and listings found, and claims and enqueues what is
+pending. Spark starts once, before the first tick, and stays warm.
+
+Stopping (SIGTERM, SIGINT): no new batch is claimed or started; running steps finish (up to [watch]
+stop_timeout); a workflow interrupted then stays PENDING in DBOS and resumes, step by step, when a worker of
+the same name starts again. Nothing is left half done: every step is idempotent.
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Any
+
+from wapflow.config import SourceConfig, WatchConfig
+from wapflow.errors import UsageError
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.outer.events import Landed, SqsEvents
+from wapflow.outer.ingest import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, Ingest
+from wapflow.runs.ledger import LedgerRow
+from wapflow.storage.files import FileIdentity, glob_regex, has_glob, skipped_as_bookkeeping
+from wapflow.storage.settings import is_s3_uri, parse_s3_uri
+
+TICK_SECONDS = 0.25  # how often pending files and finished workflows are looked at (cheap ledger queries)
+
+
+def in_location(location: str, landed: Landed) -> bool:
+    """Whether an event's object belongs to an s3:// source location (its prefix or its glob) and is data."""
+    if not is_s3_uri(location):
+        return False
+    loc = parse_s3_uri(location)
+    if loc.bucket != landed.bucket or landed.key.endswith("/"):
+        return False
+    if loc.key and has_glob(loc.key):
+        if not glob_regex(loc.key).match(landed.key):
+            return False
+        base = loc.key[: loc.key.find("/") + 1] if "/" in loc.key else ""
+    else:
+        base = loc.key if not loc.key or loc.key.endswith("/") else loc.key + "/"
+        if landed.key != loc.key and not landed.key.startswith(base):
+            return False
+    return skipped_as_bookkeeping(landed.uri, landed.key[len(base) :], "events") is None
+
+
+@dataclass
+class _Source:
+    name: str
+    cfg: SourceConfig
+    events: SqsEvents | None = None
+    next_listing: float = 0.0  # time.time() of the next listing
+    listed: bool = False
+
+
+@dataclass
+class WatchResult:
+    """What a watch did (`--once`: before it stopped)."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    files: list[LedgerRow] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        states = {f.state for f in self.files}
+        return EXIT_FAILED if "failed" in states else EXIT_BLOCKED if "blocked" in states else EXIT_OK
+
+    def to_dict(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for f in self.files:
+            counts[f.state] = counts.get(f.state, 0) + 1
+        return {
+            "exit_code": self.exit_code,
+            "counts": counts,
+            "runs": self.runs,
+            "files": [f.to_dict() for f in self.files],
+        }
+
+
+class Watcher:
+    def __init__(
+        self, lh: Lakehouse, names: list[str], *, once: bool = False, say: Callable[[str], None] | None = None
+    ) -> None:
+        self.lh = lh
+        self.once = once
+        self.say = say or lh.progress
+        self.cfg: WatchConfig = lh.config.watch
+        names = names or list(lh.config.sources)
+        if not names:
+            raise UsageError("no source to watch", hint="declare [sources.NAME] (table, location) in wap.toml")
+        # Everything checkable is checked before anything runs: names first, then locations and queues.
+        configs = {n: lh.config.source_config(n) for n in names}
+        self.sources = [self._source(n, src) for n, src in configs.items()]
+        self.stopping = threading.Event()
+        self.inflight: dict[str, Any] = {}  # workflow id -> DBOS handle
+        self.result = WatchResult()
+        self._keys: dict[str, None] = {}
+
+    def _source(self, name: str, src: SourceConfig) -> _Source:
+        self.lh.storage.scan(src.location, what=f"source {name}")
+        events = None
+        if src.events:
+            events = SqsEvents(self.lh.storage.s3, src.events, warn=self.say)
+        return _Source(name, src, events)
+
+    # --- schedule --------------------------------------------------------------------------
+
+    def _next_listing(self, s: _Source, now: float) -> float:
+        if s.cfg.schedule:
+            from croniter import croniter
+
+            return float(croniter(s.cfg.schedule, datetime.fromtimestamp(now, UTC)).get_next(float))
+        return now + (self.cfg.relist_seconds if s.events else self.cfg.interval)
+
+    # --- the loop --------------------------------------------------------------------------
+
+    def run(self) -> WatchResult:
+        from wapflow.outer.durable import Durable
+
+        _ = self.lh.spark  # warm: the first file does not wait for a JVM
+        durable = Durable(self.lh, worker=self.cfg.worker, concurrency=self.cfg.concurrency, database=self.cfg.database)
+        self.durable = durable
+        now = time.time()
+        for s in self.sources:
+            s.next_listing = now if not s.cfg.schedule else self._next_listing(s, now)
+        previous = self._handle_signals()
+        self.say(
+            f"watching {', '.join(s.name for s in self.sources)} as worker {self.cfg.worker!r}"
+            + (" (until done)" if self.once else "; stop with Ctrl-C or SIGTERM")
+        )
+        try:
+            while not self.stopping.is_set():
+                self.tick()
+                if self.once and self._idle():
+                    break
+                self.stopping.wait(TICK_SECONDS)
+        finally:
+            if self.stopping.is_set():
+                self.say(f"stopping: waiting up to {self.cfg.stop_timeout:.0f}s for running steps")
+            durable.stop(self.cfg.stop_timeout)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        self._collect()
+        self.result.files = self.lh.ledger.rows(keys=list(self._keys))
+        return self.result
+
+    def _handle_signals(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def stop(signum: int, _: FrameType | None) -> None:
+            self.stopping.set()
+
+        previous: dict[int, Any] = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, stop)
+        return previous
+
+    def tick(self) -> None:
+        now = time.time()
+        for s in self.sources:
+            if self.stopping.is_set():
+                return
+            ing = Ingest(self.lh, s.name)
+            ing.runner = functools.partial(self._enqueue, s)
+            ing.resume_orphans()
+            if s.events is not None:
+                self._read_events(s, ing)
+            if now >= s.next_listing:
+                ing.discover()
+                s.listed = True
+                s.next_listing = self._next_listing(s, now)
+            for run_id, batch in ing.claimed_batches():
+                ing.runner(run_id, batch)
+                if self.stopping.is_set():
+                    return
+        self._collect()
+
+    def _read_events(self, s: _Source, ing: Ingest) -> None:
+        assert s.events is not None
+        landed, handles = s.events.receive()
+        if not handles:
+            return
+        found: list[FileIdentity] = []
+        for obj in dict.fromkeys(landed):
+            if not in_location(s.cfg.location, obj):
+                continue
+            listing = self.lh.storage.scan(obj.uri, what="event for") if self._exists(obj) else None
+            if listing is not None:
+                found.extend(listing.files)
+        ing.note(found)
+        s.events.delete(handles)
+
+    def _exists(self, obj: Landed) -> bool:
+        """An event for an object deleted since names nothing to ingest."""
+        try:
+            self.lh.storage.s3.client.head_object(Bucket=obj.bucket, Key=obj.key)
+            return True
+        except Exception as e:  # only "not found" is an answer; the rest is raised as ours
+            code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
+            if code in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise self.lh.storage.s3.error_for(e, action="read", bucket=obj.bucket, key=obj.key) from e
+
+    def _enqueue(self, s: _Source, run_id: str, batch: list[LedgerRow]) -> None:
+        for r in batch:
+            self._keys[r.key] = None
+        wid = self.durable.enqueue(s.name, s.cfg.table, run_id, batch)
+        if wid not in self.inflight:
+            from dbos import DBOS
+
+            self.inflight[wid] = DBOS.retrieve_workflow(wid)
+            self.say(f"run {run_id}: {len(batch)} file(s) of source {s.name} queued")
+
+    def _collect(self) -> None:
+        """Say what finished; a workflow that ended in an error (a bug) fails its files, visibly."""
+        for wid, handle in list(self.inflight.items()):
+            status = handle.get_status().status
+            if status == "SUCCESS":
+                out = handle.get_result()
+                self.result.runs.append(out)
+                self.say(f"run {out['run_id']}: {out['status']} ({out['files']} file(s))")
+            elif status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                self._failed_workflow(wid, status)
+            else:
+                continue
+            del self.inflight[wid]
+
+    def _failed_workflow(self, wid: str, status: str) -> None:
+        run_id = wid.rsplit(".c", 1)[0]
+        rows = [r for r in self.lh.ledger.rows(state="claimed") if r.run_id == run_id]
+        message = f"the durable workflow {wid} ended {status}: a bug in wapflow; `wap retry {run_id}` after a fix"
+        error = {"kind": "bug", "message": message, "retryable": False}
+        self.lh.ledger.settle([r.key for r in rows], "failed", run_id=run_id, error=error, reason=message)
+        self.result.runs.append({"run_id": run_id, "status": "failed", "files": len(rows), "snapshot_id": None})
+        self.say(f"run {run_id}: {message}")
+
+    def _idle(self) -> bool:
+        """--once: every source listed, nothing pending, nothing running here (recovered workflows too)."""
+        if self.inflight or not all(s.listed for s in self.sources):
+            return False
+        for s in self.sources:
+            if self.lh.ledger.rows(s.name, state="pending") or self.lh.ledger.rows(s.name, state="claimed"):
+                return False
+        return True
