@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 test lint bench bench-audit bench-nessie bench-ledger clean
+.PHONY: install setup demo demo-s3 test lint bench bench-audit bench-nessie bench-ledger bench-outer clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -46,6 +46,9 @@ bench-nessie: setup
 
 bench-ledger: setup
 	$(BIN)/python benchmarks/bench_ledger.py
+
+bench-outer: setup
+	$(BIN)/python benchmarks/bench_outer.py
 
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache
