@@ -270,3 +270,28 @@ def test_unresolvable_publish_conflict_exits_4_and_keeps_everything(trips_lakeho
     assert lh.tables.head(T) == main_after_a
     assert lh.tables.row_count(T) == 30
     assert lh.branches.exists(T, b.branch) and res.branch_kept
+
+
+def test_table_metadata_through_the_gateway_equals_the_metadata_tables(trips_lakehouse, landing):
+    """Snapshots and refs are read as Iceberg's metadata JSON in one gateway call (no Spark job); where
+    there is no gateway (Spark Connect) the metadata tables answer. Both must say the same, here after a
+    fast-forward, a cherry-pick and a blocked run whose branch is kept."""
+    lh = trips_lakehouse
+    run_wap(lh, "nyc.trips", [str(trips_file(landing, "seed.parquet", 10))])
+    a = WapRun(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 30, start_id=100))])
+    b = WapRun(lh, "nyc.trips", [str(trips_file(landing, "b.parquet", 30, start_id=1000))])
+    a.prepare(), a.write(), b.prepare(), b.write()
+    a.audit(), a.publish(), b.audit(), b.publish()
+    blocked = run_wap(lh, "nyc.trips", [str(trips_file(landing, "dirty.parquet", 30, null_rate=0.5, start_id=5000))])
+    assert blocked.status == "blocked" and b.state.published_via == "cherry_pick"
+
+    tables = lh.tables
+    assert tables._metadata(T) is not None  # the gateway path is the one taken here
+    fast = (tables.snapshots(T), tables.refs(T))
+    tables._metadata = lambda table: None  # type: ignore[method-assign] - as on Spark Connect
+    slow = (tables.snapshots(T), tables.refs(T))
+    assert fast == slow
+    snaps, refs = fast
+    assert set(refs) == {"main", blocked.branch} and refs["main"].type == "BRANCH"
+    assert {s.run_id for s in snaps.values()} >= {a.run_id, b.run_id, blocked.run_id}
+    assert any(s.summary.get("source-snapshot-id") for s in snaps.values())  # the cherry-pick's

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -170,6 +171,46 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             hint="check [lakehouse].master and spark_conf; `wap setup` checks Java and the jars",
         ) from e
     return spark
+
+
+_nodelay_threads: set[int] = set()
+_nodelay_lock = threading.Lock()
+
+
+def gateway_nodelay(spark: SparkSession) -> None:
+    """Turn Nagle's algorithm off on the JVM's side of PySpark's gateway connections (one per Python thread).
+
+    py4j leaves it on, and a reply between 8 KB and ~64 KB (Iceberg metadata as JSON, a plan, a long list)
+    reaches Python only after TCP's delayed ACK: 40 ms per call, measured. A small run makes dozens of such
+    calls (bench_outer). Done once per Python thread (DBOS steps run on their own threads); a no-op on
+    Spark Connect, and given up quietly if py4j's internals differ (only speed depends on it).
+    """
+    me = threading.get_ident()
+    if me in _nodelay_threads:
+        return
+    gateway = getattr(getattr(spark, "_sc", None), "_gateway", None)
+    if gateway is None:
+        return
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # py4j ships no types
+
+    with _nodelay_lock:
+        _nodelay_threads.add(me)
+    try:
+        server = gateway.java_gateway_server  # this thread's connection exists from this call on
+        cls = server.getClass()
+        while cls is not None and cls.getName() != "py4j.GatewayServer":
+            cls = cls.getSuperclass()
+        if cls is None:
+            return
+        field = cls.getDeclaredField("connections")
+        field.setAccessible(True)
+        conns = field.get(server)
+        for i in range(conns.size()):
+            sock = conns.get(i).getSocket()
+            if not sock.getTcpNoDelay():
+                sock.setTcpNoDelay(True)
+    except Py4JError:
+        return
 
 
 @contextlib.contextmanager

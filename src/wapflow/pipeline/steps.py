@@ -1054,6 +1054,7 @@ def _step(name: Step, body: Callable[[LiveRun], object]) -> Callable[[Lakehouse,
             raise UsageError(f"step {name} of run {state.run_id} needs step {missing[0]} first")
         if state.status in ("failed", "published", "blocked") and name != "prepare":
             return state  # the run has ended: a replayed later step changes nothing
+        lakehouse.on_this_thread()
         live = LiveRun(lakehouse, state)
         if name != "prepare":
             live.rec.owner = current_owner()  # this process runs the run now (prepare checks who did before)
