@@ -73,9 +73,10 @@ def test_sigkill_ingest_at_each_step_then_finish_exactly_once(tmp_path: Path) ->
     assert again.code == 0 and again.doc["files"] == [] and "nothing new" in again.doc["message"]
 
 
-def test_an_ingest_and_a_watch_on_one_source_split_the_files(tmp_path: Path) -> None:
-    """A one-off `wap ingest` and a `wap watch --once` worker (durable workflows) started at once on 20
-    files of one table: each file is run by exactly one of them, every row is on main once."""
+def test_two_watch_workers_and_an_ingest_on_one_source_split_the_files(tmp_path: Path) -> None:
+    """Two `wap watch --once` workers (durable workflows, one DBOS database) and a one-off `wap ingest`,
+    started at once on 20 files of one table: each file is run by exactly one of them, every row is on
+    main once, no branch is left."""
     import json
     import subprocess
 
@@ -101,7 +102,11 @@ def test_an_ingest_and_a_watch_on_one_source_split_the_files(tmp_path: Path) -> 
             text=True,
             env=env(),
         )
-        for command in (["ingest", "trips"], ["watch", "--once", "--worker", "w2"])
+        for command in (
+            ["watch", "--once", "--worker", "w1"],
+            ["watch", "--once", "--worker", "w2"],
+            ["ingest", "trips"],
+        )
     ]
     outs = [p.communicate(timeout=900) for p in procs]
     docs = []
@@ -110,8 +115,10 @@ def test_an_ingest_and_a_watch_on_one_source_split_the_files(tmp_path: Path) -> 
         assert "Traceback" not in se
         docs.append(json.loads(so))
     ran = [{f["uri"] for f in d["files"]} for d in docs]
-    assert not ran[0] & ran[1], "a file was run by both workers"
-    assert ran[0] | ran[1] == {str(f) for f in files}
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        assert not ran[i] & ran[j], f"a file was run by two workers: {sorted(ran[i] & ran[j])}"
+    assert ran[0] | ran[1] | ran[2] == {str(f) for f in files}
+    assert {f["state"] for d in docs for f in d["files"]} == {"published"}
     reader = Reader(tmp_path, "twocat")
     expected = [r for f in files for r in pq.read_table(f).to_pylist()]
     assert checksum(reader.rows("k.trips"), "trip_id") == checksum(expected, "trip_id")
