@@ -50,6 +50,8 @@ class LakehouseConfig(_Strict):
     maven_repo: str = "https://repo1.maven.org/maven2"
     jars_dir: str | None = None
     run_store: str | None = None
+    # How long a run waits for another run's publish of the same table before failing (transient: retried).
+    publish_lock_timeout: float = Field(default=600.0, gt=0)
     # catalog = "nessie": the server's REST API (e.g. http://127.0.0.1:19120/api/v2) and an optional
     # bearer token (or $WAP_NESSIE_TOKEN); the token is never printed.
     nessie_uri: str | None = None
@@ -197,6 +199,8 @@ class WatchConfig(_Strict):
 
 
 class WapConfig(_Strict):
+    """Everything wap.toml says: [lakehouse], [tables.*], [runs.*], [sources.*], [watch], [s3]."""
+
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
     runs: dict[str, RunConfig] = Field(default_factory=dict)
@@ -447,6 +451,7 @@ driver_memory = "2g"
 # Offline clusters: point at jars you already have instead of downloading from Maven Central.
 # jars = ["/opt/jars/iceberg-spark-runtime-4.1_2.13-1.11.0.jar", "/opt/jars/sqlite-jdbc-3.50.3.0.jar"]
 # run_store = "sqlite:///./lakehouse/wapflow_runs.db"   # any SQLAlchemy URL
+# publish_lock_timeout = 600   # seconds a run waits for another run's publish of its table (then: transient)
 
 # S3 for warehouse = "s3://..." and s3:// sources (see README "S3"). Without keys here, the standard
 # AWS credential chain is used (AWS_* variables, ~/.aws profile, instance or container role).

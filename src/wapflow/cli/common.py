@@ -23,10 +23,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on 
 
 def open_lakehouse(config: str | None, output: Output) -> Lakehouse:
     """The lakehouse of wap.toml; Spark starts on first use and reports its progress through `output`."""
-    from wapflow.config import load_config
-    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow import api
 
-    return Lakehouse(load_config(config), progress=output.progress)
+    return api.connect(config, progress=output.progress)
 
 
 def open_store(config: str | None) -> RunStore:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,11 +26,11 @@ def ingest(
 
     Exit 0: every new file published (or nothing new); 1: a file was blocked; 3: a file failed; 2: bad usage.
     """
-    from wapflow.outer.ingest import ingest as run_ingest
+    from wapflow import api
 
     o = Output(as_json)
     try:
-        res = run_ingest(open_lakehouse(config, o), source)
+        res = api.ingest(open_lakehouse(config, o), source)
     except WapError as e:
         o.fail(e)
 
@@ -48,17 +47,6 @@ def _show_ingest(res: IngestResult) -> None:
     out.print(res.message())
 
 
-def _when(text: str | None, flag: str) -> datetime | None:
-    """2026-01-01 or 2026-01-01T12:00 (UTC unless an offset is given)."""
-    if text is None:
-        return None
-    try:
-        t = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"{flag} {text!r} is not a date", hint="e.g. 2026-01-01 or 2026-01-01T06:00") from None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
 def backfill(
     source: Annotated[str, typer.Argument(help="A [sources.NAME] section of wap.toml.")],
     since: Annotated[str | None, typer.Option("--since", help="Files modified at or after (date, UTC).")] = None,
@@ -71,15 +59,16 @@ def backfill(
 
     Exit codes as for `wap ingest`.
     """
-    from wapflow.outer.ingest import backfill as run_backfill
+    from wapflow import api
+    from wapflow.outer.ingest import parse_when
 
     o = Output(as_json)
     try:
-        res = run_backfill(
+        res = api.backfill(
             open_lakehouse(config, o),
             source,
-            since=_when(since, "--since"),
-            until=_when(until, "--until"),
+            since=parse_when(since, "--since"),
+            until=parse_when(until, "--until"),
             dry_run=dry_run,
         )
     except WapError as e:

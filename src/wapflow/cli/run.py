@@ -25,12 +25,13 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Write SOURCES to a branch of TABLE, audit the new rows, publish to main if the audit passes."""
-    from wapflow.pipeline import WapRun
+    from wapflow import api
+    from wapflow import checks as C
 
     o = Output(as_json)
     try:
         lh = open_lakehouse(config, o)
-        res = WapRun(lh, table, sources, branch=branch, run_id=run_id, not_null=not_null).run()
+        res = api.run(lh, table, sources, checks=[C.not_null(c) for c in not_null or []], branch=branch, run_id=run_id)
     except WapError as e:
         o.fail(e)
     o.result(run_doc(res), lambda: render_run(res))

@@ -26,6 +26,9 @@ def _quiet(_: str) -> None:
 
 
 class Lakehouse:
+    """One configured lakehouse: its catalog and tables, branch backend, storage, run store and ledger.
+    Spark starts on first use of `spark` (or `tables`, `branches`), never before."""
+
     def __init__(
         self,
         config: WapConfig | None = None,

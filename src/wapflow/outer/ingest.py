@@ -376,6 +376,20 @@ def ingest(lh: Lakehouse, name: str) -> IngestResult:
     return Ingest(lh, name).run()
 
 
+def parse_when(value: str | datetime | None, flag: str) -> datetime | None:
+    """2026-01-01 or 2026-01-01T12:00, or a datetime (UTC unless an offset is given)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        t = value
+    else:
+        try:
+            t = datetime.fromisoformat(value)
+        except ValueError:
+            raise UsageError(f"{flag} {value!r} is not a date", hint="e.g. 2026-01-01 or 2026-01-01T06:00") from None
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+
+
 def backfill(
     lh: Lakehouse, name: str, *, since: datetime | None, until: datetime | None, dry_run: bool = False
 ) -> IngestResult:

@@ -833,7 +833,12 @@ class LiveRun:
             assert self.report is not None
             done = None
             if self.report.passed:
-                with self._step("publish"), self.lh.store.publish_lock(self.table.dotted):
+                with (
+                    self._step("publish"),
+                    self.lh.store.publish_lock(
+                        self.table.dotted, timeout=self.lh.config.lakehouse.publish_lock_timeout
+                    ),
+                ):
                     crash_point("publish:locked")
                     self._recheck_main()
                     if self.report.passed:

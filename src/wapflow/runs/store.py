@@ -247,11 +247,12 @@ class RunStore:
             return Path(self.url[len("sqlite:///") :]).parent / "locks"
         return Path.home() / ".cache" / "wapflow" / "locks"
 
-    def publish_lock(self, table: str) -> AbstractContextManager[None]:
-        """Context manager: the one publisher of `table` at a time (wapflow.runs.locks)."""
+    def publish_lock(self, table: str, *, timeout: float = 600.0) -> AbstractContextManager[None]:
+        """Context manager: the one publisher of `table` at a time (wapflow.runs.locks); LockTimeout
+        (transient) after `timeout` seconds of waiting."""
         from wapflow.runs.locks import publish_lock
 
-        return publish_lock(self.engine, self.lock_dir, f"publish:{table}")
+        return publish_lock(self.engine, self.lock_dir, f"publish:{table}", timeout=timeout)
 
     def close(self) -> None:
         self.engine.dispose()

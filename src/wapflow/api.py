@@ -1,0 +1,153 @@
+"""wapflow from Python: the functions the `wap` command itself calls, for scripts and orchestrators.
+
+    import wapflow
+    from wapflow import checks as C
+
+    lh = wapflow.connect("wap.toml")                     # or connect(warehouse="lake", master="local[2]")
+    res = wapflow.run(lh, "nyc.trips", ["landing/a.parquet"], checks=[C.not_null("passenger_count")])
+    res.status, res.snapshot_id, res.report              # "published" | "blocked" | "failed"
+
+    state = wapflow.start("nyc.trips", ["landing/a.parquet"])   # or step by step, one task per step:
+    for step in wapflow.steps.ALL:                       # prepare, write, audit, publish
+        state = step(lh, state)                          # a RunState: JSON with state.to_json()
+    res = wapflow.result(lh, state)
+
+Nothing here starts a JVM until a step needs Spark. A run's outcome is data (`RunResult.status`); these
+functions raise only the WapError family (`error.retryable` says whether trying again can help), for
+what stops before a run exists: a bad configuration, an unknown source.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from wapflow.config import LakehouseConfig, SourceConfig, TableConfig, WapConfig, load_config
+from wapflow.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from wapflow.audit.spec import Check
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.outer.ingest import IngestResult
+    from wapflow.pipeline.result import RunResult
+    from wapflow.pipeline.state import RunState
+    from wapflow.service.runs import RunReport
+
+
+def connect(
+    config: str | os.PathLike[str] | WapConfig | None = None,
+    *,
+    tables: dict[str, dict[str, Any]] | None = None,
+    sources: dict[str, dict[str, Any]] | None = None,
+    progress: Callable[[str], None] | None = None,
+    spark: SparkSession | None = None,
+    **lakehouse: Any,
+) -> Lakehouse:
+    """A lakehouse from wap.toml (a path; None: `$WAP_CONFIG`, else ./wap.toml, else defaults) or a
+    WapConfig, with [lakehouse] keys, tables and sources given here taking precedence.
+
+    `progress` receives wapflow's progress lines (default: silent); `spark` reuses a running session.
+    """
+    from wapflow.lakehouse.lakehouse import Lakehouse
+
+    cfg = config.model_copy(deep=True) if isinstance(config, WapConfig) else load_config(config)
+    try:
+        if lakehouse:
+            cfg.lakehouse = LakehouseConfig.model_validate(cfg.lakehouse.model_dump() | lakehouse)
+        for name, table in (tables or {}).items():
+            cfg.tables[name] = TableConfig.model_validate(table)
+        for name, src in (sources or {}).items():
+            cfg.sources[name] = SourceConfig.model_validate(src)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
+        raise ConfigError(f"connect(): {problems}", hint="see the configuration reference in the README") from None
+    return Lakehouse(cfg, spark=spark, progress=progress)
+
+
+def start(
+    table: str,
+    sources: Sequence[str | os.PathLike[str]],
+    *,
+    checks: Sequence[Check] = (),
+    branch: str | None = None,
+    run_id: str | None = None,
+) -> RunState:
+    """A run nothing has happened to yet: files (paths, globs, s3:// URIs) into `table`, audited with the
+    table's checks from wap.toml plus `checks`. A `run_id` given again resumes (or finds published) that run."""
+    from wapflow.pipeline.steps import new_state
+
+    return new_state(table, [str(s) for s in sources], branch=branch, run_id=run_id, extra_checks=list(checks))
+
+
+def run(
+    lh: Lakehouse,
+    table: str,
+    sources: Sequence[str | os.PathLike[str]],
+    *,
+    checks: Sequence[Check] = (),
+    branch: str | None = None,
+    run_id: str | None = None,
+) -> RunResult:
+    """Write, audit and publish in one call; the result says which (never raises for a blocked or failed run)."""
+    from wapflow.pipeline.steps import run_state
+
+    return result(lh, run_state(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
+
+
+def result(lh: Lakehouse, state: RunState) -> RunResult:
+    """What a run in this state amounts to: status, snapshot, checks, error, timings, message."""
+    from wapflow.pipeline.steps import result as _result
+
+    return _result(lh, state)
+
+
+def report(lh: Lakehouse, run_id: str) -> RunReport:
+    """A recorded run as `wap report` shows it: status, checks (observed, threshold, samples, SQL), error,
+    timings, the command that resumes it. No Spark. NotFound if the run store has no such run."""
+    from wapflow.service.runs import run_report
+
+    return run_report(lh.store, run_id)
+
+
+def read(lh: Lakehouse, table: str, *, branch: str | None = None) -> DataFrame:
+    """A table's rows on main (or on a branch) as a Spark DataFrame."""
+    from wapflow.lakehouse.identifiers import TableName
+
+    return lh.tables.read(TableName.parse(table), branch)
+
+
+def ingest(lh: Lakehouse, source: str) -> IngestResult:
+    """One pass over a [sources.NAME] location: new files published in batches, each exactly once."""
+    from wapflow.outer.ingest import ingest as _ingest
+
+    return _ingest(lh, source)
+
+
+def backfill(
+    lh: Lakehouse,
+    source: str,
+    *,
+    since: str | datetime | None = None,
+    until: str | datetime | None = None,
+    dry_run: bool = False,
+) -> IngestResult:
+    """A source's files whose own time is in [since, until) (datetimes, or ISO dates/times: UTC unless an
+    offset is given), oldest first, through the same ledger as `ingest`; `dry_run` plans and records nothing."""
+    from wapflow.outer.ingest import backfill as _backfill
+    from wapflow.outer.ingest import parse_when
+
+    return _backfill(lh, source, since=parse_when(since, "since"), until=parse_when(until, "until"), dry_run=dry_run)
+
+
+def config_path(path: str | os.PathLike[str] | None) -> Path | None:
+    """The wap.toml `connect(path)` would read (None: built-in defaults)."""
+    from wapflow.config import find_config_path
+
+    return find_config_path(path)
