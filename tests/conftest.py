@@ -118,3 +118,16 @@ def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A real Prefect API server for the session (Prefect's test harness: a server process on a temporary
+    database), stopped at the end; flows run in this process report to it."""
+    os.environ["PREFECT_HOME"] = str(tmp_path_factory.mktemp("prefect-home"))
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"  # no telemetry calls out of the machine
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield

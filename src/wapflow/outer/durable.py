@@ -9,7 +9,8 @@ table at a time (a partitioned queue) and a bounded number overall.
   claim count from the ledger (never reset). A duplicated trigger, event or enqueue of the same claim is
   the same workflow and runs once; a claim made after `wap retry` is a new one.
 - Steps: adopt the claim (the process running the workflow holds it), the run's state, prepare, write,
-  audit, publish (the core's functions on a JSON RunState), settle the ledger. Steps are at-least-once after
+  audit, publish (wapflow.integrations.dbos.wap_step: the core's functions on a JSON RunState, the same
+  steps users put in workflows of their own), settle the ledger. Steps are at-least-once after
   a crash; each is idempotent (a run id's snapshots are found before anything is written again).
 - A transient failure (named conditions only) runs the run again after a durable sleep, up to the source's
   max_attempts; then its files are `failed`. Terminal failures do not retry.
@@ -29,20 +30,20 @@ from dbos import DBOS, Queue, SetEnqueueOptions, SetWorkflowID
 from wapflow import __version__
 from wapflow.errors import BugError, ConfigError
 from wapflow.faults import crash_point
+from wapflow.integrations.dbos import lakehouse as _lh
+from wapflow.integrations.dbos import use, wap_step
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunState, new_state
 from wapflow.pipeline import result as run_result
-from wapflow.pipeline.state import STEPS, Step
-from wapflow.pipeline.steps import audit, prepare, publish_step, write
+from wapflow.pipeline.state import STEPS
 from wapflow.runs.ledger import LedgerRow
 
 QUEUE = "wapflow_ingest"
-WORKFLOW_VERSION = "1"
+WORKFLOW_VERSION = "2"  # 2: the core steps moved to wapflow.integrations.dbos
 QUEUE_POLL_SECONDS = 0.1
-_STEP_FNS = dict(zip(STEPS, (prepare, write, audit, publish_step), strict=True))
 
 _lock = threading.Lock()
-_current: Lakehouse | None = None
+_launched = False
 
 
 def app_version() -> str:
@@ -64,12 +65,6 @@ def database_url(lh: Lakehouse, url: str | None) -> str:
     return store
 
 
-def _lh() -> Lakehouse:
-    if _current is None:
-        raise BugError("a durable ingest step ran in a process that did not launch the worker")
-    return _current
-
-
 # --- the workflow and its steps --------------------------------------------------------------------
 
 
@@ -85,12 +80,6 @@ def state_step(source: str, run_id: str, keys: list[str]) -> str:
     table = lh.config.source_config(source).table
     uris = [r.uri for r in lh.ledger.rows(keys=keys)]
     return new_state(table, uris, run_id=run_id).to_json()
-
-
-@DBOS.step()
-def wap_step(name: Step, state: str) -> str:
-    """One core step on the run's state (prepare / write / audit / publish); a failure is in the state."""
-    return _STEP_FNS[name](_lh(), RunState.from_json(state)).to_json()
 
 
 @DBOS.step()
@@ -134,11 +123,12 @@ class Durable:
     """DBOS launched in this process with wapflow's workflow registered, and the queue batches go to."""
 
     def __init__(self, lh: Lakehouse, *, worker: str, concurrency: int, database: str | None = None) -> None:
-        global _current
+        global _launched
         with _lock:
-            if _current is not None:
+            if _launched:
                 raise BugError("one durable worker per process")
-            _current = lh
+            _launched = True
+        use(lh)
         self.lh = lh
         self.url = database_url(lh, database)
         config: Any = {
@@ -188,6 +178,7 @@ class Durable:
 
 
 def _release() -> None:
-    global _current
+    global _launched
+    use(None)
     with _lock:
-        _current = None
+        _launched = False

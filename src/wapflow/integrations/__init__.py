@@ -1,0 +1,1 @@
+"""Adapters for the orchestrators people already run (optional extras)."""
