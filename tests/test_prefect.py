@@ -4,6 +4,7 @@ artifacts, and what is left in the lakehouse (read back with PyIceberg)."""
 
 from __future__ import annotations
 
+import base64
 import os
 import threading
 import time
@@ -68,11 +69,20 @@ def _api(flow_state: Any) -> tuple[Any, dict[str, Any], list[Any]]:
     return fr, {t.name.split("-")[0] + "-" + t.name.split("-")[1]: t for t in trs}, list(arts)
 
 
+def _stored() -> dict[str, bytes]:
+    """What Prefect's local result storage holds now (shared by every flow of the test session)."""
+    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
+
+    root = Path(PREFECT_LOCAL_STORAGE_PATH.value())
+    return {p.name: p.read_bytes() for p in root.iterdir()} if root.exists() else {}
+
+
 def test_published_through_a_transaction(setup):
     from wapflow.integrations.prefect import wap_flow
 
     cfg, reader, landing = setup()
     f = trips_file(landing, "a.parquet", 40)
+    before = _stored()
     state = wap_flow("nyc.trips", [str(f)], config=cfg, return_state=True)
     assert state.is_completed(), state.message
     doc = state.result()
@@ -81,10 +91,7 @@ def test_published_through_a_transaction(setup):
     assert reader.main("nyc.trips") == doc["snapshot_id"]
     fr, tasks, _ = _api(state)
     assert fr.state.type.value == "COMPLETED"
-    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH
-
-    stored = Path(PREFECT_LOCAL_STORAGE_PATH.value())  # no result (nor a pickled Lakehouse) was persisted
-    assert not stored.exists() or not any(stored.iterdir())
+    assert _stored() == before  # a completed flow persists nothing (no result, no pickled Lakehouse)
     assert {n: (t.state.type.value, t.run_count) for n, t in tasks.items()} == {
         "wap-write": ("COMPLETED", 1),
         "wap-audit": ("COMPLETED", 1),
@@ -103,8 +110,15 @@ def test_blocked_rolls_back_per_policy_and_is_not_retried(setup, policy):
     assert wap_flow("nyc.trips", [str(clean)], config=cfg)["status"] == "published"
     head = reader.main("nyc.trips")
     dirty = trips_file(landing, "dirty.parquet", 30, null_rate=0.2, start_id=500)
+    before = _stored()
     state = wap_flow("nyc.trips", [str(dirty)], config=cfg, return_state=True)
     assert state.is_failed()
+    # Prefect's flow engine persists a failed flow's exception whatever persist_result says: here that is a
+    # RunNotPublished holding the run's plain result, never a Lakehouse or a Spark session.
+    new_files = {k: v for k, v in _stored().items() if k not in before}
+    assert len(new_files) <= 1
+    for blob in new_files.values():
+        assert b"RunNotPublished" in base64.b64decode(blob) and b"Lakehouse" not in base64.b64decode(blob)
     assert "blocked" in str(state.message) or "blocked" in repr(state.result(raise_on_failure=False))
     assert reader.main("nyc.trips") == head and len(reader.rows("nyc.trips")) == 20
     branches = reader.branches("nyc.trips")

@@ -27,7 +27,9 @@ What the reference design gets wrong, and what happens here instead:
   held too long) are retried (`retry_condition_fn`); terminal ones (blocked, bad input, bugs) fail the
   flow at once, with the audit report as a markdown artifact.
 - Results are not persisted (`persist_result=False`, no cache): a Lakehouse holds a Spark session,
-  which must not be pickled into a result store by accident.
+  which must not be pickled into a result store by accident. (Prefect's flow engine still writes a
+  failed flow's exception to its result store, whatever persist_result says: that is a RunNotPublished
+  holding the run's plain result, never a Lakehouse.)
 """
 
 from __future__ import annotations
