@@ -198,8 +198,69 @@ class WatchConfig(_Strict):
     stop_timeout: float = Field(default=120.0, ge=0)  # on SIGTERM/SIGINT: wait this long for running steps
 
 
+# Events an alert sink can be sent (README "Alerts"); a sink without `events` gets all of them.
+ALERT_EVENTS: tuple[str, ...] = (
+    "blocked",  # a run's audit blocked it
+    "failed",  # a run failed terminally (not a transient error a retry may clear)
+    "retries_exhausted",  # the outer loop gave up on a batch after max_attempts transient failures
+    "quarantine_rate",  # a published run quarantined more than [alerts] quarantine_rate_above of its rows
+    "file_failed",  # a file is `failed` in the ledger
+    "branch_kept",  # a kept branch is older than [alerts] branch_kept_days (`wap alerts check`)
+    "recovered",  # a run left by a dead process was resumed
+)
+SINK_TYPES = ("slack", "webhook")
+
+
+class AlertSinkConfig(_Strict):
+    """[alerts.sinks.NAME]: where alerts go. The URL is read from the environment variable `url_env` at send
+    time: webhook URLs are secrets and never appear in wap.toml, output or the run store."""
+
+    type: Literal["slack", "webhook"]
+    url_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    events: list[str] = Field(default_factory=lambda: list(ALERT_EVENTS))
+    timeout: float = Field(default=5.0, gt=0, le=120)  # seconds per attempt (connect, send, answer)
+    max_attempts: int = Field(default=3, ge=1, le=10)
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, v: Any) -> Any:
+        if isinstance(v, str) and v not in SINK_TYPES:
+            raise ValueError(f"unknown sink type '{v}'{did_you_mean(v, SINK_TYPES)}; known: {', '.join(SINK_TYPES)}")
+        return v
+
+    @field_validator("events")
+    @classmethod
+    def _events(cls, v: list[str]) -> list[str]:
+        for e in v:
+            if e not in ALERT_EVENTS:
+                raise ValueError(
+                    f"unknown event '{e}'{did_you_mean(e, ALERT_EVENTS)}; known: {', '.join(ALERT_EVENTS)}"
+                )
+        return list(dict.fromkeys(v))
+
+
+class AlertsConfig(_Strict):
+    """[alerts]: sinks, and the thresholds of the events that have one."""
+
+    sinks: dict[str, AlertSinkConfig] = Field(default_factory=dict)
+    # A published run whose quarantined share of rows is above this (0..1) sends `quarantine_rate`.
+    quarantine_rate_above: float | None = Field(default=None, ge=0, le=1)
+    # `wap alerts check`: a branch kept for inspection longer than this many days sends `branch_kept`.
+    branch_kept_days: int | None = Field(default=None, ge=0)
+
+    @field_validator("sinks")
+    @classmethod
+    def _sink_names(cls, v: dict[str, AlertSinkConfig]) -> dict[str, AlertSinkConfig]:
+        import re
+
+        for name in v:
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+                raise ValueError(f"sink name {name!r}: use letters, digits, '_' and '-' (at most 64)")
+        return v
+
+
 class WapConfig(_Strict):
-    """Everything wap.toml says: [lakehouse], [tables.*], [runs.*], [sources.*], [watch], [s3]."""
+    """Everything wap.toml says: [lakehouse], [tables.*], [runs.*], [sources.*], [watch], [s3], [alerts]."""
 
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
@@ -208,6 +269,7 @@ class WapConfig(_Strict):
     watch: WatchConfig = Field(default_factory=WatchConfig)
     # [s3]: endpoint, region, credentials for an s3:// warehouse and s3:// sources (None: no S3 jars).
     s3: S3Config | None = None
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
 
     # Where the file was read from; relative paths in it resolve against its folder.
     source: Path | None = Field(default=None, exclude=True)
@@ -384,6 +446,10 @@ def _model_for(parent: tuple[Any, ...]) -> type[BaseModel] | None:
         return LakehouseConfig
     if parent == ("s3",):
         return S3Config
+    if parent == ("alerts",):
+        return AlertsConfig
+    if parent[0] == "alerts" and len(parent) == 3 and parent[1] == "sinks":
+        return AlertSinkConfig
     if parent[0] == "runs" and len(parent) == 2:
         return RunConfig
     if parent[0] == "tables" and len(parent) == 2:
@@ -403,7 +469,9 @@ def _where(loc: tuple[Any, ...]) -> str:
             head += f" checks[{rest[1]}]"
             rest = rest[3:] if len(rest) >= 3 and rest[2] in CHECK_TYPES else rest[2:]
         return head + ("." + ".".join(str(r) for r in rest) if rest else "")
-    if loc[0] in ("lakehouse", "s3"):
+    if loc[0] == "alerts" and len(loc) >= 3 and loc[1] == "sinks":
+        return f"[alerts.sinks.{loc[2]}]" + ("." + ".".join(str(r) for r in loc[3:]) if len(loc) > 3 else "")
+    if loc[0] in ("lakehouse", "s3", "alerts"):
         return f"[{loc[0]}]" + ("." + ".".join(str(r) for r in loc[1:]) if len(loc) > 1 else "")
     return ".".join(str(x) for x in loc)
 
@@ -425,7 +493,8 @@ def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
             got = err.get("input")
             got_s = repr(got) if not isinstance(got, dict) else "a table"
             if loc and (
-                str(loc[-1]) in (*SECRET_FIELDS, "nessie_token") or (str(loc[-1]) == "endpoint" and "@" in str(got))
+                str(loc[-1]) in (*SECRET_FIELDS, "nessie_token", "url_env")
+                or (str(loc[-1]) == "endpoint" and "@" in str(got))
             ):
                 got_s = "a value not shown, as it is a secret"
             lines.append(f"  - {_where(loc)}: {err['msg']} (got {got_s})")

@@ -33,6 +33,7 @@ POINTS = (
     "publish:moved",  # main carries the run's rows; the branch is not dropped yet
     "publish:recorded",  # the run store says published
     "ingest:ran",  # wap ingest: a batch's run has ended; the ledger does not say so yet
+    "alert:claimed",  # an alert's delivery row is claimed (at most once); nothing sent yet
 )
 
 

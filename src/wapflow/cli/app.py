@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from wapflow.cli import demo, ingest, nessie, run, runs, setup, storage, tables
+from wapflow.cli import alerts, demo, ingest, nessie, run, runs, setup, storage, tables
 from wapflow.cli.output import err
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.command("watch")(ingest.watch)
 app.add_typer(demo.demo_app, name="demo")
 app.add_typer(storage.storage_app, name="storage")
 app.add_typer(nessie.nessie_app, name="nessie")
+app.add_typer(alerts.alerts_app, name="alerts")
 
 
 def _strip_verbose() -> None:

@@ -14,6 +14,9 @@ table at a time (a partitioned queue) and a bounded number overall.
   a crash; each is idempotent (a run id's snapshots are found before anything is written again).
 - A transient failure (named conditions only) runs the run again after a durable sleep, up to the source's
   max_attempts; then its files are `failed`. Terminal failures do not retry.
+- Alerts ([alerts]) are the last step, after the ledger is settled: a replay after a crash finds the
+  step's recorded output, and the alert log's unique row (wapflow.runs.alerts) holds even if the step
+  itself is replayed, so an alert is sent at most once.
 - The application version is pinned (wapflow's version and WORKFLOW_VERSION), not DBOS's hash of the code,
   so a restart after a crash resumes interrupted workflows; bump WORKFLOW_VERSION when the steps change.
 - executor_id is the worker's name: a restarted worker with the same name resumes its own workflows.
@@ -39,7 +42,7 @@ from wapflow.pipeline.state import STEPS
 from wapflow.runs.ledger import LedgerRow
 
 QUEUE = "wapflow_ingest"
-WORKFLOW_VERSION = "2"  # 2: the core steps moved to wapflow.integrations.dbos
+WORKFLOW_VERSION = "3"  # 2: the core steps moved to wapflow.integrations.dbos; 3: alert step after settle
 QUEUE_POLL_SECONDS = 0.1
 
 _lock = threading.Lock()
@@ -92,9 +95,28 @@ def settle_step(source: str, run_id: str, keys: list[str], state: str) -> dict[s
     lh = _lh()
     res = run_result(lh, RunState.from_json(state))
     rows = [r for r in lh.ledger.rows(keys=keys) if r.state == "claimed" and r.run_id == run_id]
+    alerts: list[dict[str, Any]] = []
     if rows:
-        Ingest(lh, source)._settle(res, rows, retry=False)
-    return {"run_id": run_id, "status": res.status, "files": len(keys), "snapshot_id": res.snapshot_id}
+        ing = Ingest(lh, source)
+        ing._settle(res, rows, retry=False)
+        alerts = [ev.to_dict() for ev in ing.alerts]
+    return {
+        "run_id": run_id,
+        "status": res.status,
+        "files": len(keys),
+        "snapshot_id": res.snapshot_id,
+        "alerts": alerts,
+    }
+
+
+@DBOS.step()
+def alert_step(events: list[dict[str, Any]]) -> list[dict[str, object]]:
+    """Send the batch's alerts; never raises (a sink that is down does not fail the workflow)."""
+    from wapflow.alerts import AlertEvent, notify
+
+    lh = _lh()
+    sent = notify(lh.config, lh.store.engine, [AlertEvent.from_dict(e) for e in events], progress=lh.progress)
+    return [d.to_dict() for d in sent]
 
 
 @DBOS.workflow()
@@ -113,7 +135,11 @@ def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
         if not (error.get("retryable") and attempt < attempts):
             break
         DBOS.sleep(min(2.0 ** (attempt - 1), 30.0))
-    return settle_step(source, run_id, held, state)
+    settled = settle_step(source, run_id, held, state)
+    events = settled.pop("alerts", [])
+    if events:
+        settled["alerts"] = alert_step(events)
+    return settled
 
 
 # --- the worker's side ----------------------------------------------------------------------------

@@ -15,6 +15,12 @@ kept); one that fails alone on its input is `failed`. A transient failure runs t
 run id: it resumes), at most max_attempts times, then its files are `failed`. Other terminal failures
 (configuration, environment, conflict, a bug) fail the batch's files: splitting would meet the same
 error; `wap retry` after the fix.
+
+Alerts ([alerts] in wap.toml) are collected while the ledger is settled and sent after it is: a file
+alone blocked (`blocked`) or failed (`file_failed`, and `retries_exhausted` or `failed` by the cause), a
+published run above the quarantine threshold, a claim of a dead process resumed (`recovered`). A batch
+being split sends nothing: its files end up in one of those states. The occurrence is the run id and the
+claim count, so a `wap retry` that fails again alerts again, a replay of the same claim does not.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from wapflow.alerts import AlertEvent, notify
+from wapflow.alerts.event import from_run
 from wapflow.config import SourceConfig
 from wapflow.errors import UsageError
 from wapflow.faults import crash_point
@@ -135,6 +143,7 @@ class Ingest:
         self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
         # What runs a claimed batch: here, in this process; `wap watch` hands it to a durable workflow.
         self.runner: Callable[[str, list[LedgerRow]], None] = self._run_batch
+        self.alerts: list[AlertEvent] = []  # collected while settling, sent by flush_alerts()
 
     # --- listing ---------------------------------------------------------------------------
 
@@ -270,7 +279,48 @@ class Ingest:
             batch = [r for r in rows if r.key in taken]
             if batch:
                 self.lh.progress(f"resuming run {run_id} ({len(batch)} file(s)), left by a process that is gone")
+                self._recovered(run_id, batch)
                 self.runner(run_id, batch)
+                self.flush_alerts()
+
+    # --- alerts ----------------------------------------------------------------------------
+
+    def _occurrence(self, run_id: str, batch: list[LedgerRow]) -> str:
+        return f"{run_id}.c{max((r.claims for r in batch), default=0)}"
+
+    def _alert(self, res: RunResult, event: str, batch: list[LedgerRow], *, message: str | None = None) -> None:
+        if not self.lh.config.alerts.sinks:
+            return
+        ev = from_run(res, event, source=self.name, key=self._occurrence(res.run_id, batch), message=message)
+        ev.files = [r.uri for r in batch]
+        if event in ("file_failed", "retries_exhausted"):
+            ev.status = "failed"
+        self.alerts.append(ev)
+
+    def _recovered(self, run_id: str, batch: list[LedgerRow]) -> None:
+        if not self.lh.config.alerts.sinks:
+            return
+        from wapflow.alerts.event import commands_for
+
+        self.alerts.append(
+            AlertEvent(
+                event="recovered",
+                table=self.src.table,
+                run_id=run_id,
+                status="resumed",
+                message=f"run {run_id} of source {self.name} ({len(batch)} file(s)) was left by a process that is "
+                "gone; resumed from where it stopped",
+                source=self.name,
+                files=[r.uri for r in batch],
+                commands=commands_for(self.src.table, run_id, None),
+                key=self._occurrence(run_id, batch),
+            )
+        )
+
+    def flush_alerts(self) -> None:
+        """Send the alerts collected so far (after the ledger recorded what they are about); never raises."""
+        events, self.alerts = self.alerts, []
+        notify(self.lh.config, self.lh.store.engine, events, progress=self.lh.progress)
 
     def _run_batch(self, run_id: str, batch: list[LedgerRow]) -> None:
         keys = [r.key for r in batch]
@@ -282,6 +332,7 @@ class Ingest:
         crash_point("ingest:ran")
         self.out.runs.append(res)
         self._settle(res, batch)
+        self.flush_alerts()
 
     def _settle(self, res: RunResult, batch: list[LedgerRow], *, retry: bool = True) -> None:
         """Record a batch's run in the ledger. retry=False: a transient failure has used up its attempts
@@ -294,6 +345,12 @@ class Ingest:
             for row in batch:
                 if row.uri in swapped:
                     self._record_swap(res, row, swapped[row.uri])
+            if self.lh.config.alerts.sinks:
+                from wapflow.alerts.event import events_for_run
+
+                limit = self.lh.config.alerts.quarantine_rate_above
+                key = self._occurrence(res.run_id, batch)
+                self.alerts += events_for_run(res, quarantine_rate_above=limit, source=self.name, key=key)
             return
         error = res.error or {}
         kind = error.get("kind")
@@ -302,8 +359,10 @@ class Ingest:
                 self._split(res, batch)
             elif res.status == "blocked":
                 self.ledger.settle(keys, "blocked", run_id=res.run_id, reason=res.message)
+                self._alert(res, "blocked", batch)
             else:
                 self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
+                self._alert(res, "file_failed", batch)
             return
         if error.get("retryable"):
             attempts = max(r.attempts for r in batch) if retry else self.src.max_attempts
@@ -315,8 +374,12 @@ class Ingest:
                 return
             reason = f"gave up after {attempts} attempts: {error.get('message')}"
             self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=reason)
+            self._alert(res, "retries_exhausted", batch, message=reason)
+            self._alert(res, "file_failed", batch, message=reason)
             return
         self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
+        self._alert(res, "failed", batch)
+        self._alert(res, "file_failed", batch)
 
     def _swapped(self, res: RunResult, batch: list[LedgerRow]) -> dict[str, FileIdentity]:
         """Files rewritten between the listing and the run: the run read (and published) another version."""

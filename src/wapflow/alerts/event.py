@@ -1,0 +1,179 @@
+"""What an alert says: one event of one run (or branch), with what a person needs to act on it."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, cast
+
+from wapflow.pipeline.result import RunResult
+
+EventName = Literal[
+    "blocked", "failed", "retries_exhausted", "quarantine_rate", "file_failed", "branch_kept", "recovered"
+]
+
+TITLES: dict[str, str] = {
+    "blocked": "Run blocked by its audit",
+    "failed": "Run failed",
+    "retries_exhausted": "Retries exhausted",
+    "quarantine_rate": "Quarantine rate above threshold",
+    "file_failed": "File failed",
+    "branch_kept": "Branch kept too long",
+    "recovered": "Recovered after a crash",
+    "test": "Test alert",
+}
+
+MAX_SAMPLES = 3
+
+
+@dataclass
+class FailedCheck:
+    name: str
+    observed: Any
+    threshold: str
+    failing_rows: int | None = None
+
+
+@dataclass
+class AlertEvent:
+    """One alert. `key` makes it one occurrence (see wapflow.runs.alerts); it defaults to the run id."""
+
+    event: str
+    table: str | None
+    run_id: str | None
+    status: str
+    message: str
+    branch: str | None = None
+    source: str | None = None
+    files: list[str] = field(default_factory=list)
+    failed_checks: list[FailedCheck] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    key: str = ""
+    occurred_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def __post_init__(self) -> None:
+        if not self.key:
+            self.key = self.run_id or self.branch or self.occurred_at
+
+    @property
+    def title(self) -> str:
+        return TITLES.get(self.event, self.event)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AlertEvent:
+        d = dict(d)
+        d["failed_checks"] = [FailedCheck(**c) for c in d.get("failed_checks") or []]
+        return cls(**d)
+
+
+def commands_for(table: str | None, run_id: str | None, branch: str | None, *, source: str | None = None) -> list[str]:
+    """The commands that show what happened and what to do next."""
+    out: list[str] = []
+    if run_id:
+        out.append(shlex.join(["wap", "report", run_id]))
+    if table and branch:
+        out.append(shlex.join(["wap", "query", f"SELECT * FROM {table} LIMIT 20", "--branch", branch]))
+        out.append(shlex.join(["wap", "discard", branch, "--table", table]))
+    if source and run_id:
+        out.append(shlex.join(["wap", "retry", run_id]))
+    return out
+
+
+def from_run(
+    res: RunResult,
+    event: str,
+    *,
+    source: str | None = None,
+    key: str | None = None,
+    message: str | None = None,
+    status: str | None = None,
+) -> AlertEvent:
+    """An alert about a run: its failed checks (observed vs threshold), a few failing rows, its commands."""
+    failed = [c for c in res.checks if c.get("status") == "failed"]
+    samples: list[dict[str, Any]] = []
+    for c in failed:
+        for s in cast(list[dict[str, Any]], c.get("samples") or []):
+            if len(samples) < MAX_SAMPLES:
+                samples.append(s)
+    branch = res.branch if res.branch_kept else None
+    error = res.error
+    if error:
+        error = {k: error.get(k) for k in ("type", "kind", "message", "hint", "step", "retryable") if k in error}
+    return AlertEvent(
+        event=event,
+        table=res.table,
+        run_id=res.run_id,
+        status=status or res.status,
+        message=message or res.message or (error or {}).get("message") or res.status,
+        branch=branch,
+        source=source,
+        files=list(res.files),
+        failed_checks=[
+            FailedCheck(
+                name=str(c.get("name")),
+                observed=c.get("observed"),
+                threshold=str(c.get("threshold") or ""),
+                failing_rows=c.get("failing_rows"),
+            )
+            for c in failed
+        ],
+        samples=samples,
+        commands=commands_for(res.table, res.run_id, branch, source=source),
+        error=error,
+        key=key or res.run_id,
+    )
+
+
+def quarantine_rate(res: RunResult) -> float | None:
+    """The share of a published run's rows that went to quarantine (None when it quarantined nothing)."""
+    q = res.quarantined_rows or 0
+    if not q:
+        return None
+    return q / (q + (res.rows_written or 0))
+
+
+def events_for_run(
+    res: RunResult, *, quarantine_rate_above: float | None, source: str | None = None, key: str | None = None
+) -> list[AlertEvent]:
+    """What a finished `wap run` alerts about: blocked, failed (terminal only: a transient failure is the
+    caller's to retry), a quarantine rate above the threshold."""
+    if res.status == "blocked":
+        return [from_run(res, "blocked", source=source, key=key)]
+    if res.status == "failed" and not (res.error or {}).get("retryable"):
+        return [from_run(res, "failed", source=source, key=key)]
+    rate = quarantine_rate(res)
+    limit = quarantine_rate_above
+    if res.status == "published" and limit is not None and rate is not None and rate > limit:
+        quarantined = res.quarantined_rows or 0
+        msg = (
+            f"{quarantined} of {quarantined + (res.rows_written or 0)} row(s) quarantined ({rate:.1%}), "
+            f"above {limit:.1%}"
+        )
+        ev = from_run(res, "quarantine_rate", source=source, key=key, message=msg)
+        ev.failed_checks.append(FailedCheck(name="quarantine_rate", observed=round(rate, 6), threshold=f"<= {limit}"))
+        return [ev]
+    return []
+
+
+def sample_event() -> AlertEvent:
+    """What `wap alerts test` sends: a realistic blocked run, marked as a test."""
+    return AlertEvent(
+        event="test",
+        table="nyc.trips",
+        run_id="test_" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f"),
+        status="blocked",
+        message="This is a test alert from `wap alerts test`: no run was blocked.",
+        branch="wap_example",
+        files=["landing/trips/2026-01-01.parquet"],
+        failed_checks=[
+            FailedCheck(name="not_null(passenger_count)", observed=12, threshold="= 0", failing_rows=12),
+        ],
+        samples=[{"trip_id": 17, "passenger_count": None}],
+        commands=commands_for("nyc.trips", "example", "wap_example"),
+    )
