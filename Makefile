@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 test lint bench bench-audit bench-nessie bench-ledger bench-outer clean
+.PHONY: install setup demo demo-s3 dashboard test lint bench bench-audit bench-nessie bench-ledger bench-outer clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -27,6 +27,11 @@ demo: setup
 # The demo on a local S3 server (moto, 127.0.0.1): landing bucket -> WAP -> warehouse bucket.
 demo-s3: setup
 	$(BIN)/wap demo --s3
+
+# The dashboard on the demo's lakehouse (the demo runs first if wap-demo/ has none); Ctrl-C stops it.
+dashboard: setup
+	@test -f wap-demo/wap.toml || $(BIN)/wap demo
+	$(BIN)/wap dashboard --config wap-demo/wap.toml
 
 test: setup
 	$(BIN)/python -m pytest

@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from wapflow.cli import alerts, demo, ingest, nessie, run, runs, setup, storage, tables
+from wapflow.cli import alerts, dashboard, demo, ingest, nessie, run, runs, setup, storage, tables
 from wapflow.cli.output import err
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ app.command("retry")(ingest.retry)
 app.command("skip")(ingest.skip)
 app.command("revert")(ingest.revert)
 app.command("watch")(ingest.watch)
+app.command("dashboard")(dashboard.dashboard)
 app.add_typer(demo.demo_app, name="demo")
 app.add_typer(storage.storage_app, name="storage")
 app.add_typer(nessie.nessie_app, name="nessie")

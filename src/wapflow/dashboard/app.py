@@ -1,0 +1,297 @@
+"""The wapflow dashboard: `wap dashboard` runs this file with `streamlit run`.
+
+It only renders. Every number comes from wapflow.service.dashboard (run store, ledger, and Iceberg metadata
+through PyIceberg: no Spark, no JVM). Reads are cached, keyed on the run store's change token, so a new run
+shows at the next refresh, and the page body refreshes on its own every $WAP_DASHBOARD_REFRESH seconds.
+The config is $WAP_CONFIG (set by `wap dashboard --config`), else ./wap.toml, else the defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import streamlit as st
+
+from wapflow.errors import WapError
+from wapflow.service import dashboard as svc
+
+PAGES = ("Overview", "Table", "Run", "Branch")
+REFRESH_SECONDS = float(os.environ.get("WAP_DASHBOARD_REFRESH", "10"))
+CACHE_TTL = 300  # seconds; the token key makes a change show sooner, the TTL bounds how long the cache grows
+
+
+@st.cache_resource
+def sources(config: str | None) -> svc.Sources:
+    """One run store connection pool and catalog per config, shared by every browser session."""
+    return svc.open_sources(config)
+
+
+def config_path() -> str | None:
+    return os.environ.get("WAP_CONFIG") or None
+
+
+def token() -> str:
+    """Not cached: one cheap query per refresh, so cached reads below are keyed on what changed."""
+    return svc.change_token(sources(config_path()))
+
+
+# Each cached read takes `version` (the change token) as an argument: it is part of the cache key, so the key
+# changes with the run store. (Streamlit leaves parameters named with a leading underscore out of the key.)
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def overview(config: str | None, version: str) -> dict[str, Any]:
+    return svc.overview(sources(config))
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def tables(config: str | None, version: str) -> list[str]:
+    return svc.list_tables(sources(config))
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def table_detail(config: str | None, version: str, table: str) -> dict[str, Any]:
+    return svc.table_detail(sources(config), table)
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def run_detail(config: str | None, version: str, run_id: str) -> dict[str, Any]:
+    return svc.run_detail(sources(config), run_id)
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def branch_detail(config: str | None, version: str, branch: str) -> dict[str, Any]:
+    return svc.branch_detail(sources(config), branch)
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def kept_branches(config: str | None, version: str) -> list[str]:
+    return svc.branch_names(sources(config))
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def recent_runs(config: str | None, version: str) -> list[str]:
+    return [r.run_id for r in sources(config).store.list(limit=100)]
+
+
+def _cell(v: Any) -> Any:
+    """Numbers, text and None as they are; anything else (lists, dicts, dates) as text, so Arrow can hold it."""
+    return v if v is None or isinstance(v, str | int | float | bool) else str(v)
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> dict[str, list[Any]]:
+    """Rows as columns (what st.dataframe and the charts take), every column one type where values are mixed."""
+    names = columns or list(dict.fromkeys(k for r in rows for k in r))
+    out = {c: [_cell(r.get(c)) for r in rows] for c in names}
+    for c, values in out.items():
+        if len({type(v) for v in values if v is not None}) > 1:
+            out[c] = [None if v is None else str(v) for v in values]
+    return out
+
+
+def _pivot(
+    rows: list[dict[str, Any]], index: str, column: str, value: str, fill: Any = None
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """Long rows to one column per `column` value (for a chart), in first-seen order; and those column names."""
+    keys = list(dict.fromkeys(r[index] for r in rows))
+    names = [str(n) for n in dict.fromkeys(r[column] for r in rows)]
+    cells: dict[tuple[Any, str], Any] = {}
+    for r in rows:
+        if r[value] is not None:
+            k = (r[index], str(r[column]))
+            cells[k] = cells.get(k, 0) + r[value]
+    data: dict[str, list[Any]] = {index: keys}
+    for n in names:
+        data[n] = [cells.get((k, n), fill) for k in keys]
+    return data, names
+
+
+def _note(note: str | None) -> None:
+    if note:
+        st.info(note)
+
+
+def show_overview(config: str | None, tok: str) -> None:
+    doc = overview(config, tok)
+    _note(doc["note"])
+    by_status = doc["runs_by_status"]
+    cols = st.columns(5)
+    cols[0].metric("Tables", len(doc["tables"]))
+    cols[1].metric("Runs", doc["runs_total"])
+    cols[2].metric("Published", by_status.get("published", 0))
+    cols[3].metric("Blocked", by_status.get("blocked", 0))
+    cols[4].metric("Kept branches", len(doc["kept_branches"]))
+    readable = [t for t in doc["tables"] if t["rows_on_main"] is not None][:6]
+    if readable:
+        for col, t in zip(st.columns(len(readable)), readable, strict=True):
+            col.metric(f"{t['table']} rows on main", t["rows_on_main"])
+    st.subheader("Tables")
+    st.dataframe(_frame(doc["tables"]), hide_index=True)
+    st.subheader("Runs per day by status")
+    if doc["runs_per_day"]:
+        per_day, statuses = _pivot(doc["runs_per_day"], "day", "status", "runs", fill=0)
+        st.bar_chart(per_day, x="day", y=statuses)
+    else:
+        st.caption("no runs yet")
+    st.subheader("Files by ledger state")
+    if doc["files_by_state"]:
+        st.dataframe(_frame(doc["files_by_state"]), hide_index=True)
+    else:
+        st.caption("no files in the ledger (no `wap ingest` / `wap watch` yet)")
+    st.subheader("Branches kept for inspection")
+    if doc["kept_branches"]:
+        st.dataframe(_frame(doc["kept_branches"]), hide_index=True)
+    else:
+        st.caption("none")
+    st.subheader("Alerts sent")
+    if doc["alerts"]:
+        st.caption("the newest 50 deliveries (a failed one says why; never the URL)")
+        st.dataframe(_frame(doc["alerts"]), hide_index=True)
+    else:
+        st.caption("none (alerts are configured in [alerts] of wap.toml)")
+
+
+def _pick(label: str, options: list[str], key: str) -> str:
+    """A choice from `options`, or a name pasted into the text box (which wins when filled)."""
+    picked = st.sidebar.selectbox(label, options, key=f"{key}_pick") if options else None
+    pasted = st.sidebar.text_input(f"or paste a {label.lower()}", key=key).strip()
+    return pasted or (picked or "")
+
+
+def show_table(config: str | None, tok: str, table: str) -> None:
+    if not table:
+        st.caption("no tables yet")
+        return
+    doc = table_detail(config, tok, table)
+    st.header(table)
+    _note(doc["note"])
+    if doc["rows_on_main"] is not None:
+        cols = st.columns(2)
+        cols[0].metric("Rows on main", doc["rows_on_main"])
+        cols[1].metric("Snapshots on main", len(doc["history"]))
+    st.subheader("main's snapshots")
+    st.dataframe(_frame(doc["history"]), hide_index=True)
+    checks = doc["checks"]
+    st.subheader("Checks over time")
+    if not checks:
+        st.caption("no audited runs")
+    else:
+        st.caption("failing rows per run and check")
+        failing, names = _pivot(checks, "run_id", "check", "failing_rows")
+        st.line_chart(failing, x="run_id", y=names)
+        st.caption("rows written per run")
+        runs = list({c["run_id"]: c for c in checks}.values())
+        st.line_chart(_frame(runs, ["run_id", "rows_written"]), x="run_id", y="rows_written")
+        rates = [c for c in checks if c["null_rate"] is not None]
+        if rates:
+            st.caption("null rate per run (null_rate checks)")
+            rate, names = _pivot(rates, "run_id", "check", "null_rate")
+            st.line_chart(rate, x="run_id", y=names)
+        st.dataframe(_frame(checks), hide_index=True)
+    st.subheader("Schema changes")
+    if doc["schema_changes"]:
+        st.dataframe(_frame(doc["schema_changes"]), hide_index=True)
+    else:
+        st.caption("none")
+
+
+def show_run(config: str | None, tok: str, run_id: str) -> None:
+    if not run_id:
+        st.caption("no runs yet")
+        return
+    doc = run_detail(config, tok, run_id)
+    st.header(f"run {doc['run_id']}")
+    cols = st.columns(3)
+    cols[0].metric("Status", doc["status"])
+    cols[1].metric("Table", doc["table"])
+    cols[2].metric("Rows written", doc["rows_written"] if doc["rows_written"] is not None else "-")
+    if doc["error"]:
+        st.error(f"{doc['error'].get('step')}: {doc['error'].get('message')}")
+    st.subheader("Checks")
+    shown = ["name", "status", "observed", "threshold", "failing_rows", "source"]
+    st.dataframe(_frame([{k: c.get(k) for k in shown} for c in doc["checks"]], shown), hide_index=True)
+    for c in doc["checks"]:
+        if c.get("status") in ("failed", "warned", "quarantined") and (c.get("samples") or c.get("sql")):
+            st.markdown(f"**{c['name']}**: {c.get('failing_rows')} failing rows")
+            if c.get("samples"):
+                st.dataframe(_frame(c["samples"]), hide_index=True)
+            if c.get("sql"):
+                st.code(c["sql"], language="sql")
+    st.subheader("Files")
+    st.dataframe(_frame([{"file": f} for f in doc["files"]]), hide_index=True)
+    if doc["ledger_files"]:
+        st.dataframe(_frame(doc["ledger_files"]), hide_index=True)
+    st.subheader("Timings (seconds)")
+    if doc["timings"]:
+        timings = [{"step": k, "seconds": v} for k, v in doc["timings"].items()]
+        st.bar_chart(_frame(timings), x="step", y="seconds")
+    st.caption(f"started {doc['started_at']}, finished {doc['finished_at'] or '-'}")
+    st.subheader("Branch and commands")
+    st.write(f"branch {doc['branch']} ({'kept for inspection' if doc['branch_kept'] else 'not kept'})")
+    for what, command in doc["commands"].items():
+        st.caption(what)
+        st.code(command, language="bash")
+
+
+def show_branch(config: str | None, tok: str, branch: str) -> None:
+    if not branch:
+        st.caption("no branches kept for inspection")
+        return
+    doc = branch_detail(config, tok, branch)
+    st.header(f"branch {branch}")
+    for t in doc["tables"]:
+        st.subheader(t["table"])
+        _note(t["note"])
+        cols = st.columns(3)
+        cols[0].metric("Rows added", t["rows_added"] if t["rows_added"] is not None else "-")
+        cols[1].metric("Failed checks", len(t["failed_checks"]))
+        cols[2].metric("Run", t["run_id"])
+        if t["failed_checks"]:
+            shown = ["name", "observed", "threshold", "failing_rows"]
+            st.dataframe(_frame([{k: c.get(k) for k in shown} for c in t["failed_checks"]], shown), hide_index=True)
+        if t["null_counts"]:
+            st.caption("nulls per column of the new rows")
+            st.dataframe(_frame(t["null_counts"]), hide_index=True)
+            st.bar_chart(_frame(t["null_counts"]), x="column", y="nulls")
+
+
+def main() -> None:
+    st.set_page_config(page_title="wapflow", layout="wide")
+    config = config_path()
+    try:
+        tok = token()
+    except WapError as e:
+        st.error(str(e))
+        return
+    st.sidebar.title("wapflow")
+    page = st.sidebar.radio("Page", PAGES, key="page")
+    choice = ""
+    if page == "Table":
+        choice = _pick("Table", tables(config, tok), "table")
+    elif page == "Run":
+        choice = _pick("Run id", recent_runs(config, tok), "run_id")
+    elif page == "Branch":
+        choice = _pick("Branch", kept_branches(config, tok), "branch")
+    st.sidebar.caption(f"refreshes every {REFRESH_SECONDS:g} s")
+    body(config, page, choice)
+
+
+@st.fragment(run_every=REFRESH_SECONDS)
+def body(config: str | None, page: str, choice: str) -> None:
+    """The page itself: rerun on its own, with a fresh change token, so new runs appear."""
+    try:
+        tok = token()
+        if page == "Overview":
+            show_overview(config, tok)
+        elif page == "Table":
+            show_table(config, tok, choice)
+        elif page == "Run":
+            show_run(config, tok, choice)
+        else:
+            show_branch(config, tok, choice)
+    except WapError as e:
+        st.error(str(e))
+
+
+main()
