@@ -1,7 +1,8 @@
 """SIGKILL a real `wap watch` worker inside each step of a batch's durable workflow, restart it, and let it
 finish: DBOS resumes the interrupted workflow at the step it was in, and every file's rows are on main
 exactly once (read back with PyIceberg), no branch is left, the ledger agrees with main's history, no run is
-left `running`, and every workflow ended SUCCESS.
+left `running`, and every workflow ended SUCCESS. Each resumed run sends one `recovered` alert (to a local
+receiver), however often it was killed and resumed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sqlalchemy as sa
 
 from cli_harness import Reader, checksum, wap, write_config
 from conftest import write_parquet
+from test_alerts import Receiver
 from wapflow.demo.generate import generate_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -37,17 +39,19 @@ def test_sigkill_watch_inside_each_step_then_finish_exactly_once(tmp_path: Path)
         tmp_path,
         '[tables."k.trips"]\nchecks = [{ check = "not_null", column = "passenger_count" }]\n\n'
         f'[sources.trips]\ntable = "k.trips"\nlocation = "{landing}"\nsettle_seconds = 0\nmax_files_per_run = 2\n\n'
-        '[watch]\nworker = "w1"\n',
+        '[watch]\nworker = "w1"\n\n'
+        '[alerts.sinks.ops]\ntype = "webhook"\nurl_env = "WAP_T_HOOK"\nevents = ["recovered"]\n',
         catalog="wkill",
     )
+    receiver = Receiver()
     for point in CHAIN:
-        killed = wap("watch", "--once", "--config", str(cfg), WAP_CRASH_AT=point)
+        killed = wap("watch", "--once", "--config", str(cfg), WAP_CRASH_AT=point, WAP_T_HOOK=receiver.url)
         assert killed.code == -signal.SIGKILL, (point, killed.text)
         assert "Traceback" not in killed.stderr
         states = [r["state"] for r in wap("files", "trips", "--config", str(cfg), "--json").doc["files"]]
         assert "claimed (orphaned)" in states, (point, states)
 
-    done = wap("watch", "--once", "--config", str(cfg), "--json")
+    done = wap("watch", "--once", "--config", str(cfg), "--json", WAP_T_HOOK=receiver.url)
     assert done.code == 0, done.text
     assert "resum" in done.stderr or done.doc["runs"], done.text
 
@@ -77,3 +81,11 @@ def test_sigkill_watch_inside_each_step_then_finish_exactly_once(tmp_path: Path)
         wfs = dict(conn.execute(sa.text("SELECT workflow_uuid, status FROM workflow_status")).all())
     engine.dispose()
     assert set(wfs.values()) == {"SUCCESS"} and len(wfs) == 3, wfs
+
+    # Every run that was left by a killed worker and resumed alerted once (claim and workflow id agree).
+    receiver.close()
+    recovered = [(b["event"], b["run_id"]) for b in receiver.bodies]
+    assert recovered and len(recovered) == len(set(recovered)), recovered
+    assert {run for _, run in recovered} <= {r["run_id"] for r in rows}
+    alerts = wap("alerts", "list", "--config", str(cfg), "--json").doc["alerts"]
+    assert sorted((a["run_id"], a["status"]) for a in alerts) == sorted((run, "sent") for _, run in recovered)

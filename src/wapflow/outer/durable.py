@@ -179,6 +179,54 @@ class Durable:
         self.queue: Queue = DBOS.register_queue(
             QUEUE, worker_concurrency=concurrency, partition_concurrency=1, polling_interval_sec=QUEUE_POLL_SECONDS
         )
+        self.worker = worker
+        self.alert_recovered()
+
+    def alert_recovered(self) -> None:
+        """`recovered` alerts for this worker's workflows that DBOS resumed at launch (PENDING: a previous
+        process of this worker died inside them). The workflow id is the occurrence, so a claim alerts once
+        however often it is resumed. Never raises: DBOS resumes them whether or not the alert goes out."""
+        if not self.lh.config.alerts.sinks:
+            return
+        from wapflow.alerts import AlertEvent, notify
+        from wapflow.alerts.event import commands_for
+
+        try:
+            pending = DBOS.list_workflows(
+                status=["PENDING"], queue_name=QUEUE, executor_id=self.worker, load_input=True, load_output=False
+            )
+        except Exception as e:  # noqa: BLE001 - listing is for the alert only; the workflows resume regardless
+            self.lh.progress(f"warning: cannot list resumed workflows for alerts: {type(e).__name__}")
+            return
+        events = []
+        for wf in pending:
+            args = wf.input["args"] if wf.input else ()
+            if len(args) < 3:
+                continue
+            source, run_id, keys = str(args[0]), str(args[1]), list(args[2])
+            rec = self.lh.store.get(run_id)
+            table = (
+                rec.table_name
+                if rec
+                else self.lh.config.sources[source].table
+                if source in self.lh.config.sources
+                else None
+            )
+            events.append(
+                AlertEvent(
+                    event="recovered",
+                    table=table,
+                    run_id=run_id,
+                    status="resumed",
+                    message=f"durable workflow {wf.workflow_id} of source {source} was interrupted (its worker "
+                    f"stopped or died); worker {self.worker} resumed it at the step it was in",
+                    source=source,
+                    files=[r.uri for r in self.lh.ledger.rows(keys=keys)],
+                    commands=commands_for(table, run_id, None),
+                    key=wf.workflow_id,
+                )
+            )
+        notify(self.lh.config, self.lh.store.engine, events, progress=self.lh.progress)
 
     def enqueue(self, source: str, table: str, run_id: str, rows: list[LedgerRow]) -> str:
         """Hand a claimed batch to its workflow; the same claim enqueued twice is one workflow."""
