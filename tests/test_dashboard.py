@@ -212,6 +212,16 @@ def test_run_page_shows_the_blocked_check_and_commands(app: Any, lake: Lake):
     assert f"wap discard {lake.branch} --table nyc.trips" in codes and f"wap retry {lake.blocked_run}" in codes
 
 
+def test_a_link_opens_a_page_on_a_run(app: Any, lake: Lake):
+    """?page=Run&run_id=ID, as the browser test and a shared link use it."""
+    app.query_params["page"] = "Run"
+    app.query_params["run_id"] = lake.blocked_run
+    app.run()
+    assert not app.exception and not app.error
+    assert app.radio(key="page").value == "Run" and app.text_input(key="run_id").value == lake.blocked_run
+    assert _metrics(app)["Status"] == "blocked"
+
+
 def test_run_page_unknown_run_says_so(app: Any):
     app.run()
     app.radio(key="page").set_value("Run").run()
@@ -227,7 +237,8 @@ def test_branch_page(app: Any, lake: Lake):
     app.text_input(key="branch").input(lake.branch).run()  # pasting it works the same
     assert not app.exception and not app.error
     m = _metrics(app)
-    assert (m["Rows added"], m["Failed checks"], m["Run"]) == (str(DIRTY_ROWS), "1", lake.blocked_run)
+    assert (m["Rows added"], m["Failed checks"], m["Run status"]) == (str(DIRTY_ROWS), "1", "blocked")
+    assert any(c.value.startswith(f"left by run {lake.blocked_run} ") for c in app.caption)
     nulls = next(d.value for d in app.dataframe if "nulls" in d.value.columns)
     assert dict(zip(nulls["column"], nulls["nulls"], strict=True)) == lake.dirty_nulls
 

@@ -24,7 +24,7 @@ APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 
 
 def streamlit_command(host: str, port: int) -> list[str]:
-    """`streamlit run` on the app, headless, no usage statistics sent."""
+    """`streamlit run` on the app, headless, no usage statistics sent, no developer menu."""
     return [
         sys.executable,
         "-m",
@@ -39,6 +39,8 @@ def streamlit_command(host: str, port: int) -> list[str]:
         str(port),
         "--browser.gatherUsageStats",
         "false",
+        "--client.toolbarMode",
+        "viewer",  # no "Deploy" button: this app is served, not developed
     ]
 
 

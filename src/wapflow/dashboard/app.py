@@ -18,6 +18,8 @@ from wapflow.service import dashboard as svc
 
 PAGES = ("Overview", "Table", "Run", "Branch")
 REFRESH_SECONDS = float(os.environ.get("WAP_DASHBOARD_REFRESH", "10"))
+# The CLI's colours (wapflow.cli.output.STATUS_COLOR) as chart colours; other statuses grey.
+STATUS_COLORS = {"published": "#2e9d4f", "blocked": "#e0a500", "failed": "#d33c3c", "interrupted": "#8e44ad"}
 CACHE_TTL = 300  # seconds; the token key makes a change show sooner, the TTL bounds how long the cache grows
 
 
@@ -77,6 +79,8 @@ def recent_runs(config: str | None, version: str) -> list[str]:
 
 def _cell(v: Any) -> Any:
     """Numbers, text and None as they are; anything else (lists, dicts, dates) as text, so Arrow can hold it."""
+    if isinstance(v, int) and abs(v) > 2**53:  # snapshot ids: a browser's numbers would round them
+        return str(v)
     return v if v is None or isinstance(v, str | int | float | bool) else str(v)
 
 
@@ -131,7 +135,7 @@ def show_overview(config: str | None, tok: str) -> None:
     st.subheader("Runs per day by status")
     if doc["runs_per_day"]:
         per_day, statuses = _pivot(doc["runs_per_day"], "day", "status", "runs", fill=0)
-        st.bar_chart(per_day, x="day", y=statuses)
+        st.bar_chart(per_day, x="day", y=statuses, color=[STATUS_COLORS.get(x, "#9e9e9e") for x in statuses])
     else:
         st.caption("no runs yet")
     st.subheader("Files by ledger state")
@@ -246,7 +250,8 @@ def show_branch(config: str | None, tok: str, branch: str) -> None:
         cols = st.columns(3)
         cols[0].metric("Rows added", t["rows_added"] if t["rows_added"] is not None else "-")
         cols[1].metric("Failed checks", len(t["failed_checks"]))
-        cols[2].metric("Run", t["run_id"])
+        cols[2].metric("Run status", t["status"])
+        st.caption(f"left by run {t['run_id']} (see the Run page for its report and commands)")
         if t["failed_checks"]:
             shown = ["name", "observed", "threshold", "failing_rows"]
             st.dataframe(_frame([{k: c.get(k) for k in shown} for c in t["failed_checks"]], shown), hide_index=True)
@@ -254,6 +259,19 @@ def show_branch(config: str | None, tok: str, branch: str) -> None:
             st.caption("nulls per column of the new rows")
             st.dataframe(_frame(t["null_counts"]), hide_index=True)
             st.bar_chart(_frame(t["null_counts"]), x="column", y="nulls")
+
+
+def from_link() -> None:
+    """A link such as ?page=Run&run_id=ID opens that page on that run (once per session; the widgets rule after)."""
+    if st.session_state.get("linked"):
+        return
+    st.session_state["linked"] = True
+    params = st.query_params
+    if params.get("page") in PAGES:
+        st.session_state["page"] = params["page"]
+    for key in ("table", "run_id", "branch"):
+        if params.get(key):
+            st.session_state[key] = params[key]
 
 
 def main() -> None:
@@ -264,6 +282,7 @@ def main() -> None:
     except WapError as e:
         st.error(str(e))
         return
+    from_link()
     st.sidebar.title("wapflow")
     page = st.sidebar.radio("Page", PAGES, key="page")
     choice = ""
