@@ -95,10 +95,15 @@ def run(
     branch: str | None = None,
     run_id: str | None = None,
 ) -> RunResult:
-    """Write, audit and publish in one call; the result says which (never raises for a blocked or failed run)."""
+    """Write, audit and publish in one call; the result says which (never raises for a blocked or failed run).
+    A blocked or terminally failed run is alerted to the [alerts] sinks after its outcome is recorded (a sink
+    that is down never changes the result)."""
+    from wapflow.alerts import alert_run
     from wapflow.pipeline.steps import run_state
 
-    return result(lh, run_state(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
+    res = result(lh, run_state(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
+    alert_run(lh, res)
+    return res
 
 
 def result(lh: Lakehouse, state: RunState) -> RunResult:

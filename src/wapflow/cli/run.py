@@ -35,9 +35,6 @@ def run(
     except WapError as e:
         o.fail(e)
     o.result(run_doc(res), lambda: render_run(res))
-    from wapflow.alerts import alert_run
-
-    alert_run(lh, res)  # after the outcome is recorded and printed; never raises, never changes the exit code
     raise typer.Exit(res.exit_code)
 
 
