@@ -7,6 +7,7 @@ dirty file's nulls with pyarrow), never taken from the code under test.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
@@ -271,3 +273,35 @@ def test_wap_dashboard_without_streamlit_says_how_to_install(monkeypatch: pytest
     res = CliRunner().invoke(cli_app, ["dashboard"])
     assert res.exit_code == 2
     assert "pip install 'wapflow[dashboard]'" in res.output
+
+
+def test_service_on_an_s3_warehouse_with_read_only_keys(spark: Any, tmp_path: Path):
+    """Warehouse on S3 (the local S3 server): [s3] reaches PyIceberg's FileIO; the reader's keys are enough."""
+    from s3_server import start_s3_env
+    from test_s3 import lakehouse, toml_config, upload_trips
+    from wapflow.pipeline import run_wap
+
+    s3 = start_s3_env()
+    try:
+        landing, lake = s3.buckets()
+        clean = upload_trips(s3, landing, "in/clean.parquet", 150)
+        dirty = upload_trips(s3, landing, "in/dirty.parquet", 80, null_rate=0.25, start_id=5000)
+        lh = lakehouse(spark, tmp_path, s3, lake=lake, catalog="dash_s3", keys=s3.admin)
+        assert run_wap(lh, "nyc.trips", [clean]).status == "published"
+        blocked = run_wap(lh, "nyc.trips", [dirty])
+        assert blocked.status == "blocked" and blocked.branch
+        body = s3.client().get_object(Bucket=landing, Key="in/dirty.parquet")["Body"].read()
+        expected = pq.read_table(io.BytesIO(body)).column("passenger_count").null_count
+        cfg = toml_config(tmp_path, s3, lake=lake, catalog="dash_s3", keys=s3.reader)
+        doc = _service(
+            cfg,
+            f"out = {{'overview': svc.overview(src), 'branch': svc.branch_detail(src, {blocked.branch!r})}}",
+        )
+    finally:
+        s3.server.stop()
+    assert doc["spark_loaded"] == [] and doc["overview"]["note"] is None
+    assert doc["overview"]["tables"][0]["rows_on_main"] == 150
+    assert doc["overview"]["runs_by_status"] == {"blocked": 1, "published": 1}
+    (bt,) = doc["branch"]["tables"]
+    assert bt["rows_added"] == 80
+    assert {n["column"]: n["nulls"] for n in bt["null_counts"]}["passenger_count"] == expected > 0
