@@ -81,6 +81,9 @@ def server(lake: Lake, tmp_path: Path) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+    # `wap dashboard` is the server (it execs Streamlit): stopping it leaves nothing serving the port.
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{url}/_stcore/health", timeout=2)
 
 
 @pytest.fixture

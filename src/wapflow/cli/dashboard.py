@@ -2,14 +2,13 @@
 
 The app reads the run store, the ledger and the catalog's metadata without Spark; this command only checks
 the config, then hands over to `streamlit run` (headless: it prints the URL and opens no browser) until
-interrupted. The config reaches the app as $WAP_CONFIG, an absolute path.
+interrupted, by replacing this process (exec). The config reaches the app as $WAP_CONFIG, an absolute path.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -70,8 +69,9 @@ def dashboard(
     else:
         env.pop("WAP_CONFIG", None)
     err.print(f"wapflow dashboard on http://{host}:{port} (config: {path or 'built-in defaults'}); Ctrl-C stops it")
-    try:
-        code = subprocess.call(streamlit_command(host, port), env=env)
-    except KeyboardInterrupt:
-        code = 130
-    raise typer.Exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Become Streamlit (no child process): a SIGTERM from a service manager or a test then stops the server
+    # itself, instead of leaving it running without its parent.
+    cmd = streamlit_command(host, port)
+    os.execve(cmd[0], cmd, env)

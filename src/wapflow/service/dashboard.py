@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +45,6 @@ class Sources:
     ledger: Ledger
     catalog: Catalog | None
     note: str | None  # why table metadata is not shown, when catalog is None
-    _tables: dict[str, Table] = field(default_factory=dict)
 
     def table(self, name: str) -> Table | None:
         """The Iceberg table (fresh metadata on every call: a new run must show), None when unreadable."""
