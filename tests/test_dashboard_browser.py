@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -22,6 +23,7 @@ import pytest
 
 from cli_harness import WAP, env
 from dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, Lake, build
+from wapflow.runs.store import RunRecord, RunStore, runs_table
 
 pytestmark = pytest.mark.spark
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -157,5 +159,21 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
     browser.save_screenshot(str(tmp_path / "branch.png"))
     for name in ("overview.png", "run.png", "branch.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name  # a rendered page, not a blank one
+
+    # The page refreshes itself (--refresh 3): a run recorded now shows without reloading.
+    browser.get(server)
+    _wait_for(browser, "nyc.trips rows on main")
+    store = RunStore(f"sqlite:///{lake.config.parent / 'lakehouse' / 'wapflow_runs.db'}")
+    rec = RunRecord("20991231t000000_b10c4d", "nyc.trips", "failed", started_at=datetime.now(UTC))
+    store.save(rec)
+    try:
+        deadline = time.monotonic() + 30
+        while (lines := _visible(browser).splitlines())[lines.index("Runs") + 1] != "3":
+            assert time.monotonic() < deadline, "the new run did not show within 30 s of refreshes"
+            time.sleep(0.5)
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(runs_table.delete().where(runs_table.c.run_id == rec.run_id))
+        store.close()
     if os.environ.get("WAP_DASHBOARD_SCREENSHOTS"):  # how docs/dashboard.png is refreshed
         shutil.copy(tmp_path / "overview.png", Path(os.environ["WAP_DASHBOARD_SCREENSHOTS"]) / "dashboard.png")
