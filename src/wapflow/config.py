@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -116,6 +116,19 @@ class RunConfig(_Strict):
 
 _SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12, "KIB": 2**10, "MIB": 2**20,
                "GIB": 2**30, "TIB": 2**40}  # fmt: skip
+
+
+_T = TypeVar("_T")
+
+
+def _plain_names(named: dict[str, _T], what: str) -> dict[str, _T]:
+    """Names that reach commands, ids and SQL rows (sources, sinks): letters, digits, '_' and '-' only."""
+    import re
+
+    for name in named:
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+            raise ValueError(f"{what} name {name!r}: use letters, digits, '_' and '-' (at most 64)")
+    return named
 
 
 def parse_bytes(value: int | str) -> int:
@@ -251,12 +264,7 @@ class AlertsConfig(_Strict):
     @field_validator("sinks")
     @classmethod
     def _sink_names(cls, v: dict[str, AlertSinkConfig]) -> dict[str, AlertSinkConfig]:
-        import re
-
-        for name in v:
-            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
-                raise ValueError(f"sink name {name!r}: use letters, digits, '_' and '-' (at most 64)")
-        return v
+        return _plain_names(v, "sink")
 
 
 class WapConfig(_Strict):
@@ -292,12 +300,7 @@ class WapConfig(_Strict):
     @field_validator("sources")
     @classmethod
     def _source_names(cls, v: dict[str, SourceConfig]) -> dict[str, SourceConfig]:
-        import re
-
-        for name in v:
-            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
-                raise ValueError(f"source name {name!r}: use letters, digits, '_' and '-' (at most 64)")
-        return v
+        return _plain_names(v, "source")
 
     def source_config(self, name: str) -> SourceConfig:
         """A [sources.NAME] section, its relative location resolved against the config's folder."""
