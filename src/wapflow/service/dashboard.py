@@ -80,11 +80,11 @@ def _pyiceberg_s3_properties(cfg: WapConfig) -> dict[str, str]:
     region = s.effective_region()
     if region:
         props["s3.region"] = region
-    if s.access_key_id is not None and s.secret_access_key is not None:
-        props["s3.access-key-id"] = s.access_key_id.get_secret_value()
-        props["s3.secret-access-key"] = s.secret_access_key.get_secret_value()
-        if s.session_token is not None:
-            props["s3.session-token"] = s.session_token.get_secret_value()
+    keys = s.static_keys()
+    if keys is not None:
+        props["s3.access-key-id"], props["s3.secret-access-key"] = keys[0], keys[1]
+        if keys[2] is not None:
+            props["s3.session-token"] = keys[2]
     return props
 
 

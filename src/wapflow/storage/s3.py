@@ -85,11 +85,11 @@ class S3Store:
         region = s.effective_region()
         if region:
             kw["region_name"] = region
-        if s.access_key_id is not None and s.secret_access_key is not None:
-            kw["aws_access_key_id"] = s.access_key_id.get_secret_value()
-            kw["aws_secret_access_key"] = s.secret_access_key.get_secret_value()
-            if s.session_token is not None:
-                kw["aws_session_token"] = s.session_token.get_secret_value()
+        keys = s.static_keys()
+        if keys is not None:
+            kw["aws_access_key_id"], kw["aws_secret_access_key"] = keys[0], keys[1]
+            if keys[2] is not None:
+                kw["aws_session_token"] = keys[2]
         cfg = Config(
             s3={"addressing_style": "path" if s.uses_path_style() else "auto"},
             retries={"max_attempts": 3, "mode": "standard"},

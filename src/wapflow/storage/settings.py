@@ -84,6 +84,14 @@ class S3Config(BaseModel):
     def has_keys(self) -> bool:
         return self.access_key_id is not None
 
+    def static_keys(self) -> tuple[str, str, str | None] | None:
+        """(access key id, secret, session token or None) when wap.toml names both keys; None: the SDK's own
+        credential chain decides (environment, profile, instance role)."""
+        if self.access_key_id is None or self.secret_access_key is None:
+            return None
+        token = self.session_token.get_secret_value() if self.session_token is not None else None
+        return self.access_key_id.get_secret_value(), self.secret_access_key.get_secret_value(), token
+
     def secret_values(self) -> list[str]:
         """The configured secrets themselves, so error text can be scrubbed of them."""
         return [s.get_secret_value() for s in (self.access_key_id, self.secret_access_key, self.session_token) if s]
