@@ -7,6 +7,7 @@ typo is found before any JVM starts or any data moves.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -63,6 +64,33 @@ class LakehouseConfig(_Strict):
         from wapflow.lakehouse.identifiers import validate_part
 
         return validate_part(v, what="catalog_name")
+
+    @field_validator("run_store")
+    @classmethod
+    def _run_store(cls, v: str | None) -> str | None:
+        return _database_url(v)
+
+    @model_validator(mode="after")
+    def _jdbc_catalog(self) -> LakehouseConfig:
+        """A JDBC catalog needs its database's uri; a password goes in jdbc.password, never in the uri
+        (Iceberg and Spark put the uri in their error messages)."""
+        uri = self.catalog_properties.get("uri")
+        if self.catalog == "jdbc" and not uri:
+            raise ValueError(
+                'catalog = "jdbc" needs catalog_properties.uri, e.g. catalog_properties = { uri = '
+                '"jdbc:postgresql://db-host:5432/lakehouse", "jdbc.user" = "wap", "jdbc.password" = "..." }'
+            )
+        if self.catalog == "jdbc" and uri and not uri.startswith("jdbc:"):
+            raise ValueError(
+                f'catalog = "jdbc": catalog_properties.uri must be a JDBC URL (jdbc:postgresql://host:5432/db), '
+                f"not {uri.split(':', 1)[0]}:..."
+            )
+        if uri and uri.startswith("jdbc:") and re.search(r"[?&;]password=", uri, re.IGNORECASE):
+            raise ValueError(
+                'catalog_properties.uri carries a password: put it in catalog_properties."jdbc.password" '
+                "instead (the uri appears in error messages)"
+            )
+        return self
 
 
 class TableConfig(_Strict):
@@ -129,6 +157,18 @@ def _plain_names(named: dict[str, _T], what: str) -> dict[str, _T]:
         if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
             raise ValueError(f"{what} name {name!r}: use letters, digits, '_' and '-' (at most 64)")
     return named
+
+
+def _database_url(v: str | None) -> str | None:
+    """A database wapflow keeps its state in (run store, DBOS): an SQLAlchemy URL, with `postgresql://`
+    meaning psycopg 3 (installed with wapflow; SQLAlchemy 2.0 would pick psycopg2, which is not)."""
+    if v is None or not v.strip():
+        return None
+    if "://" not in v:
+        raise ValueError("is not a database URL (sqlite:////abs/path/runs.db or postgresql://user:pw@host:5432/db)")
+    from wapflow.runs.databases import normalize_url
+
+    return normalize_url(v)
 
 
 def parse_bytes(value: int | str) -> int:
@@ -206,6 +246,12 @@ class WatchConfig(_Strict):
     # DBOS's system database (SQLAlchemy URL); default: dbos.sqlite beside the run store, or the run
     # store's PostgreSQL database.
     database: str | None = None
+
+    @field_validator("database")
+    @classmethod
+    def _database(cls, v: str | None) -> str | None:
+        return _database_url(v)
+
     # The worker's name (DBOS executor id): a worker restarted under its name resumes its interrupted runs.
     worker: str = Field(default="worker", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
     stop_timeout: float = Field(default=120.0, ge=0)  # on SIGTERM/SIGINT: wait this long for running steps
@@ -343,6 +389,7 @@ class WapConfig(_Strict):
         return local if local is not None else (self.base_dir / ".wap").resolve()
 
     def run_store_url(self) -> str:
+        """The run store's (and ledger's) SQLAlchemy URL: [lakehouse] run_store, else SQLite beside the catalog."""
         if self.lakehouse.run_store:
             return self.lakehouse.run_store
         return f"sqlite:///{self.state_dir() / 'wapflow_runs.db'}"
@@ -497,9 +544,14 @@ def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
             got_s = repr(got) if not isinstance(got, dict) else "a table"
             if loc and (
                 str(loc[-1]) in (*SECRET_FIELDS, "nessie_token", "url_env")
+                or "password" in str(loc[-1]).lower()
                 or (str(loc[-1]) == "endpoint" and "@" in str(got))
             ):
                 got_s = "a value not shown, as it is a secret"
+            elif loc and str(loc[-1]) in ("run_store", "database", "uri") and isinstance(got, str):
+                from wapflow.runs.databases import redact_url
+
+                got_s = repr(redact_url(got))
             lines.append(f"  - {_where(loc)}: {err['msg']} (got {got_s})")
     return "\n".join(lines)
 

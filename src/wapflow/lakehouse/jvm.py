@@ -33,6 +33,8 @@ SQLITE_JDBC_VERSION = "3.50.3.0"
 # manager, which the bundle lacks: 65 MB in all instead of the 640 MB software.amazon.awssdk:bundle.
 HADOOP_AWS_VERSION = "3.4.2"
 AWS_SDK_VERSION = "2.44.4"  # the SDK inside iceberg-aws-bundle 1.11.0
+# The Iceberg JDBC catalog on PostgreSQL (issue 13): the driver is not in the runtime jar.
+POSTGRESQL_JDBC_VERSION = "42.7.14"
 MIN_JAVA = 17
 
 
@@ -73,6 +75,7 @@ ICEBERG_RUNTIME = Artifact(
 )
 SQLITE_JDBC = Artifact("org.xerial", "sqlite-jdbc", SQLITE_JDBC_VERSION)
 CORE_ARTIFACTS = (ICEBERG_RUNTIME, SQLITE_JDBC)
+POSTGRESQL_JDBC = Artifact("org.postgresql", "postgresql", POSTGRESQL_JDBC_VERSION)
 S3_ARTIFACTS = (
     Artifact("org.apache.iceberg", "iceberg-aws-bundle", ICEBERG_VERSION),
     Artifact("org.apache.hadoop", "hadoop-aws", HADOOP_AWS_VERSION),
@@ -203,8 +206,10 @@ def resolve_jars(
     jars_dir: str | None,
     progress: Progress | None = None,
     s3: bool = False,
+    postgresql: bool = False,
 ) -> JarPlan:
-    """The jars Spark gets; `s3` adds S3FileIO and S3A (only when the config uses S3: local users skip 65 MB)."""
+    """The jars Spark gets; `s3` adds S3FileIO and S3A (only when the config uses S3: local users skip 65 MB),
+    `postgresql` the PostgreSQL JDBC driver (a JDBC catalog on PostgreSQL), unless extra_packages names one."""
     if jars:
         missing = [j for j in jars if "://" not in j and not Path(j).expanduser().is_file()]
         if missing:
@@ -213,15 +218,26 @@ def resolve_jars(
                 hint="fix the paths, or remove lakehouse.jars to download the jars from Maven Central",
             )
         return JarPlan(tuple(str(Path(j).expanduser()) if "://" not in j else j for j in jars), ())
-    arts = list(CORE_ARTIFACTS) + (list(S3_ARTIFACTS) if s3 else []) + [Artifact.parse(c) for c in extra_packages]
+    extra = [Artifact.parse(c) for c in extra_packages]
+    arts = list(CORE_ARTIFACTS) + (list(S3_ARTIFACTS) if s3 else [])
+    # A driver the user pinned in extra_packages wins: two versions of it on one classpath is a lottery.
+    if postgresql and not any((a.group, a.name) == (POSTGRESQL_JDBC.group, POSTGRESQL_JDBC.name) for a in extra):
+        arts.append(POSTGRESQL_JDBC)
+    arts += extra
     if resolution == "ivy":
         return JarPlan((), tuple(a.coordinate for a in arts))
     folder = Path(jars_dir).expanduser() if jars_dir else default_jars_dir()
     return JarPlan(tuple(str(fetch_artifact(a, folder, repo, progress)) for a in arts), ())
 
 
+def uses_postgresql_catalog(cfg: WapConfig) -> bool:
+    """The Iceberg catalog is a JDBC catalog on PostgreSQL (its uri is jdbc:postgresql:...)."""
+    return cfg.lakehouse.catalog_properties.get("uri", "").startswith("jdbc:postgresql:")
+
+
 def plan_for(cfg: WapConfig, progress: Progress | None = None, *, s3: bool = False) -> JarPlan:
-    """The jars a config needs (the S3 ones only when it uses S3, or when asked to pre-fetch them)."""
+    """The jars a config needs (the S3 ones only when it uses S3, or when asked to pre-fetch them; the
+    PostgreSQL driver only for a JDBC catalog on PostgreSQL)."""
     from wapflow.storage.spark import uses_s3
 
     lh = cfg.lakehouse
@@ -233,4 +249,5 @@ def plan_for(cfg: WapConfig, progress: Progress | None = None, *, s3: bool = Fal
         jars_dir=lh.jars_dir,
         progress=progress,
         s3=s3 or uses_s3(cfg),
+        postgresql=uses_postgresql_catalog(cfg),
     )

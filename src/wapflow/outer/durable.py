@@ -25,13 +25,12 @@ table at a time (a partitioned queue) and a bounded number overall.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, Queue, SetEnqueueOptions, SetWorkflowID
 
 from wapflow import __version__
-from wapflow.errors import BugError, ConfigError
+from wapflow.errors import BugError, ConfigError, WapError
 from wapflow.faults import crash_point
 from wapflow.integrations.dbos import lakehouse as _lh
 from wapflow.integrations.dbos import use, wap_step
@@ -39,6 +38,7 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunState, new_state
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.state import STEPS
+from wapflow.runs.databases import connection_error, dbos_database_url, is_postgresql, password_of, redact, redact_url
 from wapflow.runs.ledger import LedgerRow
 
 QUEUE = "wapflow_ingest"
@@ -59,13 +59,8 @@ def workflow_id(run_id: str, rows: list[LedgerRow]) -> str:
 
 def database_url(lh: Lakehouse, url: str | None) -> str:
     """DBOS's system database: the one named, else beside the run store (a SQLite file of its own, or the
-    run store's PostgreSQL database, where DBOS keeps to its own schema)."""
-    if url:
-        return url
-    store = lh.config.run_store_url()
-    if store.startswith("sqlite:///"):
-        return "sqlite:///" + str(Path(store[len("sqlite:///") :]).with_name("dbos.sqlite"))
-    return store
+    run store's PostgreSQL database, where DBOS keeps to its own schema `dbos`)."""
+    return dbos_database_url(lh.config, url)
 
 
 # --- the workflow and its steps --------------------------------------------------------------------
@@ -167,13 +162,10 @@ class Durable:
         try:
             DBOS(config=config)
             DBOS.launch()  # resumes this worker's interrupted workflows (same executor id and version)
-        except Exception as e:  # DBOS raises plain exceptions for an unusable database
+        except Exception as e:  # noqa: BLE001 - DBOS raises plain exceptions for an unusable database
             DBOS.destroy()
             _release()
-            raise ConfigError(
-                f"cannot open the durable-runs database: {type(e).__name__}: {e}",
-                hint="check [watch] database (an SQLAlchemy URL: sqlite:///path or postgresql://...)",
-            ) from e
+            raise _open_error(e, self.url) from None
         # At most one run per table (publish order), `concurrency` runs in this worker. Polled every 0.1 s
         # rather than DBOS's 1 s: a landed file waited 0.5 s on average for its batch to start (bench_outer).
         self.queue: Queue = DBOS.register_queue(
@@ -249,6 +241,21 @@ class Durable:
             DBOS.destroy(workflow_completion_timeout_sec=max(int(timeout), 0))
         finally:
             _release()
+
+
+def _open_error(e: Exception, url: str) -> WapError:
+    """Why DBOS could not open its database, never with the URL's password: a PostgreSQL that cannot be
+    reached is transient (as for the run store), anything else a configuration to fix."""
+    import sqlalchemy as sa
+
+    if isinstance(e, sa.exc.DBAPIError) and is_postgresql(url):
+        return connection_error(e, url, what="DBOS's system database")
+    first = (str(e).strip().splitlines() or [""])[0]
+    return ConfigError(
+        f"cannot open the durable-runs database {redact_url(url)}: "
+        f"{type(e).__name__}: {redact(first, password_of(url))}",
+        hint="check [watch] database (an SQLAlchemy URL: sqlite:///path or postgresql://user:pw@host:5432/db)",
+    )
 
 
 def _release() -> None:

@@ -22,7 +22,7 @@ from typing import Any, Literal, get_args
 
 import sqlalchemy as sa
 
-from wapflow.runs.store import create_tables, current_owner, owner_alive
+from wapflow.runs.store import create_tables, current_owner, owner_alive, widen_varchar
 from wapflow.storage.files import FileIdentity
 
 FileState = Literal["pending", "claimed", "published", "blocked", "failed", "skipped", "reverted"]
@@ -41,7 +41,7 @@ files_table = sa.Table(
     sa.Column("version", sa.String(256)),
     sa.Column("modified", sa.DateTime(timezone=True)),  # the file's own time: batches run oldest first
     sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("run_id", sa.String(64)),
+    sa.Column("run_id", sa.String(256)),  # a user's --run-id may be 128 characters (PostgreSQL enforces it)
     sa.Column("snapshot_id", sa.BigInteger),
     sa.Column("error", sa.Text),  # JSON of the run's error (kind, message, hint, ...)
     sa.Column("attempts", sa.Integer, nullable=False, default=0),
@@ -169,6 +169,7 @@ class Ledger:
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
         create_tables(_meta, engine)
+        widen_varchar(engine, files_table)
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -198,7 +199,8 @@ class Ledger:
                     for r in conn.execute(sa.select(t).where(t.c.key.in_(chunk))).all():
                         found[r._mapping["key"]] = LedgerRow.from_row(r)
             return [found[k] for k in keys if k in found]
-        q = sa.select(t).order_by(t.c.modified.asc(), t.c.uri.asc())
+        # NULLS FIRST: SQLite's order, which PostgreSQL reverses unless told.
+        q = sa.select(t).order_by(t.c.modified.asc().nulls_first(), t.c.uri.asc())
         if source is not None:
             q = q.where(t.c.source == source)
         if state is not None:
@@ -245,7 +247,7 @@ class Ledger:
                     "first_seen": now,
                     "updated_at": now,
                 }
-                for k, f in dict(files).items()
+                for k, f in sorted(dict(files).items())  # sorted: two listings inserting at once cannot deadlock
                 if k not in known
             ]
             if new:
@@ -254,13 +256,15 @@ class Ledger:
 
     def claim(self, keys: Sequence[str], run_id: str) -> list[str]:
         """Take pending files for a run. Each key is a conditional UPDATE (state = pending), so when two
-        processes race for a file exactly one wins; returns the keys this call won."""
+        processes race for a file exactly one wins; returns the keys this call won (in the order given).
+        Keys are updated in sorted order: on PostgreSQL each UPDATE locks its row until the commit, and two
+        claims locking overlapping files in different orders would deadlock."""
         now = datetime.now(UTC)
         owner = json.dumps(current_owner())
         t = files_table
         won: list[str] = []
         with self.engine.begin() as conn:
-            for k in keys:
+            for k in sorted(set(keys)):
                 res = conn.execute(
                     t.update()
                     .where(t.c.key == k, t.c.state == "pending")
@@ -275,7 +279,8 @@ class Ledger:
                 )
                 if res.rowcount == 1:
                     won.append(k)
-        return won
+        order = {k: i for i, k in enumerate(keys)}
+        return sorted(won, key=order.__getitem__)
 
     def take_over(self, keys: Sequence[str], run_id: str) -> list[str]:
         """Adopt the claim of a run whose process is gone (same run id, same files): the run resumes."""
@@ -284,7 +289,7 @@ class Ledger:
         t = files_table
         taken: list[str] = []
         with self.engine.begin() as conn:
-            for k in keys:
+            for k in sorted(set(keys)):  # sorted: see claim()
                 row = conn.execute(
                     sa.select(t.c.owner).where(t.c.key == k, t.c.state == "claimed", t.c.run_id == run_id)
                 ).first()
@@ -297,7 +302,8 @@ class Ledger:
                 )
                 if res.rowcount == 1:
                     taken.append(k)
-        return taken
+        order = {k: i for i, k in enumerate(keys)}
+        return sorted(taken, key=order.__getitem__)
 
     def adopt(self, keys: Sequence[str], run_id: str) -> list[str]:
         """The process running a batch's durable workflow holds its claim, whoever claimed it (a workflow
@@ -348,8 +354,8 @@ class Ledger:
         self._update(keys, {**values, "batch_limit": None, "updated_at": datetime.now(UTC)})
 
     def _update(self, keys: Sequence[str], values: dict[str, Any], *where: Any) -> None:
-        """One UPDATE of these files (in chunks of keys, one transaction)."""
+        """One UPDATE of these files (in chunks of keys, one transaction; sorted, see claim())."""
         t = files_table
         with self.engine.begin() as conn:
-            for chunk in _chunks(list(keys)):
+            for chunk in _chunks(sorted(set(keys))):
                 conn.execute(t.update().where(t.c.key.in_(chunk), *where).values(**values))

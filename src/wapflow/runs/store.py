@@ -26,7 +26,8 @@ _meta = sa.MetaData()
 runs_table = sa.Table(
     "wap_runs",
     _meta,
-    sa.Column("run_id", sa.String(64), primary_key=True),
+    # 256: a run id may be a user's --run-id (up to 128 characters, a branch name); PostgreSQL enforces it.
+    sa.Column("run_id", sa.String(256), primary_key=True),
     sa.Column("table_name", sa.String(512), nullable=False, index=True),
     sa.Column("branch", sa.String(256)),
     sa.Column("status", sa.String(32), nullable=False),  # running / published / blocked / failed / discarded / reverted
@@ -167,26 +168,67 @@ class RunRecord:
 
 def create_tables(meta: sa.MetaData, engine: sa.Engine) -> None:
     """Create missing tables. Two processes opening a new store at once both see a table missing and one
-    CREATE loses ("already exists"): looking again then finds it."""
+    CREATE loses ("already exists"; on PostgreSQL a unique violation in its catalog): looking again then
+    finds it. A database that cannot be reached or refuses the login is said in wapflow's terms."""
     for attempt in range(3):
         try:
             meta.create_all(engine)
             return
-        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError):
-            if attempt == 2:
+        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError) as e:
+            if attempt < 2:
+                continue
+            if engine.dialect.name != "postgresql":
                 raise
+            from wapflow.runs.databases import connection_error
+
+            raise connection_error(e, engine.url.render_as_string(), what="the run store") from None
+
+
+def widen_varchar(engine: sa.Engine, table: sa.Table) -> None:
+    """PostgreSQL enforces VARCHAR lengths (SQLite does not): a store created with shorter columns than the
+    model's (run ids were VARCHAR(64)) gets them widened, once."""
+    if engine.dialect.name != "postgresql":
+        return
+    have = {c["name"]: c["type"] for c in sa.inspect(engine).get_columns(table.name)}
+    for col in table.columns:
+        length = getattr(col.type, "length", None)
+        old = getattr(have.get(col.name), "length", None)
+        if isinstance(col.type, sa.String) and length and old and old < length:
+            with engine.begin() as conn:
+                conn.execute(sa.text(f"ALTER TABLE {table.name} ALTER COLUMN {col.name} TYPE VARCHAR({length})"))
+
+
+def upsert(conn: sa.Connection, table: sa.Table, row: dict[str, Any], key: str) -> None:
+    """Insert `row`, or update the row with its `key`, in one statement where the database can (SQLite,
+    PostgreSQL): two processes saving the same run at once both succeed, the later one's values win."""
+    name = conn.dialect.name
+    if name in ("sqlite", "postgresql"):
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        stmt = dialect_insert(table).values(**row)
+        conn.execute(stmt.on_conflict_do_update(index_elements=[key], set_={k: v for k, v in row.items() if k != key}))
+        return
+    if conn.execute(sa.select(table.c[key]).where(table.c[key] == row[key])).first():
+        conn.execute(table.update().where(table.c[key] == row[key]).values(**row))
+    else:
+        conn.execute(table.insert().values(**row))
 
 
 class RunStore:
     """Run records in one database; every `wap` process opens its own and they share the file (WAL)."""
 
     def __init__(self, url: str) -> None:
+        from wapflow.runs.databases import create_engine, normalize_url
+
+        url = normalize_url(url)
         self.url = url
         if url.startswith("sqlite:///"):
             from wapflow.config import ensure_folder
 
             ensure_folder(Path(url[len("sqlite:///") :]).parent, "the run store's folder")
-        self.engine = sa.create_engine(url, future=True)
+        self.engine = create_engine(url, what="[lakehouse] run_store")
         if self.engine.dialect.name == "sqlite":
 
             @sa.event.listens_for(self.engine, "connect")
@@ -201,6 +243,7 @@ class RunStore:
 
     def _migrate(self) -> None:
         """Run stores written by earlier versions lack the newer columns: add them (nullable)."""
+        widen_varchar(self.engine, runs_table)
         have = {c["name"] for c in sa.inspect(self.engine).get_columns("wap_runs")}
         missing = [c for c in _ADDED_COLUMNS if c not in have]
         for c in missing:
@@ -213,13 +256,8 @@ class RunStore:
                     raise
 
     def save(self, rec: RunRecord) -> None:
-        row = rec.to_row()
         with self.engine.begin() as conn:
-            exists = conn.execute(sa.select(runs_table.c.run_id).where(runs_table.c.run_id == rec.run_id)).first()
-            if exists:
-                conn.execute(runs_table.update().where(runs_table.c.run_id == rec.run_id).values(**row))
-            else:
-                conn.execute(runs_table.insert().values(**row))
+            upsert(conn, runs_table, rec.to_row(), "run_id")
 
     def get(self, run_id: str) -> RunRecord | None:
         with self.engine.connect() as conn:

@@ -1,0 +1,263 @@
+"""The databases wapflow keeps its own state in: URLs, drivers, passwords, and what a failed connection means.
+
+The run store and file ledger, DBOS's system database and (with `catalog = "jdbc"`) the Iceberg catalog
+may all live on one PostgreSQL server, which is what lets workers on several machines share them; SQLite
+files serve one machine. Three rules hold for every such URL:
+
+- `postgresql://` (and `postgres://`) mean psycopg 3, the driver that comes with wapflow (DBOS depends on
+  it); SQLAlchemy 2.0 would otherwise pick psycopg2, which is not installed.
+- A password is never shown: URLs are printed with `***` in its place, and messages from a driver are
+  scrubbed of it.
+- A connection that fails says why in wapflow's terms: a server that cannot be reached is transient (a
+  retry may help), a rejected password or a missing database needs someone to act.
+
+`check_database`, `check_dbos_database` and `check_jdbc_catalog` are what a health check (`wap doctor`)
+calls: each connects, looks, and returns a small dict, or raises the WapError a command would.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from wapflow.errors import ConfigError, EnvironmentProblem, Unreachable, WapError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
+
+    from wapflow.config import WapConfig
+
+_PG_SCHEME = re.compile(r"^(postgres|postgresql)://", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<at>@)", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;]password=)(?P<pw>[^&;\s]*)", re.IGNORECASE)
+# A driver's module for each SQLAlchemy dialect+driver wapflow can be asked to use, to name what is missing.
+_DRIVER_MODULES = {
+    "postgresql+psycopg": "psycopg",
+    "postgresql+psycopg2": "psycopg2",
+    "postgresql+pg8000": "pg8000",
+    "postgresql+asyncpg": "asyncpg",
+}
+
+
+def normalize_url(url: str) -> str:
+    """`postgresql://` / `postgres://` -> `postgresql+psycopg://` (psycopg 3); other URLs as given."""
+    return _PG_SCHEME.sub("postgresql+psycopg://", url.strip(), count=1)
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password (user:PASSWORD@ or ?password=) replaced by ***."""
+    return redact(url)
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """`text` with every URL's password and each of `secrets` replaced by ***."""
+    out = _URL_PASSWORD.sub(lambda m: m.group("head") + ("***" if m.group("pw") else "") + m.group("at"), text)
+    out = _QUERY_PASSWORD.sub(lambda m: m.group("head") + "***", out)
+    for s in secrets:
+        if s and len(s) >= 3:  # a one- or two-letter password would blank out half the message
+            out = out.replace(s, "***")
+    return out
+
+
+def password_of(url: str) -> str | None:
+    """The password in a URL (user:PASSWORD@host or ?password=), to scrub it from driver messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            return parts.password
+        found = parse_qs(parts.query).get("password")
+    except ValueError:
+        return None
+    return found[0] if found else None
+
+
+def is_postgresql(url: str) -> bool:
+    return normalize_url(url).lower().startswith("postgresql")
+
+
+def create_engine(url: str, *, what: str) -> sa.Engine:
+    """An SQLAlchemy engine for `url` (normalized), or a ConfigError naming the missing driver.
+
+    `what` names the setting in messages, e.g. "[lakehouse] run_store".
+    """
+    import sqlalchemy as sa
+
+    url = normalize_url(url)
+    try:
+        parsed = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        raise ConfigError(
+            f"{what} {redact_url(url)!r} is not a database URL",
+            hint="use sqlite:////abs/path/file.db or postgresql://user:password@host:5432/database",
+        ) from None
+    try:
+        return sa.create_engine(parsed, future=True)
+    except sa.exc.NoSuchModuleError:
+        raise ConfigError(
+            f"{what} {redact_url(url)}: SQLAlchemy knows no database called {parsed.drivername!r}",
+            hint="use sqlite:///... or postgresql://... (psycopg 3, installed with wapflow)",
+        ) from None
+    except ImportError as e:
+        module = _DRIVER_MODULES.get(parsed.drivername, e.name or parsed.drivername)
+        raise ConfigError(
+            f"{what} {redact_url(url)} needs the Python driver {module}, which is not installed",
+            hint="write postgresql://... or postgresql+psycopg://... (psycopg 3 comes with wapflow), "
+            f"or install {module}",
+        ) from None
+
+
+def connection_error(e: BaseException, url: str, *, what: str) -> WapError:
+    """What a failed connection to `url` means, without its password. psycopg gives no error code when a
+    connection fails, so the server's port is tried: a server that cannot be reached is transient (a retry
+    may help); one that answers but refused the login or the database needs someone to act, as does an
+    error the server named (SQLSTATE) that is not about the connection."""
+    import sqlalchemy as sa
+
+    orig = e.orig if isinstance(e, sa.exc.DBAPIError) else e
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    url = normalize_url(url)
+    lines = [x.strip() for x in str(orig).strip().splitlines() if x.strip()]
+    detail = redact(" ".join(lines) or type(orig).__name__, password_of(url))
+    where = f"{what} at {redact_url(url)}"
+    if state is not None and not str(state).startswith("08"):  # 08: connection exceptions
+        return EnvironmentProblem(
+            f"{where} answered with an error: {detail}",
+            hint="check that this user may create and write tables in that database",
+        )
+    if _answers(url):
+        return EnvironmentProblem(
+            f"{where} refused the connection: {detail}",
+            hint="check the user, password and database name in the URL (the database must exist: "
+            "`createdb NAME`), and the server's pg_hba.conf",
+        )
+    return Unreachable(
+        f"cannot reach {where}: {detail}",
+        hint="check that the database server is running and reachable from this machine",
+    )
+
+
+def _answers(url: str) -> bool:
+    """The database server's TCP port accepts connections (False for SQLite and Unix sockets)."""
+    import socket
+
+    import sqlalchemy as sa
+
+    try:
+        u = sa.make_url(url)
+    except sa.exc.ArgumentError:
+        return False
+    if not u.drivername.startswith("postgresql") or not u.host or u.host.startswith("/"):
+        return False
+    try:
+        with socket.create_connection((u.host, u.port or 5432), timeout=3):
+            return True
+    except OSError:
+        return False
+
+
+def check_database(url: str, *, what: str = "database") -> dict[str, Any]:
+    """Connect to `url` once: {"url": redacted, "dialect", "server_version"}; raises what a command would."""
+    import sqlalchemy as sa
+
+    engine = create_engine(url, what=what)
+    try:
+        with engine.connect() as conn:
+            version = (
+                conn.execute(sa.text("SHOW server_version")).scalar()
+                if engine.dialect.name == "postgresql"
+                else conn.execute(sa.text("SELECT sqlite_version()")).scalar()
+                if engine.dialect.name == "sqlite"
+                else None
+            )
+    except sa.exc.DBAPIError as e:
+        raise connection_error(e, url, what=what) from None
+    finally:
+        engine.dispose()
+    return {"url": redact_url(normalize_url(url)), "dialect": engine.dialect.name, "server_version": version}
+
+
+def dbos_database_url(cfg: WapConfig, url: str | None = None) -> str:
+    """DBOS's system database: the one named (--database / [watch] database), else beside the run store (a
+    SQLite file of its own, or the run store's PostgreSQL database, where DBOS keeps to its own schema)."""
+    url = url or cfg.watch.database
+    if url:
+        return normalize_url(url)
+    store = cfg.run_store_url()
+    if store.startswith("sqlite:///"):
+        return "sqlite:///" + str(Path(store[len("sqlite:///") :]).with_name("dbos.sqlite"))
+    return store
+
+
+def check_dbos_database(cfg: WapConfig, url: str | None = None) -> dict[str, Any]:
+    """check_database on DBOS's system database, and whether DBOS created its tables there yet (it does at
+    the first `wap watch`): {"url", "dialect", "server_version", "initialized"}."""
+    import sqlalchemy as sa
+
+    db = dbos_database_url(cfg, url)
+    info = check_database(db, what="DBOS's system database")
+    engine = create_engine(db, what="DBOS's system database")
+    try:
+        schema = "dbos" if engine.dialect.name == "postgresql" else None
+        info["initialized"] = sa.inspect(engine).has_table("workflow_status", schema=schema)
+    except sa.exc.DBAPIError as e:
+        raise connection_error(e, db, what="DBOS's system database") from None
+    finally:
+        engine.dispose()
+    return info
+
+
+def jdbc_catalog_url(cfg: WapConfig) -> str | None:
+    """The SQLAlchemy URL of a JDBC catalog's database (PostgreSQL or SQLite), with the user and password of
+    catalog_properties (jdbc.user / jdbc.password, or user= / password= in the uri); None for other catalogs."""
+    lh = cfg.lakehouse
+    uri = lh.catalog_properties.get("uri", "")
+    if lh.catalog == "sqlite":
+        from wapflow.lakehouse.session import catalog_properties
+
+        uri = catalog_properties(cfg)["uri"]
+    if uri.startswith("jdbc:sqlite:"):
+        return "sqlite:///" + uri[len("jdbc:sqlite:") :].split("?", 1)[0]
+    if not uri.startswith("jdbc:postgresql:"):
+        return None
+    parts = urlsplit(uri[len("jdbc:") :])
+    query = parse_qs(parts.query)
+    user = lh.catalog_properties.get("jdbc.user") or (query.get("user") or [None])[0]
+    password = lh.catalog_properties.get("jdbc.password") or (query.get("password") or [None])[0]
+    auth = ""
+    if user:
+        auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "") + "@"
+    host = parts.netloc.rsplit("@", 1)[-1] or "localhost"
+    return f"postgresql+psycopg://{auth}{host}{parts.path or '/'}"
+
+
+def check_jdbc_catalog(cfg: WapConfig) -> dict[str, Any]:
+    """For a JDBC catalog (the embedded SQLite one, or jdbc:postgresql): connect to its database without a
+    JVM and count this catalog's tables: {"url", "dialect", "server_version", "initialized", "tables"}. Other
+    catalogs: {"checked": False} (they need Spark or their own client)."""
+    import sqlalchemy as sa
+
+    url = jdbc_catalog_url(cfg)
+    if url is None:
+        return {"checked": False, "catalog": cfg.lakehouse.catalog}
+    what = "the Iceberg catalog's database"
+    info = check_database(url, what=what)
+    engine = create_engine(url, what=what)
+    try:
+        initialized = sa.inspect(engine).has_table("iceberg_tables")
+        tables = 0
+        if initialized:
+            with engine.connect() as conn:
+                tables = int(
+                    conn.execute(
+                        sa.text("SELECT COUNT(*) FROM iceberg_tables WHERE catalog_name = :c"),
+                        {"c": cfg.lakehouse.catalog_name},
+                    ).scalar()
+                    or 0
+                )
+    except sa.exc.DBAPIError as e:
+        raise connection_error(e, url, what=what) from None
+    finally:
+        engine.dispose()
+    return {**info, "checked": True, "initialized": initialized, "tables": tables}
