@@ -591,6 +591,10 @@ class _SparkTree:
 
 def _parser(spark: SparkSession) -> tuple[JavaObject, JavaObject] | None:
     """The session's SQL parser and JVM view, or None on Spark Connect (no JVM on this side)."""
+    from wapflow.lakehouse.session import is_connect
+
+    if is_connect(spark):
+        return None
     jss, jvm = getattr(spark, "_jsparkSession", None), getattr(spark, "_jvm", None)
     return None if jss is None or jvm is None else (jss.sessionState().sqlParser(), jvm)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from wapflow.cli import alerts, dashboard, demo, ingest, nessie, run, runs, setup, storage, tables
+from wapflow.cli import alerts, dashboard, demo, doctor, ingest, nessie, run, runs, serve, setup, storage, tables
 from wapflow.cli.output import err
 
 app = typer.Typer(
@@ -42,6 +42,8 @@ app.command("skip")(ingest.skip)
 app.command("revert")(ingest.revert)
 app.command("watch")(ingest.watch)
 app.command("dashboard")(dashboard.dashboard)
+app.command("serve")(serve.serve)
+app.command("doctor")(doctor.doctor)
 app.add_typer(demo.demo_app, name="demo")
 app.add_typer(storage.storage_app, name="storage")
 app.add_typer(nessie.nessie_app, name="nessie")

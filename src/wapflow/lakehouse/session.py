@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wapflow.config import WapConfig, ensure_folder
-from wapflow.errors import ConfigError, EnvironmentProblem, TransientError
+from wapflow.errors import ConfigError, EnvironmentProblem, TransientError, Unreachable
 from wapflow.lakehouse import jvm
 from wapflow.storage import spark as s3_spark
 
@@ -26,6 +26,9 @@ _LOG_KEEP_DAYS = 7
 # asked for Spark's logs on the terminal as well. Both are per process, like the JVM they describe.
 _log_file: Path | None = None
 verbose = False
+# Whether a command on a config with a local master may use the Spark Connect server `wap serve` runs for it.
+# Off for what needs Spark's JVM in this process (`wap revert`: Iceberg's Java API).
+use_server = True
 
 
 def log_file() -> Path | None:
@@ -104,6 +107,27 @@ def _is_local_master(master: str) -> bool:
     return master.startswith("local")
 
 
+def is_connect(spark: SparkSession) -> bool:
+    """A Spark Connect client session: no JVM, gateway or SparkContext on this side."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def effective_master(cfg: WapConfig, progress: jvm.Progress | None = None) -> str:
+    """The master this process uses: the configured one, or, for a local master, the endpoint of the
+    Spark Connect server `wap serve` runs for this config when it is alive (said in one progress line)."""
+    master = cfg.lakehouse.master
+    if not use_server or not _is_local_master(master):
+        return master
+    from wapflow.lakehouse import connect
+
+    state = connect.running(cfg)
+    if state is None:
+        return master
+    if progress:
+        progress(f"using the Spark Connect server of `wap serve` at {state.endpoint} (pid {state.pid})")
+    return state.endpoint
+
+
 def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> SparkSession:
     """Start (or reuse) the SparkSession: Java check, jars, Iceberg extensions, catalog."""
     from pyspark.sql import SparkSession
@@ -114,15 +138,18 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         return active
 
     lh = cfg.lakehouse
-    is_connect = lh.master.startswith("sc://")
+    master = effective_master(cfg, progress)
+    connect = master.startswith("sc://")
     builder = SparkSession.builder.appName("wapflow")
-    if is_connect:
-        # Spark Connect: jars and extensions live on the server; only the client session is built here.
-        builder = builder.remote(lh.master)
+    if connect:
+        # Spark Connect: jars and extensions live on the server; only the client session is built here
+        # (the catalog and spark_conf below are session settings, sent to the server).
+        _check_connect_client()
+        builder = builder.remote(master)
     else:
         jvm.check_java()
         plan = jvm.plan_for(cfg, progress)
-        builder = builder.master(lh.master).config("spark.sql.extensions", ICEBERG_EXTENSIONS)
+        builder = builder.master(master).config("spark.sql.extensions", ICEBERG_EXTENSIONS)
         if plan.jars:
             builder = builder.config("spark.jars", ",".join(plan.jars))
         if plan.packages:
@@ -139,7 +166,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         # Quoted: Spark splits this option on blanks, and the state folder may contain some.
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(f'"{o}"' for o in java_opts))
         builder = builder.config("spark.ui.showConsoleProgress", "false")
-        if _is_local_master(lh.master):
+        if _is_local_master(master):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             builder = (
                 builder.config("spark.ui.enabled", "false")
@@ -154,18 +181,23 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
     for key, value in lh.spark_conf.items():
         builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
     if progress:
-        progress(f"starting Spark ({lh.master})")
+        progress(f"connecting to Spark Connect at {master}" if connect else f"starting Spark ({master})")
     try:
-        with _jvm_stderr_to(None if is_connect or verbose else _log_file):
+        with _jvm_stderr_to(None if connect or verbose else _log_file):
             spark = builder.getOrCreate()
     except Exception as e:
         from wapflow.lakehouse import spark_errors
 
         # A Spark Connect server that refuses the connection may come back; anything else is the JVM,
         # the jars or the Spark settings of this machine, which need someone to act.
-        unreachable = spark_errors.classify(e, doing=f"starting Spark ({lh.master})")
+        unreachable = spark_errors.classify(e, doing=f"starting Spark ({master})")
         if isinstance(unreachable, TransientError):
             raise unreachable from e
+        if connect:
+            raise Unreachable(
+                f"the Spark Connect server at {master} did not answer: {_first_line(e)}",
+                hint="start it (`wap serve`), or check [lakehouse].master",
+            ) from e
         raise EnvironmentProblem(
             f"Spark did not start: {_first_line(e)}",
             hint="check [lakehouse].master and spark_conf; `wap setup` checks Java and the jars",
@@ -186,7 +218,7 @@ def gateway_nodelay(spark: SparkSession) -> None:
     Spark Connect, and given up quietly if py4j's internals differ (only speed depends on it).
     """
     me = threading.get_ident()
-    if me in _nodelay_threads:
+    if me in _nodelay_threads or is_connect(spark):
         return
     gateway = getattr(getattr(spark, "_sc", None), "_gateway", None)
     if gateway is None:
@@ -211,6 +243,19 @@ def gateway_nodelay(spark: SparkSession) -> None:
                 sock.setTcpNoDelay(True)
     except Py4JError:
         return
+
+
+def _check_connect_client() -> None:
+    """A Spark Connect client needs pyspark[connect]'s packages: say which extra installs them."""
+    try:
+        from pyspark.sql.connect.utils import check_dependencies
+
+        check_dependencies("wapflow")
+    except ImportError as e:
+        raise EnvironmentProblem(
+            f"Spark Connect needs packages that are not installed: {_first_line(e)}",
+            hint="pip install 'wapflow[connect]' (grpcio, grpcio-status, googleapis-common-protos, zstandard, pandas)",
+        ) from None
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from wapflow.errors import UsageError
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
@@ -120,7 +121,17 @@ class Tables:
         """One new snapshot on main that deletes exactly the data files these snapshots added (metadata only:
         no file is read or rewritten, other runs' files are untouched). Returns the new snapshot id.
 
-        Through Iceberg's Java API: Spark SQL cannot name files (a DELETE on `_file` is refused)."""
+        Through Iceberg's Java API: Spark SQL cannot name files (a DELETE on `_file` is refused). A Spark
+        Connect client has no gateway to it: a clear error then, before anything changes."""
+        from wapflow.lakehouse.session import is_connect
+
+        if is_connect(self.spark):
+            raise UsageError(
+                f"removing a run's files from {table} needs Iceberg's Java API in this process, "
+                "which a Spark Connect client does not have",
+                hint="run this command with a config whose master is local (same catalog and warehouse); "
+                "a running `wap serve` is not used for it",
+            )
         jvm = self.spark.sparkContext._jvm  # PySpark's gateway: the one way to Iceberg's table API here
         assert jvm is not None
         tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident(table))
@@ -159,6 +170,10 @@ class Tables:
         metadata-table query is a Spark job: ~50 ms each, most of a small run's time). The same cached
         table object the metadata tables read, so the view is the same. None on Spark Connect (no gateway)
         or if the gateway call fails: the metadata tables answer then, and raise their usual errors."""
+        from wapflow.lakehouse.session import is_connect
+
+        if is_connect(self.spark):
+            return None
         jsession = getattr(self.spark, "_jsparkSession", None)
         if jsession is None:
             return None

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wapflow.errors import NotFound, UsageError
+from wapflow.lakehouse import session
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP
@@ -38,6 +39,15 @@ def _run_snapshots_on_main(lh: Lakehouse, table: TableName, run_id: str) -> list
 
 def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     validate_run_id(run_id)
+    # Iceberg's Java API removes the files (Tables.remove_added_files): this command needs Spark's JVM in
+    # this process, so a `wap serve` server is not used; with master = "sc://..." it fails before any change.
+    session.use_server = False
+    if lh.config.lakehouse.master.startswith("sc://"):
+        raise UsageError(
+            f"wap revert removes run {run_id}'s files through Iceberg's Java API, which a Spark Connect "
+            f"client ({lh.config.lakehouse.master}) does not have",
+            hint="run `wap revert` with a copy of wap.toml whose master is local[*] (same catalog and warehouse)",
+        )
     rec = lh.store.get(run_id)
     if rec is None:
         raise NotFound(f"no run {run_id} in the run store", hint="see `wap runs` for run ids")

@@ -92,8 +92,12 @@ def apply_to_session(spark: SparkSession, cfg: WapConfig) -> None:
     if not uses_s3(cfg):
         return
     check_master(cfg)
-    if cfg.lakehouse.master.startswith("sc://"):
-        return  # Spark Connect: S3 is configured on the Connect server; the client has no JVM.
+    from wapflow.lakehouse.session import is_connect
+
+    if is_connect(spark):
+        # Spark Connect (configured, or the `wap serve` server of a local master): S3A settings and keys
+        # were given to the server when it started (wapflow.lakehouse.connect); this side has no JVM.
+        return
     s = s3_settings(cfg)
     jvm = spark.sparkContext._jvm
     assert jvm is not None  # a classic (non-Connect) session has its JVM
