@@ -1,0 +1,141 @@
+"""`wap` as a Spark Connect client, and `wap serve`.
+
+One real Spark Connect server (wapflow.lakehouse.connect.ConnectServer: spark-submit of
+SparkConnectServer with wapflow's jars and the Iceberg extensions) runs for the test session; each
+case is a real `wap run` process with `master = "sc://127.0.0.1:P"`, its own warehouse and catalog
+name (the catalog is a session setting each client sends). Then `wap serve` itself: a real foreground
+process that other commands on its config find, stopped by SIGTERM. main is read back with PyIceberg.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cli_harness import WAP, Reader, env, wap
+from conftest import write_parquet
+from spark_cluster import cluster_config, free_port, ids
+from wapflow.config import load_config
+from wapflow.demo.generate import generate_trips
+from wapflow.lakehouse.connect import ConnectServer, port_answers
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server on a free port for the session (not recorded for `wap` to find); stopped at the end."""
+    folder = tmp_path_factory.mktemp("connect-server")
+    cfg = load_config(str(cluster_config(folder, "local[2]", catalog="boot", tables={})))
+    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE"):
+        os.environ.pop(k, None)
+    server = ConnectServer(cfg, free_port(), record=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer) -> tuple[Path, Path, Reader]:
+    folder = tmp_path_factory.mktemp("connect")
+    return folder, cluster_config(folder, connect_server.endpoint, catalog="conn"), Reader(folder, "conn")
+
+
+def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Reader]) -> None:
+    folder, cfg, reader = lake
+    clean = write_parquet(folder / "in" / "clean.parquet", generate_trips(300, start_id=1))
+    r = wap("run", "cl.pub", str(clean), "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    assert r.doc["status"] == "published"
+    assert ids(reader.rows("cl.pub")) == list(range(1, 301))
+    head = reader.main("cl.pub")
+
+    dirty = write_parquet(folder / "in" / "dirty.parquet", generate_trips(300, start_id=1001, null_rate=0.1, seed=2))
+    r = wap("run", "cl.pub", str(dirty), "-c", str(cfg), "--json")
+    assert r.code == 1, r.text
+    assert r.doc["status"] == "blocked"
+    assert reader.main("cl.pub") == head
+
+    r = wap("run", "cl.quar", str(dirty), "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    good, bad = reader.rows("cl.quar"), reader.rows("cl.quar__quarantine")
+    assert bad and all(row["passenger_count"] is None for row in bad)
+    assert all(row["passenger_count"] is not None for row in good)
+    assert sorted(ids(good) + ids(bad)) == list(range(1001, 1301))
+
+    # No Connect path for Iceberg's Java API: `wap revert` says so and changes nothing.
+    r = wap("revert", r.doc["run_id"], "-c", str(cfg))
+    assert r.code == 2, r.text
+    assert "Spark Connect" in r.text and "Traceback" not in r.text
+    assert sorted(ids(reader.rows("cl.quar")) + ids(reader.rows("cl.quar__quarantine"))) == list(range(1001, 1301))
+
+
+def test_two_concurrent_runs_through_connect(lake: tuple[Path, Path, Reader]) -> None:
+    folder, cfg, reader = lake
+    files = [
+        write_parquet(folder / "in" / f"conc{i}.parquet", generate_trips(400, start_id=1 + 10_000 * i, seed=i))
+        for i in (1, 2)
+    ]
+    procs = [
+        subprocess.Popen(
+            [WAP, "run", "cl.conc", str(f), "-c", str(cfg), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(),
+            stdin=subprocess.DEVNULL,
+        )
+        for f in files
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out + err
+    assert ids(reader.rows("cl.conc")) == list(range(10_001, 10_401)) + list(range(20_001, 20_401))
+    assert reader.branches("cl.conc") == []
+
+
+def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, connect_server: ConnectServer) -> None:
+    """`wap serve` on a local-master config: `wap run` says it uses the server and publishes; a second
+    `wap serve` on a busy port is one error (exit 2); SIGTERM stops the server (port closed, exit 0)."""
+    cfg = cluster_config(tmp_path, "local[2]", tables={"sv.t": ""})
+    port = free_port()
+    busy = wap("serve", "-c", str(cfg), "--port", str(connect_server.port))
+    assert busy.code == 2, busy.text
+    assert "already in use" in busy.text and "Traceback" not in busy.text
+
+    serve = subprocess.Popen(
+        [WAP, "serve", "-c", str(cfg), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not port_answers(port) and time.monotonic() < deadline and serve.poll() is None:
+            time.sleep(0.5)
+        assert port_answers(port), serve.communicate(timeout=30)
+        time.sleep(0.5)  # the state file is written right after the port answers
+        st = wap("serve", "-c", str(cfg), "--status", "--json")
+        assert st.code == 0 and st.doc["running"] and st.doc["endpoint"] == f"sc://127.0.0.1:{port}", st.text
+
+        f = write_parquet(tmp_path / "in" / "a.parquet", generate_trips(200, start_id=1))
+        r = wap("run", "sv.t", str(f), "-c", str(cfg), "--json")
+        assert r.code == 0, r.text
+        assert f"using the Spark Connect server of `wap serve` at sc://127.0.0.1:{port}" in r.stderr
+        assert ids(Reader(tmp_path).rows("sv.t")) == list(range(1, 201))
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        out, err = serve.communicate(timeout=60)
+    assert serve.returncode == 0, out + err
+    assert not port_answers(port)
+    assert wap("serve", "-c", str(cfg), "--status", "--json").doc["running"] is False
