@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test lint bench bench-audit bench-nessie bench-ledger bench-outer clean
+.PHONY: install setup demo demo-s3 dashboard test lint bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -54,6 +54,13 @@ bench-ledger: setup
 
 bench-outer: setup
 	$(BIN)/python benchmarks/bench_outer.py
+
+# A warm Spark Connect server for ./wap.toml (or WAP_CONFIG): `wap` commands on it skip the JVM start; Ctrl-C stops it.
+serve: setup
+	$(BIN)/wap serve
+
+bench-connect: setup
+	$(BIN)/python benchmarks/bench_connect.py
 
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache
