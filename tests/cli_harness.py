@@ -33,9 +33,17 @@ class Proc:
         return self.stdout + self.stderr
 
 
+# The JVMs of `wap` processes the tests start live for seconds: C1 alone compiles sooner than C1 + C2, and
+# the serial collector starts no GC threads (about 25% less per `wap run` of a small file, measured here).
+# Tests only: a long run of real data wants C2. The JVM prints "Picked up JAVA_TOOL_OPTIONS" on its own
+# stderr, which a `wap` process sends to its log file.
+FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def env(**extra: str) -> dict[str, str]:
     e = dict(os.environ)
     e.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    e.setdefault("JAVA_TOOL_OPTIONS", FAST_START_JVM)
     e.pop("WAP_CONFIG", None)
     e.update(extra)
     return e
