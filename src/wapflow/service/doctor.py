@@ -1,0 +1,418 @@
+"""`wap doctor`: every part wap.toml configures, checked from this machine, each with what to fix.
+
+Each check is cheap and reads only (the one write is the S3 warehouse probe `wap storage init` makes too,
+deleted at once). Nothing starts Spark: the master is checked by connecting to its port. Secrets (S3 keys,
+tokens, database and webhook passwords) never reach a finding: every text is scrubbed of them at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+from urllib.parse import urlsplit
+
+import httpx
+
+from wapflow.config import WapConfig
+from wapflow.errors import WapError
+
+if TYPE_CHECKING:
+    from wapflow.lakehouse.jvm import Artifact
+
+Status = Literal["ok", "warn", "fail", "skip"]
+_TIMEOUT = 3.0
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+_SECRET_PROPS = ("password", "secret", "token", "credential")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One part: what was found, and if it is not fine, what to do."""
+
+    part: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def diagnose(cfg: WapConfig) -> list[Finding]:
+    """All checks that apply to this config, in the order a run needs the parts."""
+    checks: list[tuple[str, Callable[[WapConfig], list[Finding]]]] = [
+        ("java", _java),
+        ("jars", _jars),
+        ("spark", _master),
+        ("catalog", _catalog),
+        ("run store", _run_store),
+        ("dbos", _dbos),
+        ("storage", _storage),
+        ("alerts", _alerts),
+    ]
+    found: list[Finding] = []
+    for part, check in checks:
+        try:
+            found += check(cfg)
+        except WapError as e:  # what a command would have said, as this part's finding
+            found.append(Finding(part, "fail", e.message, e.hint or ""))
+    secrets = _secrets(cfg)
+    return [_scrub(f, secrets) for f in found]
+
+
+def failed(findings: list[Finding]) -> bool:
+    return any(f.status == "fail" for f in findings)
+
+
+# --- the JVM side ---------------------------------------------------------------------------------------
+
+
+def _connect_client(cfg: WapConfig) -> bool:
+    return cfg.lakehouse.master.startswith("sc://")
+
+
+def _java(cfg: WapConfig) -> list[Finding]:
+    from wapflow.lakehouse import jvm
+
+    if _connect_client(cfg):
+        return [Finding("java", "skip", "not needed here: Spark Connect runs Java on the server")]
+    java = jvm.find_java()
+    if java is None:
+        return [Finding("java", "fail", "Java was not found", "install a JDK 17+ or set JAVA_HOME")]
+    major = jvm.java_major_version(java)
+    if major is None:
+        return [Finding("java", "fail", f"could not read the version of {java}", "check that `java -version` works")]
+    if major < jvm.MIN_JAVA:
+        return [Finding("java", "fail", f"{java} is Java {major}", f"install a JDK {jvm.MIN_JAVA}+ and set JAVA_HOME")]
+    return [Finding("java", "ok", f"Java {major} ({java})")]
+
+
+def _jars(cfg: WapConfig) -> list[Finding]:
+    from wapflow.lakehouse import jvm
+
+    lh = cfg.lakehouse
+    if _connect_client(cfg):
+        return [Finding("jars", "skip", "not needed here: the Spark Connect server holds them (`wap serve` adds them)")]
+    if lh.jars:
+        missing = [j for j in lh.jars if "://" not in j and not Path(j).expanduser().is_file()]
+        if missing:
+            return [Finding("jars", "fail", f"lakehouse.jars: missing {', '.join(missing)}", "fix the paths")]
+        return [Finding("jars", "ok", f"{len(lh.jars)} jar(s) listed in lakehouse.jars")]
+    if lh.jar_resolution == "ivy":
+        return [Finding("jars", "ok", "resolved by Spark (Ivy) when it starts")]
+    folder = Path(lh.jars_dir).expanduser() if lh.jars_dir else jvm.default_jars_dir()
+    needed = _artifacts(cfg)
+    missing = [a.coordinate for a in needed if not (folder / a.filename).is_file()]
+    if missing:
+        return [Finding("jars", "fail", f"not downloaded yet: {', '.join(missing)}", "run `wap setup`")]
+    return [Finding("jars", "ok", f"{len(needed)} jar(s) in {folder}")]
+
+
+def _artifacts(cfg: WapConfig) -> list[Artifact]:
+    """The jars `wap setup` downloads for this config (as jvm.resolve_jars picks them)."""
+    from wapflow.lakehouse import jvm
+    from wapflow.storage.spark import uses_s3
+
+    extra = [jvm.Artifact.parse(c) for c in cfg.lakehouse.extra_packages]
+    arts = list(jvm.CORE_ARTIFACTS) + (list(jvm.S3_ARTIFACTS) if uses_s3(cfg) else [])
+    pinned = any((a.group, a.name) == (jvm.POSTGRESQL_JDBC.group, jvm.POSTGRESQL_JDBC.name) for a in extra)
+    if jvm.uses_postgresql_catalog(cfg) and not pinned:
+        arts.append(jvm.POSTGRESQL_JDBC)
+    return arts + extra
+
+
+def _endpoints(master: str) -> list[tuple[str, int]]:
+    """host:port pairs of a spark:// (possibly several masters) or sc:// master."""
+    if master.startswith("sc://"):
+        rest = master[len("sc://") :].split("/")[0].split(";")[0]
+        host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "15002")
+        return [(host or rest, int(port or 15002))]
+    out = []
+    for part in master[len("spark://") :].split(","):
+        host, _, port = part.rpartition(":")
+        out.append((host, int(port or 7077)))
+    return out
+
+
+def _reachable(host: str, port: int) -> str | None:
+    """None if something accepts a TCP connection at host:port, else why not."""
+    try:
+        with socket.create_connection((host.strip("[]"), port), timeout=_TIMEOUT):
+            return None
+    except OSError as e:
+        return e.strerror or type(e).__name__
+
+
+def _master(cfg: WapConfig) -> list[Finding]:
+    master = cfg.lakehouse.master
+    if master.startswith("local"):
+        return [Finding("spark", "ok", f"{master}: Spark runs inside each wap process")]
+    if not master.startswith(("spark://", "sc://")):
+        return [Finding("spark", "skip", f"{master}: not checked (only spark:// and sc:// masters are)")]
+    try:
+        endpoints = _endpoints(master)
+    except ValueError:
+        return [Finding("spark", "fail", f"{master} is not host:port", "e.g. spark://10.0.0.5:7077 or sc://host:15002")]
+    found = []
+    for host, port in endpoints:
+        why = _reachable(host, port)
+        kind = "Spark Connect server" if master.startswith("sc://") else "Spark master"
+        if why is None:
+            found.append(Finding("spark", "ok", f"{kind} at {host}:{port} accepts connections"))
+        else:
+            hint = "start it with `wap serve`" if master.startswith("sc://") else "start the master"
+            found.append(
+                Finding("spark", "fail", f"no {kind} at {host}:{port} ({why})", f"{hint}, or fix [lakehouse].master")
+            )
+    return found
+
+
+def _remote_cluster(cfg: WapConfig) -> bool:
+    """Spark's executors (or its Connect server) may be on other machines than this one."""
+    master = cfg.lakehouse.master
+    if not master.startswith(("spark://", "sc://")):
+        return False
+    try:
+        return any(h not in _LOOPBACK for h, _ in _endpoints(master))
+    except ValueError:
+        return False
+
+
+# --- catalog -------------------------------------------------------------------------------------------
+
+
+def _catalog(cfg: WapConfig) -> list[Finding]:
+    from wapflow.runs.databases import check_jdbc_catalog, jdbc_catalog_url
+
+    lh = cfg.lakehouse
+    kind = lh.catalog
+    props = lh.catalog_properties
+    uri = props.get("uri", "")
+    found: list[Finding] = []
+    if kind == "nessie":
+        from wapflow.lakehouse.nessie_config import nessie_token, nessie_uri
+
+        found.append(_http_get(nessie_uri(cfg) + "/config", nessie_token(cfg), "start Nessie (`wap nessie up`)"))
+    elif kind == "rest":
+        if not uri:
+            return [Finding("catalog", "fail", 'catalog = "rest" without catalog_properties.uri', "set the uri")]
+        found.append(_http_get(uri.rstrip("/") + "/v1/config", props.get("token"), "start the REST catalog"))
+    elif kind == "hive" and uri.startswith("thrift://"):
+        u = urlsplit(uri)
+        why = _reachable(u.hostname or "", u.port or 9083)
+        where = f"Hive metastore at {u.hostname}:{u.port or 9083}"
+        found.append(
+            Finding("catalog", "ok", f"{where} accepts connections")
+            if why is None
+            else Finding("catalog", "fail", f"no {where} ({why})", "check catalog_properties.uri")
+        )
+    elif kind == "hadoop":
+        found.append(Finding("catalog", "warn", "Hadoop catalog: no atomic commits for concurrent writers", "use jdbc"))
+    elif (url := jdbc_catalog_url(cfg)) is not None:
+        if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+            found.append(
+                Finding("catalog", "ok", f"SQLite catalog {url[len('sqlite:///') :]}: created by the first run")
+            )
+        else:
+            info = check_jdbc_catalog(cfg)
+            tables = (
+                f"{info['tables']} table(s) in catalog {lh.catalog_name}" if info["initialized"] else "no tables yet"
+            )
+            found.append(Finding("catalog", "ok", f"JDBC catalog at {info['url']} ({info['dialect']}): {tables}"))
+    else:
+        found.append(Finding("catalog", "skip", f'catalog = "{kind}": not checked here (Spark reaches it at run time)'))
+    if kind == "sqlite" and _remote_cluster(cfg):
+        found.append(
+            Finding(
+                "catalog",
+                "warn",
+                "the embedded SQLite catalog is a file on this machine: every wap process that writes must run "
+                "here (SQLite's locks do not work across machines)",
+                'for workers on several machines: catalog = "jdbc" on PostgreSQL, Nessie or REST (README: Deploying)',
+            )
+        )
+    return found
+
+
+def _http_get(url: str, token: str | None, start: str) -> Finding:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        r = httpx.get(url, headers=headers, timeout=_TIMEOUT)
+    except httpx.HTTPError as e:
+        return Finding("catalog", "fail", f"{url}: {_first_line(e) or type(e).__name__}", f"{start}, or fix the uri")
+    if r.status_code in (401, 403):
+        return Finding("catalog", "fail", f"{url} answers {r.status_code}", "check the token (never printed)")
+    if r.status_code >= 400:
+        return Finding("catalog", "fail", f"{url} answers {r.status_code}", "check the uri")
+    return Finding("catalog", "ok", f"{url} answers {r.status_code}")
+
+
+# --- wapflow's own state ---------------------------------------------------------------------------------
+
+
+def _run_store(cfg: WapConfig) -> list[Finding]:
+    from wapflow.runs.databases import check_database, redact_url
+
+    url = cfg.run_store_url()
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+        found = [Finding("run store", "ok", f"{url}: created by the first run")]
+    else:
+        info = check_database(url, what="the run store")
+        found = [Finding("run store", "ok", f"{info['url']} ({info['dialect']} {info['server_version']})")]
+    if url.startswith("sqlite") and _remote_cluster(cfg) and cfg.sources:
+        found.append(
+            Finding(
+                "run store",
+                "warn",
+                f"{redact_url(url)} is a file on this machine: `wap watch` workers elsewhere would keep ledgers "
+                "of their own and publish a file once per machine",
+                "set run_store to a PostgreSQL URL every worker shares (README: Deploying)",
+            )
+        )
+    return found
+
+
+def _dbos(cfg: WapConfig) -> list[Finding]:
+    from wapflow.runs.databases import check_dbos_database, dbos_database_url
+
+    if not cfg.sources:
+        return [Finding("dbos", "skip", "no [sources]: `wap watch` (DBOS) is not used")]
+    url = dbos_database_url(cfg)
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+        return [Finding("dbos", "ok", f"{url}: created by the first `wap watch`")]
+    info = check_dbos_database(cfg)
+    state = "DBOS tables present" if info["initialized"] else "DBOS creates its tables at the first `wap watch`"
+    return [Finding("dbos", "ok", f"{info['url']} ({info['dialect']}): {state}")]
+
+
+# --- files -----------------------------------------------------------------------------------------------
+
+
+def _storage(cfg: WapConfig) -> list[Finding]:
+    from wapflow.storage.settings import is_s3_uri
+    from wapflow.storage.spark import s3_settings
+
+    found = []
+    wh = cfg.warehouse_location()
+    if is_s3_uri(wh):
+        found.append(_s3("warehouse", wh, cfg, write=True))
+    else:
+        found.append(_local("warehouse", cfg.local_warehouse_path() or Path(wh), write=True))
+        if _remote_cluster(cfg):
+            found.append(
+                Finding(
+                    "warehouse",
+                    "warn",
+                    "a local folder, while Spark's executors may run on other machines: they write the data "
+                    "files, so they need the same folder at the same path",
+                    "put the warehouse on S3 (or a filesystem every node mounts at one path)",
+                )
+            )
+    for name, src in cfg.sources.items():
+        loc = src.location
+        if is_s3_uri(loc):
+            found.append(_s3(f"source {name}", loc, cfg, write=False))
+        else:
+            folder = Path(loc)
+            while any(ch in folder.name for ch in "*?[") and folder != folder.parent:
+                folder = folder.parent
+            found.append(_local(f"source {name}", folder if folder.is_absolute() else cfg.base_dir / folder))
+    s = s3_settings(cfg)
+    if s.landing and not any(src.location.startswith(s.landing) for src in cfg.sources.values()):
+        found.append(_s3("landing", s.landing, cfg, write=False))
+    return found
+
+
+def _local(part: str, folder: Path, *, write: bool = False) -> Finding:
+    if folder.is_dir():
+        if write and not os.access(folder, os.W_OK | os.X_OK):
+            return Finding(part, "fail", f"{folder}: not writable by this user", "fix its permissions")
+        return Finding(part, "ok", f"{folder}: a folder" + (", writable" if write else ""))
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        return Finding(part, "fail", f"{folder} cannot be a folder: {blocker} is a file", "point wap.toml at a folder")
+    if write and blocker is not None and os.access(blocker, os.W_OK):
+        return Finding(part, "ok", f"{folder}: created by the first run")
+    return Finding(part, "fail" if write else "warn", f"{folder} does not exist", "create it, or fix wap.toml")
+
+
+def _s3(part: str, location: str, cfg: WapConfig, *, write: bool) -> Finding:
+    from wapflow.storage.s3 import S3Store
+    from wapflow.storage.spark import s3_settings
+
+    s = s3_settings(cfg)
+    store = S3Store(s)
+    try:
+        if write:
+            store.check_write(location)
+        else:
+            store.check_read(location)
+    except WapError as e:
+        return Finding(part, "fail", f"{location} at {s.describe_endpoint()}: {e.message}", e.hint or "")
+    what = "write, read, delete: ok" if write else "list, read: ok"
+    return Finding(part, "ok", f"{location} at {s.describe_endpoint()}: {what}")
+
+
+# --- alerts ----------------------------------------------------------------------------------------------
+
+
+def _alerts(cfg: WapConfig) -> list[Finding]:
+    found = []
+    for name, sink in cfg.alerts.sinks.items():
+        part = f"alert sink {name}"
+        url = os.environ.get(sink.url_env, "")
+        if not url:
+            found.append(Finding(part, "fail", f"${sink.url_env} is not set", f"export {sink.url_env}=<the URL>"))
+            continue
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            found.append(Finding(part, "fail", f"${sink.url_env} is not an http(s) URL", "set it to the webhook URL"))
+            continue
+        found.append(
+            Finding(part, "ok", f"{sink.type} URL in ${sink.url_env} (not shown); `wap alerts test` sends a test alert")
+        )
+    return found
+
+
+# --- secrets ---------------------------------------------------------------------------------------------
+
+
+def _secrets(cfg: WapConfig) -> list[str]:
+    """Every configured secret value, so that no finding can carry one (an error text quoting a URL, say)."""
+    from wapflow.lakehouse.nessie_config import nessie_token
+    from wapflow.storage.spark import s3_settings
+
+    values = list(s3_settings(cfg).secret_values())
+    token = nessie_token(cfg)
+    if token:
+        values.append(token)
+    for key, value in cfg.lakehouse.catalog_properties.items():
+        if any(word in key.lower() for word in _SECRET_PROPS):
+            values.append(value)
+    from wapflow.runs.databases import password_of
+
+    for url in (cfg.lakehouse.run_store, cfg.watch.database):
+        password = password_of(url) if url else None
+        if password:
+            values.append(password)
+    for sink in cfg.alerts.sinks.values():
+        url = os.environ.get(sink.url_env)
+        if url:
+            values += [url, urlsplit(url).path]
+    return [v for v in values if v and len(v) >= 4]
+
+
+def _scrub(f: Finding, secrets: list[str]) -> Finding:
+    """Configured secrets, and any password inside a URL, out of a finding's text."""
+    from wapflow.runs.databases import redact
+
+    return Finding(f.part, f.status, redact(f.detail, *secrets), redact(f.fix, *secrets))
+
+
+def _first_line(e: object) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else type(e).__name__
