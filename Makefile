@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test lint bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect clean
+.PHONY: install setup demo demo-s3 dashboard test lint bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -61,6 +61,17 @@ serve: setup
 
 bench-connect: setup
 	$(BIN)/python benchmarks/bench_connect.py
+
+# A local PostgreSQL (Debian's postgresql package) on 127.0.0.1:55432, data in .wap/postgres: the production
+# profile's catalog, run store and DBOS on one server. `pg-up` prints the wap.toml lines; the data stays after pg-down.
+PG_DIR  ?= .wap/postgres
+PG_PORT ?= 55432
+
+pg-up: install
+	$(BIN)/python -m wapflow.runs.pg_server up --dir $(PG_DIR) --port $(PG_PORT)
+
+pg-down: install
+	$(BIN)/python -m wapflow.runs.pg_server down --dir $(PG_DIR) --port $(PG_PORT)
 
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache

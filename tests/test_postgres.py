@@ -120,6 +120,14 @@ def no_password(*texts: str) -> None:
         assert PASSWORD not in t, t
 
 
+def no_password_in_files(folder: Path) -> None:
+    """Only wap.toml holds the password: not Spark's log files, not wapflow's state."""
+    leaked = [
+        p for p in folder.rglob("*") if p.is_file() and p.name != "wap.toml" and PASSWORD.encode() in p.read_bytes()
+    ]
+    assert leaked == []
+
+
 # --- no JVM: configuration, jars, the run store, ledger and locks on PostgreSQL -------------------------------
 
 
@@ -306,6 +314,8 @@ def test_wap_run_publishes_and_blocks_on_a_postgresql_catalog_with_an_s3_warehou
     cat = check_jdbc_catalog(parse_config(_toml(cfg)))
     assert (cat["dialect"], cat["initialized"], cat["tables"]) == ("postgresql", True, 1)
     assert PASSWORD not in json.dumps(cat)
+    assert list(tmp_path.rglob("wap-*.log"))  # Spark's log files were written, and hold no password
+    no_password_in_files(tmp_path)
 
 
 def _toml(path: Path) -> dict[str, Any]:
@@ -389,5 +399,6 @@ def test_two_watch_workers_share_the_catalog_ledger_and_dbos_on_postgresql(tmp_p
     assert not list(tmp_path.rglob("*.sqlite")) and not list(tmp_path.rglob("*.db"))
     info = check_dbos_database(parse_config(_toml(cfg)))
     assert info["dialect"] == "postgresql" and info["initialized"] is True
+    no_password_in_files(tmp_path)
     by_worker = {e: sum(1 for *_, x in wfs if x == e) for e in ("w1", "w2")}
     print(f"workflows run by each worker: {by_worker}; files claimed: {[len(d['files']) for d in docs]}")

@@ -223,8 +223,8 @@ def jdbc_catalog_url(cfg: WapConfig) -> str | None:
         return None
     parts = urlsplit(uri[len("jdbc:") :])
     query = parse_qs(parts.query)
-    user = lh.catalog_properties.get("jdbc.user") or (query.get("user") or [None])[0]
-    password = lh.catalog_properties.get("jdbc.password") or (query.get("password") or [None])[0]
+    user = lh.catalog_properties.get("jdbc.user") or next(iter(query.get("user", [])), None)
+    password = lh.catalog_properties.get("jdbc.password") or next(iter(query.get("password", [])), None)
     auth = ""
     if user:
         auth = quote(user, safe="") + (":" + quote(password, safe="") if password else "") + "@"

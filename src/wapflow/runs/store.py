@@ -202,13 +202,16 @@ def upsert(conn: sa.Connection, table: sa.Table, row: dict[str, Any], key: str) 
     """Insert `row`, or update the row with its `key`, in one statement where the database can (SQLite,
     PostgreSQL): two processes saving the same run at once both succeed, the later one's values win."""
     name = conn.dialect.name
-    if name in ("sqlite", "postgresql"):
-        if name == "sqlite":
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        stmt = dialect_insert(table).values(**row)
-        conn.execute(stmt.on_conflict_do_update(index_elements=[key], set_={k: v for k, v in row.items() if k != key}))
+    update = {k: v for k, v in row.items() if k != key}
+    if name == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        conn.execute(sqlite_insert(table).values(**row).on_conflict_do_update(index_elements=[key], set_=update))
+        return
+    if name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        conn.execute(pg_insert(table).values(**row).on_conflict_do_update(index_elements=[key], set_=update))
         return
     if conn.execute(sa.select(table.c[key]).where(table.c[key] == row[key])).first():
         conn.execute(table.update().where(table.c[key] == row[key]).values(**row))
