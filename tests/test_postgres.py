@@ -134,7 +134,9 @@ def no_password_in_files(folder: Path) -> None:
 def test_the_postgresql_driver_is_planned_only_for_a_postgresql_catalog():
     def coords(lakehouse: dict[str, Any]) -> tuple[str, ...]:
         cfg = parse_config({"lakehouse": {"jar_resolution": "ivy", **lakehouse}})
-        return jvm.plan_for(cfg).packages
+        packages = jvm.plan_for(cfg).packages
+        assert [a.coordinate for a in jvm.artifacts_for(cfg)] == list(packages)  # what `wap doctor` compares
+        return packages
 
     pg_props = {"uri": "jdbc:postgresql://db:5432/lake", "jdbc.user": "u", "jdbc.password": "p"}
     assert jvm.POSTGRESQL_JDBC.coordinate in coords({"catalog": "jdbc", "catalog_properties": pg_props})

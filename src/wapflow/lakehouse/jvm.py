@@ -189,6 +189,23 @@ def fetch_artifact(art: Artifact, dest_dir: Path, repo: str, progress: Progress 
     return dest
 
 
+def planned_artifacts(extra_packages: list[str], *, s3: bool, postgresql: bool) -> list[Artifact]:
+    """The Maven artifacts Spark gets when wapflow resolves them (not with lakehouse.jars)."""
+    extra = [Artifact.parse(c) for c in extra_packages]
+    arts = list(CORE_ARTIFACTS) + (list(S3_ARTIFACTS) if s3 else [])
+    # A driver the user pinned in extra_packages wins: two versions of it on one classpath is a lottery.
+    if postgresql and not any((a.group, a.name) == (POSTGRESQL_JDBC.group, POSTGRESQL_JDBC.name) for a in extra):
+        arts.append(POSTGRESQL_JDBC)
+    return arts + extra
+
+
+def artifacts_for(cfg: WapConfig) -> list[Artifact]:
+    """The artifacts `wap setup` and Spark's start fetch for this config (a health check compares the cache)."""
+    from wapflow.storage.spark import uses_s3
+
+    return planned_artifacts(cfg.lakehouse.extra_packages, s3=uses_s3(cfg), postgresql=uses_postgresql_catalog(cfg))
+
+
 @dataclass(frozen=True)
 class JarPlan:
     """What Spark gets: local jar files (spark.jars) and/or Maven coordinates (spark.jars.packages)."""
@@ -218,12 +235,7 @@ def resolve_jars(
                 hint="fix the paths, or remove lakehouse.jars to download the jars from Maven Central",
             )
         return JarPlan(tuple(str(Path(j).expanduser()) if "://" not in j else j for j in jars), ())
-    extra = [Artifact.parse(c) for c in extra_packages]
-    arts = list(CORE_ARTIFACTS) + (list(S3_ARTIFACTS) if s3 else [])
-    # A driver the user pinned in extra_packages wins: two versions of it on one classpath is a lottery.
-    if postgresql and not any((a.group, a.name) == (POSTGRESQL_JDBC.group, POSTGRESQL_JDBC.name) for a in extra):
-        arts.append(POSTGRESQL_JDBC)
-    arts += extra
+    arts = planned_artifacts(extra_packages, s3=s3, postgresql=postgresql)
     if resolution == "ivy":
         return JarPlan((), tuple(a.coordinate for a in arts))
     folder = Path(jars_dir).expanduser() if jars_dir else default_jars_dir()
