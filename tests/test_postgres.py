@@ -404,3 +404,30 @@ def test_two_watch_workers_share_the_catalog_ledger_and_dbos_on_postgresql(tmp_p
     no_password_in_files(tmp_path)
     by_worker = {e: sum(1 for *_, x in wfs if x == e) for e in ("w1", "w2")}
     print(f"workflows run by each worker: {by_worker}; files claimed: {[len(d['files']) for d in docs]}")
+
+
+@pytest.mark.slow
+def test_wap_run_with_a_wrong_catalog_password_or_the_server_gone(tmp_path, pg, pg_db):  # noqa: F811
+    """The catalog's PostgreSQL named by SQLSTATE in a real `wap run` (its JVM): a refused login is the
+    environment (exit 3, someone must act), a server that is not there is transient (exit 5, a retry may
+    help); the source stays, nothing is written, the password is in neither message."""
+    src = write_parquet(tmp_path / "batch.parquet", generate_trips(20, start_id=1))
+    wrong = "Wrong-pw-2b9e"
+    cases = [
+        (pg_db.jdbc, wrong, 3, "environment", "refused the connection"),
+        (pg_db.jdbc.replace(f":{pg.port}/", f":{free_port()}/"), PASSWORD, 5, "transient", "could not reach"),
+    ]
+    for uri, password, code, kind, words in cases:
+        cfg = tmp_path / "wap.toml"
+        cfg.write_text(
+            f'[lakehouse]\nwarehouse = "{tmp_path / "lake"}"\nmaster = "local[1]"\ndriver_memory = "1g"\n'
+            f'catalog = "jdbc"\ncatalog_properties = {{ uri = "{uri}", "jdbc.user" = "{pg_db.user}", '
+            f'"jdbc.password" = "{password}" }}\n'
+        )
+        res = wap("run", "nyc.trips", str(src), "--config", str(cfg), "--json", timeout=300)
+        assert res.code == code, res.text
+        doc = json.loads(res.stdout)
+        assert doc["error"]["kind"] == kind and words in doc["error"]["message"], doc
+        assert "PostgreSQL" in doc["error"]["message"]
+        assert password not in res.text and PASSWORD not in res.text
+        assert src.exists()

@@ -78,6 +78,10 @@ _COMMIT_CONFLICT = frozenset({"org.apache.iceberg.exceptions.CommitFailedExcepti
 # The SQLite JDBC catalog: SQLITE_BUSY (5) and SQLITE_LOCKED (6), also as extended codes (low byte).
 _SQLITE = frozenset({"org.sqlite.SQLiteException"})
 _SQLITE_BUSY = (5, 6)
+# A JDBC catalog on PostgreSQL: the driver's exception carries the SQLSTATE (getSQLState), a class of five
+# characters: 08 connection, 28 authorization, 3D no such database, 40 a transaction rolled back, 53 out of
+# resources (too many connections), 57P0x the server shutting down or starting.
+_POSTGRES = frozenset({"org.postgresql.util.PSQLException"})
 _UNREACHABLE_JAVA = frozenset(
     {
         "java.net.ConnectException",
@@ -221,6 +225,9 @@ def _java_links(root: Any) -> Iterator[_Link]:
             code = str(c) if c is not None else None
         elif cls in _SQLITE:
             status = _int(_call(j, "getErrorCode"))  # SQLite's result code, not HTTP
+        elif cls in _POSTGRES:
+            state = _call(j, "getSQLState")
+            code = str(state) if state is not None else None  # a SQLSTATE, not an S3 code: see _postgres
         elif cls.startswith(_NESSIE_PREFIX):
             status = _int(_call(j, "getStatus")) or _int(_call(j, "getError", "getStatus"))
         yield _Link(cls, frozenset({cls}), message, status, code)
@@ -278,6 +285,8 @@ def _service(link: _Link) -> str:
         return "S3 storage"
     if cls.startswith("org.apache.iceberg."):
         return "the Iceberg catalog"
+    if cls.startswith("org.postgresql."):
+        return "the catalog's PostgreSQL database"
     return "the server"
 
 
@@ -307,7 +316,7 @@ def _status_text(link: _Link) -> str:
 def _by_status(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None:
     """An error answered by S3 (or Nessie): throttled, 5xx, or refused credentials/permissions."""
     status, code = link.status, link.code or ""
-    if (status is None and not code) or link.cls in _SQLITE:
+    if (status is None and not code) or link.cls in _SQLITE or link.cls in _POSTGRES:
         return None
     what = _target(links, i)
     where = _location(links)
@@ -333,6 +342,26 @@ def _by_status(link: _Link, links: list[_Link], i: int, doing: str) -> WapError 
     return None
 
 
+def _postgres(link: _Link, doing: str) -> WapError | None:
+    """The JDBC catalog's PostgreSQL, by SQLSTATE class; None for a state nobody named (a bug)."""
+    state = link.code or ""
+    what = f"the catalog's PostgreSQL database ({_first_line(link.message)}, SQLSTATE {state or 'none'})"
+    if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
+        return Unreachable(
+            f"could not reach {what} while {doing}",
+            hint="check that the database server is running and reachable, then retry; nothing was published",
+        )
+    if state.startswith("28") or state == "3D000":
+        return EnvironmentProblem(
+            f"{what} refused the connection while {doing}",
+            hint='check catalog_properties uri, "jdbc.user" and "jdbc.password" (the database must exist); '
+            "`wap doctor` checks them",
+        )
+    if state.startswith(("40", "53")):
+        return ServiceError(f"{what} could not take the request while {doing}", hint=_RETRY_HINT)
+    return None
+
+
 def _one(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None:
     cls = link.cls
     if cls in _COMMIT_CONFLICT:
@@ -347,6 +376,8 @@ def _one(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None
             f"({_simple(cls)}: {_first_line(link.message)})",
             hint=_RETRY_HINT,
         )
+    if cls in _POSTGRES:
+        return _postgres(link, doing)
     if cls in _THROTTLED_JAVA:
         return Throttled(
             f"S3 storage asked to slow down while {doing}{_location(links)} ({_simple(cls)})", hint=_RETRY_HINT

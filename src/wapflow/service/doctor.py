@@ -12,16 +12,13 @@ import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 import httpx
 
 from wapflow.config import WapConfig
 from wapflow.errors import WapError
-
-if TYPE_CHECKING:
-    from wapflow.lakehouse.jvm import Artifact
 
 Status = Literal["ok", "warn", "fail", "skip"]
 _TIMEOUT = 3.0
@@ -105,24 +102,11 @@ def _jars(cfg: WapConfig) -> list[Finding]:
     if lh.jar_resolution == "ivy":
         return [Finding("jars", "ok", "resolved by Spark (Ivy) when it starts")]
     folder = Path(lh.jars_dir).expanduser() if lh.jars_dir else jvm.default_jars_dir()
-    needed = _artifacts(cfg)
+    needed = jvm.artifacts_for(cfg)
     missing = [a.coordinate for a in needed if not (folder / a.filename).is_file()]
     if missing:
         return [Finding("jars", "fail", f"not downloaded yet: {', '.join(missing)}", "run `wap setup`")]
     return [Finding("jars", "ok", f"{len(needed)} jar(s) in {folder}")]
-
-
-def _artifacts(cfg: WapConfig) -> list[Artifact]:
-    """The jars `wap setup` downloads for this config (as jvm.resolve_jars picks them)."""
-    from wapflow.lakehouse import jvm
-    from wapflow.storage.spark import uses_s3
-
-    extra = [jvm.Artifact.parse(c) for c in cfg.lakehouse.extra_packages]
-    arts = list(jvm.CORE_ARTIFACTS) + (list(jvm.S3_ARTIFACTS) if uses_s3(cfg) else [])
-    pinned = any((a.group, a.name) == (jvm.POSTGRESQL_JDBC.group, jvm.POSTGRESQL_JDBC.name) for a in extra)
-    if jvm.uses_postgresql_catalog(cfg) and not pinned:
-        arts.append(jvm.POSTGRESQL_JDBC)
-    return arts + extra
 
 
 def _endpoints(master: str) -> list[tuple[str, int]]:
@@ -150,7 +134,12 @@ def _reachable(host: str, port: int) -> str | None:
 def _master(cfg: WapConfig) -> list[Finding]:
     master = cfg.lakehouse.master
     if master.startswith("local"):
-        return [Finding("spark", "ok", f"{master}: Spark runs inside each wap process")]
+        from wapflow.lakehouse.connect import running
+
+        served = running(cfg)
+        if served is not None:
+            return [Finding("spark", "ok", f"`wap serve` at {served.endpoint} (pid {served.pid}): commands use it")]
+        return [Finding("spark", "ok", f"{master}: Spark runs inside each wap process (`wap serve` keeps one warm)")]
     if not master.startswith(("spark://", "sc://")):
         return [Finding("spark", "skip", f"{master}: not checked (only spark:// and sc:// masters are)")]
     try:
