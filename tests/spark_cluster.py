@@ -35,7 +35,7 @@ TABLES = {  # the tables of tests/test_cluster.py and tests/test_connect.py
 
 def cluster_config(folder: Path, master: str, catalog: str = "lake", tables: dict[str, str] = TABLES) -> Path:
     """A wap.toml for a cluster master: small executors, at most the cluster's two cores."""
-    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "lakehouse").mkdir(parents=True, exist_ok=True)  # PyIceberg's reader opens its catalog.db at once
     sections = "".join(f'[tables."{t}"]\n{extra}checks = {CHECKS}\n\n' for t, extra in tables.items())
     cfg = folder / "wap.toml"
     cfg.write_text(
@@ -146,9 +146,17 @@ def _ppid(pid: int) -> int | None:
         return None
 
 
+def _started(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def executor_pids(worker_pids: list[int]) -> list[int]:
-    """Executor JVMs started by these workers (their children running CoarseGrainedExecutorBackend)."""
-    out = []
+    """Executor JVMs started by these workers (their children running CoarseGrainedExecutorBackend), newest
+    first: an executor of an application that just ended may linger for a moment."""
+    out: list[int] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -158,7 +166,7 @@ def executor_pids(worker_pids: list[int]) -> list[int]:
             continue
         if b"CoarseGrainedExecutorBackend" in cmd and _ppid(int(entry.name)) in worker_pids:
             out.append(int(entry.name))
-    return out
+    return sorted(out, key=_started, reverse=True)
 
 
 @pytest.fixture(scope="session")

@@ -56,6 +56,9 @@ def test_publish_blocked_quarantine_on_a_cluster(lake: tuple[Path, Path, Reader]
 def test_two_concurrent_runs_on_one_table(lake: tuple[Path, Path, Reader]) -> None:
     """Two `wap run` processes (two applications sharing the cluster) on one table: both publish, every row once."""
     folder, cfg, reader = lake
+    # The table exists (two first runs racing to create it: one gets exit 5, "retry", by design).
+    seed = write_parquet(folder / "in" / "conc0.parquet", generate_trips(10, start_id=1))
+    assert wap("run", "cl.conc", str(seed), "-c", str(cfg)).code == 0
     files = [
         write_parquet(folder / "in" / f"conc{i}.parquet", generate_trips(400, start_id=1 + 10_000 * i, seed=i))
         for i in (1, 2)
@@ -74,7 +77,7 @@ def test_two_concurrent_runs_on_one_table(lake: tuple[Path, Path, Reader]) -> No
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (out, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, out + err
-    expected = list(range(10_001, 10_401)) + list(range(20_001, 20_401))
+    expected = list(range(1, 11)) + list(range(10_001, 10_401)) + list(range(20_001, 20_401))
     assert ids(reader.rows("cl.conc")) == expected
     assert reader.branches("cl.conc") == []
 
