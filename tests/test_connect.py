@@ -25,8 +25,6 @@ from wapflow.config import load_config
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.connect import ConnectServer, port_answers
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
 
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
@@ -49,6 +47,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer
     return folder, cluster_config(folder, connect_server.endpoint, catalog="conn"), Reader(folder, "conn")
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Reader]) -> None:
     folder, cfg, reader = lake
     clean = write_parquet(folder / "in" / "clean.parquet", generate_trips(300, start_id=1))
@@ -78,6 +78,8 @@ def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Read
     assert sorted(ids(reader.rows("cl.quar")) + ids(reader.rows("cl.quar__quarantine"))) == list(range(1001, 1301))
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_two_concurrent_runs_through_connect(lake: tuple[Path, Path, Reader]) -> None:
     folder, cfg, reader = lake
     # The table exists (two first runs racing to create it: one gets exit 5, "retry", by design).
@@ -105,6 +107,8 @@ def test_two_concurrent_runs_through_connect(lake: tuple[Path, Path, Reader]) ->
     assert reader.branches("cl.conc") == []
 
 
+@pytest.mark.spark
+@pytest.mark.slow
 def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, connect_server: ConnectServer) -> None:
     """`wap serve` on a local-master config: `wap run` says it uses the server and publishes; a second
     `wap serve` on a busy port is one error (exit 2); SIGTERM stops the server (port closed, exit 0)."""
@@ -141,4 +145,20 @@ def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, con
         out, err = serve.communicate(timeout=60)
     assert serve.returncode == 0, out + err
     assert not port_answers(port)
+    assert wap("serve", "-c", str(cfg), "--status", "--json").doc["running"] is False
+
+
+def test_wap_serve_bad_input_is_one_error_without_a_server(tmp_path: Path) -> None:
+    """No JVM starts: a port that is not one, Java missing, --stop and --status with nothing running."""
+    cfg = cluster_config(tmp_path, "local[2]", tables={})
+    r = wap("serve", "-c", str(cfg), "--port", "70000")
+    assert r.code == 2 and "not a TCP port" in r.text and "Traceback" not in r.text, r.text
+    no_java = {"PATH": str(tmp_path / "empty-bin"), "JAVA_HOME": str(tmp_path / "no-jdk")}
+    r = wap("serve", "-c", str(cfg), "--port", str(free_port()), **no_java)
+    assert r.code == 3 and "Java was not found" in r.text and "Traceback" not in r.text, r.text
+    remote = cluster_config(tmp_path / "remote", "sc://spark.example.com:15002", tables={})
+    r = wap("serve", "-c", str(remote))
+    assert r.code == 2 and "another machine" in r.text, r.text
+    r = wap("serve", "-c", str(cfg), "--stop")
+    assert r.code == 0 and "no Spark Connect server was running" in r.text, r.text
     assert wap("serve", "-c", str(cfg), "--status", "--json").doc["running"] is False
