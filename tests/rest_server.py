@@ -23,6 +23,8 @@ small launcher (LAUNCHER below, compiled by `java` from source at start) runs th
 set-up (RESTCatalogServer.initializeBackendCatalog, CATALOG_* environment variables) and adapter
 (RESTServerCatalogAdapter), reached by reflection as they are package-private, behind the same servlet and
 gzip handler on a loopback-only connector. Port 0 lets the kernel pick a free port; the launcher prints it.
+It also stops when its stdin (a pipe from the test process) closes, so a test run killed outright leaves no
+server behind.
 """
 
 from __future__ import annotations
@@ -132,7 +134,9 @@ public class LoopbackRESTCatalogServer {
     server.start();
     System.out.println("LISTENING " + connector.getLocalPort());
     System.out.flush();
-    server.join();
+    // Stdin is a pipe from the test process: when it closes (that process is gone, even SIGKILLed), stop.
+    while (System.in.read() != -1) {}
+    System.exit(0);
   }
 }
 """
@@ -172,6 +176,8 @@ class RestCatalogServer:
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the server's process group, SIGKILL if it is still there after 15 s."""
+    if proc.stdin is not None:
+        proc.stdin.close()
     if proc.poll() is not None:
         return
     try:
@@ -207,7 +213,7 @@ def start_server(folder: Path, timeout: float = 90.0) -> RestCatalogServer:
     with log.open("wb") as out:
         # A session of its own: stopping it kills its whole process group.
         proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.PIPE, env=env, start_new_session=True
         )
     try:
         url = _wait_ready(proc, log, t0 + timeout)
