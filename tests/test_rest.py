@@ -133,12 +133,6 @@ def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_pa
     assert t.scan().to_arrow().num_rows == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Iceberg's REST client fails with its shaded httpclient5 HttpHostConnectException "
-    "(org.apache.iceberg.shaded.org.apache.hc.client5.http...), which wapflow.lakehouse.spark_errors does not "
-    "name as unreachable: the run fails as a bug (exit 3) instead of transient (exit 5)",
-)
 def test_a_rest_catalog_that_is_not_there_is_transient(tmp_path, landing):
     """A REST catalog nobody listens for: a retry may help (exit 5), and the message says what was not reached."""
     src = trips_file(landing, "batch.parquet", 20)
@@ -148,3 +142,17 @@ def test_a_rest_catalog_that_is_not_there_is_transient(tmp_path, landing):
     assert (r.code, r.doc["error"]["kind"]) == (5, "transient"), r.text
     assert "could not reach" in r.doc["error"]["message"], r.text
     assert src.exists()
+
+
+def test_wap_doctor_reaches_the_rest_catalog(rest_catalog, tmp_path):  # noqa: F811
+    """`wap doctor` asks the server's /v1/config; a port where nothing listens is a failure naming it."""
+    good = rest_config(tmp_path / "good", rest_catalog.url, "rest_nyc.doctor")
+    p = wap("doctor", "--config", str(good), "--json")
+    catalog = [f for f in json.loads(p.stdout)["findings"] if f["part"] == "catalog"]
+    assert p.code == 0 and [f["status"] for f in catalog] == ["ok"], p.text
+    assert f"{rest_catalog.url}/v1/config answers 200" in catalog[0]["detail"]
+    port = free_port()
+    bad = rest_config(tmp_path / "bad", f"http://127.0.0.1:{port}", "rest_nyc.doctor")
+    p = wap("doctor", "--config", str(bad), "--json")
+    catalog = [f for f in json.loads(p.stdout)["findings"] if f["part"] == "catalog"]
+    assert p.code == 3 and catalog[0]["status"] == "fail" and str(port) in catalog[0]["detail"], p.text

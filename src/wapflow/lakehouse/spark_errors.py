@@ -92,6 +92,10 @@ _UNREACHABLE_JAVA = frozenset(
         "org.apache.http.conn.ConnectTimeoutException",
         "org.apache.http.conn.HttpHostConnectException",
         "org.apache.http.NoHttpResponseException",
+        # Iceberg's REST client: Apache HttpClient 5, shaded into the runtime jar.
+        "org.apache.iceberg.shaded.org.apache.hc.client5.http.HttpHostConnectException",
+        "org.apache.iceberg.shaded.org.apache.hc.client5.http.ConnectTimeoutException",
+        "org.apache.iceberg.shaded.org.apache.hc.core5.http.NoHttpResponseException",
         "org.apache.hadoop.net.ConnectTimeoutException",
         "software.amazon.awssdk.core.exception.ApiCallTimeoutException",
         "software.amazon.awssdk.core.exception.ApiCallAttemptTimeoutException",
