@@ -31,7 +31,7 @@ def doctor(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     def show() -> None:
         t = Table(title=f"wap doctor: {cfg.source or 'defaults'}", title_justify="left")
         for c in ("part", "status", "found", "to fix"):
-            t.add_column(c)
+            t.add_column(c, overflow="fold")
         for f in findings:
             style = _STYLE[f.status]
             t.add_row(escape(f.part), f"[{style}]{f.status}[/{style}]", escape(f.detail), escape(f.fix))
