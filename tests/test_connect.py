@@ -140,6 +140,9 @@ def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, con
         assert r.code == 0, r.text
         assert f"using the Spark Connect server of `wap serve` at sc://127.0.0.1:{port}" in r.stderr
         assert ids(Reader(tmp_path).rows("sv.t")) == list(range(1, 201))
+        doc = wap("doctor", "-c", str(cfg), "--json").doc
+        (spark,) = [f for f in doc["findings"] if f["part"] == "spark"]
+        assert spark["status"] == "ok" and f"`wap serve` at sc://127.0.0.1:{port}" in spark["detail"], doc
     finally:
         serve.send_signal(signal.SIGTERM)
         out, err = serve.communicate(timeout=60)
@@ -162,3 +165,27 @@ def test_wap_serve_bad_input_is_one_error_without_a_server(tmp_path: Path) -> No
     r = wap("serve", "-c", str(cfg), "--stop")
     assert r.code == 0 and "no Spark Connect server was running" in r.text, r.text
     assert wap("serve", "-c", str(cfg), "--status", "--json").doc["running"] is False
+
+
+@pytest.mark.spark
+def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: ConnectServer) -> None:
+    """Two first runs racing to create one table: the loser must see "created by another run" (a retry
+    writes into it), not a bug. A Connect client gets no Java exception classes, only Spark's condition."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from wapflow.lakehouse import spark_errors
+    from wapflow.pipeline.steps import created_meanwhile
+
+    client = ConnectSession.builder.remote(connect_server.endpoint).create()
+    try:
+        client.sql("CREATE NAMESPACE IF NOT EXISTS boot.race")
+        client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg")
+        with pytest.raises(Exception) as caught:
+            client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg").collect()
+        assert "TABLE_OR_VIEW_ALREADY_EXISTS" in spark_errors.conditions(caught.value)
+        assert created_meanwhile(caught.value)
+        with pytest.raises(Exception) as other:
+            client.sql("SELECT * FROM boot.race.missing").collect()
+        assert not created_meanwhile(other.value)
+    finally:
+        client.stop()

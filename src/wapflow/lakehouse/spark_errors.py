@@ -265,6 +265,26 @@ def _links(e: BaseException) -> list[_Link]:
     return out
 
 
+def conditions(e: BaseException) -> set[str]:
+    """Spark's error conditions (e.g. TABLE_OR_VIEW_ALREADY_EXISTS) of the exception and its Python causes: what
+    a Spark Connect client gets where a classic session has the Java exception's class."""
+    out: set[str] = set()
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        get = getattr(cur, "getCondition", None)
+        if callable(get):
+            try:
+                cond = get()
+            except Exception:  # noqa: BLE001 - a condition is a hint; its absence must not hide the error
+                cond = None
+            if cond:
+                out.add(str(cond))
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return out
+
+
 def raised(e: BaseException, *java_classes: str) -> bool:
     """The exception, or one of its causes (Python or Java), is one of these classes (fully qualified)."""
     wanted = set(java_classes)

@@ -403,7 +403,7 @@ class LiveRun:
                 try:
                     tables.create_like(self.table, df)
                 except Exception as e:
-                    if spark_errors.raised(e, *_ALREADY_EXISTS):
+                    if created_meanwhile(e):
                         # Another run created it since this one looked: a retry writes into it (under its contract).
                         raise CommitConflict(
                             f"{self.table} was created by another run at the same time",
@@ -1042,6 +1042,12 @@ def _tables_in_sql(sql: str, catalog: str | None = None) -> set[TableName]:
 def _unexpected(e: BaseException, run_id: str, step: str, doing: str) -> WapError:
     """An exception no step named: a known condition of Spark, the catalog or storage, else a bug."""
     return (spark_errors.classify(e, doing=doing) or bug(e, run_id=run_id, step=step)).at(run_id=run_id, step=step)
+
+
+def created_meanwhile(e: BaseException) -> bool:
+    """Creating a table failed because it exists: another run created it since this one looked. By the Java
+    class on a classic session, by Spark's error condition on Spark Connect (no Java classes reach a client)."""
+    return spark_errors.raised(e, *_ALREADY_EXISTS) or "TABLE_OR_VIEW_ALREADY_EXISTS" in spark_errors.conditions(e)
 
 
 _ALREADY_EXISTS = (
