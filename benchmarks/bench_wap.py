@@ -401,6 +401,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--skip-publish", action="store_true", help="skip the publish-flatness test")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--driver-memory", default="4g", help="Spark driver memory (default 4g)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable), e.g. spark.executor.memory=2g")
     p.add_argument("--json", action="store_true", help="also print all results as one JSON object on the last line")
     p.add_argument("--verbose", action="store_true", help="show wapflow's own progress messages")
     args = p.parse_args(argv)
@@ -408,6 +409,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--reps must be at least 2")
     if args.publish_reps < 1:
         p.error("--publish-reps must be at least 1")
+    if any("=" not in c for c in args.conf):
+        p.error("--conf takes KEY=VALUE")
     return args
 
 
@@ -426,8 +429,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_publish:
         pub_files = (ensure_file(data_dir, "pubbase", args.publish_batch), ensure_file(data_dir, "pubbatch", args.publish_batch))
 
+    spark_conf: dict[str, str | int | float | bool] = dict(c.split("=", 1) for c in args.conf)
     cfg = WapConfig(
-        lakehouse=LakehouseConfig(warehouse=str(warehouse), master=args.master, driver_memory=args.driver_memory)
+        lakehouse=LakehouseConfig(
+            warehouse=str(warehouse), master=args.master, driver_memory=args.driver_memory, spark_conf=spark_conf
+        )
     )
     lh = Lakehouse(cfg, progress=(lambda m: log(f"    wap: {m}")) if args.verbose else None)
     log(f"starting Spark ({args.master}, driver memory {args.driver_memory}); warehouse {warehouse}")
@@ -457,7 +463,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  (benchmark took {elapsed:.0f}s on {os.cpu_count()} cores, master {args.master})")
     if args.json:
         doc = {
-            "machine": {"cpu_count": os.cpu_count(), "master": args.master, "driver_memory": args.driver_memory},
+            "machine": {
+                "cpu_count": os.cpu_count(),
+                "master": args.master,
+                "driver_memory": args.driver_memory,
+                "spark_conf": spark_conf,
+            },
             "reps": args.reps,
             "publish_reps": args.publish_reps,
             "sizes": [asdict(s) for s in size_results],

@@ -75,9 +75,10 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 
 
 class StandaloneCluster:
-    def __init__(self, base: Path, workers: int = 2) -> None:
+    def __init__(self, base: Path, workers: int = 2, memory: str = "1G") -> None:
         self.base = base
         self.workers = workers
+        self.memory = memory  # each worker's, for its executors (the benchmark's 10M-row batches need more)
         self.port = free_port()
         self.webui_port = free_port()
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -109,7 +110,7 @@ class StandaloneCluster:
             work.mkdir(parents=True, exist_ok=True)
             self._spawn(
                 f"worker{i}",
-                ["org.apache.spark.deploy.worker.Worker", self.url, "--host", HOST, "--cores", "1", "--memory", "1G",
+                ["org.apache.spark.deploy.worker.Worker", self.url, "--host", HOST, "--cores", "1", "--memory", self.memory,
                  "--work-dir", str(work), "--webui-port", "0"],
             )  # fmt: skip
         deadline = time.monotonic() + timeout
