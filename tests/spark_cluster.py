@@ -110,8 +110,8 @@ class StandaloneCluster:
             work.mkdir(parents=True, exist_ok=True)
             self._spawn(
                 f"worker{i}",
-                ["org.apache.spark.deploy.worker.Worker", self.url, "--host", HOST, "--cores", "1", "--memory", self.memory,
-                 "--work-dir", str(work), "--webui-port", "0"],
+                ["org.apache.spark.deploy.worker.Worker", self.url, "--host", HOST, "--cores", "1",
+                 "--memory", self.memory, "--work-dir", str(work), "--webui-port", "0"],
             )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
