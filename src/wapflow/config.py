@@ -383,6 +383,12 @@ class WapConfig(_Strict):
             return None
         return Path(wh)
 
+    def embedded_catalog_path(self) -> Path:
+        """The embedded catalog's SQLite file: beside a local warehouse, else in ./.wap (it must be on a local
+        disk even when the data lives on S3)."""
+        local = self.local_warehouse_path()
+        return (self.base_dir / ".wap" / "catalog.db").resolve() if local is None else local / "catalog.db"
+
     def state_dir(self) -> Path:
         """wapflow's own files on this machine (run store by default, logs): the local warehouse or ./.wap."""
         local = self.local_warehouse_path()

@@ -591,7 +591,7 @@ class _SparkTree:
 
 def _parser(spark: SparkSession) -> tuple[JavaObject, JavaObject] | None:
     """The session's SQL parser and JVM view, or None on Spark Connect (no JVM on this side)."""
-    from wapflow.lakehouse.session import is_connect
+    from wapflow.lakehouse.spark_kind import is_connect
 
     if is_connect(spark):
         return None

@@ -122,7 +122,7 @@ def running(cfg: WapConfig) -> ServerState | None:
 
 def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -> dict[str, str]:
     """The static settings a Connect client cannot give: jars, extensions, catalog, S3A, spark_conf."""
-    from wapflow.lakehouse.session import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
+    from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
     from wapflow.storage import spark as s3_spark
 
     lh = cfg.lakehouse

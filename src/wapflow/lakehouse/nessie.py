@@ -333,8 +333,8 @@ def branch_catalog_name(catalog: str, branch: str) -> str:
 
 def register_branch_catalog(spark: SparkSession, cfg: WapConfig, branch: str) -> str:
     """Catalogs load lazily by name, so a catalog bound to `ref=branch` can be added to a running session."""
-    from wapflow.lakehouse.session import SPARK_CATALOG_CLASS
-    from wapflow.lakehouse.session import catalog_properties as base_properties
+    from wapflow.lakehouse.catalog_props import SPARK_CATALOG_CLASS
+    from wapflow.lakehouse.catalog_props import catalog_properties as base_properties
 
     name = branch_catalog_name(cfg.lakehouse.catalog_name, branch)
     props = base_properties(cfg)

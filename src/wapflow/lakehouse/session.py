@@ -11,15 +11,15 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wapflow.config import WapConfig, ensure_folder
-from wapflow.errors import ConfigError, EnvironmentProblem, TransientError, Unreachable
+from wapflow.config import WapConfig
+from wapflow.errors import EnvironmentProblem, TransientError, Unreachable
 from wapflow.lakehouse import jvm
-from wapflow.storage import spark as s3_spark
+from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
+from wapflow.lakehouse.spark_kind import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 _LOG_KEEP_DAYS = 7
 
 # Spark's log file of this process (None until a session is started here), and whether `--verbose`
@@ -51,50 +51,6 @@ def _new_log_file(cfg: WapConfig) -> Path:
     return folder / f"wap-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.log"
 
 
-ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-
-
-def catalog_properties(cfg: WapConfig) -> dict[str, str]:
-    """Iceberg catalog properties for Spark (and, for the embedded catalog, PyIceberg)."""
-    lh = cfg.lakehouse
-    props: dict[str, str] = {}
-    warehouse = cfg.warehouse_location()
-    local = cfg.local_warehouse_path()
-    if lh.catalog == "sqlite":
-        # The SQLite file must be on a local disk even when data lives on S3.
-        db = (cfg.base_dir / ".wap" / "catalog.db").resolve() if local is None else local / "catalog.db"
-        ensure_folder(db.parent, "the catalog's folder")
-        props.update(
-            {
-                "type": "jdbc",
-                # WAL + busy timeout: concurrent wap processes wait instead of failing with SQLITE_BUSY.
-                "uri": f"jdbc:sqlite:{db}?journal_mode=WAL&busy_timeout=30000",
-                "jdbc.schema-version": "V1",
-            }
-        )
-    elif lh.catalog == "nessie":
-        # Catalog-level branches (issue 4): Iceberg's NessieCatalog, bound to Nessie's main here.
-        from wapflow.lakehouse.nessie_config import catalog_properties as nessie_properties
-
-        props.update(nessie_properties(cfg))
-    elif lh.catalog != "custom":
-        props["type"] = lh.catalog
-    if local is not None:
-        ensure_folder(local, "the warehouse")
-        props["warehouse"] = "file:" + str(local)
-    else:
-        props["warehouse"] = warehouse
-    # s3:// warehouse: Iceberg's S3FileIO with the [s3] endpoint/region (credentials: see wapflow.storage.spark).
-    props.update(s3_spark.iceberg_properties(cfg))
-    props.update(lh.catalog_properties)
-    if lh.catalog == "custom" and "catalog-impl" not in props and "type" not in props:
-        raise ConfigError(
-            'catalog = "custom" needs catalog_properties.catalog-impl (a Java class name)',
-            hint='e.g. catalog_properties = { "catalog-impl" = "org.apache.iceberg.rest.RESTCatalog", uri = "..." }',
-        )
-    return props
-
-
 def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
     """Catalogs load lazily by name, so they can be registered on a running session."""
     name = cfg.lakehouse.catalog_name
@@ -105,11 +61,6 @@ def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
 
 def _is_local_master(master: str) -> bool:
     return master.startswith("local")
-
-
-def is_connect(spark: SparkSession) -> bool:
-    """A Spark Connect client session: no JVM, gateway or SparkContext on this side."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def effective_master(cfg: WapConfig, progress: jvm.Progress | None = None) -> str:

@@ -123,7 +123,7 @@ class Tables:
 
         Through Iceberg's Java API: Spark SQL cannot name files (a DELETE on `_file` is refused). A Spark
         Connect client has no gateway to it: a clear error then, before anything changes."""
-        from wapflow.lakehouse.session import is_connect
+        from wapflow.lakehouse.spark_kind import is_connect
 
         if is_connect(self.spark):
             raise UsageError(
@@ -170,7 +170,7 @@ class Tables:
         metadata-table query is a Spark job: ~50 ms each, most of a small run's time). The same cached
         table object the metadata tables read, so the view is the same. None on Spark Connect (no gateway)
         or if the gateway call fails: the metadata tables answer then, and raise their usual errors."""
-        from wapflow.lakehouse.session import is_connect
+        from wapflow.lakehouse.spark_kind import is_connect
 
         if is_connect(self.spark):
             return None

@@ -214,9 +214,7 @@ def jdbc_catalog_url(cfg: WapConfig) -> str | None:
     lh = cfg.lakehouse
     uri = lh.catalog_properties.get("uri", "")
     if lh.catalog == "sqlite":
-        from wapflow.lakehouse.session import catalog_properties
-
-        uri = catalog_properties(cfg)["uri"]
+        return f"sqlite:///{cfg.embedded_catalog_path()}"
     if uri.startswith("jdbc:sqlite:"):
         return "sqlite:///" + uri[len("jdbc:sqlite:") :].split("?", 1)[0]
     if not uri.startswith("jdbc:postgresql:"):

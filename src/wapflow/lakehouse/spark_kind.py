@@ -1,0 +1,14 @@
+"""Which kind of SparkSession a caller holds, asked without importing the session's configuration.
+
+A leaf module (it imports nothing of wapflow), so the SQL guard, the storage settings and the tables can ask
+it without pulling the session builder, and with it wap.toml's whole model, into their imports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def is_connect(spark: Any) -> bool:
+    """A Spark Connect client session: no JVM, gateway or SparkContext on this side."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
