@@ -32,6 +32,16 @@ TRIPS_CHECKS = [
 ]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _jvm_class_archive(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`wap` processes start their JVMs from a class-data-sharing archive (made once per machine)."""
+    wanted = not os.environ.get("WAP_TEST_NO_CLASS_ARCHIVE")  # set it to measure the difference
+    if wanted and any(item.get_closest_marker("spark") for item in request.session.items):
+        from cli_harness import use_class_archive
+
+        use_class_archive(tmp_path_factory.mktemp("class-archive"))
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from wapflow.lakehouse.session import build_session

@@ -146,10 +146,14 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
     )
     lines = body.splitlines()
     assert lines[lines.index("Status") + 1] == "blocked"
-    code = _wait_for(
-        browser, f"wap discard {lake.branch} --table nyc.trips", f"wap retry {lake.blocked_run}", read=_code
+    # The reproduction SQL and the commands are code blocks; Streamlit may fill them in one by one.
+    _wait_for(
+        browser,
+        "`passenger_count` IS NULL",
+        f"wap discard {lake.branch} --table nyc.trips",
+        f"wap retry {lake.blocked_run}",
+        read=_code,
     )
-    assert "`passenger_count` IS NULL" in code  # the reproduction SQL
     browser.save_screenshot(str(tmp_path / "run.png"))
 
     browser.get(f"{server}/?{urlencode({'page': 'Branch', 'branch': lake.branch})}")
