@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 from wapflow.config import WapConfig
 from wapflow.errors import EnvironmentProblem, UsageError
 from wapflow.lakehouse import jvm
+from wapflow.lakehouse.processes import alive, terminate
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 15002
@@ -76,19 +76,6 @@ def _port_free(port: int, host: str = HOST) -> bool:
     return True
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (exited, not yet reaped) is not a server
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 @dataclass(frozen=True)
 class ServerState:
     """What `wap serve` records for other commands: where to connect, and which process to check."""
@@ -115,7 +102,7 @@ class ServerState:
 def running(cfg: WapConfig) -> ServerState | None:
     """The server `wap serve` started for this config, if its process is alive and its port answers."""
     state = ServerState.read(cfg.state_dir())
-    if state is None or not _alive(state.pid) or not port_answers(state.port):
+    if state is None or not alive(state.pid) or not port_answers(state.port):
         return None
     return state
 
@@ -289,7 +276,7 @@ class ConnectServer:
         """SIGTERM to the server's process group (Spark's shutdown hook stops the context), SIGKILL after 20 s."""
         if self.proc is not None:
             proc = self.proc
-            _terminate_group(proc.pid, lambda: proc.poll() is not None)
+            terminate(proc.pid, lambda: proc.poll() is not None, group=True)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
             self.proc = None
@@ -299,24 +286,10 @@ class ConnectServer:
                 (self.cfg.state_dir() / STATE_FILE).unlink(missing_ok=True)
 
 
-def _terminate_group(pid: int, gone: Callable[[], bool], grace: float = 20.0) -> None:
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if gone():
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-
-
 def status(cfg: WapConfig) -> dict[str, object]:
     """Whether a `wap serve` server for this config runs and answers."""
     state = ServerState.read(cfg.state_dir())
-    if state is None or not _alive(state.pid):
+    if state is None or not alive(state.pid):
         return {"running": False, "state_dir": str(cfg.state_dir())}
     return {
         "running": True,
@@ -333,7 +306,7 @@ def stop_recorded(cfg: WapConfig) -> ServerState | None:
     if state is None:
         return None
     (cfg.state_dir() / STATE_FILE).unlink(missing_ok=True)
-    if not _alive(state.pid):
+    if not alive(state.pid):
         return None
-    _terminate_group(state.pid, lambda: not _alive(state.pid))
+    terminate(state.pid, lambda: not alive(state.pid), group=True)
     return state

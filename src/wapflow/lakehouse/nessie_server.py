@@ -8,10 +8,8 @@ the server gets its own Java (21+), found independently of the Java 17 Spark run
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -24,6 +22,7 @@ import httpx
 
 from wapflow.errors import EnvironmentProblem, UsageError
 from wapflow.lakehouse import jvm
+from wapflow.lakehouse.processes import alive, terminate
 
 # The newest nessie-quarkus runner on Maven Central (0.100+ are not published there).
 NESSIE_VERSION = "0.99.0"
@@ -100,16 +99,6 @@ class ServerState:
         (data_dir / STATE_FILE).write_text(json.dumps(self.__dict__, indent=2), encoding="utf-8")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def api_url(port: int, host: str = HOST) -> str:
     return f"http://{host}:{port}/api/v2"
 
@@ -171,7 +160,7 @@ class NessieServer:
     def start(self, *, detach: bool = False) -> NessieServer:
         """Start and wait until the REST API answers; `detach` leaves it running after this process exits."""
         state = ServerState.read(self.data_dir)
-        if state is not None and _alive(state.pid):
+        if state is not None and alive(state.pid):
             raise UsageError(
                 f"a Nessie server (pid {state.pid}) already uses {self.data_dir}, at {state.url}",
                 hint="stop it with `wap nessie down`, or use another --dir",
@@ -214,7 +203,7 @@ class NessieServer:
 
     def stop(self) -> None:
         if self.proc is not None:
-            _terminate(self.proc.pid, lambda: self.proc.poll() is not None)  # type: ignore[union-attr]  # proc is set in this branch; mypy cannot see it inside the lambda
+            terminate(self.proc.pid, lambda: self.proc.poll() is not None)  # type: ignore[union-attr]  # proc is set in this branch; mypy cannot see it inside the lambda
             self.proc.wait(timeout=5)
             self.proc = None
         (self.data_dir / STATE_FILE).unlink(missing_ok=True)
@@ -231,44 +220,22 @@ def java_major_too_old_for_flag(java: str) -> bool:
     return (jvm.java_major_version(java) or 0) < 22
 
 
-def _terminate(pid: int, gone: Callable[[], bool], grace: float = 20.0) -> None:
-    """SIGTERM (Quarkus shuts down and closes RocksDB cleanly), SIGKILL only after a grace period."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if gone():
-            return
-        time.sleep(0.2)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-
-
 def stop_detached(data_dir: Path) -> ServerState | None:
     """Stop the server `wap nessie up` left in data_dir; None if none was running."""
     data_dir = Path(data_dir).expanduser().resolve()
     state = ServerState.read(data_dir)
     if state is None:
         return None
-    if _alive(state.pid):
-        _terminate(state.pid, lambda: not _alive(state.pid) or _is_zombie(state.pid))
+    if alive(state.pid):
+        terminate(state.pid, lambda: not alive(state.pid))
     (data_dir / STATE_FILE).unlink(missing_ok=True)
     return state
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
-    except OSError:
-        return False
 
 
 def status(data_dir: Path) -> dict[str, object]:
     data_dir = Path(data_dir).expanduser().resolve()
     state = ServerState.read(data_dir)
-    if state is None or not _alive(state.pid):
+    if state is None or not alive(state.pid):
         return {"running": False, "dir": str(data_dir)}
     try:
         ok = httpx.get(f"{state.url}/config", timeout=2.0).status_code == 200

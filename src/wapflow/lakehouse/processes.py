@@ -1,0 +1,44 @@
+"""Local server processes wapflow starts (Nessie, a Spark Connect server): is one alive, stop one.
+
+One place for the SIGTERM-then-SIGKILL rule, so every server gets the same grace to shut down cleanly
+(Quarkus closes RocksDB, Spark's shutdown hook stops the context) before it is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def alive(pid: int) -> bool:
+    """The process exists and has not exited; a zombie (exited, not yet reaped) is not a server."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def terminate(pid: int, gone: Callable[[], bool], *, group: bool = False, grace: float = 20.0) -> None:
+    """SIGTERM to the process (or its whole process group), SIGKILL only if `gone()` stays false for `grace` s."""
+    send = os.killpg if group else os.kill
+    try:
+        send(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if gone():
+            return
+        time.sleep(0.2)
+    with contextlib.suppress(ProcessLookupError):
+        send(pid, signal.SIGKILL)
