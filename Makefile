@@ -34,7 +34,7 @@ dashboard: setup
 	$(BIN)/wap dashboard --config wap-demo/wap.toml
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 # ruff (lint + format check) and mypy (strict on errors, config, audit, lakehouse, runs, pipeline).
 lint: install

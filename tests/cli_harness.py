@@ -6,6 +6,7 @@ test's verdict on main (snapshot id, rows, branches) does not depend on the code
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -68,48 +69,56 @@ def use_class_archive(work: Path) -> Path | None:
     if "SharedArchiveFile" in FAST_START_JVM:
         return None
     target = CLASS_ARCHIVES / f"{_archive_key()}.jsa"
-    if not target.exists():
-        import signal
-        import time
-
-        import pyarrow.parquet as pq
-
-        from wapflow.demo.generate import generate_trips
-
-        work.mkdir(parents=True, exist_ok=True)
-        cfg = write_config(
-            work,
-            '[tables."cds.trips"]\non_row_failure = "quarantine"\nchecks = [{ check = "not_null", column = '
-            '"passenger_count" }, { check = "unique", columns = ["trip_id"] }, { check = "row_count", min = 1 }]\n',
-        )
-        (work / "landing").mkdir(exist_ok=True)
-        pq.write_table(generate_trips(500, null_rate=0.05), work / "landing" / "trips.parquet")
-        CLASS_ARCHIVES.mkdir(parents=True, exist_ok=True)
-        dump = CLASS_ARCHIVES / f"{target.stem}.{os.getpid()}.tmp"
-        opts = f"{FAST_START_JVM} -XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off"
-        p = subprocess.Popen(
-            [WAP, "run", "cds.trips", str(work / "landing" / "trips.parquet"), "--config", str(cfg)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-            env=env(JAVA_TOOL_OPTIONS=opts), start_new_session=True,
-        )  # fmt: skip
-        ok = p.wait(timeout=300) == 0
-        deadline = time.monotonic() + 180
-        while True:  # the driver JVM outlives `wap` by the seconds it takes to write the archive
-            try:
-                os.killpg(p.pid, 0)
-            except ProcessLookupError:
-                break
-            if time.monotonic() > deadline:
-                os.killpg(p.pid, signal.SIGKILL)
-                ok = False
-                break
-            time.sleep(0.5)
-        if not ok or not dump.exists() or dump.stat().st_size < 10_000_000:
-            dump.unlink(missing_ok=True)
+    CLASS_ARCHIVES.mkdir(parents=True, exist_ok=True)
+    with open(CLASS_ARCHIVES / "lock", "w") as lock:  # test workers in parallel: one makes it, the others wait
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists() and not _make_class_archive(work, target):
             return None  # tests run as before, only slower
-        os.replace(dump, target)
     FAST_START_JVM = f"{FAST_START_JVM} -XX:SharedArchiveFile={target} -Xlog:cds*=off"
     return target
+
+
+def _make_class_archive(work: Path, target: Path) -> bool:
+    """One real `wap run` whose driver JVM dumps its classes into `target` when it exits."""
+    import signal
+    import time
+
+    import pyarrow.parquet as pq
+
+    from wapflow.demo.generate import generate_trips
+
+    work.mkdir(parents=True, exist_ok=True)
+    cfg = write_config(
+        work,
+        '[tables."cds.trips"]\non_row_failure = "quarantine"\nchecks = [{ check = "not_null", column = '
+        '"passenger_count" }, { check = "unique", columns = ["trip_id"] }, { check = "row_count", min = 1 }]\n',
+    )
+    (work / "landing").mkdir(exist_ok=True)
+    pq.write_table(generate_trips(500, null_rate=0.05), work / "landing" / "trips.parquet")
+    dump = CLASS_ARCHIVES / f"{target.stem}.{os.getpid()}.tmp"
+    opts = f"{FAST_START_JVM} -XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off"
+    p = subprocess.Popen(
+        [WAP, "run", "cds.trips", str(work / "landing" / "trips.parquet"), "--config", str(cfg)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        env=env(JAVA_TOOL_OPTIONS=opts), start_new_session=True,
+    )  # fmt: skip
+    ok = p.wait(timeout=300) == 0
+    deadline = time.monotonic() + 180
+    while True:  # the driver JVM outlives `wap` by the seconds it takes to write the archive
+        try:
+            os.killpg(p.pid, 0)
+        except ProcessLookupError:
+            break
+        if time.monotonic() > deadline:
+            os.killpg(p.pid, signal.SIGKILL)
+            ok = False
+            break
+        time.sleep(0.5)
+    if not ok or not dump.exists() or dump.stat().st_size < 10_000_000:
+        dump.unlink(missing_ok=True)
+        return False
+    os.replace(dump, target)
+    return True
 
 
 def env(**extra: str) -> dict[str, str]:

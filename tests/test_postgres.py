@@ -431,3 +431,62 @@ def test_wap_run_with_a_wrong_catalog_password_or_the_server_gone(tmp_path, pg, 
         assert "PostgreSQL" in doc["error"]["message"]
         assert password not in res.text and PASSWORD not in res.text
         assert src.exists()
+
+
+@pytest.mark.slow
+def test_the_run_store_server_stopping_mid_run_is_transient_then_the_run_resumes_once(tmp_path, pg):  # noqa: F811
+    """The run store, ledger and publish lock's PostgreSQL stops while a real `wap run` writes: the run ends
+    with exit 5 (transient: the server cannot be reached), no traceback and no password, main unchanged and
+    the source kept; once the server is back the same command publishes every row exactly once."""
+    import shutil
+    import tempfile
+
+    from cli_harness import Reader, write_config
+    from wapflow.runs.pg_server import LocalPostgres
+
+    folder = Path(tempfile.mkdtemp(prefix="wapflow-pg-gone-"))  # its own server: this test stops it
+    server = LocalPostgres(folder, password=PASSWORD, fast=True)
+    try:
+        server.start()
+        urls = server.create_database("store")
+        cfg = write_config(
+            tmp_path,
+            '[tables."nyc.trips"]\nchecks = [{ check = "unique", columns = ["trip_id"] }]\n',
+            lakehouse=f'run_store = "{urls.sqlalchemy}"\n',
+        )
+        src = write_parquet(tmp_path / "landing" / "big.parquet", generate_trips(300_000, start_id=1, seed=7))
+        command = [WAP, "run", "nyc.trips", str(src), "--run-id", "r_store_gone", "--config", str(cfg), "--json"]
+        p = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), stdin=subprocess.DEVNULL
+        )
+        assert p.stderr is not None and p.stdout is not None
+        seen = []
+        for line in p.stderr:
+            seen.append(line)
+            if "writing to branch" in line:
+                break
+        assert server.stop(), "".join(seen)  # fast shutdown: open connections are cut
+        out, err = p.communicate(timeout=300)
+        err = "".join(seen) + err
+        assert p.returncode == 5, out + err
+        doc = json.loads(out)
+        assert doc["error"]["kind"] == "transient", doc
+        assert "PostgreSQL" in doc["error"]["message"] or "postgresql" in doc["error"]["message"], doc
+        assert "Traceback" not in err
+        no_password(out, err)
+        reader = Reader(tmp_path)
+        if reader.exists("nyc.trips"):  # made by the write step, with nothing on main
+            assert reader.rows("nyc.trips") == []
+        assert src.exists()
+
+        server.start()  # the same port again
+        done = wap(*command[1:], timeout=600)
+        assert done.code == 0, done.text
+        assert done.doc["status"] == "published"
+        got = reader.rows("nyc.trips")
+        assert len(got) == 300_000 and len({r["trip_id"] for r in got}) == 300_000
+        assert reader.branches("nyc.trips") == []
+        assert sql(urls, "SELECT status FROM wap_runs WHERE run_id = 'r_store_gone'") == [("published",)]
+    finally:
+        server.stop(immediate=True)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -77,10 +77,11 @@ def is_postgresql(url: str) -> bool:
     return normalize_url(url).lower().startswith("postgresql")
 
 
-def create_engine(url: str, *, what: str) -> sa.Engine:
+def create_engine(url: str, *, what: str, reached_as: str | None = None) -> sa.Engine:
     """An SQLAlchemy engine for `url` (normalized), or a ConfigError naming the missing driver.
 
-    `what` names the setting in messages, e.g. "[lakehouse] run_store".
+    `what` names the setting in messages, e.g. "[lakehouse] run_store"; `reached_as` the database in
+    messages about reaching it later (default: `what`), e.g. "the run store".
     """
     import sqlalchemy as sa
 
@@ -93,7 +94,7 @@ def create_engine(url: str, *, what: str) -> sa.Engine:
             hint="use sqlite:////abs/path/file.db or postgresql://user:password@host:5432/database",
         ) from None
     try:
-        return sa.create_engine(parsed, future=True)
+        engine = sa.create_engine(parsed, future=True)
     except sa.exc.NoSuchModuleError:
         raise ConfigError(
             f"{what} {redact_url(url)}: SQLAlchemy knows no database called {parsed.drivername!r}",
@@ -106,13 +107,40 @@ def create_engine(url: str, *, what: str) -> sa.Engine:
             hint="write postgresql://... or postgresql+psycopg://... (psycopg 3 comes with wapflow), "
             f"or install {module}",
         ) from None
+    if parsed.drivername.startswith("postgresql"):
+        _name_lost_connections(engine, url, reached_as or what)
+    return engine
 
 
-def connection_error(e: BaseException, url: str, *, what: str) -> WapError:
+def _name_lost_connections(engine: sa.Engine, url: str, what: str) -> None:
+    """A PostgreSQL server that stops or restarts while a command uses it (a store save in the middle of a
+    run) is said in wapflow's terms, transient when the server cannot be reached, instead of as a driver
+    error that no code above recognises. Errors the server names about a statement (SQLSTATE other than
+    connection and shutdown classes) are left to their callers, which handle some (concurrent CREATE)."""
+    import sqlalchemy as sa
+
+    def on_error(ctx: sa.engine.ExceptionContext) -> None:
+        orig = ctx.original_exception
+        state = str(getattr(orig, "sqlstate", None) or "")
+        lost = ctx.is_disconnect or state.startswith("57P0")
+        if lost or state.startswith("08") or (not state and _is_operational(ctx)):
+            raise connection_error(ctx.sqlalchemy_exception or orig, url, what=what, lost=lost) from None
+
+    sa.event.listen(engine, "handle_error", on_error)
+
+
+def _is_operational(ctx: sa.engine.ExceptionContext) -> bool:
+    import sqlalchemy as sa
+
+    return isinstance(ctx.sqlalchemy_exception, sa.exc.OperationalError)
+
+
+def connection_error(e: BaseException, url: str, *, what: str, lost: bool = False) -> WapError:
     """What a failed connection to `url` means, without its password. psycopg gives no error code when a
     connection fails, so the server's port is tried: a server that cannot be reached is transient (a retry
     may help); one that answers but refused the login or the database needs someone to act, as does an
-    error the server named (SQLSTATE) that is not about the connection."""
+    error the server named (SQLSTATE) that is not about the connection. `lost`: an open connection was cut
+    (the server stopped or restarted), which is transient whatever the port says now."""
     import sqlalchemy as sa
 
     orig = e.orig if isinstance(e, sa.exc.DBAPIError) else e
@@ -121,7 +149,13 @@ def connection_error(e: BaseException, url: str, *, what: str) -> WapError:
     lines = [x.strip() for x in str(orig).strip().splitlines() if x.strip()]
     detail = redact(" ".join(lines) or type(orig).__name__, password_of(url))
     where = f"{what} at {redact_url(url)}"
-    if state is not None and not str(state).startswith("08"):  # 08: connection exceptions
+    if lost:  # the server went away under an open connection (stopped, restarted, network)
+        return Unreachable(
+            f"lost the connection to {where}: {detail}",
+            hint="the database server stopped or restarted: run the command again once it is back",
+        )
+    # 08: connection exceptions; 57P01-57P03: the server is shutting down, crashed or is starting up.
+    if state is not None and not str(state).startswith(("08", "57P0")):
         return EnvironmentProblem(
             f"{where} answered with an error: {detail}",
             hint="check that this user may create and write tables in that database",

@@ -231,7 +231,7 @@ class RunStore:
             from wapflow.config import ensure_folder
 
             ensure_folder(Path(url[len("sqlite:///") :]).parent, "the run store's folder")
-        self.engine = create_engine(url, what="[lakehouse] run_store")
+        self.engine = create_engine(url, what="[lakehouse] run_store", reached_as="the run store")
         if self.engine.dialect.name == "sqlite":
 
             @sa.event.listens_for(self.engine, "connect")
