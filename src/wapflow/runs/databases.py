@@ -122,17 +122,12 @@ def _name_lost_connections(engine: sa.Engine, url: str, what: str) -> None:
     def on_error(ctx: sa.engine.ExceptionContext) -> None:
         orig = ctx.original_exception
         state = str(getattr(orig, "sqlstate", None) or "")
-        lost = ctx.is_disconnect or state.startswith("57P0")
-        if lost or state.startswith("08") or (not state and _is_operational(ctx)):
-            raise connection_error(ctx.sqlalchemy_exception or orig, url, what=what, lost=lost) from None
+        failed_connect = not state and isinstance(ctx.sqlalchemy_exception, sa.exc.OperationalError)
+        if ctx.is_disconnect or state.startswith(("08", "57P0")) or failed_connect:
+            e = ctx.sqlalchemy_exception or orig
+            raise connection_error(e, url, what=what, lost=ctx.is_disconnect) from None
 
     sa.event.listen(engine, "handle_error", on_error)
-
-
-def _is_operational(ctx: sa.engine.ExceptionContext) -> bool:
-    import sqlalchemy as sa
-
-    return isinstance(ctx.sqlalchemy_exception, sa.exc.OperationalError)
 
 
 def connection_error(e: BaseException, url: str, *, what: str, lost: bool = False) -> WapError:
@@ -149,13 +144,13 @@ def connection_error(e: BaseException, url: str, *, what: str, lost: bool = Fals
     lines = [x.strip() for x in str(orig).strip().splitlines() if x.strip()]
     detail = redact(" ".join(lines) or type(orig).__name__, password_of(url))
     where = f"{what} at {redact_url(url)}"
-    if lost:  # the server went away under an open connection (stopped, restarted, network)
+    # 57P01-57P03: the server is shutting down, crashed or is starting up: transient, like a cut connection.
+    if lost or str(state or "").startswith("57P0"):  # the server went away (stopped, restarted, network)
         return Unreachable(
             f"lost the connection to {where}: {detail}",
             hint="the database server stopped or restarted: run the command again once it is back",
         )
-    # 08: connection exceptions; 57P01-57P03: the server is shutting down, crashed or is starting up.
-    if state is not None and not str(state).startswith(("08", "57P0")):
+    if state is not None and not str(state).startswith("08"):  # 08: connection exceptions
         return EnvironmentProblem(
             f"{where} answered with an error: {detail}",
             hint="check that this user may create and write tables in that database",
