@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test lint bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard test lint docs bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -39,6 +39,11 @@ test: setup
 # ruff (lint + format check) and mypy (strict on errors, config, audit, lakehouse, runs, pipeline).
 lint: install
 	VENV=$(VENV) bash .ci/lint
+
+# The documentation site (MkDocs + Material) into site/; --strict fails on any broken link or page. The reference
+# pages are generated from the code at build time (wapflow._docs).
+docs: install
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/mkdocs build --strict
 
 bench: setup
 	$(BIN)/python benchmarks/bench_wap.py
@@ -78,4 +83,4 @@ pg-down: install
 	$(BIN)/python -m wapflow.runs.pg_server down --dir $(PG_DIR) --port $(PG_PORT)
 
 clean:
-	rm -rf $(VENV) wap-demo bench-data .pytest_cache
+	rm -rf $(VENV) wap-demo bench-data .pytest_cache site

@@ -1,0 +1,89 @@
+"""The generated reference pages of the documentation site name everything the code defines (no Spark)."""
+
+from __future__ import annotations
+
+import re
+
+from wapflow import _docs, errors
+from wapflow.audit.spec import CHECK_MODELS
+from wapflow.config import WapConfig
+
+
+def test_cli_reference_names_every_command_and_option() -> None:
+    page = _docs.cli_reference_markdown()
+    commands = _docs.cli_commands()
+    paths = [path for path, _ in commands]
+    for expected in ("wap run", "wap ingest", "wap watch", "wap demo generate", "wap alerts check", "wap nessie up"):
+        assert expected in paths
+    for path, cmd in commands:
+        assert f"## `{path}`" in page
+        for param in cmd.params:
+            if param.param_type_name == "option" and param.name != "help":
+                assert f"`{param.opts[0]}`" in page.split(f"## `{path}`")[1].split("\n## ")[0], (path, param.opts)
+
+
+def test_checks_reference_names_every_check_type_and_parameter() -> None:
+    page = _docs.checks_reference_markdown()
+    assert set(_docs.check_models()) == set(CHECK_MODELS)
+    for name, model in CHECK_MODELS.items():
+        section = page.split(f"## `{name}`\n")[1].split("\n## ")[0]
+        for field, info in model.model_fields.items():
+            if field != "check":
+                assert f"| `{info.alias or field}` |" in section, (name, field)
+    assert "Row-level" in page.split("## `not_null`")[1].split("\n## ")[0]
+    assert "Batch-level" in page.split("## `row_count`")[1].split("\n## ")[0]
+
+
+def test_config_reference_names_every_section_and_key_with_its_default() -> None:
+    page = _docs.config_reference_markdown()
+    sections = re.findall(r"^## `\[(.+)\]`$", page, re.MULTILINE)
+    assert sections == [
+        "lakehouse",
+        'tables."NS.TABLE"',
+        "runs.NAME",
+        "sources.NAME",
+        "watch",
+        "s3",
+        "alerts",
+        "alerts.sinks.NAME",
+    ]
+    for key in WapConfig.model_fields["lakehouse"].annotation.model_fields:  # type: ignore[union-attr]  # a model
+        assert f"| `{key}` |" in page
+    assert '| `schema` | `"strict"` \\| `"add_columns"` \\| `"ignore_extra"` | `"strict"` |' in page  # alias, default
+    assert "| `max_files_per_run` | integer | `100` |" in page
+    assert "| `interval` | number | `10.0` | seconds between listings" in page  # the field's comment
+    assert "| `table` | string | required |" in page
+
+
+def test_exit_code_reference_has_every_code_and_kind() -> None:
+    rows = _docs.exit_code_rows()
+    assert [code for code, _, _ in rows] == [0, 1, 2, 3, 4, 5]
+    text = {code: meaning for code, _, meaning in rows}
+    assert "`transient`" in text[errors.EXIT_TRANSIENT]
+    assert all(f"`{kind}`" in text[3] for kind in ("input", "environment", "bug"))
+    assert "`conflict`" in text[4] and "`config`" in text[2]
+    assert "| 5 | `EXIT_TRANSIENT` |" in _docs.exit_codes_reference_markdown()
+
+
+def test_source_comments_reads_the_comment_above_and_beside_a_field() -> None:
+    class Sample:
+        # above,
+        # on two lines
+        a: int = 1
+        b: str = "x"  # beside
+
+        def c(self) -> None:
+            d = 2  # inside a method: not a field
+            del d
+
+    assert _docs.source_comments(Sample) == {"a": "above, on two lines", "b": "beside"}
+
+
+def test_markdown_from_code_keeps_angle_brackets_and_pipes() -> None:
+    assert _docs._cell("wap_<run-id> | `a <b>`") == "wap_&lt;run-id&gt; \\| `a <b>`"
+
+
+def test_every_module_is_in_the_module_map() -> None:
+    names = [name for name, _ in _docs.module_rows()]
+    assert {"wapflow", "wapflow.config", "wapflow.cli.app", "wapflow._docs"} <= set(names)
+    assert all(doc for name, doc in _docs.module_rows() if name in ("wapflow.config", "wapflow.errors"))
