@@ -223,7 +223,7 @@ def _usage(path: str, cmd: Any) -> str:
             word = (p.name or "").upper() + ("..." if p.nargs == -1 else "")
             words.append(word if p.required else f"[{word}]")
     if getattr(cmd, "commands", None):
-        words.append("COMMAND")
+        words.append("[COMMAND]" if getattr(cmd, "invoke_without_command", False) else "COMMAND")
     return " ".join(words)
 
 

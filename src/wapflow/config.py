@@ -35,28 +35,38 @@ class _Strict(BaseModel):
 
 
 class LakehouseConfig(_Strict):
+    """Where the tables live and how Spark runs: the catalog, the warehouse, the master, the jars, the run store."""
+
+    # A folder, or s3://bucket/prefix (then an [s3] section configures the endpoint and credentials).
     warehouse: str = "./lakehouse"
+    # sqlite: the embedded catalog (Iceberg's JDBC catalog on <warehouse>/catalog.db); or an Iceberg catalog type.
     catalog: Literal["sqlite", "jdbc", "rest", "hive", "glue", "hadoop", "custom", "nessie"] = "sqlite"
     # Spark catalog name; PyIceberg's SqlCatalog must use the same name to see the tables.
     catalog_name: str = "lakehouse"
     # Passed through to Iceberg's Spark catalog (uri, credential, io-impl, ...).
     catalog_properties: dict[str, str] = Field(default_factory=dict)
+    # Where Spark runs: local[*], spark://host:7077, k8s://https://..., sc://host:15002 (Spark Connect).
     master: str = "local[*]"
-    driver_memory: str = "2g"
+    driver_memory: str = "2g"  # spark.driver.memory of the driver (the `wap` process on a local master)
+    # Any extra Spark conf, e.g. { "spark.sql.shuffle.partitions" = "64" }.
     spark_conf: dict[str, Scalar] = Field(default_factory=dict)
     # JVM jars: by default downloaded once from Maven Central into jars_dir.
+    # Offline clusters list local jar paths here instead.
     jars: list[str] = Field(default_factory=list)
-    extra_packages: list[str] = Field(default_factory=list)
+    extra_packages: list[str] = Field(default_factory=list)  # more Maven coordinates to fetch (a catalog's driver)
+    # download: wapflow fetches the jars into jars_dir; ivy: Spark resolves them (spark.jars.packages).
     jar_resolution: Literal["download", "ivy"] = "download"
-    maven_repo: str = "https://repo1.maven.org/maven2"
-    jars_dir: str | None = None
+    maven_repo: str = "https://repo1.maven.org/maven2"  # or a corporate mirror
+    jars_dir: str | None = None  # unset: $WAP_JARS_DIR, else ~/.cache/wapflow/jars
+    # Runs, the file ledger, alert deliveries and publish locks: any SQLAlchemy URL (postgresql:// uses
+    # psycopg 3). Unset: wapflow_runs.db beside the catalog (in .wap/ beside wap.toml for an S3 warehouse).
     run_store: str | None = None
     # How long a run waits for another run's publish of the same table before failing (transient: retried).
     publish_lock_timeout: float = Field(default=600.0, gt=0)
     # catalog = "nessie": the server's REST API (e.g. http://127.0.0.1:19120/api/v2) and an optional
     # bearer token (or $WAP_NESSIE_TOKEN); the token is never printed.
     nessie_uri: str | None = None
-    nessie_token: str | None = Field(default=None, repr=False)
+    nessie_token: str | None = Field(default=None, repr=False)  # unset: $WAP_NESSIE_TOKEN
 
     @field_validator("catalog_name")
     @classmethod
@@ -94,7 +104,10 @@ class LakehouseConfig(_Strict):
 
 
 class TableConfig(_Strict):
-    format: Literal["parquet", "csv", "json"] | None = None
+    """One table's checks and policies; a table without a section has no checks."""
+
+    format: Literal["parquet", "csv", "json"] | None = None  # json: JSON lines; unset: from the file extension
+    # A blocked run's branch: kept for inspection, or dropped.
     on_failure: Literal["keep", "drop"] = "keep"
     checks: list[Check] = Field(default_factory=list)
     # Schema contract: strict (any difference blocks), add_columns (new nullable columns are added
@@ -102,6 +115,7 @@ class TableConfig(_Strict):
     schema_policy: Literal["strict", "add_columns", "ignore_extra"] = Field(default="strict", alias="schema")
     # Rows failing row-level error checks: block the run, or divert them to <table>__quarantine.
     on_row_failure: Literal["block", "quarantine"] = "block"
+    # With quarantine: block the run if more than this fraction (0..1) of its rows would be quarantined.
     max_quarantine_rate: float | None = Field(default=None, ge=0, le=1)
     # Columns that identify a row in audit samples (default: the first unique check's columns).
     key: list[str] = Field(default_factory=list)
@@ -131,8 +145,9 @@ class TableConfig(_Strict):
 class RunConfig(_Strict):
     """A named multi-table run (`wap run-tables --run NAME`): one source list per table, one Nessie merge."""
 
+    # "ns.table" = a source or a list of sources (relative paths resolve against wap.toml's folder).
     tables: dict[str, list[str]] = Field(min_length=1)
-    branch: str | None = None
+    branch: str | None = None  # the Nessie branch; unset: wap_<run-id>
 
     @field_validator("tables", mode="before")
     @classmethod
@@ -186,11 +201,11 @@ def parse_bytes(value: int | str) -> int:
 class SourceConfig(_Strict):
     """A landing location bound to a table (`wap ingest NAME`): every file in it published exactly once."""
 
-    table: str
+    table: str  # the table the files are published to ("ns.table")
     location: str  # a folder, an s3:// prefix, or a glob ("landing/trips/*.parquet")
     format: Literal["parquet", "csv", "json"] | None = None  # else the table's, else from the extension
-    max_files_per_run: int = Field(default=100, ge=1)
-    max_bytes_per_run: int = Field(default=2 * 10**9, ge=1)
+    max_files_per_run: int = Field(default=100, ge=1)  # small files are published together, up to this many
+    max_bytes_per_run: int = Field(default=2 * 10**9, ge=1)  # and this many bytes ("2GB", "500MB", or a number)
     # A local file is taken once it has not changed for this long (its mtime is older than this).
     settle_seconds: float = Field(default=10.0, ge=0)
     # A file rewritten under the same name: a new file (its identity changed) or ignored.
@@ -274,11 +289,11 @@ class AlertSinkConfig(_Strict):
     """[alerts.sinks.NAME]: where alerts go. The URL is read from the environment variable `url_env` at send
     time: webhook URLs are secrets and never appear in wap.toml, output or the run store."""
 
-    type: Literal["slack", "webhook"]
-    url_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
-    events: list[str] = Field(default_factory=lambda: list(ALERT_EVENTS))
+    type: Literal["slack", "webhook"]  # slack: an incoming webhook (Block Kit); webhook: JSON wapflow.alert/v1
+    url_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")  # the environment variable holding the URL
+    events: list[str] = Field(default_factory=lambda: list(ALERT_EVENTS))  # the events this sink is sent
     timeout: float = Field(default=5.0, gt=0, le=120)  # seconds per attempt (connect, send, answer)
-    max_attempts: int = Field(default=3, ge=1, le=10)
+    max_attempts: int = Field(default=3, ge=1, le=10)  # sends of one alert (429 and 5xx are retried)
 
     @field_validator("type", mode="before")
     @classmethod

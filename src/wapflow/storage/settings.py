@@ -35,8 +35,8 @@ class S3Config(BaseModel):
     path_style: bool | None = None
     # Unset: the standard AWS credential chain (env vars, ~/.aws profile, SSO, instance/container role).
     access_key_id: SecretStr | None = None
-    secret_access_key: SecretStr | None = None
-    session_token: SecretStr | None = None
+    secret_access_key: SecretStr | None = None  # with access_key_id; never printed or stored
+    session_token: SecretStr | None = None  # optional, with temporary keys
     # Where files land, "s3://landing-bucket/prefix": `wap storage init` creates and checks it.
     landing: str | None = None
 
