@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from wapflow import _docs, errors
 from wapflow.audit.spec import CHECK_MODELS
-from wapflow.config import WapConfig
+from wapflow.config import WapConfig, load_config
 
 
 def test_cli_reference_names_every_command_and_option() -> None:
@@ -87,3 +88,13 @@ def test_every_module_is_in_the_module_map() -> None:
     names = [name for name, _ in _docs.module_rows()]
     assert {"wapflow", "wapflow.config", "wapflow.cli.app", "wapflow._docs"} <= set(names)
     assert all(doc for name, doc in _docs.module_rows() if name in ("wapflow.config", "wapflow.errors"))
+
+
+def test_the_readme_wap_toml_examples_load(tmp_path: Path) -> None:
+    root = next(p for p in Path(__file__).parents if (p / "pyproject.toml").exists())  # wherever tests/ puts this file
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(.*?)```", readme, re.DOTALL)
+    assert blocks
+    (tmp_path / "wap.toml").write_text("\n".join(blocks), encoding="utf-8")
+    config = load_config(tmp_path / "wap.toml")
+    assert config.tables["nyc.trips"].checks and config.sources["trips"].table == "nyc.trips"
