@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from wapflow import _docs, errors
@@ -98,3 +99,24 @@ def test_the_readme_wap_toml_examples_load(tmp_path: Path) -> None:
     (tmp_path / "wap.toml").write_text("\n".join(blocks), encoding="utf-8")
     config = load_config(tmp_path / "wap.toml")
     assert config.tables["nyc.trips"].checks and config.sources["trips"].table == "nyc.trips"
+
+
+def test_every_wap_command_the_readme_shows_parses() -> None:
+    """Each `wap ...` line of the README's bash blocks names a real command with real options."""
+    root = next(p for p in Path(__file__).parents if (p / "pyproject.toml").exists())
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    commands = dict(_docs.cli_commands())
+    shown = [
+        line.split("  #")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", readme, re.DOTALL)
+        for line in block.splitlines()
+        if line.startswith("wap ")
+    ]
+    assert len(shown) >= 15
+    for line in shown:
+        words = shlex.split(line.replace("<", "").replace(">", "").split(";")[0])
+        path = "wap"
+        while len(words) > 1 and f"{path} {words[1]}" in commands:
+            path = f"{path} {words.pop(1)}"
+        cmd = commands[path]
+        cmd.make_context(path, words[1:])  # parses arguments and options; raises on an unknown one
