@@ -30,11 +30,6 @@ _PUBLISH_RETRIES = 4
 T = TypeVar("T")
 
 
-def _is_commit_conflict(e: BaseException) -> bool:
-    text = str(e)
-    return "CommitFailedException" in text or "Commit failed" in text or "SQLITE_BUSY" in text
-
-
 @dataclass(frozen=True)
 class BranchInfo:
     """A branch other than main. table None: a catalog-level branch (it may hold any table)."""
@@ -181,7 +176,7 @@ class IcebergTableBranches:
             try:
                 return fn()
             except Exception as e:
-                if "CommitFailedException" not in spark_errors.full_text(e) or attempt == _RETRIES - 1:
+                if not spark_errors.commit_conflict(e) or attempt == _RETRIES - 1:
                     raise
                 self.tables.refresh(table)
                 time.sleep(0.2 * (attempt + 1))
@@ -285,8 +280,11 @@ class IcebergTableBranches:
                 return Published(self.fast_forward(table, branch), "fast_forward")
             except Exception as e:
                 if "not an ancestor" in str(e):
+                    # main moved since the branch was made. Iceberg says so with a ValidationException, the
+                    # class of every failed check of a metadata update (a missing or tag ref too): only its
+                    # message tells this one apart, classic session or Spark Connect alike.
                     break
-                if _is_commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
+                if spark_errors.commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
                     self.tables.refresh(table)
                     time.sleep(0.2 * (attempt + 1))
                     continue
@@ -312,7 +310,7 @@ class IcebergTableBranches:
                     current = self.cherry_pick(table, s.snapshot_id)
                     break
                 except Exception as e:
-                    if _is_commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
+                    if spark_errors.commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
                         self.tables.refresh(table)
                         time.sleep(0.2 * (attempt + 1))
                         continue
