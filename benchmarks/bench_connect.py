@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,18 +25,13 @@ import pyarrow.parquet as pq
 
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.connect import port_answers
+from wapflow.lakehouse.processes import free_port
 
 WAP = str(Path(sys.executable).with_name("wap"))
 
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)  # noqa: T201 - progress
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def config(folder: Path) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import httpx
 import pytest
 
 from wapflow.lakehouse.connect import spark_home
+from wapflow.lakehouse.processes import free_port
 
 HOST = "127.0.0.1"
 CHECKS = '[{ check = "not_null", column = "passenger_count" }, { check = "unique", columns = ["trip_id"] }]'
@@ -48,12 +48,6 @@ def cluster_config(folder: Path, master: str, catalog: str = "lake", tables: dic
 
 def ids(rows: list[dict]) -> list[int]:
     return sorted(r["trip_id"] for r in rows)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def server_env() -> dict[str, str]:

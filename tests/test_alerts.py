@@ -26,6 +26,7 @@ from wapflow.alerts.event import events_for_run, from_run
 from wapflow.alerts.payload import SCHEMA, slack_payload, webhook_payload
 from wapflow.config import AlertsConfig, parse_config
 from wapflow.errors import ConfigError
+from wapflow.lakehouse.processes import free_port
 from wapflow.pipeline.result import RunResult
 from wapflow.runs.ledger import Ledger
 from wapflow.runs.store import RunRecord, RunStore
@@ -273,12 +274,7 @@ def test_404_is_not_retried(receiver: Receiver) -> None:
 
 
 def test_nothing_listening_fails_without_the_url() -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/services/{SECRET}"
+    url = f"http://127.0.0.1:{free_port()}/services/{SECRET}"
     status, attempts, http, error = post(url, {"text": "x"}, timeout=1, max_attempts=2, sleep=lambda _: None)
     assert (status, attempts, http) == ("failed", 2, None)
     assert error and error.startswith("ConnectError") and SECRET not in error

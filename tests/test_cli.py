@@ -14,9 +14,20 @@ from typer.testing import CliRunner
 
 from conftest import TRIPS_CHECKS, trips_file
 from wapflow.cli import app
+from wapflow.errors import EXIT_CONFLICT, EXIT_TRANSIENT, exit_code_table
 
 WAP = str(Path(sys.executable).parent / "wap")
 runner = CliRunner()
+
+
+def test_help_lists_every_exit_code_of_the_one_table() -> None:
+    """`wap --help` prints the exit codes from errors.exit_code_table, so it cannot omit one (it once left out 5)."""
+    table = exit_code_table()
+    assert [code for code, _, _ in table] == list(range(6))
+    assert (EXIT_CONFLICT, "conflict") in [(c, n) for c, n, _ in table] and table[-1][0] == EXIT_TRANSIENT
+    out = " ".join(runner.invoke(app, ["--help"], terminal_width=300).output.split())
+    for code, name, meaning in table:
+        assert f"{code} {name}" in out and meaning
 
 
 def _toml_value(v):

@@ -20,10 +20,11 @@ import pytest
 
 from cli_harness import WAP, Reader, env, wap
 from conftest import write_parquet
-from spark_cluster import cluster_config, free_port, ids
+from spark_cluster import cluster_config, ids
 from wapflow.config import load_config
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.connect import ConnectServer, port_answers
+from wapflow.lakehouse.processes import free_port
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import pytest
 
 from cli_harness import WAP, env
 from dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, Lake, build
+from wapflow.lakehouse.processes import free_port
 from wapflow.runs.store import RunRecord, RunStore, runs_table
 
 pytestmark = pytest.mark.spark
@@ -38,12 +38,6 @@ def _need_chromium() -> None:
     pytest.skip(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     _need_chromium()
@@ -53,7 +47,7 @@ def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
 @pytest.fixture
 def server(lake: Lake, tmp_path: Path) -> Iterator[str]:
     """`wap dashboard` on a free port, up once its health endpoint answers; stopped afterwards."""
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
         [WAP, "dashboard", "--config", str(lake.config), "--port", str(port), "--refresh", "3"],

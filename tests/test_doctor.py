@@ -7,7 +7,6 @@ webhook URL with a token in it. PostgreSQL is the test session's real server (te
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from cli_harness import wap
 from pg_server import PASSWORD, pg, pg_db  # noqa: F401 - fixtures
 from s3_server import REGION, S3Env, start_s3_env
+from wapflow.lakehouse.processes import free_port
 from wapflow.runs.pg_server import LocalPostgres, Urls
 
 
@@ -24,12 +24,6 @@ def s3env() -> Iterator[S3Env]:
     env = start_s3_env()
     yield env
     env.server.stop()
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _doctor(cfg: Path, **env: str) -> tuple[int, dict[str, dict[str, str]], str]:
@@ -70,7 +64,7 @@ def test_embedded_default_is_healthy_and_the_table_reads_like_the_json(tmp_path:
 
 
 def test_each_broken_part_is_named_with_a_fix_and_exit_3(tmp_path: Path) -> None:
-    master_port, nessie_port = _closed_port(), _closed_port()
+    master_port, nessie_port = free_port(), free_port()
     (tmp_path / "file-not-folder").write_text("x")
     cfg = tmp_path / "wap.toml"
     cfg.write_text(
@@ -201,7 +195,7 @@ def test_postgresql_profile_catalog_run_store_and_dbos(
         assert "password" in parts[part]["fix"]
     assert wrong not in text and PASSWORD not in text
     # The server gone (a port where nothing listens): unreachable, not a wrong password.
-    port = _closed_port()
+    port = free_port()
     gone = _pg_config(
         tmp_path / "gone",
         pg_db.jdbc.replace(str(pg.port), str(port)),

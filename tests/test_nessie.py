@@ -258,7 +258,7 @@ def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh,
 
 
 def test_server_unreachable_fails_before_any_write(lakehouse_factory, spark, tmp_path, landing, nessie_server):
-    from wapflow.lakehouse.nessie_server import free_port
+    from wapflow.lakehouse.processes import free_port
 
     cfg = make_config(tmp_path, {}, catalog="nessie", nessie_uri=f"http://127.0.0.1:{free_port()}/api/v2")
     lh = Lakehouse(cfg, spark=spark)

@@ -32,12 +32,12 @@ from wapflow.config import parse_config
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import LockTimeout
 from wapflow.lakehouse import jvm
+from wapflow.lakehouse.processes import free_port
 from wapflow.runs.databases import check_dbos_database, check_jdbc_catalog, redact
 from wapflow.runs.ledger import Ledger, file_key
 from wapflow.runs.pg_server import Urls
 from wapflow.runs.store import RunRecord, RunStore
 from wapflow.storage.files import FileIdentity
-from wapflow.storage.server import free_port
 
 
 @pytest.fixture(scope="session")

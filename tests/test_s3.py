@@ -32,11 +32,11 @@ from wapflow.errors import ConfigError, InputError
 from wapflow.lakehouse.catalog_props import catalog_properties
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.processes import free_port
 from wapflow.pipeline import run_wap
 from wapflow.storage import Storage
 from wapflow.storage import spark as s3_spark
 from wapflow.storage.files import FileIdentity, glob_regex
-from wapflow.storage.server import free_port
 
 WAP = str(Path(sys.executable).parent / "wap")
 TABLE = TableName.parse("nyc.trips")

@@ -11,7 +11,6 @@ from conftest import trips_file, write_parquet
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import WapRun, run_wap
 from wapflow.pipeline.state import snapshot_from_data
-from wapflow.publish import publish
 
 pytestmark = pytest.mark.spark
 T = TableName.parse("nyc.trips")
@@ -168,8 +167,8 @@ def test_crash_between_publish_and_branch_drop_only_cleans_up(trips_lakehouse, l
     other.audit()
     other.publish()
     crashed.audit()
-    publish(
-        lh.branches, lh.tables, T, crashed.branch, [snapshot_from_data(d) for d in crashed.state.run_snapshots]
+    lh.branches.move_main(
+        T, crashed.branch, [snapshot_from_data(d) for d in crashed.state.run_snapshots]
     )  # published, then the crash
     assert lh.branches.exists(T, crashed.branch)
     rows = lh.tables.row_count(T)

@@ -5,7 +5,6 @@ and a watch's bad configuration refused before anything runs (real `wap` process
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from cli_harness import wap, write_config
 from conftest import trips_file
 from test_ingest import CHECKS, source  # noqa: F401 - the `source` fixture, shared with the ingest tests
 from wapflow.config import WatchConfig
+from wapflow.lakehouse.processes import free_port
 from wapflow.outer.durable import Durable, workflow_id
 from wapflow.outer.watch import Watcher
 
@@ -87,12 +87,6 @@ def test_watch_runs_each_batch_as_one_durable_workflow(source, landing):  # noqa
     assert reader.main("nyc.trips") == head
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("source_extra", "code", "words"),
     [
@@ -106,10 +100,10 @@ def _closed_port() -> int:
 def test_bad_watch_configuration_is_refused_before_anything_runs(tmp_path, source_extra, code, words):
     landing = tmp_path / "landing"
     landing.mkdir()
-    extra = source_extra.replace("{port}", str(_closed_port()))
+    extra = source_extra.replace("{port}", str(free_port()))
     cfg = write_config(
         tmp_path,
-        f'[s3]\nendpoint = "http://127.0.0.1:{_closed_port()}"\nregion = "us-east-1"\n\n'
+        f'[s3]\nendpoint = "http://127.0.0.1:{free_port()}"\nregion = "us-east-1"\n\n'
         f'[sources.trips]\ntable = "k.trips"\nlocation = "{landing}"\n{extra}\n',
     )
     res = wap("watch", "--config", str(cfg), timeout=120)

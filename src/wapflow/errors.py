@@ -20,13 +20,49 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
-# Exit codes, documented in the README.
+# Exit codes of every `wap` command and of RunResult / IngestResult.exit_code. The one table of them is
+# _EXIT_CODES below (exit_code_table): the CLI's help and the documentation print it.
 EXIT_PUBLISHED = 0
 EXIT_BLOCKED = 1
-EXIT_USAGE = 2  # config/usage
-EXIT_RUNTIME = 3  # input, environment, bug
-EXIT_CONFLICT = 4  # publish conflict that cannot be re-applied
-EXIT_TRANSIENT = 5  # a retry may help
+EXIT_USAGE = 2
+EXIT_RUNTIME = 3
+EXIT_CONFLICT = 4
+EXIT_TRANSIENT = 5
+
+_EXIT_CODES: tuple[tuple[int, str, str], ...] = (
+    (
+        EXIT_PUBLISHED,
+        "published",
+        "published (or already published by an earlier attempt of the same run id); for ingest, backfill "
+        "and watch --once: every new file published, or nothing new",
+    ),
+    (
+        EXIT_BLOCKED,
+        "blocked",
+        "blocked by the audit or the schema contract: main unchanged, the branch kept for inspection "
+        "(or dropped); for ingest, backfill and watch --once: a file blocked",
+    ),
+    (EXIT_USAGE, "usage", "bad wap.toml or option, unknown check, column, table or branch, invalid name"),
+    (
+        EXIT_RUNTIME,
+        "runtime",
+        "input (a missing, empty, corrupt or unparseable file), environment (Java, jars, credentials, "
+        "permissions, a missing bucket) or a bug; for ingest, backfill and watch --once: a file failed",
+    ),
+    (EXIT_CONFLICT, "conflict", "main moved and the run's snapshots cannot be re-applied onto it; the branch is kept"),
+    (
+        EXIT_TRANSIENT,
+        "transient",
+        "a retry may help: a commit conflict after the built-in retries, a connection refused, reset or timed "
+        "out, throttling, a 5xx of the catalog or storage, the publish lock's wait timed out",
+    ),
+)
+
+
+def exit_code_table() -> list[tuple[int, str, str]]:
+    """(code, name, meaning) of every exit code, in order: what `wap --help` and the docs print."""
+    return list(_EXIT_CODES)
+
 
 KINDS = ("input", "config", "environment", "transient", "conflict", "bug")
 

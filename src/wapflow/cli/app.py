@@ -1,6 +1,6 @@
 """The root `wap` command: every command registered in the order `wap --help` lists them, and `main()`.
 
-Exit codes: 0 published, 1 blocked, 2 usage/config, 3 runtime, 4 conflict. `main()` is the console
+Exit codes: `wap --help` lists them from wapflow.errors.exit_code_table. `main()` is the console
 script: it strips --verbose and is the last line of defence, so an unexpected exception becomes one
 error block (the traceback goes to a log file) and exit code 3, never a stack trace on the terminal.
 """
@@ -16,10 +16,12 @@ from rich.markup import escape
 
 from wapflow.cli import alerts, dashboard, demo, doctor, ingest, nessie, run, runs, serve, setup, storage, tables
 from wapflow.cli.output import err
+from wapflow.errors import EXIT_RUNTIME, exit_code_table
 
 app = typer.Typer(
     name="wap",
     help="Write-Audit-Publish ingestion for Apache Iceberg on Spark.",
+    epilog="Exit codes: " + "; ".join(f"{code} {name}" for code, name, _ in exit_code_table()) + ".",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -91,4 +93,4 @@ def main() -> None:
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 - the last resort: one line on the terminal, the traceback in the log
         _internal_error(e)
-        sys.exit(3)
+        sys.exit(EXIT_RUNTIME)

@@ -9,7 +9,7 @@ import typer
 
 from wapflow.cli.common import JsonOpt
 from wapflow.cli.output import Output, out, render_run, rows_table
-from wapflow.errors import ConfigError, WapError
+from wapflow.errors import EXIT_PUBLISHED, EXIT_RUNTIME, ConfigError, WapError
 
 if TYPE_CHECKING:
     from wapflow.demo.run import DemoOutcome
@@ -39,7 +39,7 @@ def demo(
     except WapError as e:
         o.fail(e)
     o.result(res.to_dict(), lambda: _show_demo(res))
-    raise typer.Exit(0 if res.as_expected else 3)
+    raise typer.Exit(EXIT_PUBLISHED if res.as_expected else EXIT_RUNTIME)
 
 
 def _show_demo(res: DemoOutcome) -> None:

@@ -11,7 +11,7 @@ import typer
 
 from wapflow.cli.common import ConfigOpt, JsonOpt
 from wapflow.cli.output import Output, out
-from wapflow.errors import UsageError, WapError
+from wapflow.errors import EXIT_PUBLISHED, EXIT_RUNTIME, UsageError, WapError
 
 PortOpt = Annotated[
     int | None,
@@ -113,4 +113,4 @@ def serve(
     finally:
         server.stop()
         signal.signal(signal.SIGTERM, previous)
-    raise typer.Exit(0 if asked else 3)
+    raise typer.Exit(EXIT_PUBLISHED if asked else EXIT_RUNTIME)

@@ -15,16 +15,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from wapflow.errors import PublishConflict
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
-from wapflow.lakehouse.tables import RUN_ID_PROP, Snapshot, Tables
-from wapflow.publish import find_published, publish
+from wapflow.lakehouse.lineage import RUN_ID_PROP, find_published
+from wapflow.lakehouse.tables import Snapshot, Tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructField
 
 _RETRIES = 5
+_PUBLISH_RETRIES = 4
 T = TypeVar("T")
 
 
@@ -50,6 +52,14 @@ class RunSlice:
     @property
     def run_id(self) -> str:
         return self.properties.get(RUN_ID_PROP, "")
+
+
+@dataclass(frozen=True)
+class Published:
+    """One table's main moved to a run's rows."""
+
+    snapshot_id: int
+    method: str  # "fast_forward" | "cherry_pick"
 
 
 @dataclass(frozen=True)
@@ -166,7 +176,7 @@ class IcebergTableBranches:
             try:
                 return fn()
             except Exception as e:
-                if "CommitFailedException" not in spark_errors.full_text(e) or attempt == _RETRIES - 1:
+                if not spark_errors.commit_conflict(e) or attempt == _RETRIES - 1:
                     raise
                 self.tables.refresh(table)
                 time.sleep(0.2 * (attempt + 1))
@@ -246,7 +256,7 @@ class IcebergTableBranches:
                 continue
             done_at = find_published(self.tables, sl.table, sl.run_id or run_id)
             if done_at is None:
-                done = publish(self, self.tables, sl.table, branch, list(sl.snapshots))
+                done = self.move_main(sl.table, branch, list(sl.snapshots))
                 done_at, method = done.snapshot_id, done.method
                 if after_each is not None:
                     after_each(sl)
@@ -258,6 +268,63 @@ class IcebergTableBranches:
         except Exception as e:  # noqa: BLE001 - main has moved: the run is published; a branch left over is clutter
             return PublishedRun(method, heads, f"branch {branch} could not be dropped ({spark_errors.describe(e)})")
         return PublishedRun(method, heads)
+
+    def move_main(self, table: TableName, branch: str, run_snapshots: list[Snapshot]) -> Published:
+        """Move main to the audited rows without rewriting data (both ways are metadata-only commits).
+
+        Fast-forward when main has not moved since the branch was created; otherwise re-apply the run's
+        append snapshots (run_snapshots: on the branch, oldest first) on top of main (cherry-pick), so a
+        concurrent run's rows are kept."""
+        for attempt in range(_PUBLISH_RETRIES):
+            try:
+                return Published(self.fast_forward(table, branch), "fast_forward")
+            except Exception as e:
+                if "not an ancestor" in str(e):
+                    # main moved since the branch was made. Iceberg says so with a ValidationException, the
+                    # class of every failed check of a metadata update (a missing or tag ref too): only its
+                    # message tells this one apart, classic session or Spark Connect alike.
+                    break
+                if spark_errors.commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
+                    self.tables.refresh(table)
+                    time.sleep(0.2 * (attempt + 1))
+                    continue
+                # A named condition (commit conflict after the retries, unreachable storage, ...) says what
+                # to do; anything else propagates for the caller to report as a bug of this run and step.
+                known = spark_errors.classify(e, doing=f"fast-forwarding main of {table} to {branch}")
+                if known is not None:
+                    raise known from e
+                raise
+        # main moved since the branch was created: re-apply this run's appends on top of it.
+        not_appends = [s for s in run_snapshots if s.operation != "append"]
+        if not_appends:
+            ops = ", ".join(f"{s.snapshot_id} ({s.operation})" for s in not_appends)
+            raise PublishConflict(
+                f"main of {table} moved since branch {branch} was created, and snapshots {ops} are not appends, "
+                "so they cannot be re-applied on top of it",
+                hint=f"inspect the branch (wap query ... --branch {branch}), then re-run the files on a fresh branch",
+            )
+        current = None
+        for s in run_snapshots:
+            for attempt in range(_PUBLISH_RETRIES):
+                try:
+                    current = self.cherry_pick(table, s.snapshot_id)
+                    break
+                except Exception as e:
+                    if spark_errors.commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
+                        self.tables.refresh(table)
+                        time.sleep(0.2 * (attempt + 1))
+                        continue
+                    known = spark_errors.classify(e, doing=f"re-applying snapshot {s.snapshot_id} onto main of {table}")
+                    if known is not None:
+                        raise known from e
+                    raise PublishConflict(
+                        f"could not re-apply snapshot {s.snapshot_id} of branch {branch} onto main of {table}: "
+                        f"{spark_errors.describe(e)}",
+                        hint=f"main is unchanged by this run and the branch {branch} is kept: inspect it "
+                        f"(wap query ... --branch {branch}), then re-run the files on a fresh branch",
+                    ) from e
+        assert current is not None
+        return Published(current, "cherry_pick")
 
     def fast_forward(self, table: TableName, branch: str) -> int:
         validate_branch(branch)

@@ -32,6 +32,7 @@ from wapflow.errors import (
 )
 from wapflow.lakehouse.branches import AuditView, BranchInfo, Discarded, PublishedRun, RunSlice
 from wapflow.lakehouse.identifiers import TableName, validate_branch, validate_part
+from wapflow.lakehouse.lineage import RUN_ID_PROP, merge_properties, with_properties
 from wapflow.lakehouse.nessie_config import TOKEN_ENV, normalize_uri
 from wapflow.lakehouse.tables import Tables
 
@@ -41,10 +42,6 @@ if TYPE_CHECKING:
 
     from wapflow.config import WapConfig
     from wapflow.lakehouse.tables import Snapshot
-
-RUN_ID_META = "wapflow.run-id"
-TABLES_META = "wapflow.tables"
-BRANCH_META = "wapflow.branch"
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,7 @@ class Commit:
 
     @property
     def run_id(self) -> str | None:
-        return self.properties.get(RUN_ID_META)
+        return self.properties.get(RUN_ID_PROP)
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -483,7 +480,7 @@ class NessieBranches:
                 from_hash=ref.hash,
                 expected_hash=base,
                 message=f"wapflow: publish run {run_id} ({names})",
-                properties={RUN_ID_META: run_id, TABLES_META: names[:4000], BRANCH_META: branch},
+                properties=merge_properties(run_id, tables, branch),
             )
         except PublishConflict as e:
             main = self.client.get_reference("main")
@@ -514,10 +511,7 @@ class NessieBranches:
                 if not fresh.exists(sl.table):  # created by this run; main still lacks it
                     fresh.ensure_namespace(sl.table)
                     fresh.create_like(sl.table, rows)
-                writer = rows.writeTo(fresh.ident(sl.table))
-                for k, v in sl.properties.items():
-                    writer = writer.option(f"snapshot-property.{k}", v)
-                writer.append()
+                with_properties(rows.writeTo(fresh.ident(sl.table)), sl.properties).append()
             self._merge(retry, run_id=run_id, tables=_slice_tables(slices))
         except Exception:
             self.client.delete_branch(retry)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ import httpx
 
 from wapflow.errors import EnvironmentProblem, UsageError
 from wapflow.lakehouse import jvm
-from wapflow.lakehouse.processes import alive, terminate
+from wapflow.lakehouse.processes import alive, free_port, terminate
 
 # The newest nessie-quarkus runner on Maven Central (0.100+ are not published there).
 NESSIE_VERSION = "0.99.0"
@@ -33,12 +32,6 @@ STATE_FILE = "nessie-server.json"
 JAVA_ENV = "WAP_NESSIE_JAVA"
 
 Progress = Callable[[str], None]
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def fetch_runner(

@@ -1,4 +1,4 @@
-"""Local server processes wapflow starts (Nessie, a Spark Connect server): is one alive, stop one.
+"""Local server processes wapflow starts (Nessie, a Spark Connect server): a free port, is one alive, stop one.
 
 One place for the SIGTERM-then-SIGKILL rule, so every server gets the same grace to shut down cleanly
 (Quarkus closes RocksDB, Spark's shutdown hook stops the context) before it is killed.
@@ -9,9 +9,17 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now, for a local server (or a test's refused connection) to use."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

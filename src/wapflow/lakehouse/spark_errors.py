@@ -291,6 +291,22 @@ def raised(e: BaseException, *java_classes: str) -> bool:
     return any(link.cls in wanted for link in _links(e))
 
 
+def commit_conflict(e: BaseException) -> bool:
+    """Another writer committed to the table (or the catalog database) first: refresh and commit again.
+
+    The one place that recognises a commit conflict, by type: Iceberg's CommitFailedException anywhere in
+    the chain, or a SQLite catalog busy or locked by its result code (both as `classify` names them). Spark
+    Connect hands the client no Java exception, only the server's class names inside the message text
+    ("(org.apache.iceberg.exceptions.CommitFailedException) ...", a SQLiteException's "[SQLITE_BUSY] ...",
+    "Commit failed: ..."), and no Spark error condition for it; so there, and only there, the text decides.
+    """
+    if raised(e, *_COMMIT_CONFLICT) or isinstance(classify(e, doing="committing"), CommitConflict):
+        return True
+    from_connect = any(c.__module__.startswith("pyspark.errors.exceptions.connect") for c in type(e).__mro__)
+    text = str(e)
+    return from_connect and any(t in text for t in ("CommitFailedException", "Commit failed", "SQLITE_BUSY"))
+
+
 def _simple(cls: str) -> str:
     return cls.rsplit(".", 1)[-1]
 

@@ -9,16 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from wapflow.errors import UsageError
 from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch, validate_part
+from wapflow.lakehouse.lineage import RUN_ID_PROP
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField, StructType
-
-RUN_ID_PROP = "wapflow.run-id"
-SOURCES_PROP = "wapflow.sources"
-FILES_HASH_PROP = "wapflow.files-sha256"  # fingerprint of the run's file identities (uri, size, version)
-SOURCE_SNAPSHOT_PROP = "source-snapshot-id"  # set by Iceberg on cherry-picked snapshots
-REVERTED_PROP = "wapflow.reverted-run-id"  # on the snapshot that took a run's rows back off main
 
 
 @dataclass(frozen=True)
@@ -31,6 +26,7 @@ class Snapshot:
 
     @property
     def run_id(self) -> str | None:
+        """The run that committed this snapshot itself (a cherry-pick's run: lineage.run_of)."""
         return self.summary.get(RUN_ID_PROP)
 
     @property

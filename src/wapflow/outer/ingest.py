@@ -35,7 +35,7 @@ from typing import Any
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
 from wapflow.config import SourceConfig
-from wapflow.errors import UsageError
+from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -44,7 +44,14 @@ from wapflow.pipeline import result as run_result
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
 from wapflow.storage.files import FileIdentity
 
-EXIT_OK, EXIT_BLOCKED, EXIT_FAILED = 0, 1, 3
+
+def files_exit_code(states: set[str]) -> int:
+    """The exit code of a pass over files, by the ledger states they ended in: failed before blocked."""
+    if "failed" in states:
+        return EXIT_RUNTIME
+    if "blocked" in states:
+        return EXIT_BLOCKED
+    return EXIT_PUBLISHED
 
 
 def batch_run_id(source: str, keys: Sequence[str]) -> str:
@@ -74,16 +81,11 @@ class IngestResult:
     @property
     def exit_code(self) -> int:
         """0: every file run was published (or nothing new); 1: some blocked; 3: some failed."""
-        states = {f.state for f in self.files}
-        if "failed" in states:
-            return EXIT_FAILED
-        if "blocked" in states:
-            return EXIT_BLOCKED
-        return EXIT_OK
+        return files_exit_code({f.state for f in self.files})
 
     @property
     def status(self) -> str:
-        return {EXIT_OK: "ok", EXIT_BLOCKED: "blocked", EXIT_FAILED: "failed"}[self.exit_code]
+        return {EXIT_PUBLISHED: "ok", EXIT_BLOCKED: "blocked", EXIT_RUNTIME: "failed"}[self.exit_code]
 
     def message(self) -> str:
         if self.planned:

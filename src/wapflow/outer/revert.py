@@ -17,24 +17,8 @@ from wapflow.errors import NotFound, UsageError
 from wapflow.lakehouse import session
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP
+from wapflow.lakehouse.lineage import on_main, revert_properties
 from wapflow.pipeline import quarantine_of, validate_run_id
-
-
-def _run_snapshots_on_main(lh: Lakehouse, table: TableName, run_id: str) -> list[int]:
-    """main's snapshots that hold the run's rows (its own, or cherry-picks of them), oldest first."""
-    tables = lh.tables
-    tables.refresh(table)
-    snaps = tables.snapshots(table)
-    mine = {s.snapshot_id for s in snaps.values() if s.run_id == run_id}
-    out: list[int] = []
-    for s in tables.ancestry(snaps, tables.head(table, "main")):
-        if s.summary.get(REVERTED_PROP) == run_id:
-            break  # reverted before (and maybe published again since: only what came after counts)
-        src = s.summary.get(SOURCE_SNAPSHOT_PROP)
-        if s.snapshot_id in mine or (src is not None and src.isdigit() and int(src) in mine):
-            out.append(s.snapshot_id)
-    return list(reversed(out))
 
 
 def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
@@ -65,12 +49,13 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     for t in (table, quarantine):
         if not lh.tables.exists(t):
             continue
-        snaps = _run_snapshots_on_main(lh, t, run_id)
+        lh.tables.refresh(t)
+        snaps = list(reversed(on_main(lh.tables, t, run_id)))  # oldest first
         if not snaps:
             continue
         rows_before = lh.tables.row_count(t)
         lh.progress(f"removing run {run_id}'s files from main of {t}")
-        done[t.dotted] = lh.tables.remove_added_files(t, snaps, {REVERTED_PROP: run_id})
+        done[t.dotted] = lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
         removed[t.dotted] = rows_before - lh.tables.row_count(t)
     if table.dotted not in done:
         raise UsageError(

@@ -27,7 +27,7 @@ from wapflow.config import SourceConfig, WatchConfig
 from wapflow.errors import UsageError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.outer.events import Landed, SqsEvents
-from wapflow.outer.ingest import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, Ingest
+from wapflow.outer.ingest import Ingest, files_exit_code
 from wapflow.runs.ledger import LedgerRow
 from wapflow.storage.files import FileIdentity, glob_regex, has_glob, skipped_as_bookkeeping
 from wapflow.storage.settings import is_s3_uri, parse_s3_uri
@@ -71,8 +71,7 @@ class WatchResult:
 
     @property
     def exit_code(self) -> int:
-        states = {f.state for f in self.files}
-        return EXIT_FAILED if "failed" in states else EXIT_BLOCKED if "blocked" in states else EXIT_OK
+        return files_exit_code({f.state for f in self.files})
 
     def to_dict(self) -> dict[str, Any]:
         counts: dict[str, int] = {}

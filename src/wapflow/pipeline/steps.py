@@ -34,7 +34,8 @@ from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.branches import PublishedRun, RunSlice
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, Snapshot
+from wapflow.lakehouse.lineage import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, find_published
+from wapflow.lakehouse.tables import Snapshot
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.state import (
     STEPS,
@@ -47,7 +48,6 @@ from wapflow.pipeline.state import (
     snapshot_from_data,
     snapshot_to_data,
 )
-from wapflow.publish import find_published
 from wapflow.runs.store import RunRecord, current_owner, owner_alive
 from wapflow.storage.files import FileIdentity, SkippedFile
 from wapflow.write.schema import ContractViolation, apply_contract

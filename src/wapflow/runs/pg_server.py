@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wapflow.errors import EnvironmentProblem
+from wapflow.lakehouse.processes import free_port
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 55432
@@ -58,12 +59,6 @@ def find_bin_dir() -> Path:
         "PostgreSQL's server programs (initdb, pg_ctl, postgres) were not found",
         hint=f"install Debian's postgresql package (`apt-get install postgresql`), or set ${BIN_ENV} to their folder",
     )
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _port_open(port: int) -> bool:

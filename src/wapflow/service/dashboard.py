@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from wapflow.config import WapConfig, load_config
 from wapflow.errors import NotFound, did_you_mean
+from wapflow.lakehouse.lineage import run_id_of
 from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
 from wapflow.service.alerts import recent_alerts
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
-
-# The snapshot summary keys wapflow writes (wapflow.lakehouse.tables; not imported: that package is Spark's side).
-RUN_ID_PROP = "wapflow.run-id"
-SOURCE_SNAPSHOT_PROP = "source-snapshot-id"
 
 
 @dataclass
@@ -227,15 +224,12 @@ def _ancestry(tbl: Table, head: int | None) -> list[Snapshot]:
 
 def _run_of(tbl: Table, snap: Snapshot) -> str | None:
     """The run that wrote a snapshot; a cherry-picked one carries it on the snapshot it was picked from."""
-    props = snap.summary.additional_properties if snap.summary else {}
-    if props.get(RUN_ID_PROP):
-        return props[RUN_ID_PROP]
-    origin = props.get(SOURCE_SNAPSHOT_PROP)
-    if origin and origin.isdigit():
-        picked = tbl.snapshot_by_id(int(origin))
-        if picked is not None and picked.summary:
-            return picked.summary.additional_properties.get(RUN_ID_PROP)
-    return None
+
+    def summary_of(snapshot_id: int) -> dict[str, str] | None:
+        picked = tbl.snapshot_by_id(snapshot_id)
+        return picked.summary.additional_properties if picked is not None and picked.summary else None
+
+    return run_id_of(snap.summary.additional_properties if snap.summary else {}, summary_of)
 
 
 def _schema_changes(tbl: Table, main: list[Snapshot]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 from wapflow.errors import NotFound, did_you_mean
 from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.tables import SOURCE_SNAPSHOT_PROP, SOURCES_PROP
+from wapflow.lakehouse.lineage import SOURCES_PROP, origin, picked_from, run_of
 from wapflow.runs.store import RunRecord
 from wapflow.service.runs import failed_checks
 
@@ -32,22 +32,17 @@ def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str
     snaps = lh.tables.snapshots(table)
     out: list[dict[str, Any]] = []
     for s in lh.tables.ancestry(snaps, lh.tables.head(table, "main"))[:limit]:
-        run_id = s.run_id
-        src = s.summary.get(SOURCE_SNAPSHOT_PROP)
-        origin = snaps.get(int(src)) if src and src.isdigit() else None
-        if run_id is None and origin is not None:
-            run_id = origin.run_id
-        files = (origin.summary if origin else s.summary).get(SOURCES_PROP)
+        files = (origin(snaps, s) or s).summary.get(SOURCES_PROP)
         out.append(
             {
                 "snapshot_id": s.snapshot_id,
                 "parent_id": s.parent_id,
                 "committed_at": s.committed_at.isoformat(sep=" ", timespec="seconds"),
                 "operation": s.operation,
-                "run_id": run_id,
+                "run_id": run_of(snaps, s),
                 "rows_added": s.added_records,
                 "total_rows": int(s.summary.get("total-records", "0") or 0),
-                "cherry_picked_from": int(src) if src and src.isdigit() else None,
+                "cherry_picked_from": picked_from(s.summary),
                 "files": files.split(",") if files else [],
             }
         )

@@ -9,7 +9,6 @@ State lives in the server's memory and is gone when it stops.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from types import TracebackType
 import httpx
 
 from wapflow.errors import EnvironmentProblem
+from wapflow.lakehouse.processes import free_port
 from wapflow.storage.errors import MissingDependency
 
 HOST = "127.0.0.1"
@@ -35,12 +35,6 @@ def _die_with_parent() -> None:
 
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def free_port(host: str = HOST) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class LocalS3Server:
