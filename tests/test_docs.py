@@ -64,7 +64,8 @@ def test_exit_code_reference_has_every_code_and_kind() -> None:
     assert "`transient`" in text[errors.EXIT_TRANSIENT]
     assert all(f"`{kind}`" in text[3] for kind in ("input", "environment", "bug"))
     assert "`conflict`" in text[4] and "`config`" in text[2]
-    assert "| 5 | `EXIT_TRANSIENT` |" in _docs.exit_codes_reference_markdown()
+    assert "| 5 | `transient` |" in _docs.exit_codes_reference_markdown()
+    assert _docs.exit_code_rows()[5][1] == errors.exit_code_table()[5][1]
 
 
 def test_source_comments_reads_the_comment_above_and_beside_a_field() -> None:

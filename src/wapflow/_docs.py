@@ -304,24 +304,17 @@ def checks_reference_markdown() -> str:
 
 
 def exit_code_rows() -> list[tuple[int, str, str]]:
-    """(code, constant, meaning) from `wapflow.errors`. The one place to switch when errors.py owns the
-    exit-code table: its constants, their comments, and the error kinds (with their docstring lines)
-    that map to each code."""
+    """(code, name, meaning) from errors.exit_code_table(), with the error kinds that map to each code."""
     from wapflow import errors
 
-    comments = source_comments(errors, above=False)
-    kind_text = dict(re.findall(r"^- (\w+): (.+?)(?=\n- |\n\n)", errors.__doc__ or "", re.MULTILINE | re.DOTALL))
     kinds: dict[int, list[str]] = {}
     for klass in _subclasses(errors.WapError):
         kinds.setdefault(klass.exit_code, []).append(klass.kind)
     rows = []
-    for const, code in vars(errors).items():
-        if const.startswith("EXIT_") and isinstance(code, int):
-            parts = [comments.get(const, const.removeprefix("EXIT_").lower().replace("_", " "))]
-            named = [k for k in errors.KINDS if k in kinds.get(code, [])]
-            parts += [f"`{k}`: {' '.join(kind_text.get(k, '').split()).rstrip('.;')}" for k in named]
-            rows.append((code, const, "; ".join(parts)))
-    return sorted(rows)
+    for code, name, meaning in errors.exit_code_table():
+        named = [k for k in errors.KINDS if k in kinds.get(code, [])]
+        rows.append((code, name, meaning + (f" (error kinds: {', '.join(f'`{k}`' for k in named)})" if named else "")))
+    return rows
 
 
 def _subclasses(klass: type[WapError]) -> list[type[WapError]]:
@@ -341,7 +334,7 @@ def exit_codes_reference_markdown() -> str:
         "unchanged; 2, 3 and 4 fail the same way until someone fixes the file, the configuration, the",
         "machine or the code.",
         "",
-        "| code | constant | meaning |",
+        "| code | name | meaning |",
         "|---|---|---|",
     ]
     out += [f"| {code} | `{const}` | {_cell(text)} |" for code, const, text in exit_code_rows()]
