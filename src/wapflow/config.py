@@ -123,7 +123,7 @@ class TableConfig(_Strict):
         if self.key:
             return list(self.key)
         for chk in self.checks:
-            if chk.check in ("unique", "unique_in_table"):
+            if chk.keyed:
                 return chk.columns()
         return []
 
