@@ -65,13 +65,14 @@ def test_reference_parameters_come_from_the_models() -> None:
 def test_the_markdown_reference_lists_every_type_and_parameter() -> None:
     md = check_reference_markdown()
     for ref in check_reference():
-        assert f"### `{ref.name}`" in md
-        assert ref.description in md
-        assert ref.example.rstrip("\n") in md
+        section = md.split(f"## `{ref.name}`\n")[1].split("\n## ")[0]
+        assert f"[`{ref.name}`](#{ref.name})" in md
+        assert ref.description in section and ref.example.rstrip("\n") in section
+        assert ("Row-level" if ref.row_level else "Batch-level") in section
         for p in ref.parameters:
-            assert f"| `{p.name}` |" in md
-    for key in ("name", "severity", "filter", "mostly"):
-        assert f"| `{key}` |" in md
+            assert f"| `{p.name}` |" in section, (ref.name, p.name)
+        for e in ref.computed:
+            assert EVIDENCE[e] in section
 
 
 def test_names_leave_out_unset_bounds() -> None:

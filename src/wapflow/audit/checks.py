@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from wapflow.audit import sqlguard
 from wapflow.audit.report import AuditReport, CheckResult, Status
-from wapflow.audit.spec import Check
+from wapflow.audit.spec import Check, Evidence
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.lakehouse.identifiers import TableName, quote
 
@@ -218,7 +218,7 @@ def evaluate(
 
     ctx = ctx or AuditContext()
     values: dict[str, Any] = {}
-    source: dict[int, str] = {}
+    source: dict[int, Evidence] = {}
     fm = ctx.file_metrics() if ctx.file_metrics else None
     if fm is not None:
         values["_rows"] = fm.rows

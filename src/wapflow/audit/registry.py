@@ -105,30 +105,23 @@ def _cell(text: str) -> str:
 
 
 def check_reference_markdown() -> str:
-    """The check types as a Markdown section: shared options once, then one part per type."""
+    """The check types as Markdown: a summary table, then one `## ` part per type (the page title is the caller's)."""
     refs = check_reference()
-    common = {p.name: p for r in refs for p in r.parameters if p.common}
-    lines = [
-        "Every check takes these options besides its own parameters (`mostly`: row-level checks only):",
-        "",
-        "| option | type | default | meaning |",
-        "|---|---|---|---|",
-    ]
-    lines += [f"| `{p.name}` | `{_cell(p.type)}` | {_default(p)} | {_cell(p.description)} |" for p in common.values()]
-    lines += ["", "| check | fails when | computed from |", "|---|---|---|"]
+    lines = ["| check | fails when | computed from |", "|---|---|---|"]
     lines += [f"| [`{r.name}`](#{r.name}) | {_cell(r.description)} | {', '.join(r.computed)} |" for r in refs]
     for r in refs:
-        lines += ["", f"### `{r.name}`", "", r.description, ""]
-        how = "; else ".join(EVIDENCE[e] for e in r.computed)
-        lines += [f"Computed from: {how}.", ""]
-        if r.row_level:
-            lines += ["Row-level: failing rows can be sampled and quarantined; `mostly` applies.", ""]
+        lines += ["", f"## `{r.name}`", "", r.description, ""]
+        lines.append(
+            "Row-level: `mostly`, quarantine and samples of failing rows apply."
+            if r.row_level
+            else "Batch-level: one verdict for the whole batch."
+        )
+        lines += ["", f"Computed from: {'; else '.join(EVIDENCE[e] for e in r.computed)}.", ""]
+        lines += ["| parameter | type | default | meaning |", "|---|---|---|---|"]
         own = [p for p in r.parameters if not p.common]
-        if own:
-            lines += ["| parameter | type | default | meaning |", "|---|---|---|---|"]
-            lines += [f"| `{p.name}` | `{_cell(p.type)}` | {_default(p)} | {_cell(p.description)} |" for p in own]
-            lines.append("")
-        lines += ["```toml", r.example.rstrip("\n"), "```"]
+        shared = [p for p in r.parameters if p.common]
+        lines += [f"| `{p.name}` | `{_cell(p.type)}` | {_default(p)} | {_cell(p.description)} |" for p in own + shared]
+        lines += ["", "```toml", r.example.rstrip("\n"), "```"]
     return "\n".join(lines) + "\n"
 
 
