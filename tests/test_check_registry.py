@@ -8,8 +8,9 @@ from typing import get_type_hints
 import pytest
 
 from wapflow import checks as C
+from wapflow.audit.checktype import CheckType
 from wapflow.audit.registry import EVIDENCE, check_reference, check_reference_markdown
-from wapflow.audit.spec import CHECK_MODELS, CheckType
+from wapflow.audit.spec import CHECK_MODELS
 from wapflow.config import parse_config
 
 TYPES = sorted(CHECK_MODELS)
@@ -82,3 +83,23 @@ def test_names_leave_out_unset_bounds() -> None:
     assert C.between("fare", max=10).display_name() == "between(fare, max=10)"
     assert C.between("fare", 0, min_inclusive=False).display_name() == "between(fare, min=0, min_inclusive=false)"
     assert C.between("fare", 0, 10, max_inclusive=False).display_name() == "between(fare, [0, 10))"
+
+
+def test_checks_name_the_tables_whose_main_they_read() -> None:
+    """What the publish step re-checks under its lock when main moved since the audit."""
+    from wapflow.lakehouse.identifiers import TableName
+
+    this = TableName.parse("nyc.trips")
+    zones = TableName.parse("nyc.zones")
+
+    def in_sql(sql: str) -> set[TableName]:
+        return {zones} if "zones" in sql else set()
+
+    assert C.unique_in_table("id").main_tables(this, in_sql) == {this}
+    assert C.volume().main_tables(this, in_sql) == {this}
+    assert C.foreign_key("zone_id", "nyc.zones").main_tables(this, in_sql) == {zones}
+    assert C.custom_sql("SELECT * FROM batch b JOIN lake.nyc.zones z ON b.z = z.id").main_tables(this, in_sql) == {
+        zones
+    }
+    assert C.custom_sql("SELECT * FROM batch WHERE x < 0").main_tables(this, in_sql) == set()
+    assert C.not_null("x").main_tables(this, in_sql) == C.unique("x").main_tables(this, in_sql) == set()

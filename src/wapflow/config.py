@@ -14,7 +14,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES, Scalar
+from wapflow.audit.checktype import Scalar
+from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES
 
 # Check models live in wapflow.audit.spec; these two stay importable from here for existing callers
 # (wapflow.pipeline). New code imports them from wapflow.audit.spec.

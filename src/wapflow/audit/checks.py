@@ -18,8 +18,9 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit import sqlguard
+from wapflow.audit.checktype import Against, Evidence
 from wapflow.audit.report import AuditReport, CheckResult, Status
-from wapflow.audit.spec import Check, Evidence
+from wapflow.audit.spec import Check
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.lakehouse.identifiers import TableName, quote
 
@@ -94,7 +95,7 @@ def validate_checks(
                     hint="write a condition that is true for the rows it is about, e.g. dropoff_at >= pickup_at",
                 )
         col_type = types.get(chk.columns()[0].lower()) if chk.columns() else None
-        chk.validate_on(df, col_type, where, table_exists=table_exists, table_columns=table_columns)
+        chk.validate_on(Against(df, col_type, where, table_exists, table_columns))
 
 
 # --- compilation ------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from wapflow.audit.spec import CHECK_MODELS, CheckType, Evidence
+from wapflow.audit.checktype import CheckType, Evidence
+from wapflow.audit.spec import CHECK_MODELS
 
 # What each kind of evidence means, for people choosing checks by cost.
 EVIDENCE: dict[Evidence, str] = {

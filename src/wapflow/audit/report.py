@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from wapflow.audit.spec import Evidence
+from wapflow.audit.checktype import Evidence
 
 # quarantined: a row-level error check whose failing rows went to the quarantine table.
 Status = Literal["passed", "failed", "warned", "quarantined"]
