@@ -25,12 +25,14 @@ from wapflow.audit.checktype import (
     read_only,
 )
 from wapflow.errors import ConfigError, did_you_mean
-from wapflow.lakehouse.identifiers import TableName, quote
 
+# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# run store) must not load the lakehouse (tests/test_layers.py).
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from wapflow.audit.checks import AuditContext, Compiled
+    from wapflow.lakehouse.identifiers import TableName
     from wapflow.lakehouse.tables import FileMetrics
 
 
@@ -47,6 +49,8 @@ class NullRateCheck(ColumnCheck):
 
     def compile(self, mapping: dict[str, str]) -> Rule:
         from pyspark.sql import functions as F
+
+        from wapflow.lakehouse.identifiers import quote
 
         qc = quote(mapping[self.column])
         fail_sql = f"({self.filter}) AND ({qc} IS NULL)" if self.filter else f"{qc} IS NULL"
@@ -139,6 +143,8 @@ class UniqueCheck(_KeyCheck):
         return {f"{c.key}_f": int(row["d"] or 0)}, "scan"
 
     def reproduce_sql(self, c: Compiled, src: str) -> str | None:
+        from wapflow.lakehouse.identifiers import quote
+
         cols = ", ".join(quote(c.mapping.get(x, x)) for x in self.columns())
         where = f" WHERE {self.filter}" if self.filter else ""
         cond = (" AND " if where else " WHERE ") + " AND ".join(f"{quote(x)} IS NOT NULL" for x in self.columns())
@@ -163,6 +169,8 @@ class UniqueInTableCheck(_KeyCheck):
         return Rule(None, None, "no key already on main")
 
     def _collisions(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
+        from wapflow.lakehouse.identifiers import quote
+
         assert ctx.main_table is not None and ctx.this_table is not None
         cols = self.columns()
         main = ctx.main_table(ctx.this_table)
@@ -202,6 +210,8 @@ class ForeignKeyCheck(ColumnCheck):
         return f"foreign_key({self.column} -> {self.table}.{self.ref_column})"
 
     def validate_on(self, on: Against) -> None:
+        from wapflow.lakehouse.identifiers import TableName
+
         ref = TableName.parse(self.table)
         if on.table_exists is not None and not on.table_exists(ref):
             raise ConfigError(
@@ -220,6 +230,8 @@ class ForeignKeyCheck(ColumnCheck):
         return Rule(None, None, f"every value in {self.table}.{self.ref_column}")
 
     def _orphans(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
+        from wapflow.lakehouse.identifiers import TableName, quote
+
         if ctx.main_table is None:
             raise ConfigError(f"check '{self.display_name()}' needs access to {self.table}")
         ref = ctx.main_table(TableName.parse(self.table))
@@ -230,6 +242,8 @@ class ForeignKeyCheck(ColumnCheck):
         return {f"{c.key}_f": self._orphans(added, c, ctx).count()}, "join"
 
     def reproduce_sql(self, c: Compiled, src: str) -> str | None:
+        from wapflow.lakehouse.identifiers import TableName, quote
+
         ref = TableName.parse(self.table)
         return (
             f"SELECT * FROM {src} b WHERE b.{quote(self.column)} IS NOT NULL AND NOT EXISTS "
@@ -240,6 +254,8 @@ class ForeignKeyCheck(ColumnCheck):
         return self._orphans(added, c, ctx)
 
     def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
+        from wapflow.lakehouse.identifiers import TableName
+
         return {TableName.parse(self.table)}
 
 

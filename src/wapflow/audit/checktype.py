@@ -28,13 +28,15 @@ from pydantic_core import PydanticCustomError
 
 from wapflow.audit import sqlguard
 from wapflow.errors import ConfigError
-from wapflow.lakehouse.identifiers import TableName, quote
 
+# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# run store) must not load the lakehouse (tests/test_layers.py).
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
     from wapflow.audit.checks import AuditContext, Compiled
+    from wapflow.lakehouse.identifiers import TableName
     from wapflow.lakehouse.tables import FileMetrics
 
 
@@ -286,6 +288,8 @@ class RowColumnCheck(RowCheck):
     def _col(self, mapping: dict[str, str]) -> tuple[Column, str]:
         """The column as a Spark column and as quoted SQL."""
         from pyspark.sql import functions as F
+
+        from wapflow.lakehouse.identifiers import quote
 
         return F.col(quote(mapping[self.column])), quote(mapping[self.column])
 

@@ -21,8 +21,9 @@ from wapflow.audit.checktype import (
     read_only,
 )
 from wapflow.errors import ConfigError
-from wapflow.lakehouse.identifiers import sql_string
 
+# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# run store) must not load the lakehouse (tests/test_layers.py).
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 def _lit_sql(v: Scalar) -> str:
     """SQL text of a literal, for the reproduction query shown to people (never executed by wapflow)."""
+    from wapflow.lakehouse.identifiers import sql_string
+
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"
     if isinstance(v, (int, float)):
