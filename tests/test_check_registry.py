@@ -83,6 +83,7 @@ def test_names_leave_out_unset_bounds() -> None:
     assert C.between("fare", max=10).display_name() == "between(fare, max=10)"
     assert C.between("fare", 0, min_inclusive=False).display_name() == "between(fare, min=0, min_inclusive=false)"
     assert C.between("fare", 0, 10, max_inclusive=False).display_name() == "between(fare, [0, 10))"
+    assert [C.row_count(*b).compile({}).threshold for b in ((1,), (None, 9), (1, 5))] == [">= 1", "<= 9", "[1, 5]"]
 
 
 def test_checks_name_the_tables_whose_main_they_read() -> None:
