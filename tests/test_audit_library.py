@@ -374,16 +374,16 @@ def test_quarantine_publishes_good_rows_and_diverts_bad_ones_exactly(lakehouse_f
     assert res.quarantined_rows == 3
     assert {c["name"]: c["status"] for c in res.checks} == {
         "not_null(email)": "quarantined",
-        "between(amount, None, 100)": "quarantined",
-        "row_count(1, None)": "passed",
+        "between(amount, max=100)": "quarantined",
+        "row_count(min=1)": "passed",
     }
     good = {r["order_id"] for r in lh.tables.read(T).collect()}
     bad = {r["order_id"]: sorted(r["_wap_failed_checks"]) for r in lh.tables.read(Q).collect()}
     assert good | set(bad) == set(range(1, 11)) and not good & set(bad)
     assert bad == {
         1: ["not_null(email)"],
-        2: ["between(amount, None, 100)"],
-        3: ["between(amount, None, 100)", "not_null(email)"],
+        2: ["between(amount, max=100)"],
+        3: ["between(amount, max=100)", "not_null(email)"],
     }
     q = lh.tables.read(Q).first()
     assert q["_wap_run_id"] == res.run_id and q["_wap_quarantined_at"] is not None

@@ -8,22 +8,24 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict, Unpack
 
-from wapflow.audit.spec import (
-    AcceptedValuesCheck,
-    BetweenCheck,
+from wapflow.audit.batch_checks import (
     CustomSqlCheck,
-    ExpressionCheck,
     ForeignKeyCheck,
     FreshnessCheck,
-    MaxLengthCheck,
-    NotNullCheck,
     NullRateCheck,
-    RegexCheck,
     RowCountCheck,
-    Scalar,
     UniqueCheck,
     UniqueInTableCheck,
     VolumeCheck,
+)
+from wapflow.audit.checktype import Scalar
+from wapflow.audit.row_checks import (
+    AcceptedValuesCheck,
+    BetweenCheck,
+    ExpressionCheck,
+    MaxLengthCheck,
+    NotNullCheck,
+    RegexCheck,
 )
 
 

@@ -14,7 +14,8 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES, Scalar
+from wapflow.audit.checktype import Scalar
+from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES
 
 # Check models live in wapflow.audit.spec; these two stay importable from here for existing callers
 # (wapflow.pipeline). New code imports them from wapflow.audit.spec.
@@ -137,7 +138,7 @@ class TableConfig(_Strict):
         if self.key:
             return list(self.key)
         for chk in self.checks:
-            if chk.check in ("unique", "unique_in_table"):
+            if chk.keyed:
                 return chk.columns()
         return []
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from wapflow.audit.checktype import Evidence
+
 # quarantined: a row-level error check whose failing rows went to the quarantine table.
 Status = Literal["passed", "failed", "warned", "quarantined"]
 
@@ -19,7 +21,7 @@ class CheckResult:
     failing_rows: int
     threshold: str = ""
     columns: list[str] = field(default_factory=list)
-    source: str = "scan"  # metadata | write | scan | join: where the verdict came from
+    source: Evidence = "scan"  # where the verdict came from (audit.spec explains each)
     sql: str | None = None  # reproduces the failing rows against the kept branch
     samples: list[dict[str, Any]] = field(default_factory=list)  # up to 20 failing rows
 

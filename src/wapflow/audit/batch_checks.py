@@ -1,0 +1,403 @@
+"""Batch-level check types: one verdict for the whole batch (a rate, a count, a key, a join, a query)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from wapflow.audit import sqlguard
+from wapflow.audit.checktype import (
+    Against,
+    CheckType,
+    ColumnCheck,
+    Evidence,
+    Rule,
+    Verdict,
+    count_if,
+    first_line,
+    null_counts,
+    parse_duration,
+    range_name,
+    read_only,
+)
+from wapflow.errors import ConfigError, did_you_mean
+
+# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# run store) must not load the lakehouse (tests/test_layers.py).
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from wapflow.audit.checks import AuditContext, Compiled
+    from wapflow.lakehouse.identifiers import TableName
+    from wapflow.lakehouse.tables import FileMetrics
+
+
+class NullRateCheck(ColumnCheck):
+    check: Literal["null_rate"]
+    max: float = Field(ge=0, le=1, description="the largest fraction of NULLs allowed (0..1)")
+
+    description: ClassVar[str] = "Fails when the fraction of NULLs in the column is above max."
+    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "null_rate"\ncolumn = "tip_amount"\nmax = 0.2\n'
+    computed: ClassVar[tuple[Evidence, ...]] = ("metadata", "write")
+
+    def default_name(self) -> str:
+        return f"null_rate({self.column}) <= {self.max}"
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        from pyspark.sql import functions as F
+
+        from wapflow.lakehouse.identifiers import quote
+
+        qc = quote(mapping[self.column])
+        fail_sql = f"({self.filter}) AND ({qc} IS NULL)" if self.filter else f"{qc} IS NULL"
+        return Rule(F.col(qc).isNull(), fail_sql, f"null rate <= {self.max}")
+
+    def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
+        return null_counts(self, c, fm)
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        f = int(values.get(f"{c.key}_f") or 0)
+        n = int(values.get(f"{c.key}_n") or 0)
+        rate = (f / n) if n else 0.0
+        return Verdict(rate <= self.max, round(rate, 6), f)
+
+
+class RowCountCheck(CheckType):
+    check: Literal["row_count"]
+    min: int | None = Field(default=None, ge=0, description="the fewest rows a batch may have")
+    max: int | None = Field(default=None, ge=0, description="the most rows a batch may have")
+
+    description: ClassVar[str] = "Fails when the batch's row count is outside min and/or max."
+    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "row_count"\nmin = 1\n'
+    computed: ClassVar[tuple[Evidence, ...]] = ("metadata", "write")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RowCountCheck:
+        if self.min is None and self.max is None:
+            raise ValueError("row_count needs at least one of 'min' or 'max'")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"row_count: min ({self.min}) is greater than max ({self.max})")
+        return self
+
+    def default_name(self) -> str:
+        return f"row_count({range_name(self.min, self.max)})"
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        if self.min is None:
+            return Rule(None, None, f"<= {self.max}")
+        if self.max is None:
+            return Rule(None, None, f">= {self.min}")
+        return Rule(None, None, f"[{self.min}, {self.max}]")
+
+    def aggregates(self, c: Compiled) -> list[Column]:
+        return [count_if(c.applies).alias(f"{c.key}_n")]
+
+    def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
+        return None if self.filter else {f"{c.key}_n": fm.rows}
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        n = int(values.get(f"{c.key}_n") or 0)
+        return Verdict((self.min is None or n >= self.min) and (self.max is None or n <= self.max), n, 0)
+
+
+class _KeyCheck(CheckType):
+    """A check on a key of one or more columns (`columns` in wap.toml)."""
+
+    check: Literal["unique", "unique_in_table"]
+    columns_: list[str] = Field(alias="columns", min_length=1, description="the key's columns")
+    keyed: ClassVar[bool] = True
+
+    def columns(self) -> list[str]:
+        return list(self.columns_)
+
+    def default_name(self) -> str:
+        return f"{self.check}({', '.join(self.columns_)})"
+
+
+class UniqueCheck(_KeyCheck):
+    check: Literal["unique"]
+
+    description: ClassVar[str] = (
+        "Fails when two new rows share the key, within the batch (NULL keys ignored, as in SQL)."
+    )
+    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "unique"\ncolumns = ["trip_id"]\n'
+    computed: ClassVar[tuple[Evidence, ...]] = ("scan",)
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, "no duplicate keys")
+
+    def _duplicate_groups(self, added: DataFrame, c: Compiled) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        return self._not_null_keys(added, c).groupBy(*self.columns()).count().where(F.col("count") > 1)
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        """Rows beyond the first for each key (NULL keys are ignored, as in SQL UNIQUE and dbt's test)."""
+        from pyspark.sql import functions as F
+
+        row = self._duplicate_groups(added, c).agg(F.sum(F.col("count") - 1).alias("d")).collect()[0]  # one row
+        return {f"{c.key}_f": int(row["d"] or 0)}, "scan"
+
+    def reproduce_sql(self, c: Compiled, src: str) -> str | None:
+        from wapflow.lakehouse.identifiers import quote
+
+        cols = ", ".join(quote(c.mapping.get(x, x)) for x in self.columns())
+        where = f" WHERE {self.filter}" if self.filter else ""
+        cond = (" AND " if where else " WHERE ") + " AND ".join(f"{quote(x)} IS NOT NULL" for x in self.columns())
+        return f"SELECT {cols}, count(*) AS n FROM {src}{where}{cond} GROUP BY {cols} HAVING count(*) > 1"
+
+    def offending(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame | None:
+        return self._duplicate_groups(added, c)
+
+
+class UniqueInTableCheck(_KeyCheck):
+    """The batch's keys must not already be on main (re-delivered files, overlapping extracts)."""
+
+    check: Literal["unique_in_table"]
+
+    description: ClassVar[str] = (
+        "Fails when a new row's key is already on main (re-delivered files, overlapping extracts)."
+    )
+    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "unique_in_table"\ncolumns = ["trip_id"]\n'
+    computed: ClassVar[tuple[Evidence, ...]] = ("join",)
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, "no key already on main")
+
+    def _collisions(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
+        from wapflow.lakehouse.identifiers import quote
+
+        assert ctx.main_table is not None and ctx.this_table is not None
+        cols = self.columns()
+        main = ctx.main_table(ctx.this_table)
+        main_keys = main.select(*[main[quote(k)].alias(k) for k in cols]).distinct()
+        return self._not_null_keys(added, c).join(main_keys, on=cols, how="left_semi")
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        has_main = ctx.main_table is not None and ctx.this_table is not None
+        return {f"{c.key}_f": self._collisions(added, c, ctx).count() if has_main else 0}, "join"
+
+    def offending(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame | None:
+        if ctx.main_table is None or ctx.this_table is None:
+            return None
+        return self._collisions(added, c, ctx)
+
+    def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
+        return {this}
+
+
+class ForeignKeyCheck(ColumnCheck):
+    check: Literal["foreign_key"]
+    table: str = Field(description="the referenced table, namespace.name")
+    references: str | None = Field(default=None, description="its column (default: the same name)")
+
+    description: ClassVar[str] = "Fails when a non-null value is missing from the referenced table's main."
+    example: ClassVar[str] = (
+        '[[tables."nyc.trips".checks]]\ncheck = "foreign_key"\ncolumn = "zone_id"\ntable = "nyc.zones"\n'
+        'references = "id"\n'
+    )
+    computed: ClassVar[tuple[Evidence, ...]] = ("join",)
+
+    @property
+    def ref_column(self) -> str:
+        return self.references or self.column
+
+    def default_name(self) -> str:
+        return f"foreign_key({self.column} -> {self.table}.{self.ref_column})"
+
+    def validate_on(self, on: Against) -> None:
+        from wapflow.lakehouse.identifiers import TableName
+
+        ref = TableName.parse(self.table)
+        if on.table_exists is not None and not on.table_exists(ref):
+            raise ConfigError(
+                f"{on.where}: the referenced table {ref} does not exist",
+                hint="create and publish the referenced table first, or fix 'table'",
+            )
+        if on.table_columns is not None:
+            cols = on.table_columns(ref)
+            if self.ref_column.lower() not in {c.lower() for c in cols}:
+                raise ConfigError(
+                    f"{on.where}: {ref} has no column '{self.ref_column}'{did_you_mean(self.ref_column, cols)}",
+                    hint=f"its columns are: {', '.join(cols)}",
+                )
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, f"every value in {self.table}.{self.ref_column}")
+
+    def _orphans(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
+        from wapflow.lakehouse.identifiers import TableName, quote
+
+        if ctx.main_table is None:
+            raise ConfigError(f"check '{self.display_name()}' needs access to {self.table}")
+        ref = ctx.main_table(TableName.parse(self.table))
+        ref_keys = ref.select(ref[quote(self.ref_column)].alias(self.column)).distinct()
+        return self._not_null_keys(added, c).join(ref_keys, on=[self.column], how="left_anti")
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        return {f"{c.key}_f": self._orphans(added, c, ctx).count()}, "join"
+
+    def reproduce_sql(self, c: Compiled, src: str) -> str | None:
+        from wapflow.lakehouse.identifiers import TableName, quote
+
+        ref = TableName.parse(self.table)
+        return (
+            f"SELECT * FROM {src} b WHERE b.{quote(self.column)} IS NOT NULL AND NOT EXISTS "
+            f"(SELECT 1 FROM {ref.dotted} r WHERE r.{quote(self.ref_column)} = b.{quote(self.column)})"
+        )
+
+    def offending(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame | None:
+        return self._orphans(added, c, ctx)
+
+    def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
+        from wapflow.lakehouse.identifiers import TableName
+
+        return {TableName.parse(self.table)}
+
+
+class FreshnessCheck(ColumnCheck):
+    check: Literal["freshness"]
+    max_age: str = Field(description="a duration: 30m, 24h, 7d (units s, m, h, d, w)")
+
+    description: ClassVar[str] = "Fails when the newest value of a timestamp or date column is older than max_age."
+    example: ClassVar[str] = (
+        '[[tables."nyc.trips".checks]]\ncheck = "freshness"\ncolumn = "pickup_at"\nmax_age = "24h"\n'
+    )
+    computed: ClassVar[tuple[Evidence, ...]] = ("write",)
+
+    @field_validator("max_age")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    def default_name(self) -> str:
+        return f"freshness({self.column}, {self.max_age})"
+
+    def validate_on(self, on: Against) -> None:
+        from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+        if not isinstance(on.col_type, (TimestampType, TimestampNTZType, DateType)):
+            raise ConfigError(
+                f"{on.where}: column '{self.column}' is {on.col_type.simpleString() if on.col_type else '?'}, "
+                "not a timestamp or date",
+                hint="freshness compares the newest value with the current time",
+            )
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, f"newest within {self.max_age}")
+
+    def aggregates(self, c: Compiled) -> list[Column]:
+        from pyspark.sql import functions as F
+
+        return [F.max(F.when(c.applies, c.col(self.column))).alias(f"{c.key}_max")]
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        newest = values.get(f"{c.key}_max")
+        if newest is None:
+            return Verdict(False, None, 0)
+        if isinstance(newest, datetime):
+            now = datetime.now(newest.tzinfo) if newest.tzinfo else datetime.now()
+        else:
+            newest = datetime.combine(newest, datetime.max.time())
+            now = datetime.now()
+        return Verdict(now - newest <= parse_duration(self.max_age), str(newest), 0)
+
+
+class VolumeCheck(CheckType):
+    """Row count within a band around the median of the table's last published runs."""
+
+    check: Literal["volume"]
+    runs: int = Field(default=10, ge=1, le=1000, description="how many of the table's last published runs")
+    tolerance: float = Field(default=0.5, gt=0, description="the band around their median (0.5: ±50%)")
+    min_history: int = Field(default=3, ge=1, description="passes until this many published runs exist")
+
+    description: ClassVar[str] = (
+        "Fails when the row count is outside ±tolerance of the median of the table's last published runs."
+    )
+    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "volume"\nruns = 10\ntolerance = 0.5\n'
+    computed: ClassVar[tuple[Evidence, ...]] = ("metadata",)
+
+    def default_name(self) -> str:
+        return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs)"
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, f"within ±{self.tolerance:.0%} of the median of the last {self.runs} runs")
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        return {}, "metadata"  # the batch's row count, which every audit has, and the table's history
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        history = ctx.history()[: self.runs] if ctx.history else []
+        if len(history) < self.min_history:
+            c.threshold = f"not enough history ({len(history)} of {self.min_history} runs): passes"
+            return Verdict(True, rows, 0)
+        med = statistics.median(history)
+        lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
+        c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs)"
+        return Verdict(lo <= rows <= hi, rows, 0)
+
+    def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
+        return {this}
+
+
+class CustomSqlCheck(CheckType):
+    """A query over the batch (a view named `batch`) that must return no rows."""
+
+    check: Literal["custom_sql"]
+    sql: str = Field(min_length=1, description="one read-only query over the view `batch` (the new rows)")
+
+    description: ClassVar[str] = "Fails when the query over the new rows (the view `batch`) returns any row."
+    example: ClassVar[str] = (
+        '[[tables."nyc.trips".checks]]\ncheck = "custom_sql"\nsql = "SELECT * FROM batch WHERE fare_amount < 0"\n'
+    )
+    computed: ClassVar[tuple[Evidence, ...]] = ("scan",)
+
+    @field_validator("sql")
+    @classmethod
+    def _sql_is_read_only(cls, v: str) -> str:
+        return read_only(sqlguard.check_query_text, v, "custom_sql")
+
+    def default_name(self) -> str:
+        return "custom_sql"
+
+    def sql_texts(self) -> list[tuple[str, str, bool]]:
+        return [*super().sql_texts(), ("custom_sql", self.sql, True)]
+
+    def validate_on(self, on: Against) -> None:
+        spark = on.df.sparkSession
+        on.df.limit(0).createOrReplaceTempView("batch")
+        try:
+            _ = spark.sql(self.sql).schema  # analysis only: the guard let only a pure read through
+        except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException: the user's query is wrong
+            raise ConfigError(
+                f"{on.where}: its query is not valid: {first_line(e)}",
+                hint="the new rows are the view `batch`, e.g. SELECT * FROM batch WHERE amount < 0",
+            ) from None
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, "no rows returned")
+
+    def _rows(self, added: DataFrame, c: Compiled) -> DataFrame:
+        spark = added.sparkSession
+        # spark.sql runs commands at once: only SQL both guard layers accept gets there, checked again right here
+        # (a resumed run audits without validate_checks).
+        self.guard_sql(spark, self.where(None))
+        added.where(c.applies).createOrReplaceTempView("batch")
+        return spark.sql(self.sql)
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        return {f"{c.key}_f": self._rows(added, c).count()}, "scan"
+
+    def reproduce_sql(self, c: Compiled, src: str) -> str | None:
+        return f"-- with the new rows as view `batch`:\n{self.sql}"
+
+    def offending(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame | None:
+        return self._rows(added, c)
+
+    def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
+        return tables_in_sql(self.sql)

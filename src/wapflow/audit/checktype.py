@@ -1,0 +1,313 @@
+"""What every check type is: parameters shared by all (pydantic), and what the audit engine asks of each.
+
+A check type is one class (row_checks, batch_checks) that owns its wap.toml parameters (the same keys and
+validation in wap.toml and Python), how it is computed, its one-line description and wap.toml example, and
+the code the engine (audit.checks) runs for it: validation against the batch before any write, its per-row
+failure condition, the aggregates it needs, exact answers from file metadata, its own scan or join, its
+verdict, and how to show the failing rows. audit.spec holds the registry of built-in types.
+
+How a check is computed, cheapest first (`CheckType.computed`):
+- metadata: Iceberg metadata of the files the run added (record, null counts, bounds), or the table's
+  history, without reading rows;
+- write: a plain aggregate observed while the branch is written (a Spark Observation), at no extra scan,
+  or one aggregation over the new rows when nothing was observed (a resumed run);
+- scan: its own query over the new rows;
+- join: a join of the new rows with a table's main.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
+
+from wapflow.audit import sqlguard
+from wapflow.errors import ConfigError
+
+# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# run store) must not load the lakehouse (tests/test_layers.py).
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
+
+    from wapflow.audit.checks import AuditContext, Compiled
+    from wapflow.lakehouse.identifiers import TableName
+    from wapflow.lakehouse.tables import FileMetrics
+
+
+Scalar = bool | int | float | str
+Evidence = Literal["metadata", "write", "scan", "join"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def read_only(check: Callable[[str, str], None], text: str, what: str) -> str:
+    """Layer 1 of the SQL guard, at declaration: a validation error, so wap.toml errors name the key.
+
+    PydanticCustomError is pydantic's ValueError with a message of our own: no "Value error, " prefix.
+    """
+    try:
+        check(text, what)
+    except sqlguard.UnsafeSql as e:
+        raise PydanticCustomError("unsafe_sql", "{reason}", {"reason": e.one_line()}) from None
+    return text
+
+
+def parse_duration(text: str) -> timedelta:
+    """'30m', '24h', '7d' as a timedelta (freshness's max_age), or ValueError naming the accepted units."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"duration {text!r} is not like '30m', '24h', '7d' (units: s, m, h, d, w)")
+    return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()])
+
+
+def first_line(e: BaseException) -> str:
+    from wapflow.lakehouse.spark_errors import describe
+
+    return describe(e)
+
+
+def range_name(lo: object, hi: object) -> str:
+    """'0, 10', 'min=0' or 'max=10': bounds in a check's name, leaving out the one not set."""
+    if lo is not None and hi is not None:
+        return f"{lo}, {hi}"
+    return f"min={lo}" if lo is not None else f"max={hi}"
+
+
+def count_if(cond: Column) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.sum(F.when(cond, F.lit(1)).otherwise(F.lit(0)))
+
+
+class Rule(NamedTuple):
+    """A check compiled against the batch's columns: its per-row failure (if any) and what it demands."""
+
+    fail: Column | None  # per-row failure condition (row-level checks and null_rate)
+    fail_sql: str | None  # the same as SQL, for the query that reproduces the failing rows
+    threshold: str
+
+
+class Verdict(NamedTuple):
+    ok: bool
+    observed: Any
+    failing_rows: int
+
+
+@dataclass(frozen=True)
+class Against:
+    """What validating a declaration before any write sees: the batch, the type of the check's first column,
+    how errors name the check, and the catalog (for checks that reference other tables)."""
+
+    df: DataFrame
+    col_type: DataType | None
+    where: str
+    table_exists: Callable[[TableName], bool] | None = None
+    table_columns: Callable[[TableName], list[str]] | None = None
+
+
+class CheckType(BaseModel):
+    """One check type: its wap.toml parameters (the fields) and everything the audit engine asks of it."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    check: str = Field(description="the check type")  # each type narrows it to its one Literal value
+    name: str | None = Field(default=None, description="the name in reports (default: from the parameters)")
+    severity: Literal["error", "warn"] = Field(
+        default="error", description="warn: a failure is reported and the run still publishes"
+    )
+    filter: str | None = Field(
+        default=None, min_length=1, description="a SQL condition: the check applies only to rows where it is true"
+    )
+
+    description: ClassVar[str]  # one line: what it demands
+    example: ClassVar[str]  # a wap.toml snippet declaring it
+    computed: ClassVar[tuple[Evidence, ...]]  # where its verdict comes from, cheapest first
+    row_level: ClassVar[bool] = False  # failing rows are individual rows (quarantine and samples apply)
+    keyed: ClassVar[bool] = False  # its columns are a key of the table (a default for audit samples)
+
+    @field_validator("filter")
+    @classmethod
+    def _filter_is_pure(cls, v: str | None) -> str | None:
+        return None if v is None else read_only(sqlguard.check_expression_text, v, "filter")
+
+    @classmethod
+    def type_name(cls) -> str:
+        """The `check` key's value that selects this type."""
+        return str(get_args(cls.model_fields["check"].annotation)[0])
+
+    @property
+    def observable(self) -> bool:
+        """Its metric is a plain aggregate over rows: observed during the write, or one shared scan."""
+        return "write" in self.computed
+
+    def columns(self) -> list[str]:
+        """Columns of the batch the check reads, validated before any write."""
+        return []
+
+    @property
+    def blocks_rows(self) -> bool:
+        """Rows failing it are quarantinable: row-level, error severity, no tolerance."""
+        return False
+
+    def display_name(self) -> str:
+        base = self.name or self.default_name()
+        return base if self.name or not self.filter else f"{base} where {self.filter}"
+
+    def where(self, table: str | None) -> str:
+        """The check (and its table) as error messages name it, printable whatever its SQL holds."""
+        name = sqlguard.printable(self.display_name())
+        return f"check '{name}' on {table}" if table else f"check '{name}'"
+
+    def default_name(self) -> str:  # pragma: no cover - every check overrides it
+        raise NotImplementedError
+
+    # --- validation before any write ----------------------------------------------------------
+
+    def sql_texts(self) -> list[tuple[str, str, bool]]:
+        """(what, text, is_query) for every piece of the check that is user-written SQL."""
+        return [("filter", self.filter, False)] if self.filter else []
+
+    def guard_sql(self, spark: SparkSession, where: str) -> None:
+        """Both layers of the SQL guard over the check's SQL: one read-only query / pure expression, or ConfigError.
+
+        Declaration already ran layer 1 (pydantic); it runs again here, cheaply, because a model can be built
+        without validation (model_construct) or changed afterwards.
+        """
+        for what, text, is_query in self.sql_texts():
+            try:
+                if is_query:
+                    sqlguard.check_query_text(text, what)
+                    sqlguard.check_query_plan(spark, text, what)
+                else:
+                    sqlguard.check_expression_text(text, what)
+                    sqlguard.check_expression_plan(spark, text, what)
+            except sqlguard.UnsafeSql as e:
+                raise ConfigError(f"{where}: {e.problem}", hint=e.hint) from None
+
+    def boolean_sql(self) -> list[tuple[str, str]]:
+        """(key, text) of its SQL that must be a boolean condition over the batch's columns."""
+        return [("filter", self.filter)] if self.filter else []
+
+    def validate_on(self, on: Against) -> None:
+        """What only this type can find wrong against the batch, as a ConfigError naming the check."""
+
+    # --- compilation and evaluation -------------------------------------------------------------
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        """Its failure condition against the batch's spelling of the columns (mapping: declared -> actual)."""
+        raise NotImplementedError  # pragma: no cover - every check overrides it
+
+    def aggregates(self, c: Compiled) -> list[Column]:
+        """The plain aggregates its verdict needs (keys c<i>_f, c<i>_n, c<i>_max), for observable types."""
+        if c.fail is None:
+            return []
+        return [count_if(c.applies & c.fail).alias(f"{c.key}_f"), count_if(c.applies).alias(f"{c.key}_n")]
+
+    def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
+        """Exact values from file metrics, or None when metadata cannot answer this check exactly."""
+        return None
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        """Values of a type that is not a plain aggregate, and where they came from."""
+        raise NotImplementedError  # pragma: no cover - every type that is not observable overrides it
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        """Default: a count of offending rows (c<i>_f), which must be 0."""
+        failing = int(values.get(f"{c.key}_f") or 0)
+        return Verdict(failing == 0, failing, failing)
+
+    def reproduce_sql(self, c: Compiled, src: str) -> str | None:
+        """SQL a person runs against the kept branch `src` to see the offending rows (types without fail_sql)."""
+        return None
+
+    def offending(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame | None:
+        """The offending rows or keys, for samples (types without a per-row failure condition)."""
+        return None
+
+    def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
+        """Tables whose main its verdict reads (re-checked at publish if they moved)."""
+        return set()
+
+    def _not_null_keys(self, df: DataFrame, c: Compiled) -> DataFrame:
+        keys = [c.col(k) for k in self.columns()]
+        cond = c.applies
+        for k in keys:
+            cond = cond & k.isNotNull()
+        return df.where(cond).select(*[c.col(k).alias(k) for k in self.columns()])
+
+
+def _mostly_suffix(threshold: str, mostly: float | None) -> str:
+    return f"{threshold} (mostly {mostly})" if mostly else threshold
+
+
+class RowCheck(CheckType):
+    """A per-row condition; `mostly` lets a fraction of rows fail (0.99: up to 1% may fail)."""
+
+    mostly: float | None = Field(
+        default=None, gt=0, le=1, description="the fraction of rows that must pass (0.99 lets 1% fail)"
+    )
+    row_level: ClassVar[bool] = True
+    computed: ClassVar[tuple[Evidence, ...]] = ("write",)
+
+    @property
+    def blocks_rows(self) -> bool:
+        return self.severity == "error" and self.mostly is None
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        rule = self._rule(mapping)
+        fail_sql = f"({self.filter}) AND ({rule.fail_sql})" if self.filter and rule.fail_sql else rule.fail_sql
+        return Rule(rule.fail, fail_sql, _mostly_suffix(rule.threshold, self.mostly))
+
+    def _rule(self, mapping: dict[str, str]) -> Rule:
+        raise NotImplementedError  # pragma: no cover - every row check overrides it
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        f = int(values.get(f"{c.key}_f") or 0)
+        n = int(values.get(f"{c.key}_n") or 0)
+        if self.mostly is not None:
+            rate = (f / n) if n else 0.0
+            return Verdict(rate <= 1 - self.mostly + 1e-12, f, f)
+        return Verdict(f == 0, f, f)
+
+
+class RowColumnCheck(RowCheck):
+    """A row-level check on one column."""
+
+    column: str = Field(description="the column")
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+    def _col(self, mapping: dict[str, str]) -> tuple[Column, str]:
+        """The column as a Spark column and as quoted SQL."""
+        from pyspark.sql import functions as F
+
+        from wapflow.lakehouse.identifiers import quote
+
+        return F.col(quote(mapping[self.column])), quote(mapping[self.column])
+
+
+class ColumnCheck(CheckType):
+    """A batch-level check on one column."""
+
+    column: str = Field(description="the column")
+
+    def columns(self) -> list[str]:
+        return [self.column]
+
+
+def null_counts(chk: CheckType, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
+    """NULLs of the check's column from file metrics (exact when every file records them)."""
+    if chk.filter:
+        return None
+    nulls = fm.null_counts.get(c.mapping[chk.columns()[0]].lower())
+    if nulls is None:
+        return None
+    return {f"{c.key}_f": nulls, f"{c.key}_n": fm.rows}
