@@ -26,7 +26,6 @@ def test_cli_reference_names_every_command_and_option() -> None:
 
 def test_checks_reference_names_every_check_type_and_parameter() -> None:
     page = _docs.checks_reference_markdown()
-    assert set(_docs.check_models()) == set(CHECK_MODELS)
     for name, model in CHECK_MODELS.items():
         section = page.split(f"## `{name}`\n")[1].split("\n## ")[0]
         for field, info in model.model_fields.items():

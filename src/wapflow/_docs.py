@@ -265,39 +265,20 @@ def cli_reference_markdown() -> str:
 # --- (c) check types ------------------------------------------------------------------------------
 
 
-def check_models() -> dict[str, type[BaseModel]]:
-    """check type -> its parameters model. The one place to switch when check types get a registry."""
-    from wapflow.audit.spec import CHECK_MODELS
-
-    return dict(CHECK_MODELS)
-
-
 def checks_reference_markdown() -> str:
-    """Every check type with its parameters (type, default, description), from the check models."""
-    models = check_models()
+    """Every check type, from the registry of check classes (wapflow.audit.registry)."""
+    from wapflow.audit.registry import check_reference, check_reference_markdown
+
     out = [
         "# Check types",
         "",
-        f"Generated from the check models (`wapflow/audit/spec.py`) at build time: {len(models)} check types.",
-        "Every check takes `severity` (`error` blocks the run, `warn` publishes and reports), an",
+        f"Generated from the check classes (`wapflow/audit/spec.py`) at build time: {len(check_reference())} check",
+        "types. Every check takes `severity` (`error` blocks the run, `warn` publishes and reports), an",
         "optional `name` and an optional `filter`. See the [checks guide](../guides/checks.md) for",
-        "what each one fails on and how the audit computes it.",
+        "how the audit picks the cheapest evidence.",
         "",
     ]
-    for name, model in models.items():
-        row_level = getattr(model, "row_level", False)
-        out += [f"## `{name}`", ""]
-        doc = own_doc(model)
-        if doc:
-            out += [_text(doc), ""]
-        out += [
-            "Row-level: `mostly`, quarantine and sample failing rows apply."
-            if row_level
-            else "Batch-level: one verdict for the whole batch.",
-            "",
-        ]
-        out += [*_fields_table(model, skip=("check",)), ""]
-    return "\n".join(out)
+    return "\n".join(out) + check_reference_markdown()
 
 
 # --- (d) exit codes -------------------------------------------------------------------------------
