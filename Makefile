@@ -72,10 +72,10 @@ PG_DIR  ?= .wap/postgres
 PG_PORT ?= 55432
 
 pg-up: install
-	$(BIN)/python -m wapflow.runs.pg_server up --dir $(PG_DIR) --port $(PG_PORT)
+	$(BIN)/python -m wapflow._dev.pg_server up --dir $(PG_DIR) --port $(PG_PORT)
 
 pg-down: install
-	$(BIN)/python -m wapflow.runs.pg_server down --dir $(PG_DIR) --port $(PG_PORT)
+	$(BIN)/python -m wapflow._dev.pg_server down --dir $(PG_DIR) --port $(PG_PORT)
 
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache

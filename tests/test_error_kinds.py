@@ -28,10 +28,10 @@ import pytest
 from cli_harness import Proc, wap, write_config
 from conftest import trips_file, write_parquet
 from s3_server import REGION, Keys, S3Env, start_s3_env
+from wapflow._dev.s3_server import free_port
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import KINDS, bug
 from wapflow.lakehouse import spark_errors
-from wapflow.storage.server import free_port
 
 pytestmark = pytest.mark.spark
 

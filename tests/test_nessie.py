@@ -52,7 +52,7 @@ def nessie_lh(spark: Any, tmp_path: Path, nessie_server: Any) -> Callable[..., L
 
 def test_first_publish_into_an_empty_repository(spark, tmp_path, landing):
     """Nessie cannot merge into a repository without commits: main is moved to the branch instead."""
-    from wapflow.lakehouse.nessie_server import NessieServer
+    from wapflow._dev.nessie_server import NessieServer
 
     with NessieServer(tmp_path / "empty-nessie") as server:
         lh = Lakehouse(make_config(tmp_path, {}, catalog="nessie", nessie_uri=server.url), spark=spark)
@@ -258,7 +258,7 @@ def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh,
 
 
 def test_server_unreachable_fails_before_any_write(lakehouse_factory, spark, tmp_path, landing, nessie_server):
-    from wapflow.lakehouse.nessie_server import free_port
+    from wapflow._dev.nessie_server import free_port
 
     cfg = make_config(tmp_path, {}, catalog="nessie", nessie_uri=f"http://127.0.0.1:{free_port()}/api/v2")
     lh = Lakehouse(cfg, spark=spark)

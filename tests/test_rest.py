@@ -21,8 +21,8 @@ import pytest
 from cli_harness import checksum, wap
 from conftest import TRIPS_CHECKS, trips_file
 from rest_server import rest_catalog  # noqa: F401 - fixture
+from wapflow._dev.s3_server import free_port
 from wapflow.lakehouse.tables import REVERTED_PROP, RUN_ID_PROP
-from wapflow.storage.server import free_port
 
 
 def rest_config(folder: Path, uri: str, table: str) -> Path:

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from conftest import TRIPS_CHECKS
 from s3_server import REGION, Keys, S3Env, start_s3_env
+from wapflow._dev.s3_server import free_port
 from wapflow.cli import app
 from wapflow.config import parse_config
 from wapflow.demo.generate import generate_trips
@@ -36,7 +37,6 @@ from wapflow.pipeline import run_wap
 from wapflow.storage import Storage
 from wapflow.storage import spark as s3_spark
 from wapflow.storage.files import FileIdentity, glob_regex
-from wapflow.storage.server import free_port
 
 WAP = str(Path(sys.executable).parent / "wap")
 TABLE = TableName.parse("nyc.trips")
