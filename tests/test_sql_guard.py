@@ -23,7 +23,7 @@ from wapflow.errors import ConfigError, UsageError
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import run_wap
-from wapflow.query import read_only, run_query
+from wapflow.service.query import read_only, run_query
 
 T = TableName.parse("shop.orders")
 V = TableName.parse("shop.victim")  # what the hostile statements aim at
