@@ -9,7 +9,7 @@ table at a time (a partitioned queue) and a bounded number overall.
   claim count from the ledger (never reset). A duplicated trigger, event or enqueue of the same claim is
   the same workflow and runs once; a claim made after `wap retry` is a new one.
 - Steps: adopt the claim (the process running the workflow holds it), the run's state, prepare, write,
-  audit, publish (wapflow.integrations.dbos.wap_step: the core's functions on a JSON RunState, the same
+  audit, publish (wapflow.outer.dbos_steps.wap_step: the core's functions on a JSON RunState, the same
   steps users put in workflows of their own), settle the ledger. Steps are at-least-once after
   a crash; each is idempotent (a run id's snapshots are found before anything is written again).
 - A transient failure (named conditions only) runs the run again after a durable sleep, up to the source's
@@ -32,9 +32,9 @@ from dbos import DBOS, Queue, SetEnqueueOptions, SetWorkflowID
 from wapflow import __version__
 from wapflow.errors import BugError, ConfigError, WapError
 from wapflow.faults import crash_point
-from wapflow.integrations.dbos import lakehouse as _lh
-from wapflow.integrations.dbos import use, wap_step
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.outer.dbos_steps import lakehouse as _lh
+from wapflow.outer.dbos_steps import use, wap_step
 from wapflow.pipeline import RunState, new_state
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.state import STEPS
