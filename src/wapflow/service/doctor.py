@@ -282,8 +282,8 @@ def _dbos(cfg: WapConfig) -> list[Finding]:
 
 
 def _storage(cfg: WapConfig) -> list[Finding]:
+    from wapflow.lakehouse.spark_s3 import s3_settings
     from wapflow.storage.settings import is_s3_uri
-    from wapflow.storage.spark import s3_settings
 
     found = []
     wh = cfg.warehouse_location()
@@ -330,8 +330,8 @@ def _local(part: str, folder: Path, *, write: bool = False) -> Finding:
 
 
 def _s3(part: str, location: str, cfg: WapConfig, *, write: bool) -> Finding:
+    from wapflow.lakehouse.spark_s3 import s3_settings
     from wapflow.storage.s3 import S3Store
-    from wapflow.storage.spark import s3_settings
 
     s = s3_settings(cfg)
     store = S3Store(s)
@@ -373,7 +373,7 @@ def _alerts(cfg: WapConfig) -> list[Finding]:
 def _secrets(cfg: WapConfig) -> list[str]:
     """Every configured secret value, so that no finding can carry one (an error text quoting a URL, say)."""
     from wapflow.lakehouse.nessie_config import nessie_token
-    from wapflow.storage.spark import s3_settings
+    from wapflow.lakehouse.spark_s3 import s3_settings
 
     values = list(s3_settings(cfg).secret_values())
     token = nessie_token(cfg)
