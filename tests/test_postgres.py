@@ -31,10 +31,11 @@ from s3_server import REGION, S3Env, start_s3_env
 from wapflow._dev.pg_server import Urls
 from wapflow._dev.s3_server import free_port
 from wapflow.config import parse_config
+from wapflow.config.urls import redact
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import LockTimeout
 from wapflow.lakehouse import jvm
-from wapflow.runs.databases import check_dbos_database, check_jdbc_catalog, redact
+from wapflow.runs.databases import check_dbos_database, check_jdbc_catalog
 from wapflow.runs.ledger import Ledger, file_key
 from wapflow.runs.store import RunRecord, RunStore
 from wapflow.storage.files import FileIdentity

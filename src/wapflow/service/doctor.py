@@ -244,7 +244,8 @@ def _http_get(url: str, token: str | None, start: str) -> Finding:
 
 
 def _run_store(cfg: WapConfig) -> list[Finding]:
-    from wapflow.runs.databases import check_database, redact_url
+    from wapflow.config.urls import redact_url
+    from wapflow.runs.databases import check_database
 
     url = cfg.run_store_url()
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
@@ -382,7 +383,7 @@ def _secrets(cfg: WapConfig) -> list[str]:
     for key, value in cfg.lakehouse.catalog_properties.items():
         if any(word in key.lower() for word in _SECRET_PROPS):
             values.append(value)
-    from wapflow.runs.databases import password_of
+    from wapflow.config.urls import password_of
 
     for url in (cfg.lakehouse.run_store, cfg.watch.database):
         password = password_of(url) if url else None
@@ -397,7 +398,7 @@ def _secrets(cfg: WapConfig) -> list[str]:
 
 def _scrub(f: Finding, secrets: list[str]) -> Finding:
     """Configured secrets, and any password inside a URL, out of a finding's text."""
-    from wapflow.runs.databases import redact
+    from wapflow.config.urls import redact
 
     return Finding(f.part, f.status, redact(f.detail, *secrets), redact(f.fix, *secrets))
 

@@ -166,7 +166,7 @@ def _database_url(v: str | None) -> str | None:
         return None
     if "://" not in v:
         raise ValueError("is not a database URL (sqlite:////abs/path/runs.db or postgresql://user:pw@host:5432/db)")
-    from wapflow.runs.databases import normalize_url
+    from wapflow.config.urls import normalize_url
 
     return normalize_url(v)
 
@@ -555,7 +555,7 @@ def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
             ):
                 got_s = "a value not shown, as it is a secret"
             elif loc and str(loc[-1]) in ("run_store", "database", "uri") and isinstance(got, str):
-                from wapflow.runs.databases import redact_url
+                from wapflow.config.urls import redact_url
 
                 got_s = repr(redact_url(got))
             lines.append(f"  - {_where(loc)}: {err['msg']} (got {got_s})")
