@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from wapflow.config import LakehouseConfig, WapConfig
 from wapflow.demo.generate import write_trips
-from wapflow.lakehouse.identifiers import TableName, quote
+from wapflow.sql.identifiers import TableName, quote
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie_server import NessieServer
 from wapflow.lakehouse.nessie_server import status as server_status

@@ -364,8 +364,8 @@ def test_s3_slowdown_on_the_warehouse_is_transient(tmp_path: Path, s3env: S3Env,
 
 
 def test_unreplayable_publish_is_a_terminal_conflict(trips_lakehouse: Any, landing: Path) -> None:
-    from wapflow.lakehouse.identifiers import TableName
     from wapflow.pipeline import WapRun, run_wap
+    from wapflow.sql.identifiers import TableName
 
     table = TableName.parse("nyc.trips")
     lh = trips_lakehouse

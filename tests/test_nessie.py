@@ -20,11 +20,11 @@ from conftest import TRIPS_CHECKS, make_config, trips_file, write_parquet
 from wapflow.cli import app
 from wapflow.config import TableConfig
 from wapflow.demo.generate import generate_trips
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie import NessieClient
 from wapflow.pipeline import MultiWapRun, WapRun, run_wap
 from wapflow.pipeline.steps import LiveRun
+from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
 _ns = itertools.count()

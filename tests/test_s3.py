@@ -32,9 +32,9 @@ from wapflow.demo.generate import generate_trips
 from wapflow.errors import ConfigError, InputError
 from wapflow.lakehouse import spark_s3 as s3_spark
 from wapflow.lakehouse.catalog_props import catalog_properties
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import run_wap
+from wapflow.sql.identifiers import TableName
 from wapflow.storage import Storage
 from wapflow.storage.files import FileIdentity, glob_regex
 

@@ -13,8 +13,8 @@ from typing import Protocol
 
 from wapflow.errors import PublishConflict
 from wapflow.lakehouse import spark_errors
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP, Snapshot, Tables
+from wapflow.sql.identifiers import TableName
 
 _RETRIES = 4
 

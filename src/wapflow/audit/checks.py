@@ -39,11 +39,11 @@ from wapflow.audit.spec import (
     parse_duration,
 )
 from wapflow.errors import ConfigError, did_you_mean
-from wapflow.lakehouse.identifiers import TableName, quote, sql_string
 
 # FileMetrics belongs to the lakehouse layer that reads it from Iceberg metadata; re-exported for callers that
 # import it from here.
 from wapflow.lakehouse.tables import FileMetrics as FileMetrics
+from wapflow.sql.identifiers import TableName, quote, sql_string
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -61,7 +61,7 @@ class LakehouseConfig(_Strict):
     @field_validator("catalog_name")
     @classmethod
     def _catalog_name(cls, v: str) -> str:
-        from wapflow.lakehouse.identifiers import validate_part
+        from wapflow.sql.identifiers import validate_part
 
         return validate_part(v, what="catalog_name")
 
@@ -232,7 +232,7 @@ class SourceConfig(_Strict):
     @field_validator("table")
     @classmethod
     def _table(cls, v: str) -> str:
-        from wapflow.lakehouse.identifiers import TableName
+        from wapflow.sql.identifiers import TableName
 
         return TableName.parse(v).dotted
 

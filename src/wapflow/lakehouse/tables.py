@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wapflow.errors import UsageError
-from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch, validate_part
+from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

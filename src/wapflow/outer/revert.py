@@ -15,10 +15,10 @@ from typing import Any
 
 from wapflow.errors import NotFound, UsageError
 from wapflow.lakehouse import session
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP
 from wapflow.pipeline import quarantine_of, validate_run_id
+from wapflow.sql.identifiers import TableName
 
 
 def _run_snapshots_on_main(lh: Lakehouse, table: TableName, run_id: str) -> list[int]:

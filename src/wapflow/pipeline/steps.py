@@ -32,7 +32,6 @@ from wapflow.errors import CommitConflict, UsageError, WapError, bug
 from wapflow.faults import crash_point
 from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.branches import PublishedRun, RunSlice
-from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, Snapshot
 from wapflow.pipeline.result import RunResult
@@ -49,6 +48,7 @@ from wapflow.pipeline.state import (
 )
 from wapflow.publish import find_published
 from wapflow.runs.store import RunRecord, current_owner, owner_alive
+from wapflow.sql.identifiers import TableName, validate_branch
 from wapflow.storage.files import FileIdentity, SkippedFile
 from wapflow.write.schema import ContractViolation, apply_contract
 from wapflow.write.sources import (
