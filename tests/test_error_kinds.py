@@ -31,7 +31,7 @@ from s3_server import REGION, Keys, S3Env, start_s3_env
 from wapflow._dev.s3_server import free_port
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import KINDS, bug
-from wapflow.lakehouse import spark_errors
+from wapflow.spark import errors as spark_errors
 
 pytestmark = pytest.mark.spark
 

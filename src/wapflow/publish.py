@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from wapflow.errors import PublishConflict
-from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.tables import REVERTED_PROP, SOURCE_SNAPSHOT_PROP, Snapshot, Tables
+from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 
 _RETRIES = 4

@@ -18,6 +18,10 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit import sqlguard
+
+# FileMetrics belongs to the lakehouse layer that reads it from Iceberg metadata; re-exported for callers that
+# import it from here.
+from wapflow.audit.metrics import FileMetrics as FileMetrics
 from wapflow.audit.report import AuditReport, CheckResult, Status
 from wapflow.audit.spec import (
     AcceptedValuesCheck,
@@ -39,10 +43,6 @@ from wapflow.audit.spec import (
     parse_duration,
 )
 from wapflow.errors import ConfigError, did_you_mean
-
-# FileMetrics belongs to the lakehouse layer that reads it from Iceberg metadata; re-exported for callers that
-# import it from here.
-from wapflow.lakehouse.tables import FileMetrics as FileMetrics
 from wapflow.sql.identifiers import TableName, quote, sql_string
 
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def resolve_columns(checks: list[Check], columns: list[str], *, table: str) -> d
 
 
 def _first_line(e: BaseException) -> str:
-    from wapflow.lakehouse.spark_errors import describe
+    from wapflow.spark.errors import describe
 
     return describe(e)
 

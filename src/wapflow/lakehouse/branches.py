@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.tables import RUN_ID_PROP, Snapshot, Tables
 from wapflow.publish import find_published, publish
+from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch
 
 if TYPE_CHECKING:
