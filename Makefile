@@ -36,7 +36,7 @@ dashboard: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# ruff (lint + format check) and mypy (strict on errors, config, audit, lakehouse, runs, pipeline).
+# ruff (lint + format check), mypy (strict on errors, config, audit, lakehouse, runs, pipeline) and lint-imports (layers).
 lint: install
 	VENV=$(VENV) bash .ci/lint
 
