@@ -36,7 +36,7 @@ dashboard: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# ruff (lint + format check), mypy (strict on errors, config, audit, lakehouse, runs, pipeline) and lint-imports (layers).
+# ruff (lint + format check), mypy (strict on the lower layers and _dev) and lint-imports (the package layers).
 lint: install
 	VENV=$(VENV) bash .ci/lint
 
