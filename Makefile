@@ -36,7 +36,7 @@ dashboard: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-# ruff (lint + format check) and mypy (strict on errors, config, audit, lakehouse, runs, pipeline).
+# ruff (lint + format check), mypy (strict on the lower layers and _dev) and lint-imports (the package layers).
 lint: install
 	VENV=$(VENV) bash .ci/lint
 
@@ -77,10 +77,10 @@ PG_DIR  ?= .wap/postgres
 PG_PORT ?= 55432
 
 pg-up: install
-	$(BIN)/python -m wapflow.runs.pg_server up --dir $(PG_DIR) --port $(PG_PORT)
+	$(BIN)/python -m wapflow._dev.pg_server up --dir $(PG_DIR) --port $(PG_PORT)
 
 pg-down: install
-	$(BIN)/python -m wapflow.runs.pg_server down --dir $(PG_DIR) --port $(PG_PORT)
+	$(BIN)/python -m wapflow._dev.pg_server down --dir $(PG_DIR) --port $(PG_PORT)
 
 clean:
 	rm -rf $(VENV) wap-demo bench-data .pytest_cache site

@@ -28,7 +28,7 @@ from bench_wap import ensure_file, log  # noqa: E402  (same data files and loggi
 
 from wapflow.audit.checks import AuditPlan, evaluate  # noqa: E402
 from wapflow.config import LakehouseConfig, TableConfig, WapConfig  # noqa: E402
-from wapflow.lakehouse.identifiers import TableName  # noqa: E402
+from wapflow.sql.identifiers import TableName  # noqa: E402
 from wapflow.lakehouse.lakehouse import Lakehouse  # noqa: E402
 
 ONE = [{"check": "not_null", "column": "passenger_count"}]

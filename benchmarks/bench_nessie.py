@@ -31,10 +31,10 @@ import pyarrow.parquet as pq
 
 from wapflow.config import LakehouseConfig, WapConfig
 from wapflow.demo.generate import write_trips
-from wapflow.lakehouse.identifiers import TableName, quote
+from wapflow.sql.identifiers import TableName, quote
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.nessie_server import NessieServer
-from wapflow.lakehouse.nessie_server import status as server_status
+from wapflow._dev.nessie_server import NessieServer
+from wapflow._dev.nessie_server import status as server_status
 from wapflow.pipeline import RunResult, run_wap
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ from wapflow.audit.spec import (
 )
 from wapflow.config import LakehouseConfig, WapConfig
 from wapflow.demo.generate import write_trips
-from wapflow.lakehouse.identifiers import TableName, quote, sql_string
+from wapflow.sql.identifiers import TableName, quote, sql_string
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, run_wap
 

@@ -114,8 +114,8 @@ def trips_file(
 def nessie_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """Issue 4: one real Nessie server (runner jar fetched and cached by wapflow, RocksDB store) per test
     session, on a free port of 127.0.0.1; started only if a Nessie test runs, stopped at the end."""
+    from wapflow._dev.nessie_server import NessieServer, find_server_java
     from wapflow.errors import EnvironmentProblem
-    from wapflow.lakehouse.nessie_server import NessieServer, find_server_java
 
     try:
         find_server_java()

@@ -1,5 +1,5 @@
 """The test session's PostgreSQL: a real server (Debian's PostgreSQL, the newest under /usr/lib/postgresql) on
-a free 127.0.0.1 port, started once per session by wapflow's own helper (wapflow.runs.pg_server, the code
+a free 127.0.0.1 port, started once per session by wapflow's own helper (wapflow._dev.pg_server, the code
 behind `make pg-up`), one database per test, stopped at the end (pg_ctl stop -m immediate), even on failure.
 
 The data folder is made with tempfile under /tmp, not pytest's tmp_path: as root (CI) the server runs as the
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from wapflow._dev.pg_server import LocalPostgres, Urls, find_bin_dir
 from wapflow.errors import EnvironmentProblem
-from wapflow.runs.pg_server import LocalPostgres, Urls, find_bin_dir
 
 # Not the default "wap": a password that no other output contains, so tests can grep for leaks.
 PASSWORD = "pg-Secret-51f0"

@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from wapflow.storage.server import LocalS3Server
+from wapflow._dev.s3_server import LocalS3Server
 
 REGION = "us-east-1"
 _names = itertools.count()

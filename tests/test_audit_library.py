@@ -14,8 +14,8 @@ from conftest import write_parquet
 from wapflow.audit.checks import AuditContext, AuditPlan, evaluate
 from wapflow.cli import app
 from wapflow.config import TableConfig
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import WapRun, run_wap
+from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
 T = TableName.parse("shop.orders")

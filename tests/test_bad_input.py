@@ -9,8 +9,8 @@ import pytest
 
 from conftest import trips_file, write_parquet
 from wapflow.errors import InvalidIdentifier
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import WapRun, run_wap
+from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
 T = TableName.parse("nyc.trips")

@@ -88,7 +88,7 @@ def test_names_leave_out_unset_bounds() -> None:
 
 def test_checks_name_the_tables_whose_main_they_read() -> None:
     """What the publish step re-checks under its lock when main moved since the audit."""
-    from wapflow.lakehouse.identifiers import TableName
+    from wapflow.sql.identifiers import TableName
 
     this = TableName.parse("nyc.trips")
     zones = TableName.parse("nyc.zones")

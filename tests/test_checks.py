@@ -11,8 +11,8 @@ import pytest
 from conftest import write_parquet
 from wapflow.audit.checks import run_checks
 from wapflow.config import TableConfig
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import WapRun, run_wap
+from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
 

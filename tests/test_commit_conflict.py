@@ -6,7 +6,7 @@ from typing import Any
 
 from pyspark.errors.exceptions.connect import UnknownException
 
-from wapflow.lakehouse import spark_errors
+from wapflow.spark import errors as spark_errors
 
 
 class _Class:

@@ -9,7 +9,7 @@ import pytest
 
 from wapflow.config import STARTER, load_config, parse_config
 from wapflow.errors import ConfigError, InvalidIdentifier
-from wapflow.lakehouse.identifiers import TableName, validate_branch
+from wapflow.sql.identifiers import TableName, validate_branch
 
 
 def write(tmp: Path, text: str) -> Path:

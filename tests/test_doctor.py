@@ -15,8 +15,8 @@ import pytest
 from cli_harness import wap
 from pg_server import PASSWORD, pg, pg_db  # noqa: F401 - fixtures
 from s3_server import REGION, S3Env, start_s3_env
+from wapflow._dev.pg_server import LocalPostgres, Urls
 from wapflow.lakehouse.processes import free_port
-from wapflow.runs.pg_server import LocalPostgres, Urls
 
 
 @pytest.fixture(scope="module")

@@ -30,8 +30,8 @@ from conftest import trips_file, write_parquet
 from s3_server import REGION, Keys, S3Env, start_s3_env
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import KINDS, bug
-from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.processes import free_port
+from wapflow.spark import errors as spark_errors
 
 pytestmark = pytest.mark.spark
 
@@ -364,8 +364,8 @@ def test_s3_slowdown_on_the_warehouse_is_transient(tmp_path: Path, s3env: S3Env,
 
 
 def test_unreplayable_publish_is_a_terminal_conflict(trips_lakehouse: Any, landing: Path) -> None:
-    from wapflow.lakehouse.identifiers import TableName
     from wapflow.pipeline import WapRun, run_wap
+    from wapflow.sql.identifiers import TableName
 
     table = TableName.parse("nyc.trips")
     lh = trips_lakehouse

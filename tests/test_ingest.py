@@ -19,10 +19,10 @@ from conftest import trips_file
 from wapflow.cli import app
 from wapflow.config import SourceConfig
 from wapflow.errors import UsageError
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.outer.ingest import Ingest, batch_run_id, ingest
 from wapflow.runs.ledger import files_table
+from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
 CHECKS = [{"check": "not_null", "column": "passenger_count"}, {"check": "unique", "columns": ["trip_id"]}]

@@ -4,6 +4,11 @@ A cycle means two modules can only be understood (and loaded) together; the CLI 
 command modules which imported it back. The graph is built from the source with `ast`, counting imports at
 module level and inside functions alike (a function-level import is how a cycle hides); only imports under
 `if TYPE_CHECKING:` are left out, as they never run.
+
+Module by module, so it also sees a cycle inside one package. Between packages, the import-linter contracts
+in pyproject's [tool.importlinter] (`lint-imports`, run by .ci/lint) say more: which package may import
+which (layers, counting TYPE_CHECKING imports as well), no cycle between top-level packages, and runtime
+code never importing the local dev servers in wapflow._dev.
 """
 
 from __future__ import annotations

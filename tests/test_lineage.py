@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lineage import (
     REVERTED_PROP,
     RUN_ID_PROP,
@@ -17,6 +16,7 @@ from wapflow.lakehouse.lineage import (
     run_properties,
 )
 from wapflow.lakehouse.tables import Snapshot
+from wapflow.sql.identifiers import TableName
 
 T = TableName.parse("nyc.trips")
 

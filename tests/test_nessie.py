@@ -20,11 +20,11 @@ from conftest import TRIPS_CHECKS, make_config, trips_file, write_parquet
 from wapflow.cli import app
 from wapflow.config import TableConfig
 from wapflow.demo.generate import generate_trips
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie import NessieClient
 from wapflow.pipeline import MultiWapRun, WapRun, run_wap
 from wapflow.pipeline.steps import LiveRun
+from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
 _ns = itertools.count()
@@ -52,7 +52,7 @@ def nessie_lh(spark: Any, tmp_path: Path, nessie_server: Any) -> Callable[..., L
 
 def test_first_publish_into_an_empty_repository(spark, tmp_path, landing):
     """Nessie cannot merge into a repository without commits: main is moved to the branch instead."""
-    from wapflow.lakehouse.nessie_server import NessieServer
+    from wapflow._dev.nessie_server import NessieServer
 
     with NessieServer(tmp_path / "empty-nessie") as server:
         lh = Lakehouse(make_config(tmp_path, {}, catalog="nessie", nessie_uri=server.url), spark=spark)

@@ -28,14 +28,15 @@ from cli_harness import WAP, checksum, env, wap
 from conftest import TRIPS_CHECKS, write_parquet
 from pg_server import PASSWORD, pg, pg_db  # noqa: F401 - fixtures
 from s3_server import REGION, S3Env, start_s3_env
+from wapflow._dev.pg_server import Urls
 from wapflow.config import parse_config
+from wapflow.config.urls import redact
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import LockTimeout
 from wapflow.lakehouse import jvm
 from wapflow.lakehouse.processes import free_port
-from wapflow.runs.databases import check_dbos_database, check_jdbc_catalog, redact
+from wapflow.runs.databases import check_dbos_database, check_jdbc_catalog
 from wapflow.runs.ledger import Ledger, file_key
-from wapflow.runs.pg_server import Urls
 from wapflow.runs.store import RunRecord, RunStore
 from wapflow.storage.files import FileIdentity
 
@@ -442,7 +443,7 @@ def test_the_run_store_server_stopping_mid_run_is_transient_then_the_run_resumes
     import tempfile
 
     from cli_harness import Reader, write_config
-    from wapflow.runs.pg_server import LocalPostgres
+    from wapflow._dev.pg_server import LocalPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="wapflow-pg-gone-"))  # its own server: this test stops it
     server = LocalPostgres(folder, password=PASSWORD, fast=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import trips_file
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import WapRun
+from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
 T = TableName.parse("nyc.trips")

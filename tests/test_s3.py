@@ -29,13 +29,13 @@ from wapflow.cli import app
 from wapflow.config import parse_config
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import ConfigError, InputError
+from wapflow.lakehouse import spark_s3 as s3_spark
 from wapflow.lakehouse.catalog_props import catalog_properties
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.processes import free_port
 from wapflow.pipeline import run_wap
+from wapflow.sql.identifiers import TableName
 from wapflow.storage import Storage
-from wapflow.storage import spark as s3_spark
 from wapflow.storage.files import FileIdentity, glob_regex
 
 WAP = str(Path(sys.executable).parent / "wap")

@@ -25,8 +25,8 @@ import pytest
 
 from conftest import write_parquet
 from wapflow.errors import InputError, SchemaMismatch
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import run_wap
+from wapflow.sql.identifiers import TableName
 from wapflow.storage import Storage
 from wapflow.storage.files import FileIdentity, local_identity
 from wapflow.write.sources import (

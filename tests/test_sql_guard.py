@@ -20,10 +20,10 @@ from wapflow.audit.checks import AuditPlan, evaluate
 from wapflow.audit.spec import CustomSqlCheck, ExpressionCheck, NotNullCheck
 from wapflow.config import parse_config
 from wapflow.errors import ConfigError, UsageError
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import run_wap
-from wapflow.query import read_only, run_query
+from wapflow.service.query import read_only, run_query
+from wapflow.sql.identifiers import TableName
 
 T = TableName.parse("shop.orders")
 V = TableName.parse("shop.victim")  # what the hostile statements aim at

@@ -123,7 +123,7 @@ def report(lh: Lakehouse, run_id: str) -> RunReport:
 
 def read(lh: Lakehouse, table: str, *, branch: str | None = None) -> DataFrame:
     """A table's rows on main (or on a branch) as a Spark DataFrame."""
-    from wapflow.lakehouse.identifiers import TableName
+    from wapflow.sql.identifiers import TableName
 
     return lh.tables.read(TableName.parse(table), branch)
 

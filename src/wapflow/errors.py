@@ -10,7 +10,7 @@ Every failure is one of six kinds, and the kind alone says what an automaton sho
 - conflict: main moved in a way this run's snapshots cannot be re-applied onto (terminal);
 - bug: an exception nobody named; terminal, because retrying code that is wrong does not help.
 
-Errors are classified where what failed is known (see `wapflow.lakehouse.spark_errors.classify`),
+Errors are classified where what failed is known (see `wapflow.spark.errors.classify`),
 never by searching messages for words. This module imports nothing of wapflow.
 """
 

@@ -26,14 +26,14 @@ from wapflow.audit.checktype import (
 )
 from wapflow.errors import ConfigError, did_you_mean
 
-# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# wapflow.sql.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
 # run store) must not load the lakehouse (tests/test_layers.py).
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from wapflow.audit.checks import AuditContext, Compiled
-    from wapflow.lakehouse.identifiers import TableName
-    from wapflow.lakehouse.tables import FileMetrics
+    from wapflow.audit.metrics import FileMetrics
+    from wapflow.sql.identifiers import TableName
 
 
 class NullRateCheck(ColumnCheck):
@@ -50,7 +50,7 @@ class NullRateCheck(ColumnCheck):
     def compile(self, mapping: dict[str, str]) -> Rule:
         from pyspark.sql import functions as F
 
-        from wapflow.lakehouse.identifiers import quote
+        from wapflow.sql.identifiers import quote
 
         qc = quote(mapping[self.column])
         fail_sql = f"({self.filter}) AND ({qc} IS NULL)" if self.filter else f"{qc} IS NULL"
@@ -143,7 +143,7 @@ class UniqueCheck(_KeyCheck):
         return {f"{c.key}_f": int(row["d"] or 0)}, "scan"
 
     def reproduce_sql(self, c: Compiled, src: str) -> str | None:
-        from wapflow.lakehouse.identifiers import quote
+        from wapflow.sql.identifiers import quote
 
         cols = ", ".join(quote(c.mapping.get(x, x)) for x in self.columns())
         where = f" WHERE {self.filter}" if self.filter else ""
@@ -169,7 +169,7 @@ class UniqueInTableCheck(_KeyCheck):
         return Rule(None, None, "no key already on main")
 
     def _collisions(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
-        from wapflow.lakehouse.identifiers import quote
+        from wapflow.sql.identifiers import quote
 
         assert ctx.main_table is not None and ctx.this_table is not None
         cols = self.columns()
@@ -210,7 +210,7 @@ class ForeignKeyCheck(ColumnCheck):
         return f"foreign_key({self.column} -> {self.table}.{self.ref_column})"
 
     def validate_on(self, on: Against) -> None:
-        from wapflow.lakehouse.identifiers import TableName
+        from wapflow.sql.identifiers import TableName
 
         ref = TableName.parse(self.table)
         if on.table_exists is not None and not on.table_exists(ref):
@@ -230,7 +230,7 @@ class ForeignKeyCheck(ColumnCheck):
         return Rule(None, None, f"every value in {self.table}.{self.ref_column}")
 
     def _orphans(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
-        from wapflow.lakehouse.identifiers import TableName, quote
+        from wapflow.sql.identifiers import TableName, quote
 
         if ctx.main_table is None:
             raise ConfigError(f"check '{self.display_name()}' needs access to {self.table}")
@@ -242,7 +242,7 @@ class ForeignKeyCheck(ColumnCheck):
         return {f"{c.key}_f": self._orphans(added, c, ctx).count()}, "join"
 
     def reproduce_sql(self, c: Compiled, src: str) -> str | None:
-        from wapflow.lakehouse.identifiers import TableName, quote
+        from wapflow.sql.identifiers import TableName, quote
 
         ref = TableName.parse(self.table)
         return (
@@ -254,7 +254,7 @@ class ForeignKeyCheck(ColumnCheck):
         return self._orphans(added, c, ctx)
 
     def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
-        from wapflow.lakehouse.identifiers import TableName
+        from wapflow.sql.identifiers import TableName
 
         return {TableName.parse(self.table)}
 

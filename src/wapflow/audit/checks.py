@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from wapflow.audit import sqlguard
 from wapflow.audit.checktype import Against, Evidence
+
+# FileMetrics belongs to the audit (what Iceberg metadata says of the files); re-exported for callers that
+# import it from here.
+from wapflow.audit.metrics import FileMetrics as FileMetrics
 from wapflow.audit.report import AuditReport, CheckResult, Status
 from wapflow.audit.spec import Check
 from wapflow.errors import ConfigError, did_you_mean
-from wapflow.lakehouse.identifiers import TableName, quote
-
-# FileMetrics belongs to the lakehouse layer that reads it from Iceberg metadata; re-exported for callers that
-# import it from here.
-from wapflow.lakehouse.tables import FileMetrics as FileMetrics
+from wapflow.sql.identifiers import TableName, quote
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -56,7 +56,7 @@ def resolve_columns(checks: list[Check], columns: list[str], *, table: str) -> d
 
 
 def _first_line(e: BaseException) -> str:
-    from wapflow.lakehouse.spark_errors import describe
+    from wapflow.spark.errors import describe
 
     return describe(e)
 

@@ -29,15 +29,15 @@ from pydantic_core import PydanticCustomError
 from wapflow.audit import sqlguard
 from wapflow.errors import ConfigError
 
-# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# wapflow.sql.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
 # run store) must not load the lakehouse (tests/test_layers.py).
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
     from wapflow.audit.checks import AuditContext, Compiled
-    from wapflow.lakehouse.identifiers import TableName
-    from wapflow.lakehouse.tables import FileMetrics
+    from wapflow.audit.metrics import FileMetrics
+    from wapflow.sql.identifiers import TableName
 
 
 Scalar = bool | int | float | str
@@ -68,7 +68,7 @@ def parse_duration(text: str) -> timedelta:
 
 
 def first_line(e: BaseException) -> str:
-    from wapflow.lakehouse.spark_errors import describe
+    from wapflow.spark.errors import describe
 
     return describe(e)
 
@@ -289,7 +289,7 @@ class RowColumnCheck(RowCheck):
         """The column as a Spark column and as quoted SQL."""
         from pyspark.sql import functions as F
 
-        from wapflow.lakehouse.identifiers import quote
+        from wapflow.sql.identifiers import quote
 
         return F.col(quote(mapping[self.column])), quote(mapping[self.column])
 

@@ -22,18 +22,18 @@ from wapflow.audit.checktype import (
 )
 from wapflow.errors import ConfigError
 
-# wapflow.lakehouse.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
+# wapflow.sql.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
 # run store) must not load the lakehouse (tests/test_layers.py).
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
     from wapflow.audit.checks import Compiled
-    from wapflow.lakehouse.tables import FileMetrics
+    from wapflow.audit.metrics import FileMetrics
 
 
 def _lit_sql(v: Scalar) -> str:
     """SQL text of a literal, for the reproduction query shown to people (never executed by wapflow)."""
-    from wapflow.lakehouse.identifiers import sql_string
+    from wapflow.sql.identifiers import sql_string
 
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"

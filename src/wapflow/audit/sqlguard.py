@@ -591,7 +591,7 @@ class _SparkTree:
 
 def _parser(spark: SparkSession) -> tuple[JavaObject, JavaObject] | None:
     """The session's SQL parser and JVM view, or None on Spark Connect (no JVM on this side)."""
-    from wapflow.lakehouse.spark_kind import is_connect
+    from wapflow.spark.kind import is_connect
 
     if is_connect(spark):
         return None
@@ -600,7 +600,7 @@ def _parser(spark: SparkSession) -> tuple[JavaObject, JavaObject] | None:
 
 
 def _spark_parse_error(e: BaseException) -> str:
-    from wapflow.lakehouse.spark_errors import describe
+    from wapflow.spark.errors import describe
 
     return printable(describe(e))[:300]
 

@@ -27,7 +27,7 @@ def up(
     as_json: NessieJsonOpt = False,
 ) -> None:
     """Start a Nessie server in the background (runner jar fetched once); prints its API URL."""
-    from wapflow.lakehouse.nessie_server import NessieServer
+    from wapflow._dev.nessie_server import NessieServer
 
     o = Output(as_json)
     try:
@@ -47,7 +47,7 @@ def up(
 @nessie_app.command("down")
 def down(directory: DirOpt = DEFAULT_DIR, as_json: NessieJsonOpt = False) -> None:
     """Stop the server `wap nessie up` started for this folder (its data stays)."""
-    from wapflow.lakehouse.nessie_server import stop_detached
+    from wapflow._dev.nessie_server import stop_detached
 
     state = stop_detached(directory)
     Output(as_json).result(
@@ -61,7 +61,7 @@ def down(directory: DirOpt = DEFAULT_DIR, as_json: NessieJsonOpt = False) -> Non
 @nessie_app.command("status")
 def status_cmd(directory: DirOpt = DEFAULT_DIR, as_json: NessieJsonOpt = False) -> None:
     """Whether the server of this folder runs and answers."""
-    from wapflow.lakehouse.nessie_server import status
+    from wapflow._dev.nessie_server import status
 
     st = status(directory)
     Output(as_json).result(

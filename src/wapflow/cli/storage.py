@@ -17,8 +17,8 @@ storage_app = typer.Typer(help="Buckets and folders: create and check the S3 buc
 def storage_init(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Create the lake bucket (the s3:// warehouse) and the landing bucket if missing; check access."""
     from wapflow.config import load_config
-    from wapflow.storage.init import init_storage
-    from wapflow.storage.spark import s3_settings
+    from wapflow.lakehouse.spark_s3 import s3_settings
+    from wapflow.service.storage import init_storage
 
     o = Output(as_json)
     try:
@@ -51,8 +51,8 @@ def storage_ls(
 ) -> None:
     """List file identities (key, size, ETag or mtime-based id): what exactly-once ingestion keys on."""
     from wapflow.config import load_config
+    from wapflow.lakehouse.spark_s3 import s3_settings
     from wapflow.storage.core import Storage
-    from wapflow.storage.spark import s3_settings
 
     o = Output(as_json)
     try:

@@ -1,6 +1,6 @@
 """`wap branches`, `discard`, `history` and `query`: what is on a table's main and its kept branches.
 
-These open the lakehouse (Spark); the rows come from wapflow.service.tables and wapflow.query.
+These open the lakehouse (Spark); the rows come from wapflow.service.tables and wapflow.service.query.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def query(
     as_json: JsonOpt = False,
 ) -> None:
     """Run SQL against the lakehouse, on main, a branch, or as of a snapshot/time."""
-    from wapflow.query import run_query
+    from wapflow.service.query import run_query
 
     o = Output(as_json)
     try:

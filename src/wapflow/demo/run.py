@@ -10,9 +10,9 @@ from typing import Any
 
 from wapflow.config import WapConfig, load_config
 from wapflow.demo.generate import write_trips
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, run_wap
+from wapflow.sql.identifiers import TableName
 
 MARKER = ".wap-demo"
 TABLE = "nyc.trips"

@@ -12,13 +12,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from wapflow._dev.s3_server import LocalS3Server
 from wapflow.config import load_config
 from wapflow.demo.run import DEMO_CONFIG, DemoOutcome, prepare_dir, run_pair
-from wapflow.storage.init import init_storage
+from wapflow.lakehouse.spark_s3 import s3_settings
+from wapflow.service.storage import init_storage
 from wapflow.storage.s3 import S3Store
-from wapflow.storage.server import LocalS3Server
 from wapflow.storage.settings import parse_s3_uri
-from wapflow.storage.spark import s3_settings
 
 LAKE = "s3://lake/warehouse"
 LANDING = "s3://landing/2026/11"

@@ -22,52 +22,24 @@ wapflow's own `wap watch` workflow is built from these steps.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dbos import DBOS
 
 from wapflow import api
-from wapflow.errors import BugError
-from wapflow.pipeline.state import STEPS, RunState, Step
-from wapflow.pipeline.steps import audit, prepare, publish_step, write
+from wapflow.outer.dbos_steps import lakehouse, use, wap_step
+from wapflow.pipeline.state import STEPS, RunState
 
-if TYPE_CHECKING:
-    from wapflow.lakehouse.lakehouse import Lakehouse
-
+# use, lakehouse and wap_step are defined in wapflow.outer.dbos_steps (wap watch runs them too, and the
+# outer loop sits below this module); they are part of the API a DBOS workflow of your own calls.
 __all__ = ["lakehouse", "result_step", "run_steps", "start_step", "use", "wap_step"]
-
-_STEP_FNS = dict(zip(STEPS, (prepare, write, audit, publish_step), strict=True))
-_lock = threading.Lock()
-_current: Lakehouse | None = None
-
-
-def use(lh: Lakehouse | None) -> None:
-    """The lakehouse this process's wapflow steps run on (None: forget it)."""
-    global _current
-    with _lock:
-        _current = lh
-
-
-def lakehouse() -> Lakehouse:
-    if _current is None:
-        raise BugError("a wapflow DBOS step ran before wapflow.integrations.dbos.use(lakehouse) in this process")
-    return _current
 
 
 @DBOS.step()
 def start_step(table: str, sources: list[str], run_id: str | None = None) -> str:
     """A new run's state (JSON): made in a step, so a recovered workflow continues the same run id."""
     return api.start(table, sources, run_id=run_id).to_json()
-
-
-@DBOS.step()
-def wap_step(name: Step, state: str) -> str:
-    """One core step (prepare / write / audit / publish) on a run's state; a failure is in the state."""
-    lh = lakehouse()
-    lh.on_this_thread()
-    return _STEP_FNS[name](lh, RunState.from_json(state)).to_json()
 
 
 @DBOS.step()

@@ -45,8 +45,8 @@ from prefect.transactions import Transaction, get_transaction, transaction
 
 from wapflow import api
 from wapflow import steps as wap_steps
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline.state import RunState, report_from_data
+from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
     from prefect.client.schemas.objects import State, TaskRun

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from wapflow.errors import PublishConflict
-from wapflow.lakehouse import spark_errors
-from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch
 from wapflow.lakehouse.lineage import RUN_ID_PROP, find_published
 from wapflow.lakehouse.tables import Snapshot, Tables
+from wapflow.spark import errors as spark_errors
+from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from wapflow.config import WapConfig, ensure_folder
 from wapflow.errors import ConfigError
-from wapflow.storage import spark as s3_spark
+from wapflow.lakehouse import spark_s3 as s3_spark
 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -43,7 +43,7 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
         props["warehouse"] = "file:" + str(local)
     else:
         props["warehouse"] = warehouse
-    # s3:// warehouse: Iceberg's S3FileIO with the [s3] endpoint/region (credentials: see wapflow.storage.spark).
+    # s3:// warehouse: Iceberg's S3FileIO with the [s3] endpoint/region (credentials: see wapflow.lakehouse.spark_s3).
     props.update(s3_spark.iceberg_properties(cfg))
     props.update(lh.catalog_properties)
     if lh.catalog == "custom" and "catalog-impl" not in props and "type" not in props:

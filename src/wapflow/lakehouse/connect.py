@@ -109,8 +109,8 @@ def running(cfg: WapConfig) -> ServerState | None:
 
 def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -> dict[str, str]:
     """The static settings a Connect client cannot give: jars, extensions, catalog, S3A, spark_conf."""
+    from wapflow.lakehouse import spark_s3 as s3_spark
     from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
-    from wapflow.storage import spark as s3_spark
 
     lh = cfg.lakehouse
     master = lh.master if not lh.master.startswith("sc://") else "local[*]"
@@ -153,7 +153,7 @@ def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -
 
 def server_env(cfg: WapConfig) -> dict[str, str]:
     """The server's environment: pyspark as SPARK_HOME, loopback, and wap.toml's S3 keys (AWS default chain)."""
-    from wapflow.storage import spark as s3_spark
+    from wapflow.lakehouse import spark_s3 as s3_spark
 
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE", "MASTER")}
     env["SPARK_HOME"] = str(spark_home())

@@ -201,7 +201,7 @@ def planned_artifacts(extra_packages: list[str], *, s3: bool, postgresql: bool) 
 
 def artifacts_for(cfg: WapConfig) -> list[Artifact]:
     """The artifacts `wap setup` and Spark's start fetch for this config (a health check compares the cache)."""
-    from wapflow.storage.spark import uses_s3
+    from wapflow.lakehouse.spark_s3 import uses_s3
 
     return planned_artifacts(cfg.lakehouse.extra_packages, s3=uses_s3(cfg), postgresql=uses_postgresql_catalog(cfg))
 
@@ -250,7 +250,7 @@ def uses_postgresql_catalog(cfg: WapConfig) -> bool:
 def plan_for(cfg: WapConfig, progress: Progress | None = None, *, s3: bool = False) -> JarPlan:
     """The jars a config needs (the S3 ones only when it uses S3, or when asked to pre-fetch them; the
     PostgreSQL driver only for a JDBC catalog on PostgreSQL)."""
-    from wapflow.storage.spark import uses_s3
+    from wapflow.lakehouse.spark_s3 import uses_s3
 
     lh = cfg.lakehouse
     return resolve_jars(

@@ -7,13 +7,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from wapflow.config import WapConfig, load_config
+from wapflow.lakehouse import spark_s3 as s3_spark
 from wapflow.lakehouse.branches import BranchBackend, IcebergTableBranches
 from wapflow.lakehouse.session import build_session, gateway_nodelay
 from wapflow.lakehouse.tables import Tables
 from wapflow.runs.ledger import Ledger
 from wapflow.runs.store import RunStore
 from wapflow.storage import Storage
-from wapflow.storage import spark as s3_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

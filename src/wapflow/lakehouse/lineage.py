@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wapflow.lakehouse.identifiers import TableName
     from wapflow.lakehouse.tables import Snapshot, Tables
+    from wapflow.sql.identifiers import TableName
 
 RUN_ID_PROP = "wapflow.run-id"
 SOURCES_PROP = "wapflow.sources"  # the run's file URIs, comma-separated (cut at _TEXT_LIMIT)

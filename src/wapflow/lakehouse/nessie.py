@@ -31,10 +31,10 @@ from wapflow.errors import (
     WapError,
 )
 from wapflow.lakehouse.branches import AuditView, BranchInfo, Discarded, PublishedRun, RunSlice
-from wapflow.lakehouse.identifiers import TableName, validate_branch, validate_part
 from wapflow.lakehouse.lineage import RUN_ID_PROP, merge_properties, with_properties
 from wapflow.lakehouse.nessie_config import TOKEN_ENV, normalize_uri
 from wapflow.lakehouse.tables import Tables
+from wapflow.sql.identifiers import TableName, validate_branch, validate_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -15,7 +15,7 @@ from wapflow.config import WapConfig
 from wapflow.errors import EnvironmentProblem, TransientError, Unreachable
 from wapflow.lakehouse import jvm
 from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
-from wapflow.lakehouse.spark_kind import is_connect
+from wapflow.spark.kind import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,7 +137,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         with _jvm_stderr_to(None if connect or verbose else _log_file):
             spark = builder.getOrCreate()
     except Exception as e:
-        from wapflow.lakehouse import spark_errors
+        from wapflow.spark import errors as spark_errors
 
         # A Spark Connect server that refuses the connection may come back; anything else is the JVM,
         # the jars or the Spark settings of this machine, which need someone to act.

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import UsageError
-from wapflow.lakehouse.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 from wapflow.lakehouse.lineage import RUN_ID_PROP
+from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,22 +40,6 @@ class Ref:
     name: str
     type: str
     snapshot_id: int
-
-
-@dataclass
-class FileMetrics:
-    """Per-column metrics summed over the data files a run added (from Iceberg metadata).
-
-    Produced here, from the `entries` metadata table; the audit reads them to answer checks without a scan.
-    Keys are lower-cased column names.
-    """
-
-    rows: int
-    null_counts: dict[str, int | None] = field(default_factory=dict)  # None: not tracked for some file
-    nan_counts: dict[str, int | None] = field(default_factory=dict)
-    # Bounds are whatever Spark returns for the column's type (int, float, date, datetime, Decimal, str...).
-    lower: dict[str, Any] = field(default_factory=dict)  # None: unknown for some file
-    upper: dict[str, Any] = field(default_factory=dict)
 
 
 class Tables:
@@ -119,7 +104,7 @@ class Tables:
 
         Through Iceberg's Java API: Spark SQL cannot name files (a DELETE on `_file` is refused). A Spark
         Connect client has no gateway to it: a clear error then, before anything changes."""
-        from wapflow.lakehouse.spark_kind import is_connect
+        from wapflow.spark.kind import is_connect
 
         if is_connect(self.spark):
             raise UsageError(
@@ -166,7 +151,7 @@ class Tables:
         metadata-table query is a Spark job: ~50 ms each, most of a small run's time). The same cached
         table object the metadata tables read, so the view is the same. None on Spark Connect (no gateway)
         or if the gateway call fails: the metadata tables answer then, and raise their usual errors."""
-        from wapflow.lakehouse.spark_kind import is_connect
+        from wapflow.spark.kind import is_connect
 
         if is_connect(self.spark):
             return None

@@ -9,7 +9,7 @@ table at a time (a partitioned queue) and a bounded number overall.
   claim count from the ledger (never reset). A duplicated trigger, event or enqueue of the same claim is
   the same workflow and runs once; a claim made after `wap retry` is a new one.
 - Steps: adopt the claim (the process running the workflow holds it), the run's state, prepare, write,
-  audit, publish (wapflow.integrations.dbos.wap_step: the core's functions on a JSON RunState, the same
+  audit, publish (wapflow.outer.dbos_steps.wap_step: the core's functions on a JSON RunState, the same
   steps users put in workflows of their own), settle the ledger. Steps are at-least-once after
   a crash; each is idempotent (a run id's snapshots are found before anything is written again).
 - A transient failure (named conditions only) runs the run again after a durable sleep, up to the source's
@@ -30,15 +30,16 @@ from typing import Any
 from dbos import DBOS, Queue, SetEnqueueOptions, SetWorkflowID
 
 from wapflow import __version__
+from wapflow.config.urls import is_postgresql, password_of, redact, redact_url
 from wapflow.errors import BugError, ConfigError, WapError
 from wapflow.faults import crash_point
-from wapflow.integrations.dbos import lakehouse as _lh
-from wapflow.integrations.dbos import use, wap_step
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.outer.dbos_steps import lakehouse as _lh
+from wapflow.outer.dbos_steps import use, wap_step
 from wapflow.pipeline import RunState, new_state
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.state import STEPS
-from wapflow.runs.databases import connection_error, dbos_database_url, is_postgresql, password_of, redact, redact_url
+from wapflow.runs.databases import connection_error, dbos_database_url
 from wapflow.runs.ledger import LedgerRow
 
 QUEUE = "wapflow_ingest"

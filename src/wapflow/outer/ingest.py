@@ -37,11 +37,11 @@ from wapflow.alerts.event import from_run
 from wapflow.config import SourceConfig
 from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, UsageError
 from wapflow.faults import crash_point
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, new_state, quarantine_of, run_state
 from wapflow.pipeline import result as run_result
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
+from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity
 
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from wapflow.errors import NotFound, UsageError
 from wapflow.lakehouse import session
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import on_main, revert_properties
 from wapflow.pipeline import quarantine_of, validate_run_id
+from wapflow.sql.identifiers import TableName
 
 
 def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:

@@ -9,11 +9,11 @@ import contextlib
 from datetime import UTC, datetime
 
 from wapflow.errors import PublishConflict, UsageError, WapError, bug
-from wapflow.lakehouse import spark_errors
-from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline.result import MultiRunResult
 from wapflow.pipeline.steps import LiveRun, new_run_id, new_state, validate_run_id
+from wapflow.spark import errors as spark_errors
+from wapflow.sql.identifiers import TableName, validate_branch
 
 
 class MultiWapRun:

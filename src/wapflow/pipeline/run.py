@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from wapflow.audit.report import AuditReport
 from wapflow.config import Check
-from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import steps
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.state import RunState, record_from_data, report_from_data
 from wapflow.runs.store import RunRecord
+from wapflow.sql.identifiers import TableName
 
 
 class WapRun:

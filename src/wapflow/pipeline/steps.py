@@ -30,9 +30,7 @@ from wapflow.audit.spec import CHECK_MODELS
 from wapflow.config import Check, NotNullCheck
 from wapflow.errors import CommitConflict, UsageError, WapError, bug
 from wapflow.faults import crash_point
-from wapflow.lakehouse import spark_errors
 from wapflow.lakehouse.branches import PublishedRun, RunSlice
-from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, find_published
 from wapflow.lakehouse.tables import Snapshot
@@ -49,6 +47,8 @@ from wapflow.pipeline.state import (
     snapshot_to_data,
 )
 from wapflow.runs.store import RunRecord, current_owner, owner_alive
+from wapflow.spark import errors as spark_errors
+from wapflow.sql.identifiers import TableName, validate_branch
 from wapflow.storage.files import FileIdentity, SkippedFile
 from wapflow.write.schema import ContractViolation, apply_contract
 from wapflow.write.sources import (

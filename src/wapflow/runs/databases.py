@@ -2,12 +2,10 @@
 
 The run store and file ledger, DBOS's system database and (with `catalog = "jdbc"`) the Iceberg catalog
 may all live on one PostgreSQL server, which is what lets workers on several machines share them; SQLite
-files serve one machine. Three rules hold for every such URL:
+files serve one machine. Three rules hold for every such URL; the first two (`postgresql://` means
+psycopg 3; a password is never shown) are string rules in wapflow.config.urls, which wap.toml's model
+uses too. Here:
 
-- `postgresql://` (and `postgres://`) mean psycopg 3, the driver that comes with wapflow (DBOS depends on
-  it); SQLAlchemy 2.0 would otherwise pick psycopg2, which is not installed.
-- A password is never shown: URLs are printed with `***` in its place, and messages from a driver are
-  scrubbed of it.
 - A connection that fails says why in wapflow's terms: a server that cannot be reached is transient (a
   retry may help), a rejected password or a missing database needs someone to act.
 
@@ -17,11 +15,11 @@ calls: each connects, looks, and returns a small dict, or raises the WapError a 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
+from wapflow.config.urls import normalize_url, password_of, redact, redact_url
 from wapflow.errors import ConfigError, EnvironmentProblem, Unreachable, WapError
 
 if TYPE_CHECKING:
@@ -29,9 +27,6 @@ if TYPE_CHECKING:
 
     from wapflow.config import WapConfig
 
-_PG_SCHEME = re.compile(r"^(postgres|postgresql)://", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<at>@)", re.IGNORECASE)
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;]password=)(?P<pw>[^&;\s]*)", re.IGNORECASE)
 # A driver's module for each SQLAlchemy dialect+driver wapflow can be asked to use, to name what is missing.
 _DRIVER_MODULES = {
     "postgresql+psycopg": "psycopg",
@@ -39,42 +34,6 @@ _DRIVER_MODULES = {
     "postgresql+pg8000": "pg8000",
     "postgresql+asyncpg": "asyncpg",
 }
-
-
-def normalize_url(url: str) -> str:
-    """`postgresql://` / `postgres://` -> `postgresql+psycopg://` (psycopg 3); other URLs as given."""
-    return _PG_SCHEME.sub("postgresql+psycopg://", url.strip(), count=1)
-
-
-def redact_url(url: str) -> str:
-    """The URL with its password (user:PASSWORD@ or ?password=) replaced by ***."""
-    return redact(url)
-
-
-def redact(text: str, *secrets: str | None) -> str:
-    """`text` with every URL's password and each of `secrets` replaced by ***."""
-    out = _URL_PASSWORD.sub(lambda m: m.group("head") + ("***" if m.group("pw") else "") + m.group("at"), text)
-    out = _QUERY_PASSWORD.sub(lambda m: m.group("head") + "***", out)
-    for s in secrets:
-        if s and len(s) >= 3:  # a one- or two-letter password would blank out half the message
-            out = out.replace(s, "***")
-    return out
-
-
-def password_of(url: str) -> str | None:
-    """The password in a URL (user:PASSWORD@host or ?password=), to scrub it from driver messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password:
-            return parts.password
-        found = parse_qs(parts.query).get("password")
-    except ValueError:
-        return None
-    return found[0] if found else None
-
-
-def is_postgresql(url: str) -> bool:
-    return normalize_url(url).lower().startswith("postgresql")
 
 
 def create_engine(url: str, *, what: str, reached_as: str | None = None) -> sa.Engine:

@@ -223,7 +223,8 @@ class RunStore:
     """Run records in one database; every `wap` process opens its own and they share the file (WAL)."""
 
     def __init__(self, url: str) -> None:
-        from wapflow.runs.databases import create_engine, normalize_url
+        from wapflow.config.urls import normalize_url
+        from wapflow.runs.databases import create_engine
 
         url = normalize_url(url)
         self.url = url

@@ -244,7 +244,8 @@ def _http_get(url: str, token: str | None, start: str) -> Finding:
 
 
 def _run_store(cfg: WapConfig) -> list[Finding]:
-    from wapflow.runs.databases import check_database, redact_url
+    from wapflow.config.urls import redact_url
+    from wapflow.runs.databases import check_database
 
     url = cfg.run_store_url()
     if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
@@ -282,8 +283,8 @@ def _dbos(cfg: WapConfig) -> list[Finding]:
 
 
 def _storage(cfg: WapConfig) -> list[Finding]:
+    from wapflow.lakehouse.spark_s3 import s3_settings
     from wapflow.storage.settings import is_s3_uri
-    from wapflow.storage.spark import s3_settings
 
     found = []
     wh = cfg.warehouse_location()
@@ -330,8 +331,8 @@ def _local(part: str, folder: Path, *, write: bool = False) -> Finding:
 
 
 def _s3(part: str, location: str, cfg: WapConfig, *, write: bool) -> Finding:
+    from wapflow.lakehouse.spark_s3 import s3_settings
     from wapflow.storage.s3 import S3Store
-    from wapflow.storage.spark import s3_settings
 
     s = s3_settings(cfg)
     store = S3Store(s)
@@ -373,7 +374,7 @@ def _alerts(cfg: WapConfig) -> list[Finding]:
 def _secrets(cfg: WapConfig) -> list[str]:
     """Every configured secret value, so that no finding can carry one (an error text quoting a URL, say)."""
     from wapflow.lakehouse.nessie_config import nessie_token
-    from wapflow.storage.spark import s3_settings
+    from wapflow.lakehouse.spark_s3 import s3_settings
 
     values = list(s3_settings(cfg).secret_values())
     token = nessie_token(cfg)
@@ -382,7 +383,7 @@ def _secrets(cfg: WapConfig) -> list[str]:
     for key, value in cfg.lakehouse.catalog_properties.items():
         if any(word in key.lower() for word in _SECRET_PROPS):
             values.append(value)
-    from wapflow.runs.databases import password_of
+    from wapflow.config.urls import password_of
 
     for url in (cfg.lakehouse.run_store, cfg.watch.database):
         password = password_of(url) if url else None
@@ -397,7 +398,7 @@ def _secrets(cfg: WapConfig) -> list[str]:
 
 def _scrub(f: Finding, secrets: list[str]) -> Finding:
     """Configured secrets, and any password inside a URL, out of a finding's text."""
-    from wapflow.runs.databases import redact
+    from wapflow.config.urls import redact
 
     return Finding(f.part, f.status, redact(f.detail, *secrets), redact(f.fix, *secrets))
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from wapflow.errors import NotFound, did_you_mean
-from wapflow.lakehouse.identifiers import TableName, validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import SOURCES_PROP, origin, picked_from, run_of
 from wapflow.runs.store import RunRecord
 from wapflow.service.runs import failed_checks
+from wapflow.sql.identifiers import TableName, validate_branch
 
 
 def _require_table(lh: Lakehouse, table: TableName) -> None:

@@ -4,8 +4,10 @@
 - files: FileIdentity (uri, size, version: ETag or mtime-based id), which listed files are data, the local store
 - s3: the S3 store (boto3): listing, access checks, bucket creation
 - core: Storage, which picks the store by scheme
-- spark: the JVM side (jars, Hadoop S3A settings, Iceberg S3FileIO properties)
-- init: `wap storage init`; server: the local S3 server used by tests and `wap demo --s3`
+
+This package imports nothing of wapflow but errors, so wap.toml's model (wapflow.config) can hold its [s3]
+section. The JVM side of S3 is wapflow.lakehouse.spark_s3, `wap storage init` wapflow.service.storage, the
+local S3 server wapflow._dev.s3_server.
 """
 
 from wapflow.storage.core import Storage

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from wapflow.errors import SchemaMismatch, did_you_mean
-from wapflow.lakehouse.identifiers import quote, validate_part
+from wapflow.sql.identifiers import quote, validate_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1189,7 +1189,7 @@ class _Cause:
 
 
 def _java_causes(j: Any) -> Iterator[_Cause]:
-    from wapflow.lakehouse.spark_errors import java_chain
+    from wapflow.spark.errors import java_chain
 
     for t, cls, message in java_chain(j):
         cond, params = None, {}
@@ -1346,7 +1346,7 @@ def _not_the_files_fault(exc: BaseException) -> bool:
     """True when the chain names storage, credentials or the network (by exception class and status):
     a read that failed because S3 denied access, throttled or could not be reached says nothing about
     the file, so it is never an input error, even when Spark wraps it in FAILED_READ_FILE."""
-    from wapflow.lakehouse import spark_errors
+    from wapflow.spark import errors as spark_errors
 
     return spark_errors.classify(exc, doing="reading the source files") is not None
 

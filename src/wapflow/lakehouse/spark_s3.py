@@ -92,7 +92,7 @@ def apply_to_session(spark: SparkSession, cfg: WapConfig) -> None:
     if not uses_s3(cfg):
         return
     check_master(cfg)
-    from wapflow.lakehouse.spark_kind import is_connect
+    from wapflow.spark.kind import is_connect
 
     if is_connect(spark):
         # Spark Connect (configured, or the `wap serve` server of a local master): S3A settings and keys

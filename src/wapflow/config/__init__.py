@@ -72,7 +72,7 @@ class LakehouseConfig(_Strict):
     @field_validator("catalog_name")
     @classmethod
     def _catalog_name(cls, v: str) -> str:
-        from wapflow.lakehouse.identifiers import validate_part
+        from wapflow.sql.identifiers import validate_part
 
         return validate_part(v, what="catalog_name")
 
@@ -182,7 +182,7 @@ def _database_url(v: str | None) -> str | None:
         return None
     if "://" not in v:
         raise ValueError("is not a database URL (sqlite:////abs/path/runs.db or postgresql://user:pw@host:5432/db)")
-    from wapflow.runs.databases import normalize_url
+    from wapflow.config.urls import normalize_url
 
     return normalize_url(v)
 
@@ -248,7 +248,7 @@ class SourceConfig(_Strict):
     @field_validator("table")
     @classmethod
     def _table(cls, v: str) -> str:
-        from wapflow.lakehouse.identifiers import TableName
+        from wapflow.sql.identifiers import TableName
 
         return TableName.parse(v).dotted
 
@@ -571,7 +571,7 @@ def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
             ):
                 got_s = "a value not shown, as it is a secret"
             elif loc and str(loc[-1]) in ("run_store", "database", "uri") and isinstance(got, str):
-                from wapflow.runs.databases import redact_url
+                from wapflow.config.urls import redact_url
 
                 got_s = repr(redact_url(got))
             lines.append(f"  - {_where(loc)}: {err['msg']} (got {got_s})")

@@ -16,8 +16,8 @@ from sqlglot import exp
 
 from wapflow.audit import sqlguard
 from wapflow.errors import UsageError
-from wapflow.lakehouse.identifiers import validate_branch
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.sql.identifiers import validate_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

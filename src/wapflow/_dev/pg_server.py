@@ -6,9 +6,9 @@ ledger, and DBOS's system database. It listens on 127.0.0.1 only, with its own d
 socket inside that folder (no system-wide service, no /var/run). initdb and postgres refuse to run as
 root, so as root (CI, containers) they run as the `postgres` system user, which then owns the folder.
 
-    python -m wapflow.runs.pg_server up     # start (initdb on first use); prints what to put in wap.toml
-    python -m wapflow.runs.pg_server down   # stop (the data stays in the folder)
-    python -m wapflow.runs.pg_server status
+    python -m wapflow._dev.pg_server up     # start (initdb on first use); prints what to put in wap.toml
+    python -m wapflow._dev.pg_server down   # stop (the data stays in the folder)
+    python -m wapflow._dev.pg_server status
 
 The password is a local development password (password authentication over TCP, trust only on the
 socket inside the folder); a production server is yours to run and secure.
@@ -335,7 +335,7 @@ def _say(text: str, end: str = "\n") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wapflow.runs.pg_server", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m wapflow._dev.pg_server", description=__doc__.splitlines()[0])
     p.add_argument("action", choices=("up", "down", "status"))
     p.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"data folder (default {DEFAULT_DIR})")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on {HOST} (default {DEFAULT_PORT})")
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.action == "up":
             srv.start()
             _say(f"PostgreSQL is up on {HOST}:{srv.port} (data in {srv.folder}, log {srv.log_path})")
-            _say(f"stop it with `make pg-down` (or python -m wapflow.runs.pg_server down --dir {args.dir})\n")
+            _say(f"stop it with `make pg-down` (or python -m wapflow._dev.pg_server down --dir {args.dir})\n")
             _say("# wap.toml: the Iceberg catalog, run store, ledger and DBOS on this server")
             _say(srv.toml(), end="")
         elif args.action == "down":

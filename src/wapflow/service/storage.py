@@ -11,9 +11,9 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from wapflow.errors import ConfigError
+from wapflow.lakehouse.spark_s3 import s3_settings, warehouse_on_s3
 from wapflow.storage.s3 import S3Store
 from wapflow.storage.settings import parse_s3_uri
-from wapflow.storage.spark import s3_settings, warehouse_on_s3
 
 if TYPE_CHECKING:
     from wapflow.config import WapConfig

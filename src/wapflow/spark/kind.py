@@ -1,6 +1,6 @@
 """Which kind of SparkSession a caller holds, asked without importing the session's configuration.
 
-A leaf module (it imports nothing of wapflow), so the SQL guard, the storage settings and the tables can ask
+A leaf module (it imports nothing of wapflow), so the SQL guard, the JVM side of S3 and the tables can ask
 it without pulling the session builder, and with it wap.toml's whole model, into their imports.
 """
 

@@ -1,0 +1,58 @@
+"""Database URLs as wap.toml gives them: which driver they mean, and how they are shown without a password.
+
+Two of the rules every database URL wapflow keeps state in follows (wapflow.runs.databases has the third,
+what a failed connection means):
+
+- `postgresql://` (and `postgres://`) mean psycopg 3, the driver that comes with wapflow (DBOS depends on
+  it); SQLAlchemy 2.0 would otherwise pick psycopg2, which is not installed.
+- A password is never shown: URLs are printed with `***` in its place, and messages from a driver are
+  scrubbed of it.
+
+Plain string rules, below both wap.toml's model (which normalises and redacts the URLs it is given) and the
+run store's database code.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlsplit
+
+_PG_SCHEME = re.compile(r"^(postgres|postgresql)://", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<at>@)", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;]password=)(?P<pw>[^&;\s]*)", re.IGNORECASE)
+
+
+def normalize_url(url: str) -> str:
+    """`postgresql://` / `postgres://` -> `postgresql+psycopg://` (psycopg 3); other URLs as given."""
+    return _PG_SCHEME.sub("postgresql+psycopg://", url.strip(), count=1)
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password (user:PASSWORD@ or ?password=) replaced by ***."""
+    return redact(url)
+
+
+def redact(text: str, *secrets: str | None) -> str:
+    """`text` with every URL's password and each of `secrets` replaced by ***."""
+    out = _URL_PASSWORD.sub(lambda m: m.group("head") + ("***" if m.group("pw") else "") + m.group("at"), text)
+    out = _QUERY_PASSWORD.sub(lambda m: m.group("head") + "***", out)
+    for s in secrets:
+        if s and len(s) >= 3:  # a one- or two-letter password would blank out half the message
+            out = out.replace(s, "***")
+    return out
+
+
+def password_of(url: str) -> str | None:
+    """The password in a URL (user:PASSWORD@host or ?password=), to scrub it from driver messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            return parts.password
+        found = parse_qs(parts.query).get("password")
+    except ValueError:
+        return None
+    return found[0] if found else None
+
+
+def is_postgresql(url: str) -> bool:
+    return normalize_url(url).lower().startswith("postgresql")
