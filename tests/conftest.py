@@ -11,6 +11,7 @@ pytest_plugins = [
     "support.servers",
     "support.ingest",
     "support.receiver",
+    "support.s3_server",
     "support.pg_server",
     "support.rest_server",
     "support.spark_cluster",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -29,21 +27,6 @@ def lh(spark, tmp_path: Path):
         sources={"trips": {"table": "nyc.trips", "location": str(tmp_path / "source"), "settle_seconds": 0}},
         spark=spark,
     ), LazyReader(tmp_path, catalog)
-
-
-def test_import_is_cheap_and_names_are_documented():
-    """`import wapflow` and the API's names load no JVM, no pyspark, no DBOS."""
-    code = (
-        "import sys, wapflow\n"
-        "names = [getattr(wapflow, n) for n in wapflow.__all__]\n"
-        "lh = wapflow.connect(None, warehouse='/tmp/nowhere')\n"
-        "state = wapflow.start('nyc.trips', ['a.parquet'])\n"
-        "bad = [m for m in ('pyspark', 'py4j', 'dbos', 'prefect') if m in sys.modules]\n"
-        "print(bad)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stderr
-    assert all(getattr(wapflow, n).__doc__ for n in wapflow.__all__ if n not in ("__version__",))
 
 
 @pytest.mark.spark
@@ -77,17 +60,3 @@ def test_run_steps_result_report_read(lh, tmp_path):
     assert ing.exit_code == 0, ing.message()
     assert {Path(f.uri).name: f.state for f in ing.files} == {"c.parquet": "published", "d.parquet": "published"}
     assert len(reader.rows("nyc.trips")) == 50
-
-
-def test_errors_are_the_documented_family(tmp_path):
-    with pytest.raises(wapflow.ConfigError) as e:
-        wapflow.connect(None, warehouse=str(tmp_path), master=3)
-    assert "master" in str(e.value) and e.value.retryable is False and e.value.exit_code == 2
-    lh = wapflow.connect(None, warehouse=str(tmp_path))
-    with pytest.raises(wapflow.ConfigError) as e2:
-        wapflow.ingest(lh, "nope")
-    assert "sources.nope" in str(e2.value)
-    with pytest.raises(wapflow.UsageError):
-        wapflow.backfill(lh, "nope", since="not a date")
-    with pytest.raises(wapflow.NotFound):
-        wapflow.report(lh, "run_missing")

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
+import pytest
 from botocore.config import Config
 
 from wapflow.storage.server import LocalS3Server
@@ -140,3 +142,11 @@ def start_s3_env() -> S3Env:
         server.stop()
         raise
     return S3Env(server, admin, reader, lake_only, temporary)
+
+
+@pytest.fixture(scope="session")
+def s3env() -> Iterator[S3Env]:
+    """One moto server for the test session, on a free 127.0.0.1 port; stopped at the end."""
+    env = start_s3_env()
+    yield env
+    env.server.stop()
