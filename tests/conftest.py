@@ -7,6 +7,7 @@ no test module imports another.
 
 pytest_plugins = [
     "support.data",
+    "support.jars",
     "support.spark",
     "support.servers",
     "support.ingest",

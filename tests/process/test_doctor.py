@@ -18,6 +18,10 @@ from support.pg_server import PASSWORD
 from support.s3_server import REGION, S3Env, start_s3_env
 from wapflow.runs.pg_server import LocalPostgres, Urls
 
+# A fresh machine has no jars: the fixture fetches what these configs need, as `wap setup` does, so "jars: ok"
+# never depends on another test (or `make test`'s setup) having filled the cache first.
+pytestmark = pytest.mark.usefixtures("setup_jars")
+
 
 @pytest.fixture(scope="module")
 def s3env() -> Iterator[S3Env]:
@@ -54,7 +58,7 @@ def test_embedded_default_is_healthy_and_the_table_reads_like_the_json(tmp_path:
     assert code == 0
     assert {p: f["status"] for p, f in parts.items() if "(" not in p} == {
         "java": "ok",
-        "jars": "ok",  # `make test` ran `wap setup` first
+        "jars": "ok",  # the setup_jars fixture fetched them, as `wap setup` does
         "spark": "ok",
         "catalog": "ok",
         "run store": "ok",

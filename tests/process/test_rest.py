@@ -143,6 +143,7 @@ def test_a_rest_catalog_that_is_not_there_is_transient(tmp_path, landing):
     assert src.exists()
 
 
+@pytest.mark.usefixtures("setup_jars")  # "jars: ok" on a fresh machine too
 def test_wap_doctor_reaches_the_rest_catalog(rest_catalog, tmp_path):
     """`wap doctor` asks the server's /v1/config; a port where nothing listens is a failure naming it."""
     good = rest_config(tmp_path / "good", rest_catalog.url, "rest_nyc.doctor")
