@@ -5,6 +5,10 @@ Fixtures live in tests/support and are declared here as pytest plugins, so a tes
 no test module imports another.
 """
 
+from __future__ import annotations
+
+import pytest
+
 pytest_plugins = [
     "support.data",
     "support.jars",
@@ -17,3 +21,10 @@ pytest_plugins = [
     "support.rest_server",
     "support.spark_cluster",
 ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `spark` marker means "needs a JVM": such a test cannot live in tests/unit."""
+    misplaced = [i.nodeid for i in items if i.get_closest_marker("spark") and "unit" in i.path.parent.parts[-1:]]
+    if misplaced:
+        raise pytest.UsageError(f"tests/unit runs without a JVM; these are marked spark: {', '.join(misplaced)}")

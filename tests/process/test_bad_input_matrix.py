@@ -10,7 +10,7 @@ one lakehouse seeded with parquet, CSV and JSON tables, and asserts what a perso
 - the source file's bytes unchanged; the run recorded in the run store (read with sqlite3).
 Cases that read fine (odd but legal names) must publish exactly their rows. Groups: names, formats,
 schema drift per format, identifiers, check declarations, configuration, run ids. SIGKILL at each
-step is tests/test_crash_resume.py; concurrent processes are at the end of this file.
+step is tests/process/test_crash_resume.py; concurrent processes are at the end of this file.
 
 Where a case runs: every case that ends before Spark starts (identifiers, check declarations,
 configuration, names refused by the file checks) and one case per group that needs Spark run as their

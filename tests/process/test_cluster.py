@@ -1,9 +1,9 @@
 """`wap run` on a real Spark standalone cluster: executors in their own JVMs do the writes.
 
-A master and two workers (tests/spark_cluster.py) run once per session; each case is a real `wap run`
+A master and two workers (tests/support/spark_cluster.py) run once per session; each case is a real `wap run`
 process with `master = "spark://..."`, the embedded SQLite catalog and a local warehouse (one machine,
 so every JVM sees the same paths). The Iceberg jars reach the executors through `spark.jars`. The
-verdict on main comes from PyIceberg (tests/cli_harness.Reader), not from wapflow.
+verdict on main comes from PyIceberg (tests/support/cli_harness.Reader), not from wapflow.
 """
 
 from __future__ import annotations

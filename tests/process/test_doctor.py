@@ -1,7 +1,7 @@
 """`wap doctor` as a person runs it (a real process, no JVM): every configured part, what to fix, no secret.
 
 The parts are real: a local S3 server with users whose rights differ, ports where nothing listens, a
-webhook URL with a token in it. PostgreSQL is the test session's real server (tests/pg_server.py).
+webhook URL with a token in it. PostgreSQL is the test session's real server (tests/support/pg_server.py).
 """
 
 from __future__ import annotations

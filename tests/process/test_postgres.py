@@ -1,5 +1,5 @@
 """The production profile (issue 13): the Iceberg JDBC catalog, the run store and file ledger, and DBOS's system
-database on one real PostgreSQL server (tests/pg_server.py), the warehouse on the local S3 server (moto).
+database on one real PostgreSQL server (tests/support/pg_server.py), the warehouse on the local S3 server (moto).
 
 Everything is driven as a user drives it: real `wap` processes (each its own Spark application), read back
 independently: PyIceberg's SqlCatalog on the same PostgreSQL tables with its own S3 FileIO, and psycopg on

@@ -1,5 +1,5 @@
 """WAP on an Iceberg REST catalog (issue 13): real `wap` processes against Iceberg's own REST server fixture
-(tests/rest_server.py: a real HTTP server on 127.0.0.1, JDBC catalog on SQLite, local warehouse), read back
+(tests/support/rest_server.py: a real HTTP server on 127.0.0.1, JDBC catalog on SQLite, local warehouse), read back
 independently by PyIceberg's RestCatalog on the same server (no Spark, no wapflow code).
 
 Table branches on REST: Spark's `ALTER TABLE ... CREATE/DROP BRANCH`, the fast_forward procedure and the

@@ -1,6 +1,6 @@
 """The dashboard: its numbers (wapflow.service.dashboard, with pyspark unimportable) and each page (AppTest).
 
-The lakehouse comes from real WAP runs (tests/dashboard_lake.py): one published ingest of 200 rows, one
+The lakehouse comes from real WAP runs (tests/support/dashboard_lake.py): one published ingest of 200 rows, one
 blocked by not_null(passenger_count) with its branch kept. Expected values are counted independently (the
 dirty file's nulls with pyarrow), never taken from the code under test.
 """

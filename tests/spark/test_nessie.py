@@ -1,6 +1,6 @@
 """WAP on catalog-level branches against a real Nessie server (runner jar, RocksDB store, 127.0.0.1).
 
-The server is started once per test session (tests/conftest.py `nessie_server`); every test uses its
+The server is started once per test session (tests/support/servers.py `nessie_server`); every test uses its
 own namespace, warehouse folder and Spark catalog name, so tests do not see each other's tables.
 """
 

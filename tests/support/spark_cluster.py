@@ -25,7 +25,7 @@ from wapflow.lakehouse.connect import spark_home
 
 HOST = "127.0.0.1"
 CHECKS = '[{ check = "not_null", column = "passenger_count" }, { check = "unique", columns = ["trip_id"] }]'
-TABLES = {  # the tables of tests/test_cluster.py and tests/test_connect.py
+TABLES = {  # the tables of tests/process/test_cluster.py and tests/process/test_connect.py
     "cl.pub": "",
     "cl.quar": 'on_row_failure = "quarantine"\n',
     "cl.conc": "",
