@@ -1,4 +1,4 @@
-# wapflow: `make demo` runs the end-to-end demo, `make test` runs the test suite.
+# wapflow: `make demo` runs the end-to-end demo, `make test` runs the test suite (`make test-fast`: no JVM).
 # Both create .venv, install wapflow and fetch the JVM jars on first use.
 
 PYTHON ?= python3
@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test lint docs bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -33,8 +33,13 @@ dashboard: setup
 	@test -f wap-demo/wap.toml || $(BIN)/wap demo
 	$(BIN)/wap dashboard --config wap-demo/wap.toml
 
+# Every layer: tests/unit, tests/spark (one shared SparkSession), tests/process (`wap` processes, servers).
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+# The pure-Python layer alone (tests/unit): no JVM, no jars, well under two minutes.
+test-fast: install
+	$(BIN)/python -m pytest tests/unit -q
 
 # ruff (lint + format check), mypy (strict on the lower layers and _dev) and lint-imports (the package layers).
 lint: install

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the cluster the tests use: tests/spark_cluster.py
+sys.path.insert(0, str(HERE.parent / "tests"))  # the cluster the tests use: tests/support/spark_cluster.py
 
 DRIVER_STEPS = ("prepare", "audit", "publish")
 
@@ -77,7 +77,7 @@ def main() -> int:
     p.add_argument("--executor-memory", default="3g", help="each cluster executor's memory (default 3g)")
     args = p.parse_args()
 
-    from spark_cluster import StandaloneCluster
+    from support.spark_cluster import StandaloneCluster
 
     results = {"local[2]": bench_wap("local[2]", args, [])}
     with tempfile.TemporaryDirectory(prefix="wap-bench-cluster-") as base:

@@ -1,0 +1,1 @@
+"""Tests through real processes: `wap` commands, servers, killed processes, a browser."""

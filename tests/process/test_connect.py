@@ -1,0 +1,192 @@
+"""`wap` as a Spark Connect client, and `wap serve`.
+
+One real Spark Connect server (wapflow.lakehouse.connect.ConnectServer: spark-submit of
+SparkConnectServer with wapflow's jars and the Iceberg extensions) runs for the test session; each
+case is a real `wap run` process with `master = "sc://127.0.0.1:P"`, its own warehouse and catalog
+name (the catalog is a session setting each client sends). Then `wap serve` itself: a real foreground
+process that other commands on its config find, stopped by SIGTERM. main is read back with PyIceberg.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.cli_harness import WAP, Reader, env, wap
+from support.data import write_parquet
+from support.spark_cluster import cluster_config, ids
+from wapflow.config import load_config
+from wapflow.demo.generate import generate_trips
+from wapflow.lakehouse.connect import ConnectServer, port_answers
+from wapflow.lakehouse.processes import free_port
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server on a free port for the session (not recorded for `wap` to find); stopped at the end."""
+    folder = tmp_path_factory.mktemp("connect-server")
+    cfg = load_config(str(cluster_config(folder, "local[2]", catalog="boot", tables={})))
+    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE"):
+        os.environ.pop(k, None)
+    server = ConnectServer(cfg, free_port(), record=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer) -> tuple[Path, Path, Reader]:
+    folder = tmp_path_factory.mktemp("connect")
+    return folder, cluster_config(folder, connect_server.endpoint, catalog="conn"), Reader(folder, "conn")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Reader]) -> None:
+    folder, cfg, reader = lake
+    clean = write_parquet(folder / "in" / "clean.parquet", generate_trips(300, start_id=1))
+    r = wap("run", "cl.pub", str(clean), "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    assert r.doc["status"] == "published"
+    assert ids(reader.rows("cl.pub")) == list(range(1, 301))
+    head = reader.main("cl.pub")
+
+    dirty = write_parquet(folder / "in" / "dirty.parquet", generate_trips(300, start_id=1001, null_rate=0.1, seed=2))
+    r = wap("run", "cl.pub", str(dirty), "-c", str(cfg), "--json")
+    assert r.code == 1, r.text
+    assert r.doc["status"] == "blocked"
+    assert reader.main("cl.pub") == head
+
+    r = wap("run", "cl.quar", str(dirty), "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    good, bad = reader.rows("cl.quar"), reader.rows("cl.quar__quarantine")
+    assert bad and all(row["passenger_count"] is None for row in bad)
+    assert all(row["passenger_count"] is not None for row in good)
+    assert sorted(ids(good) + ids(bad)) == list(range(1001, 1301))
+
+    # No Connect path for Iceberg's Java API: `wap revert` says so and changes nothing.
+    r = wap("revert", r.doc["run_id"], "-c", str(cfg))
+    assert r.code == 2, r.text
+    assert "Spark Connect" in r.text and "Traceback" not in r.text
+    assert sorted(ids(reader.rows("cl.quar")) + ids(reader.rows("cl.quar__quarantine"))) == list(range(1001, 1301))
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_two_concurrent_runs_through_connect(lake: tuple[Path, Path, Reader]) -> None:
+    folder, cfg, reader = lake
+    # The table exists (two first runs racing to create it: one gets exit 5, "retry", by design).
+    seed = write_parquet(folder / "in" / "conc0.parquet", generate_trips(10, start_id=1))
+    assert wap("run", "cl.conc", str(seed), "-c", str(cfg)).code == 0
+    files = [
+        write_parquet(folder / "in" / f"conc{i}.parquet", generate_trips(400, start_id=1 + 10_000 * i, seed=i))
+        for i in (1, 2)
+    ]
+    procs = [
+        subprocess.Popen(
+            [WAP, "run", "cl.conc", str(f), "-c", str(cfg), "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(),
+            stdin=subprocess.DEVNULL,
+        )
+        for f in files
+    ]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, out + err
+    assert ids(reader.rows("cl.conc")) == list(range(1, 11)) + list(range(10_001, 10_401)) + list(range(20_001, 20_401))
+    assert reader.branches("cl.conc") == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, connect_server: ConnectServer) -> None:
+    """`wap serve` on a local-master config: `wap run` says it uses the server and publishes; a second
+    `wap serve` on a busy port is one error (exit 2); SIGTERM stops the server (port closed, exit 0)."""
+    cfg = cluster_config(tmp_path, "local[2]", tables={"sv.t": ""})
+    port = free_port()
+    busy = wap("serve", "-c", str(cfg), "--port", str(connect_server.port))
+    assert busy.code == 2, busy.text
+    assert "already in use" in busy.text and "Traceback" not in busy.text
+
+    serve = subprocess.Popen(
+        [WAP, "serve", "-c", str(cfg), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not port_answers(port) and time.monotonic() < deadline and serve.poll() is None:
+            time.sleep(0.5)
+        assert port_answers(port), serve.communicate(timeout=30)
+        time.sleep(0.5)  # the state file is written right after the port answers
+        st = wap("serve", "-c", str(cfg), "--status", "--json")
+        assert st.code == 0 and st.doc["running"] and st.doc["endpoint"] == f"sc://127.0.0.1:{port}", st.text
+
+        f = write_parquet(tmp_path / "in" / "a.parquet", generate_trips(200, start_id=1))
+        r = wap("run", "sv.t", str(f), "-c", str(cfg), "--json")
+        assert r.code == 0, r.text
+        assert f"using the Spark Connect server of `wap serve` at sc://127.0.0.1:{port}" in r.stderr
+        assert ids(Reader(tmp_path).rows("sv.t")) == list(range(1, 201))
+        doc = wap("doctor", "-c", str(cfg), "--json").doc
+        (spark,) = [f for f in doc["findings"] if f["part"] == "spark"]
+        assert spark["status"] == "ok" and f"`wap serve` at sc://127.0.0.1:{port}" in spark["detail"], doc
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        out, err = serve.communicate(timeout=60)
+    assert serve.returncode == 0, out + err
+    assert not port_answers(port)
+    assert wap("serve", "-c", str(cfg), "--status", "--json").doc["running"] is False
+
+
+def test_wap_serve_bad_input_is_one_error_without_a_server(tmp_path: Path) -> None:
+    """No JVM starts: a port that is not one, Java missing, --stop and --status with nothing running."""
+    cfg = cluster_config(tmp_path, "local[2]", tables={})
+    r = wap("serve", "-c", str(cfg), "--port", "70000")
+    assert r.code == 2 and "not a TCP port" in r.text and "Traceback" not in r.text, r.text
+    no_java = {"PATH": str(tmp_path / "empty-bin"), "JAVA_HOME": str(tmp_path / "no-jdk")}
+    r = wap("serve", "-c", str(cfg), "--port", str(free_port()), **no_java)
+    assert r.code == 3 and "Java was not found" in r.text and "Traceback" not in r.text, r.text
+    remote = cluster_config(tmp_path / "remote", "sc://spark.example.com:15002", tables={})
+    r = wap("serve", "-c", str(remote))
+    assert r.code == 2 and "another machine" in r.text, r.text
+    r = wap("serve", "-c", str(cfg), "--stop")
+    assert r.code == 0 and "no Spark Connect server was running" in r.text, r.text
+    assert wap("serve", "-c", str(cfg), "--status", "--json").doc["running"] is False
+
+
+@pytest.mark.spark
+def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: ConnectServer) -> None:
+    """Two first runs racing to create one table: the loser must see "created by another run" (a retry
+    writes into it), not a bug. A Connect client gets no Java exception classes, only Spark's condition."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from wapflow.pipeline.steps import created_meanwhile
+    from wapflow.spark import errors as spark_errors
+
+    client = ConnectSession.builder.remote(connect_server.endpoint).create()
+    try:
+        client.sql("CREATE NAMESPACE IF NOT EXISTS boot.race")
+        client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg")
+        with pytest.raises(Exception) as caught:
+            client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg").collect()
+        assert "TABLE_OR_VIEW_ALREADY_EXISTS" in spark_errors.conditions(caught.value)
+        assert created_meanwhile(caught.value)
+        with pytest.raises(Exception) as other:
+            client.sql("SELECT * FROM boot.race.missing").collect()
+        assert not created_meanwhile(other.value)
+    finally:
+        client.stop()

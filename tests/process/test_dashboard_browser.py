@@ -1,0 +1,177 @@
+"""`wap dashboard` in a real headless Chromium: what a person sees after real WAP runs.
+
+The server is the real command (a `wap` process running `streamlit run`) on a free port; Selenium drives
+Debian's chromium through Debian's chromedriver by path, so nothing is downloaded. Screenshots go to the
+test's temp folder. Without chromium the test skips, except in CI (`CI` set), where it must run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+
+from support.cli_harness import WAP, env
+from support.dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, Lake, build
+from wapflow.lakehouse.processes import free_port
+from wapflow.runs.store import RunRecord, RunStore, runs_table
+
+pytestmark = pytest.mark.spark
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+
+
+def _need_chromium() -> None:
+    if os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER):
+        return
+    message = f"needs {CHROMIUM} and {CHROMEDRIVER} (Debian: apt-get install chromium chromium-driver)"
+    if os.environ.get("CI"):
+        pytest.fail(message + "; .ci/run installs them in CI")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
+    _need_chromium()
+    return build(spark, tmp_path_factory.mktemp("dashboard"))
+
+
+@pytest.fixture
+def server(lake: Lake, tmp_path: Path) -> Iterator[str]:
+    """`wap dashboard` on a free port, up once its health endpoint answers; stopped afterwards."""
+    port = free_port()
+    log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(
+        [WAP, "dashboard", "--config", str(lake.config), "--port", str(port), "--refresh", "3"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env(HOME=str(tmp_path)),  # Streamlit's own files (~/.streamlit) stay in the test's folder
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "dashboard.log").read_text()
+            try:
+                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "the dashboard did not come up in 60 s"
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+    # `wap dashboard` is the server (it execs Streamlit): stopping it leaves nothing serving the port.
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{url}/_stcore/health", timeout=2)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000"):
+        opts.add_argument(arg)
+    opts.add_argument(f"--user-data-dir={tmp_path / 'chromium'}")
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _visible(driver: Any) -> str:
+    from selenium.webdriver.common.by import By
+
+    return str(driver.find_element(By.TAG_NAME, "body").text)
+
+
+def _code(driver: Any) -> str:
+    """The text of the page's code blocks (commands, SQL), which Selenium's visible text leaves out."""
+    return str(
+        driver.execute_script("return [...document.querySelectorAll('code')].map(e => e.textContent).join('\\n')")
+    )
+
+
+def _wait_for(driver: Any, *texts: str, read: Any = _visible, timeout: float = 60) -> str:
+    """The page's text once it holds every one of `texts` (Streamlit fills the page in after the socket opens)."""
+    deadline = time.monotonic() + timeout
+    body = ""
+    while time.monotonic() < deadline:
+        body = read(driver)
+        if all(t in body for t in texts):
+            return body
+        time.sleep(0.3)
+    raise AssertionError(f"never saw {texts} on {driver.current_url}; the page said:\n{body}")
+
+
+def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any, lake: Lake, tmp_path: Path):
+    browser.get(server)
+    body = _wait_for(browser, "nyc.trips rows on main", "Kept branches", "Runs per day by status")
+    lines = body.splitlines()
+    assert lines[lines.index("nyc.trips rows on main") + 1] == str(CLEAN_ROWS)
+    assert lines[lines.index("Blocked") + 1] == "1" and lines[lines.index("Published") + 1] == "1"
+    time.sleep(1)  # the charts draw after the text
+    browser.save_screenshot(str(tmp_path / "overview.png"))
+
+    browser.get(f"{server}/?{urlencode({'page': 'Run', 'run_id': lake.blocked_run})}")
+    nulls = lake.dirty_nulls["passenger_count"]
+    body = _wait_for(
+        browser, f"run {lake.blocked_run}", f"not_null(passenger_count): {nulls} failing rows", "publish after a fix"
+    )
+    lines = body.splitlines()
+    assert lines[lines.index("Status") + 1] == "blocked"
+    # The reproduction SQL and the commands are code blocks; Streamlit may fill them in one by one.
+    _wait_for(
+        browser,
+        "`passenger_count` IS NULL",
+        f"wap discard {lake.branch} --table nyc.trips",
+        f"wap retry {lake.blocked_run}",
+        read=_code,
+    )
+    browser.save_screenshot(str(tmp_path / "run.png"))
+
+    browser.get(f"{server}/?{urlencode({'page': 'Branch', 'branch': lake.branch})}")
+    body = _wait_for(browser, f"branch {lake.branch}", "Rows added", "nulls per column of the new rows")
+    lines = body.splitlines()
+    assert lines[lines.index("Rows added") + 1] == str(DIRTY_ROWS)
+    browser.save_screenshot(str(tmp_path / "branch.png"))
+    for name in ("overview.png", "run.png", "branch.png"):
+        assert (tmp_path / name).stat().st_size > 10_000, name  # a rendered page, not a blank one
+
+    # The page refreshes itself (--refresh 3): a run recorded now shows without reloading.
+    browser.get(server)
+    _wait_for(browser, "nyc.trips rows on main")
+    store = RunStore(f"sqlite:///{lake.config.parent / 'lakehouse' / 'wapflow_runs.db'}")
+    rec = RunRecord("20991231t000000_b10c4d", "nyc.trips", "failed", started_at=datetime.now(UTC))
+    store.save(rec)
+    try:
+        deadline = time.monotonic() + 30
+        while (lines := _visible(browser).splitlines())[lines.index("Runs") + 1] != "3":
+            assert time.monotonic() < deadline, "the new run did not show within 30 s of refreshes"
+            time.sleep(0.5)
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(runs_table.delete().where(runs_table.c.run_id == rec.run_id))
+        store.close()
+    if os.environ.get("WAP_DASHBOARD_SCREENSHOTS"):  # how docs/dashboard.png is refreshed
+        shutil.copy(tmp_path / "overview.png", Path(os.environ["WAP_DASHBOARD_SCREENSHOTS"]) / "dashboard.png")

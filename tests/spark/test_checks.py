@@ -1,0 +1,100 @@
+"""Each check type fails on the rows it should, counted the same whether the metrics were observed
+during the write or computed by scanning the branch (the resume path)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pyarrow as pa
+import pytest
+
+from support.data import write_parquet
+from wapflow.audit.checks import run_checks
+from wapflow.config import TableConfig
+from wapflow.pipeline import WapRun, run_wap
+from wapflow.sql.identifiers import TableName
+
+pytestmark = pytest.mark.spark
+
+CHECKS = [
+    {"check": "not_null", "column": "qty"},
+    {"check": "between", "column": "qty", "min": 0, "max": 10},
+    {"check": "accepted_values", "column": "color", "values": ["red", "blue"]},
+    {"check": "unique", "columns": ["id"]},
+    {"check": "unique", "columns": ["id", "color"], "severity": "warn"},
+    {"check": "row_count", "min": 1, "max": 5},
+    {"check": "expression", "sql": "ended_at >= started_at"},
+    {"check": "between", "column": "started_at", "min": "2026-01-01 00:00:00", "max": "2026-12-31 23:59:59"},
+]
+
+
+def batch() -> pa.Table:
+    t0, t1 = datetime(2026, 3, 1, 10), datetime(2026, 3, 1, 11)
+    return pa.table(
+        {
+            "id": pa.array([1, 2, 2, 3, None, None, 7], pa.int64()),
+            "qty": pa.array([1, None, 5, 11, -1, 3, 10], pa.int32()),
+            "color": ["red", "blue", "green", "red", None, "RED", "blue"],
+            "started_at": [t0, t0, t0, datetime(2025, 12, 31), t0, t0, t0],
+            "ended_at": [t1, t1, t1, t1, None, t0, datetime(2026, 3, 1, 9)],
+        }
+    )
+
+
+EXPECTED = {
+    "not_null(qty)": ("failed", 1),
+    "between(qty, 0, 10)": ("failed", 2),  # 11 and -1; NULL is not_null's business; 10 is inclusive
+    "accepted_values(color)": ("failed", 2),  # green, RED (case-sensitive); NULL ignored
+    "unique(id)": ("failed", 1),  # 2 twice; NULL keys ignored
+    "unique(id, color)": ("passed", 0),  # (2, blue) and (2, green) differ
+    "row_count(1, 5)": ("failed", 0),
+    "expression(ended_at >= started_at)": ("failed", 2),  # NULL counts as failing, 09:00 < 10:00
+    "between(started_at, 2026-01-01 00:00:00, 2026-12-31 23:59:59)": ("failed", 1),
+}
+
+
+def test_every_check_type_observed_and_scanned_agree(lakehouse_factory, landing):
+    lh = lakehouse_factory({"shop.items": {"checks": CHECKS}})
+    f = write_parquet(landing / "items.parquet", batch())
+    res = run_wap(lh, "shop.items", [str(f)])
+    assert res.status == "blocked"
+    got = {c["name"]: (c["status"], c["failing_rows"]) for c in res.checks}
+    assert got == EXPECTED
+    rc = next(c for c in res.checks if c["check"] == "row_count")
+    assert rc["observed"] == 7
+
+    # The resume path: no observed metrics, everything from the branch's new rows.
+    t = TableName.parse("shop.items")
+    added = lh.tables.read_increment(t, res.base_snapshot_id, res.snapshot_id)
+    cfg = TableConfig.model_validate({"checks": CHECKS})
+    scanned = run_checks(added, cfg.checks, table="shop.items")
+    assert {c.name: (c.status, c.failing_rows) for c in scanned.checks} == EXPECTED
+    assert scanned.rows == 7
+
+
+def test_empty_batch(lakehouse_factory, landing):
+    lh = lakehouse_factory(
+        {"shop.items": {"checks": [{"check": "row_count", "min": 1}, {"check": "not_null", "column": "qty"}]}}
+    )
+    f = write_parquet(landing / "empty.parquet", batch().slice(0, 0))
+    res = run_wap(lh, "shop.items", [str(f)])
+    assert res.status == "blocked"
+    assert [(c["status"], c["observed"]) for c in res.checks] == [("failed", 0), ("passed", 0)]
+
+
+def test_all_null_column(lakehouse_factory, landing):
+    lh = lakehouse_factory({"shop.items": {"checks": [{"check": "between", "column": "qty", "max": 3}]}})
+    t = batch()
+    t = t.set_column(1, "qty", pa.nulls(t.num_rows, pa.int32()))
+    res = run_wap(lh, "shop.items", [str(write_parquet(landing / "nulls.parquet", t))])
+    assert res.status == "published" and res.checks[0]["failing_rows"] == 0
+
+
+def test_resumed_run_audits_from_the_branch(lakehouse_factory, landing):
+    lh = lakehouse_factory({"shop.items": {"checks": CHECKS}})
+    f = write_parquet(landing / "items.parquet", batch())
+    first = WapRun(lh, "shop.items", [str(f)])
+    first.prepare()
+    first.write()  # crash: the observed metrics are lost with the process
+    res = run_wap(lh, "shop.items", [str(f)], run_id=first.run_id)
+    assert {c["name"]: (c["status"], c["failing_rows"]) for c in res.checks} == EXPECTED

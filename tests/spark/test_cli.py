@@ -1,0 +1,128 @@
+"""The `wap` command as users call it: exit codes, --json documents, messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from support.cli_harness import WAP
+from support.data import trips_file
+from support.typer_cli import as_json, clean_env, wap, write_config
+
+
+@pytest.mark.spark
+def test_cli_round_trip(spark, tmp_path, landing):
+    cfg = str(write_config(tmp_path, "cli_rt"))
+    clean = trips_file(landing, "clean.parquet", 100)
+    dirty = trips_file(landing, "dirty.parquet", 100, null_rate=0.05, start_id=1000)
+
+    r = wap("run", "nyc.trips", str(clean), "--config", cfg, "--json")
+    assert r.exit_code == 0, r.output
+    doc = as_json(r)
+    for key in ("run_id", "table", "status", "branch", "rows_written", "snapshot_id", "checks", "error"):
+        assert key in doc
+    assert doc["status"] == "published" and doc["rows_written"] == 100 and doc["error"] is None
+    assert {"name", "check", "status", "observed", "failing_rows"} <= set(doc["checks"][0])
+    first_snapshot = doc["snapshot_id"]
+
+    r = wap("run", "nyc.trips", str(dirty), "--config", cfg, "--json")
+    assert r.exit_code == 1, r.output
+    blocked = as_json(r)
+    assert blocked["status"] == "blocked"
+    branch = blocked["branch"]
+
+    r = wap("branches", "--config", cfg, "--json")
+    assert r.exit_code == 0, r.output
+    kept = as_json(r)["branches"]
+    assert [(b["branch"], b["run_id"], b["failed_checks"]) for b in kept] == [
+        (branch, blocked["run_id"], ["not_null(passenger_count)"])
+    ]
+
+    r = wap("query", "SELECT count(*) AS n FROM nyc.trips", "--config", cfg, "--json")
+    assert as_json(r)["rows"] == [[100]]
+    r = wap(
+        "query",
+        "SELECT count(*) AS n FROM nyc.trips WHERE passenger_count IS NULL",
+        "--branch",
+        branch,
+        "--config",
+        cfg,
+        "--json",
+    )
+    assert r.exit_code == 0, r.output
+    assert as_json(r)["rows"] == [[5]]
+    r = wap("query", "SELECT count(*) FROM nyc.trips", "--as-of", str(first_snapshot), "--config", cfg, "--json")
+    assert as_json(r)["rows"] == [[100]]
+
+    r = wap("history", "nyc.trips", "--config", cfg, "--json")
+    snaps = as_json(r)["snapshots"]
+    assert snaps[0]["snapshot_id"] == first_snapshot and snaps[0]["run_id"] == doc["run_id"]
+    assert snaps[0]["rows_added"] == 100 and str(clean) in snaps[0]["files"]
+
+    r = wap("history", "nyc.trips", "--config", cfg)  # people's view renders too
+    assert r.exit_code == 0 and doc["run_id"] in r.stdout
+
+    r = wap("discard", branch, "--config", cfg)
+    assert r.exit_code == 0, r.output
+    r = wap("branches", "--config", cfg, "--json")
+    assert as_json(r)["branches"] == []
+    r = wap("discard", branch, "--config", cfg)
+    assert r.exit_code == 2 and "no branch" in r.stderr
+
+    r = wap("runs", "--config", cfg, "--json")
+    assert [x["status"] for x in as_json(r)["runs"]] == ["discarded", "published"]
+
+
+@pytest.mark.spark
+def test_cli_query_errors(spark, tmp_path):
+    cfg = str(write_config(tmp_path, "cli_q"))
+    r = wap("query", "SELECT * FROM nyc.nothing", "--config", cfg)
+    assert r.exit_code == 2 and "query failed" in r.stderr
+    r = wap("query", "SELECT 1", "--as-of", "yesterday-ish", "--config", cfg)
+    assert r.exit_code == 2 and "neither a snapshot id nor a timestamp" in r.stderr
+    r = wap("history", "nyc.nothing", "--config", cfg)
+    assert r.exit_code == 2 and "does not exist" in r.stderr
+
+
+@pytest.mark.spark
+def test_demo_command_end_to_end(spark, tmp_path):
+    r = wap("demo", "--dir", str(tmp_path / "demo"), "--rows", "2000", "--json")
+    assert r.exit_code == 0, r.output
+    doc = as_json(r)
+    assert doc["as_expected"]
+    assert doc["clean"]["status"] == "published" and doc["dirty"]["status"] == "blocked"
+    assert doc["main_snapshot_before_dirty"] == doc["main_snapshot_after_dirty"]
+    assert doc["main_rows_after_dirty"] == 2000
+    assert doc["dirty"]["branch"] in doc["kept_branches"]
+    assert sum(r["trips"] for r in doc["main_by_payment_type"]) == 2000
+
+
+# --- the installed console script, in its own process ----------------------------------------
+
+
+def test_console_script_publishes_in_a_fresh_process(tmp_path, landing):
+    cfg = write_config(tmp_path, "lakehouse", checks=[{"check": "not_null", "column": "passenger_count"}])
+    f = trips_file(landing, "f.parquet", 50)
+    p = subprocess.run(
+        [WAP, "run", "nyc.trips", str(f), "--config", str(cfg), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean_env(),
+    )
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["status"] == "published" and doc["rows_written"] == 50
+    assert "Traceback" not in p.stderr
+    p = subprocess.run(
+        [WAP, "run", "nyc.trips", str(landing / "missing.parquet"), "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean_env(),
+    )
+    assert p.returncode == 3
+    assert "missing.parquet does not exist" in p.stderr
+    assert "Traceback" not in p.stderr

@@ -1,0 +1,471 @@
+"""WAP on catalog-level branches against a real Nessie server (runner jar, RocksDB store, 127.0.0.1).
+
+The server is started once per test session (tests/support/servers.py `nessie_server`); every test uses its
+own namespace, warehouse folder and Spark catalog name, so tests do not see each other's tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from support.data import TRIPS_CHECKS, make_config, trips_file, write_parquet
+from wapflow.cli import app
+from wapflow.config import TableConfig
+from wapflow.demo.generate import generate_trips
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.nessie import NessieClient
+from wapflow.pipeline import MultiWapRun, WapRun, run_wap
+from wapflow.pipeline.steps import LiveRun
+from wapflow.sql.identifiers import TableName
+
+pytestmark = pytest.mark.spark
+_ns = itertools.count()
+
+
+@pytest.fixture
+def ns() -> str:
+    return f"nessie_t{next(_ns)}"
+
+
+@pytest.fixture
+def nessie_lh(spark: Any, tmp_path: Path, nessie_server: Any) -> Callable[..., Lakehouse]:
+    def make(tables: dict[str, Any] | None = None, **lakehouse: Any) -> Lakehouse:
+        lakehouse.setdefault("nessie_uri", nessie_server.url)
+        cfg = make_config(tmp_path, tables, catalog="nessie", **lakehouse)
+        lh = Lakehouse(cfg, spark=spark)
+        if main_hash(lh) == lh.nessie.no_ancestor_hash():
+            # Give the shared server's repository its first commit, so every test sees real merges.
+            seed = write_parquet(tmp_path / "seed.parquet", pa.table({"id": [1]}))
+            assert run_wap(lh, "seed.first", [str(seed)]).status == "published"
+        return lh
+
+    return make
+
+
+def test_first_publish_into_an_empty_repository(spark, tmp_path, landing):
+    """Nessie cannot merge into a repository without commits: main is moved to the branch instead."""
+    from wapflow._dev.nessie_server import NessieServer
+
+    with NessieServer(tmp_path / "empty-nessie") as server:
+        lh = Lakehouse(make_config(tmp_path, {}, catalog="nessie", nessie_uri=server.url), spark=spark)
+        empty = lh.nessie.no_ancestor_hash()
+        assert main_hash(lh) == empty
+        res = run_wap(lh, "first.trips", [str(trips_file(landing, "a.parquet", 20))])
+        assert res.status == "published", res.message
+        assert lh.tables.row_count(TableName.parse("first.trips")) == 20
+        assert main_hash(lh) != empty and lh.nessie.get_reference(res.branch) is None
+
+
+def main_hash(lh: Lakehouse) -> str:
+    ref = lh.nessie.get_reference("main")
+    assert ref is not None
+    return ref.hash
+
+
+def test_single_table_wap_on_a_nessie_branch(nessie_lh, landing, ns):
+    table = f"{ns}.trips"
+    lh = nessie_lh({table: {"checks": TRIPS_CHECKS}})
+    before = main_hash(lh)
+    res = run_wap(lh, table, [str(trips_file(landing, "clean.parquet", 300))])
+    assert res.status == "published", res.message
+    assert res.exit_code == 0 and res.published_via == "merge"
+    t = TableName.parse(table)
+    assert lh.tables.row_count(t) == 300
+    assert lh.tables.head(t) == res.snapshot_id
+    assert lh.tables.snapshots(t)[res.snapshot_id].run_id == res.run_id
+    # One merge commit on main, carrying the run id; the branch is gone.
+    log = lh.nessie.log("main", limit=5)
+    assert log[0].run_id == res.run_id and log[0].properties["wapflow.tables"] == table
+    assert before in {c.hash for c in log} and main_hash(lh) != before
+    assert lh.nessie.get_reference(res.branch) is None
+
+    # A dirty file: blocked, main's hash unchanged, the Nessie branch kept with the rows.
+    dirty = trips_file(landing, "dirty.parquet", 200, null_rate=0.05, start_id=1000, seed=3)
+    before = main_hash(lh)
+    bad = run_wap(lh, table, [str(dirty)])
+    assert bad.status == "blocked" and bad.exit_code == 1, bad.message
+    assert [c["check"] for c in bad.checks if c["status"] == "failed"] == ["not_null"]
+    assert main_hash(lh) == before
+    assert lh.tables.row_count(t) == 300
+    assert lh.nessie.get_reference(bad.branch) is not None
+    on_branch = lh.branches.tables_for(bad.branch)
+    assert on_branch.row_count(t) == 500
+    # The reproduction SQL printed in the report reads the kept branch from a plain session.
+    failed = next(c for c in bad.checks if c["status"] == "failed")
+    assert lh.spark.sql(failed["sql"]).count() == 10
+    # Re-running the published run id only cleans up.
+    again = run_wap(lh, table, [str(landing / "clean.parquet")], run_id=res.run_id)
+    assert again.status == "published" and again.published_via == "already"
+    assert lh.tables.row_count(t) == 300
+
+
+def test_table_created_by_a_blocked_run_never_reaches_main(nessie_lh, landing, ns):
+    table = f"{ns}.trips"
+    lh = nessie_lh({table: {"checks": [{"check": "not_null", "column": "passenger_count"}], "on_failure": "drop"}})
+    before = main_hash(lh)
+    res = run_wap(lh, table, [str(trips_file(landing, "bad.parquet", 40, null_rate=0.1))])
+    assert res.status == "blocked"
+    assert main_hash(lh) == before
+    assert not lh.tables.exists(TableName.parse(table))
+    assert lh.nessie.get_reference(res.branch) is None
+
+
+def _orders(path: Path, ids: list[int]) -> Path:
+    return write_parquet(path, pa.table({"order_id": ids, "amount": [10.0 * i for i in ids]}))
+
+
+def _items(path: Path, order_ids: list[int | None]) -> Path:
+    n = len(order_ids)
+    return write_parquet(
+        path, pa.table({"item_id": list(range(1, n + 1)), "order_id": pa.array(order_ids, pa.int64())})
+    )
+
+
+def _shop(ns: str) -> dict[str, Any]:
+    return {
+        f"{ns}.orders": {"checks": [{"check": "unique", "columns": ["order_id"]}]},
+        f"{ns}.items": {
+            "checks": [
+                {"check": "not_null", "column": "order_id"},
+                # Cross-table: every item's order must exist in orders as on the run's branch.
+                {"check": "foreign_key", "column": "order_id", "table": f"{ns}.orders"},
+            ]
+        },
+    }
+
+
+def test_multi_table_run_publishes_both_tables_in_one_nessie_commit(nessie_lh, landing, ns):
+    lh = nessie_lh(_shop(ns))
+    before = main_hash(lh)
+    # items listed first: the run writes orders first because items' foreign key references it.
+    res = MultiWapRun(
+        lh,
+        [
+            (f"{ns}.items", [str(_items(landing / "i.parquet", [1, 2, 2, 3]))]),
+            (f"{ns}.orders", [str(_orders(landing / "o.parquet", [1, 2, 3]))]),
+        ],
+    ).run()
+    assert res.status == "published", res.message
+    assert res.exit_code == 0
+    assert [r.status for r in res.tables] == ["published", "published"]
+    assert lh.tables.row_count(TableName.parse(f"{ns}.orders")) == 3
+    assert lh.tables.row_count(TableName.parse(f"{ns}.items")) == 4
+    fk = next(c for c in res.tables[0].checks if c["check"] == "foreign_key")
+    assert fk["status"] == "passed"  # orders existed only on the branch when it was checked
+    # Exactly one new commit on main, changing both tables, carrying the run id.
+    log = lh.nessie.log("main", limit=10, with_keys=True)
+    new = list(log[: [c.hash for c in log].index(before)])
+    assert len(new) == 1
+    assert new[0].run_id == res.run_id
+    assert {f"{ns}.items", f"{ns}.orders"} <= set(new[0].keys)  # (plus the namespace, created by the run)
+    assert lh.nessie.get_reference(res.branch) is None
+
+
+def test_one_failing_audit_blocks_every_table(nessie_lh, landing, ns):
+    lh = nessie_lh(_shop(ns))
+    first = MultiWapRun(
+        lh,
+        [
+            (f"{ns}.orders", [str(_orders(landing / "o1.parquet", [1, 2]))]),
+            (f"{ns}.items", [str(_items(landing / "i1.parquet", [1, 2]))]),
+        ],
+    ).run()
+    assert first.status == "published", first.message
+    before = main_hash(lh)
+    # orders is clean; items references order 99, which exists nowhere: the foreign key fails.
+    res = MultiWapRun(
+        lh,
+        [
+            (f"{ns}.orders", [str(_orders(landing / "o2.parquet", [3, 4]))]),
+            (f"{ns}.items", [str(_items(landing / "i2.parquet", [3, 99]))]),
+        ],
+    ).run()
+    assert res.status == "blocked" and res.exit_code == 1
+    assert "foreign_key" in res.message
+    assert [r.status for r in res.tables] == ["blocked", "blocked"]
+    assert main_hash(lh) == before
+    assert lh.tables.row_count(TableName.parse(f"{ns}.orders")) == 2
+    assert lh.tables.row_count(TableName.parse(f"{ns}.items")) == 2
+    kept = lh.branches.tables_for(res.branch)
+    assert kept.row_count(TableName.parse(f"{ns}.orders")) == 4
+    # `wap discard` drops the whole branch.
+    lh.branches.discard(res.branch, [])
+    assert lh.nessie.get_reference(res.branch) is None
+
+
+def test_concurrent_runs_both_publish(nessie_lh, landing, ns):
+    table = f"{ns}.trips"
+    lh = nessie_lh({table: {"checks": [{"check": "unique", "columns": ["trip_id"]}]}})
+    seed = run_wap(lh, table, [str(trips_file(landing, "seed.parquet", 10))])
+    assert seed.status == "published"
+    a = WapRun(lh, table, [str(trips_file(landing, "a.parquet", 30, start_id=100))])
+    b = WapRun(lh, table, [str(trips_file(landing, "b.parquet", 40, start_id=200))])
+    other = WapRun(lh, f"{ns}.other", [str(trips_file(landing, "c.parquet", 5, start_id=300))])
+    for r in (a, b, other):
+        r.prepare()
+        r.write()
+        r.audit()
+    a.publish()
+    other.publish()  # another table: Nessie merges it on top of a's merge without conflict
+    b.publish()  # same table: Nessie refuses the merge; b's audited rows are re-applied on the new main
+    assert (a.rec.status, other.rec.status, b.rec.status) == ("published", "published", "published"), b.message
+    assert a.state.published_via == "merge" and other.state.published_via == "merge"
+    assert b.state.published_via == "merge_reapplied"
+    t = TableName.parse(table)
+    assert lh.tables.row_count(t) == 80
+    ids = {r.trip_id for r in lh.tables.read(t).select("trip_id").collect()}
+    assert len(ids) == 80
+    for r in (a, b, other):
+        assert lh.nessie.get_reference(r.branch) is None
+    # Each run is found published by its run id (no double publish on a re-run).
+    again = run_wap(lh, table, [str(landing / "b.parquet")], run_id=b.run_id)
+    assert again.published_via == "already" and lh.tables.row_count(t) == 80
+
+
+def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh, landing, ns, monkeypatch):
+    table = f"{ns}.trips"
+    lh = nessie_lh()
+    f = trips_file(landing, "x.parquet", 25)
+    r = WapRun(lh, table, [str(f)])
+    r.prepare()
+    r.write()
+    r.audit()
+    # The crash: the merge happens, the process dies before the branch is deleted (at publish:moved).
+
+    class Crash(Exception):
+        pass
+
+    def crash(_: object) -> None:
+        raise Crash
+
+    with pytest.raises(Crash):
+        lh.branches.publish(r.branch, r.run_id, LiveRun(lh, r.state).slices(), crash)
+    assert lh.nessie.get_reference(r.branch) is not None
+    merged = main_hash(lh)
+    res = run_wap(lh, table, [str(f)], run_id=r.run_id)
+    assert res.status == "published" and res.published_via == "already"
+    assert main_hash(lh) == merged
+    assert lh.tables.row_count(TableName.parse(table)) == 25
+    assert lh.nessie.get_reference(r.branch) is None
+
+
+def test_server_unreachable_fails_before_any_write(lakehouse_factory, spark, tmp_path, landing, nessie_server):
+    from wapflow.lakehouse.processes import free_port
+
+    cfg = make_config(tmp_path, {}, catalog="nessie", nessie_uri=f"http://127.0.0.1:{free_port()}/api/v2")
+    lh = Lakehouse(cfg, spark=spark)
+    res = run_wap(lh, "down.trips", [str(trips_file(landing, "a.parquet", 5))])
+    assert res.status == "failed" and res.exit_code == 5  # transient: the server may come back
+    assert res.error["step"] == "prepare" and res.error["kind"] == "transient" and res.error["retryable"]
+    assert "not reachable" in res.message and "wap nessie up" in res.message
+    # A URL that is not Nessie's API: a configuration error (exit 2), also before any write.
+    cfg2 = make_config(tmp_path, {}, catalog="nessie", nessie_uri=nessie_server.url.replace("/api/v2", "/nope"))
+    res2 = run_wap(Lakehouse(cfg2, spark=spark), "down.trips", [str(landing / "a.parquet")])
+    assert res2.status == "failed" and res2.exit_code == 2, res2.message
+
+
+def test_cli_run_tables_branches_and_log(nessie_server, spark, tmp_path, landing, ns):
+    """The CLI end to end in-process: run-tables (blocked), branches, query --branch, discard, nessie log."""
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f"""
+[lakehouse]
+warehouse = "{tmp_path / "lh"}"
+catalog = "nessie"
+nessie_uri = "{nessie_server.url}"
+catalog_name = "clicat"
+master = "local[2]"
+
+[tables."{ns}.items"]
+checks = [{{ check = "foreign_key", column = "order_id", table = "{ns}.orders" }}]
+""",
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    o = _orders(landing / "o.parquet", [1])
+    i = _items(landing / "i.parquet", [7])
+    res = runner.invoke(app, ["run-tables", f"{ns}.orders={o}", f"{ns}.items={i}", "--config", str(cfg), "--json"])
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "blocked"
+    branch = doc["branch"]
+    res = runner.invoke(app, ["branches", "--config", str(cfg), "--json"])
+    assert res.exit_code == 0, res.output
+    assert branch in {b["branch"] for b in json.loads(res.stdout)["branches"]}
+    res = runner.invoke(
+        app, ["query", f"SELECT count(*) AS n FROM {ns}.items", "--branch", branch, "--config", str(cfg), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["rows"] == [[1]]
+    res = runner.invoke(app, ["discard", branch, "--table", f"{ns}.orders", "--config", str(cfg)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["nessie", "log", "--config", str(cfg), "--json"])
+    assert res.exit_code == 0 and "commits" in json.loads(res.stdout)
+
+
+def test_token_is_never_printed():
+    from wapflow.config import parse_config
+    from wapflow.errors import ConfigError
+
+    with pytest.raises(ConfigError) as exc:
+        parse_config({"lakehouse": {"catalog": "nessie", "nessie_uri": "http://x/api/v2", "nessie_token": 987654321}})
+    assert "987654321" not in str(exc.value) and "secret" in str(exc.value)
+    cfg = parse_config({"lakehouse": {"catalog": "nessie", "nessie_uri": "http://x", "nessie_token": "s3cr3t-tok"}})
+    assert "s3cr3t-tok" not in repr(cfg) and "s3cr3t-tok" not in repr(NessieClient("http://x", "s3cr3t-tok"))
+    assert NessieClient("http://x:1", "s3cr3t-tok").base == "http://x:1/api/v2"
+
+
+def test_named_run_section_in_wap_toml(nessie_server, spark, tmp_path, landing, ns):
+    """[runs.NAME]: the tables and their sources of a multi-table run, declared once in wap.toml."""
+    _orders(landing / "o.parquet", [1, 2])
+    _items(landing / "i.parquet", [1, 2, 2])
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f"""
+[lakehouse]
+warehouse = "{tmp_path / "lh"}"
+catalog = "nessie"
+nessie_uri = "{nessie_server.url}"
+catalog_name = "runcat"
+master = "local[2]"
+
+[tables."{ns}.items"]
+checks = [{{ check = "foreign_key", column = "order_id", table = "{ns}.orders" }}]
+
+[runs.shop]
+tables = {{ "{ns}.orders" = "landing/o.parquet", "{ns}.items" = ["landing/i.parquet"] }}
+""",
+        encoding="utf-8",
+    )
+    runner = CliRunner()
+    res = runner.invoke(app, ["run-tables", "--run", "shop", "--config", str(cfg), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "published"
+    res = runner.invoke(app, ["query", f"SELECT count(*) FROM {ns}.items", "--config", str(cfg), "--json"])
+    assert json.loads(res.stdout)["rows"] == [[3]]
+    res = runner.invoke(app, ["run-tables", "--run", "shoop", "--config", str(cfg)])
+    assert res.exit_code == 2 and "no [runs.shoop] section" in res.stderr and "did you mean 'shop'" in res.stderr
+
+
+# --- staging (add_columns) and quarantine through the same branch interface (issue 9) ----------------
+
+
+def _with_tip(t: pa.Table, nulls: int = 0) -> pa.Table:
+    tips = [None if n < nulls else float(n % 7) for n in range(t.num_rows)]
+    return t.append_column("tip", pa.array(tips, pa.float64()))
+
+
+def test_add_columns_on_a_nessie_branch(nessie_lh, landing, ns):
+    """A Nessie branch holds schema changes too: new columns are added on the branch (no staging table), main
+    keeps its schema until the merge, and a blocked run's branch shows the new column."""
+    table = f"{ns}.trips"
+    t = TableName.parse(table)
+    lh = nessie_lh({table: {"schema": "add_columns"}})
+    assert run_wap(lh, table, [str(trips_file(landing, "seed.parquet", 20))]).status == "published"
+    names = lh.tables.schema(t).fieldNames()
+    # Checks on the new column apply from the second batch on.
+    lh.config.tables[table] = TableConfig.model_validate(
+        {"schema": "add_columns", "checks": [{"check": "not_null", "column": "tip"}]}
+    )
+    before = main_hash(lh)
+    dirty = write_parquet(landing / "dirty.parquet", _with_tip(generate_trips(30, start_id=100), nulls=4))
+    bad = run_wap(lh, table, [str(dirty)])
+    assert bad.status == "blocked" and bad.exit_code == 1, bad.message
+    assert [c["name"] for c in bad.checks if c["status"] == "failed"] == ["not_null(tip)"]
+    assert bad.staging_table is None and f"rows kept on Nessie branch {bad.branch}" in bad.message
+    assert main_hash(lh) == before and lh.tables.schema(t).fieldNames() == names
+    kept = lh.branches.tables_for(bad.branch)
+    assert kept.schema(t).fieldNames() == [*names, "tip"] and kept.row_count(t) == 50
+    assert not any(x.name.startswith("trips__wap_") for x in lh.tables.list_tables())
+
+    clean = write_parquet(landing / "clean.parquet", _with_tip(generate_trips(30, start_id=200)))
+    res = run_wap(lh, table, [str(clean)])
+    assert res.status == "published" and res.published_via == "merge", res.message
+    assert any("tip" in c for c in res.schema_changes)
+    assert lh.tables.schema(t).fieldNames() == [*names, "tip"]
+    rows = lh.spark.sql(f"SELECT count(*) AS n, count(tip) AS tips FROM {lh.tables.ident(t)}").collect()[0]
+    assert (rows["n"], rows["tips"]) == (50, 30)
+    assert lh.nessie.get_reference(res.branch) is None
+    # The blocked run's branch is still there, and discarding it leaves main alone.
+    assert lh.branches.discard(bad.branch, []).found and lh.nessie.get_reference(bad.branch) is None
+
+
+def test_quarantine_on_a_nessie_branch(nessie_lh, landing, ns):
+    """Quarantine on Nessie: good rows and diverted rows reach main in the same merge commit; over the
+    rate limit, neither table changes on main and the branch keeps both."""
+    table, quarantine = f"{ns}.trips", f"{ns}.trips__quarantine"
+    t, q = TableName.parse(table), TableName.parse(quarantine)
+    cfg = {"on_row_failure": "quarantine", "max_quarantine_rate": 0.2, "checks": TRIPS_CHECKS}
+    lh = nessie_lh({table: cfg})
+    f = trips_file(landing, "some_nulls.parquet", 200, null_rate=0.05, seed=7)
+    res = run_wap(lh, table, [str(f)])
+    assert res.status == "published" and res.published_via == "merge", res.message
+    assert res.quarantined_rows and 0 < res.quarantined_rows <= 40
+    assert lh.tables.row_count(t) == 200 - res.quarantined_rows
+    assert lh.tables.row_count(q) == res.quarantined_rows
+    assert lh.spark.sql(f"SELECT count(*) FROM {lh.tables.ident(t)} WHERE passenger_count IS NULL").collect()[0][0] == 0
+    ids = {r[0] for r in lh.spark.sql(f"SELECT DISTINCT _wap_run_id FROM {lh.tables.ident(q)}").collect()}
+    assert ids == {res.run_id}
+    merge = lh.nessie.log("main", limit=1)[0]
+    assert merge.run_id == res.run_id and set(merge.properties["wapflow.tables"].split(",")) == {table, quarantine}
+    assert lh.nessie.get_reference(res.branch) is None
+
+    before, rows = main_hash(lh), (lh.tables.row_count(t), lh.tables.row_count(q))
+    worse = trips_file(landing, "many_nulls.parquet", 100, null_rate=0.4, start_id=5000, seed=8)
+    bad = run_wap(lh, table, [str(worse)])
+    assert bad.status == "blocked", bad.message
+    assert [c["check"] for c in bad.checks if c["status"] == "failed"] == ["max_quarantine_rate"]
+    assert main_hash(lh) == before and (lh.tables.row_count(t), lh.tables.row_count(q)) == rows
+    kept = lh.branches.tables_for(bad.branch)
+    assert kept.row_count(t) + kept.row_count(q) == sum(rows) + 100
+
+
+@pytest.mark.slow
+def test_sigkill_after_quarantined_rows_then_resume_on_nessie(nessie_server, spark, tmp_path, landing, ns):
+    """A `wap run` killed between the quarantine table's append and the table's own (both on the Nessie
+    branch): the resumed run takes its unfinished quarantine rows back off the branch (an Iceberg rollback
+    on the branch only) and writes again; main gets every row exactly once."""
+    import signal
+
+    import pyarrow.parquet as pq
+
+    from support.cli_harness import wap, write_config
+    from wapflow.config import load_config
+
+    table, quarantine = f"{ns}.trips", f"{ns}.trips__quarantine"
+    cfg = write_config(
+        tmp_path / "lake",
+        f'[tables."{table}"]\non_row_failure = "quarantine"\n'
+        'checks = [{ check = "not_null", column = "passenger_count" }]\n',
+        lakehouse=f'catalog = "nessie"\nnessie_uri = "{nessie_server.url}"\n',
+        catalog=f"nq{ns}",
+    )
+    f = trips_file(landing, "q.parquet", 200, null_rate=0.1, seed=11)
+    command = ["run", table, str(f), "--run-id", "nessie_q", "--config", str(cfg)]
+    killed = wap(*command, WAP_CRASH_AT="write:quarantine-appended")
+    assert killed.code == -signal.SIGKILL, killed.text
+    done = wap(*command, "--json")
+    assert done.code == 0 and done.doc["status"] == "published", done.text
+
+    lh = Lakehouse(load_config(cfg), spark=spark)
+    expected = pq.read_table(f).to_pylist()
+    good = [r for r in expected if r["passenger_count"] is not None]
+    bad = [r for r in expected if r["passenger_count"] is None]
+    assert bad and done.doc["quarantined_rows"] == len(bad)
+    t, q = TableName.parse(table), TableName.parse(quarantine)
+
+    def ids(tbl: TableName) -> list[int]:
+        return sorted(r[0] for r in lh.tables.read(tbl).select("trip_id").collect())
+
+    assert ids(t) == sorted(r["trip_id"] for r in good)  # each good row once
+    assert ids(q) == sorted(r["trip_id"] for r in bad)  # each diverted row once, the killed attempt's gone
+    assert lh.nessie.get_reference(done.doc["branch"]) is None
