@@ -13,6 +13,7 @@ import builtins
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from wapflow.errors import PublishConflict
@@ -169,14 +170,14 @@ class IcebergTableBranches:
         self.spark = tables.spark
         self.catalog = tables.catalog
 
-    def _committing(self, table: TableName, fn: Callable[[], T]) -> T:
+    def _committing(self, table: TableName, fn: Callable[[], T], attempts: int = _RETRIES) -> T:
         """Run a metadata commit; when another process committed to the table since this process cached its
         metadata (Iceberg's CommitFailedException), refresh and try again."""
-        for attempt in range(_RETRIES):
+        for attempt in range(attempts):
             try:
                 return fn()
             except Exception as e:
-                if not spark_errors.commit_conflict(e) or attempt == _RETRIES - 1:
+                if not spark_errors.commit_conflict(e) or attempt == attempts - 1:
                     raise
                 self.tables.refresh(table)
                 time.sleep(0.2 * (attempt + 1))
@@ -275,25 +276,21 @@ class IcebergTableBranches:
         Fast-forward when main has not moved since the branch was created; otherwise re-apply the run's
         append snapshots (run_snapshots: on the branch, oldest first) on top of main (cherry-pick), so a
         concurrent run's rows are kept."""
-        for attempt in range(_PUBLISH_RETRIES):
-            try:
-                return Published(self.fast_forward(table, branch), "fast_forward")
-            except Exception as e:
-                if "not an ancestor" in str(e):
-                    # main moved since the branch was made. Iceberg says so with a ValidationException, the
-                    # class of every failed check of a metadata update (a missing or tag ref too): only its
-                    # message tells this one apart, classic session or Spark Connect alike.
-                    break
-                if spark_errors.commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
-                    self.tables.refresh(table)
-                    time.sleep(0.2 * (attempt + 1))
-                    continue
-                # A named condition (commit conflict after the retries, unreachable storage, ...) says what
-                # to do; anything else propagates for the caller to report as a bug of this run and step.
+        try:
+            return Published(
+                self._committing(table, lambda: self.fast_forward(table, branch), _PUBLISH_RETRIES), "fast_forward"
+            )
+        except Exception as e:
+            if "not an ancestor" not in str(e):
+                # A named condition (commit conflict after the retries, unreachable storage, ...) says what to
+                # do; anything else propagates for the caller to report as a bug of this run and step.
                 known = spark_errors.classify(e, doing=f"fast-forwarding main of {table} to {branch}")
                 if known is not None:
                     raise known from e
                 raise
+            # main moved since the branch was made. Iceberg says so with a ValidationException, the class of
+            # every failed check of a metadata update (a missing or tag ref too): only its message tells this
+            # one apart, classic session or Spark Connect alike.
         # main moved since the branch was created: re-apply this run's appends on top of it.
         not_appends = [s for s in run_snapshots if s.operation != "append"]
         if not_appends:
@@ -305,24 +302,18 @@ class IcebergTableBranches:
             )
         current = None
         for s in run_snapshots:
-            for attempt in range(_PUBLISH_RETRIES):
-                try:
-                    current = self.cherry_pick(table, s.snapshot_id)
-                    break
-                except Exception as e:
-                    if spark_errors.commit_conflict(e) and attempt < _PUBLISH_RETRIES - 1:
-                        self.tables.refresh(table)
-                        time.sleep(0.2 * (attempt + 1))
-                        continue
-                    known = spark_errors.classify(e, doing=f"re-applying snapshot {s.snapshot_id} onto main of {table}")
-                    if known is not None:
-                        raise known from e
-                    raise PublishConflict(
-                        f"could not re-apply snapshot {s.snapshot_id} of branch {branch} onto main of {table}: "
-                        f"{spark_errors.describe(e)}",
-                        hint=f"main is unchanged by this run and the branch {branch} is kept: inspect it "
-                        f"(wap query ... --branch {branch}), then re-run the files on a fresh branch",
-                    ) from e
+            try:
+                current = self._committing(table, partial(self.cherry_pick, table, s.snapshot_id), _PUBLISH_RETRIES)
+            except Exception as e:
+                known = spark_errors.classify(e, doing=f"re-applying snapshot {s.snapshot_id} onto main of {table}")
+                if known is not None:
+                    raise known from e
+                raise PublishConflict(
+                    f"could not re-apply snapshot {s.snapshot_id} of branch {branch} onto main of {table}: "
+                    f"{spark_errors.describe(e)}",
+                    hint=f"main is unchanged by this run and the branch {branch} is kept: inspect it "
+                    f"(wap query ... --branch {branch}), then re-run the files on a fresh branch",
+                ) from e
         assert current is not None
         return Published(current, "cherry_pick")
 
