@@ -25,19 +25,14 @@ import pytest
 
 from conftest import write_parquet
 from wapflow.errors import InputError, SchemaMismatch
+from wapflow.files.resolve import resolve_files
+from wapflow.files.spark_paths import SparkInputs, needs_link
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.pipeline import run_wap
 from wapflow.storage import Storage
-from wapflow.storage.files import FileIdentity, local_identity
-from wapflow.write.sources import (
-    SparkInputs,
-    detect_format,
-    input_error_from_spark,
-    needs_link,
-    read_batch,
-    resolve_sources,
-    spark_hides,
-)
+from wapflow.storage.files import FileIdentity, local_identity, spark_hides
+from wapflow.write.input_errors import input_error_from_spark
+from wapflow.write.read import detect_format, read_batch
 
 _ids = iter(range(1_000, 10_000_000, 1_000))
 
@@ -155,7 +150,7 @@ def lh(lakehouse_factory: Callable[..., Any]) -> Any:
 
 def test_file_identity_round_trips_through_json_and_only_uri_size_version_count(landing):
     f = pq_write(landing / "a.parquet")
-    [s] = resolve_sources([str(f)])
+    [s] = resolve_files([str(f)])
     st = f.stat()
     assert isinstance(s, FileIdentity) and s == local_identity(f)
     assert (s.uri, s.size, s.version) == (str(f), st.st_size, f"mtime-{st.st_mtime_ns}-{st.st_size}")
@@ -177,16 +172,16 @@ def test_file_identity_round_trips_through_json_and_only_uri_size_version_count(
 def test_local_version_changes_on_a_same_size_rewrite_and_stays_when_untouched(landing):
     f = landing / "a.csv"
     f.write_text("id,name\n1,a\n")
-    first = resolve_sources([str(f)])[0]
+    first = resolve_files([str(f)])[0]
     assert f.read_text() == "id,name\n1,a\n"  # reading it changes nothing
-    assert resolve_sources([str(f)])[0] == first and local_identity(f) == first
+    assert resolve_files([str(f)])[0] == first and local_identity(f) == first
     time.sleep(0.02)  # one clock tick later: mtime granularity is a few ms on some kernels
     f.write_text("id,name\n2,b\n")  # same size, other bytes
-    again = resolve_sources([str(f)])[0]
+    again = resolve_files([str(f)])[0]
     assert again.size == first.size and again.uri == first.uri
     assert again.version != first.version and again != first
     os.utime(f, ns=(1, 1_700_000_000_000_000_000))  # touch: the same bytes count as a new version (documented)
-    assert resolve_sources([str(f)])[0].version == f"mtime-1700000000000000000-{first.size}"
+    assert resolve_files([str(f)])[0].version == f"mtime-1700000000000000000-{first.size}"
 
 
 def test_storage_ls_and_run_sources_give_equal_identities(landing, tmp_path):
@@ -205,22 +200,22 @@ def test_storage_ls_and_run_sources_give_equal_identities(landing, tmp_path):
     r = CliRunner().invoke(app, ["storage", "ls", str(out), "--config", str(cfg), "--json"])
     assert r.exit_code == 0, r.output
     listed = [FileIdentity.from_dict(d) for d in json.loads(r.stdout)["files"]]
-    resolved = resolve_sources([str(out)])
+    resolved = resolve_files([str(out)])
     assert listed == list(resolved) and [f.uri for f in listed] == sorted(str(p) for p in parts)
     assert [f.modified for f in listed] == [f.modified for f in resolved]
     assert Storage().scan(str(out)).skipped == resolved.skipped  # the same bookkeeping skipped, for the same reasons
     globbed = Storage().list(str(out / "**" / "*.parquet"))
-    assert globbed == resolve_sources([str(out / "**" / "*.parquet")]) == listed
+    assert globbed == resolve_files([str(out / "**" / "*.parquet")]) == listed
 
 
 def test_an_existing_name_is_a_file_and_only_a_missing_one_is_a_pattern(landing):
     bracket, lookalike = pq_write(landing / "batch[1].parquet"), pq_write(landing / "batch1.parquet")
-    assert [s.uri for s in resolve_sources([str(bracket)])] == [str(bracket)]
+    assert [s.uri for s in resolve_files([str(bracket)])] == [str(bracket)]
     bracket.unlink()
-    assert [s.uri for s in resolve_sources([str(landing / "batch[1].parquet")])] == [str(lookalike)]  # now a pattern
+    assert [s.uri for s in resolve_files([str(landing / "batch[1].parquet")])] == [str(lookalike)]  # now a pattern
     star = pq_write(landing / "star*.parquet")
-    assert [s.uri for s in resolve_sources([str(star)])] == [str(star)]
-    assert len(resolve_sources([str(landing / "*.parquet")])) == 2
+    assert [s.uri for s in resolve_files([str(star)])] == [str(star)]
+    assert len(resolve_files([str(landing / "*.parquet")])) == 2
 
 
 def test_a_folder_reads_its_data_files_and_reports_what_it_skips(landing):
@@ -232,7 +227,7 @@ def test_a_folder_reads_its_data_files_and_reports_what_it_skips(landing):
     (out / ".DS_Store").write_bytes(b"\x00")
     pq_write(out / "_temporary" / "0" / "part-9.parquet")
     late = pq_write(out / "_late.parquet")  # not bookkeeping: data with an odd name is read
-    got = resolve_sources([str(out)])
+    got = resolve_files([str(out)])
     assert [s.uri for s in got] == sorted(str(p) for p in [*parts, late])
     reasons = {Path(k.uri).name: k.reason for k in got.skipped}
     assert reasons == {
@@ -251,10 +246,10 @@ def test_a_glob_skips_bookkeeping_the_same_way_and_reads_every_other_match(landi
     a, b = pq_write(out / "a.parquet"), pq_write(out / "_b.parquet")
     (out / "_SUCCESS").write_bytes(b"")
     pq_write(out / "_temporary" / "t.parquet")
-    got = resolve_sources([str(out / "*")])
+    got = resolve_files([str(out / "*")])
     assert [s.uri for s in got] == [str(b), str(a)]
     assert got.skipped_message() == "skipped 1 bookkeeping file: _SUCCESS (job marker)"
-    deep = resolve_sources([str(out / "**" / "*.parquet")])
+    deep = resolve_files([str(out / "**" / "*.parquet")])
     assert [s.uri for s in deep] == [str(b), str(a)]
     assert [(Path(k.uri).name, k.reason) for k in deep.skipped] == [("_temporary", "uncommitted Spark output folder")]
 
@@ -262,24 +257,24 @@ def test_a_glob_skips_bookkeeping_the_same_way_and_reads_every_other_match(landi
 def test_names_that_cannot_be_read_are_refused_by_name(landing):
     (landing / "_SUCCESS").write_bytes(b"")
     with pytest.raises(InputError, match=r"_SUCCESS is a Spark/Hadoop job marker, not a data file"):
-        resolve_sources([str(landing / "_SUCCESS")])
+        resolve_files([str(landing / "_SUCCESS")])
     with pytest.raises(InputError, match="no file matches"):
-        resolve_sources([str(landing / "none" / "*.parquet")])
+        resolve_files([str(landing / "none" / "*.parquet")])
     (landing / "emptydir").mkdir()
     with pytest.raises(InputError, match="emptydir holds no data files"):
-        resolve_sources([str(landing / "emptydir")])
+        resolve_files([str(landing / "emptydir")])
     only = landing / "only"
     only.mkdir()
     (only / "_SUCCESS").write_bytes(b"")
     with pytest.raises(InputError, match=r"holds no data files \(only bookkeeping files: _SUCCESS\)"):
-        resolve_sources([str(only)])
+        resolve_files([str(only)])
     (landing / "loop_a.parquet").symlink_to(landing / "loop_b.parquet")
     (landing / "loop_b.parquet").symlink_to(landing / "loop_a.parquet")
     with pytest.raises(InputError, match=r"loop_a\.parquet is a symbolic link loop"):
-        resolve_sources([str(landing / "loop_a.parquet")])
+        resolve_files([str(landing / "loop_a.parquet")])
     (landing / "gone.parquet").symlink_to(landing / "never.parquet")
     with pytest.raises(InputError, match=r"gone.parquet is a symbolic link to .*never.parquet, which does not exist"):
-        resolve_sources([str(landing / "gone.parquet")])
+        resolve_files([str(landing / "gone.parquet")])
 
 
 def test_an_unfinished_copy_in_a_folder_is_refused_but_read_when_named(landing):
@@ -287,8 +282,8 @@ def test_an_unfinished_copy_in_a_folder_is_refused_but_read_when_named(landing):
     pq_write(d / "a.parquet")
     copying = pq_write(d / "b.parquet._COPYING_")
     with pytest.raises(InputError, match=r"b.parquet._COPYING_ is still being copied"):
-        resolve_sources([str(d)])
-    assert [s.uri for s in resolve_sources([str(copying)])] == [str(copying)]
+        resolve_files([str(d)])
+    assert [s.uri for s in resolve_files([str(copying)])] == [str(copying)]
 
 
 def test_which_paths_get_links():
@@ -316,7 +311,7 @@ def test_which_paths_get_links():
 
 def test_spark_inputs_link_odd_names_and_remove_only_the_links(landing):
     plain, odd = pq_write(landing / "plain.parquet"), pq_write(landing / "_odd[1].csv.gz")
-    srcs = resolve_sources([str(plain), str(odd)])
+    srcs = resolve_files([str(plain), str(odd)])
     with SparkInputs(srcs) as inputs:
         assert inputs.paths[0] == str(plain)
         link = Path(inputs.paths[1])
@@ -329,7 +324,7 @@ def test_spark_inputs_link_odd_names_and_remove_only_the_links(landing):
 def test_detect_format_sees_through_compression(landing):
     f = landing / "events.jsonl.gz"
     f.write_bytes(b"x")
-    assert detect_format(resolve_sources([str(f)]), None) == "json"
+    assert detect_format(resolve_files([str(f)]), None) == "json"
 
 
 # --- Spark, unit level: read_batch over odd names and bad text ------------------------------------
@@ -357,7 +352,7 @@ ODD_NAMES = [
 def test_read_batch_reads_exactly_the_named_file(spark, landing, name):
     f = pq_write(landing / name)
     pq_write(landing / "batch1.parquet")  # a lookalike a glob would pick instead
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     with SparkInputs(srcs) as inputs:
         df = read_batch(spark, srcs, "parquet", {}, inputs=inputs)
         assert df.columns == ["id", "name", "amount"]  # no partition column forged from dt=...
@@ -371,7 +366,7 @@ def test_spark_hides_named_underscore_files_without_links(spark, landing):
     with pytest.raises(Exception) as e:
         spark.read.option("__globPaths__", "false").parquet(str(f)).collect()
     assert "UNABLE_TO_INFER_SCHEMA" in str(e.value)
-    err = input_error_from_spark(e.value, resolve_sources([str(f)]), fmt="parquet")
+    err = input_error_from_spark(e.value, resolve_files([str(f)]), fmt="parquet")
     assert err is not None and "_x.parquet" in err.message
 
 
@@ -384,7 +379,7 @@ def test_csv_columns_are_the_header_typed_like_the_table(spark, landing):
     )
     f = landing / "wide.csv"
     f.write_text("ID,amount,coupon\n1,2.5,x1\n2,3.5,x2\n")
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     df = read_batch(spark, srcs, "csv", {}, table)
     assert [(c.name, c.dataType.simpleString()) for c in df.schema] == [
         ("ID", "bigint"),
@@ -403,7 +398,7 @@ def test_json_columns_are_the_keys_of_all_records(spark, landing):
     )
     f = landing / "e.jsonl"
     f.write_text('{"id": 1, "kind": "a"}\n{"id": 2, "kind": "b", "extra": true}\n')
-    df = read_batch(spark, resolve_sources([str(f)]), "json", {}, table)
+    df = read_batch(spark, resolve_files([str(f)]), "json", {}, table)
     assert sorted(df.columns) == ["extra", "id", "kind"]  # 'amount' is in no record: missing, for the contract
     assert [r.asDict() for r in df.orderBy("id").collect()] == [
         {"extra": None, "id": 1, "kind": "a"},  # a key absent from some records is NULL there
@@ -465,7 +460,7 @@ def test_bad_text_is_refused_before_spark_reads_it(spark, landing, name, content
     f = landing / name
     f.write_bytes(content if isinstance(content, bytes) else content.encode())
     before = f.read_bytes()
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     with pytest.raises(InputError) as e:
         read_batch(spark, srcs, detect_format(srcs, None), options)
     for w in words:
@@ -479,8 +474,8 @@ def test_a_quoted_newline_beyond_the_checked_head_is_found_by_the_scan(spark, la
     f.write_text("id,note\n" + "".join(f'{i},"n {i}, ok"\n' for i in range(12_000)) + '99999,"a\nb"\n')
     assert f.stat().st_size > 64 * 1024
     with pytest.raises(InputError, match=r"starting at line 12002"):
-        read_batch(spark, resolve_sources([str(f)]), "csv", {})
-    df = read_batch(spark, resolve_sources([str(f)]), "csv", {"multiLine": "true"})
+        read_batch(spark, resolve_files([str(f)]), "csv", {})
+    df = read_batch(spark, resolve_files([str(f)]), "csv", {"multiLine": "true"})
     assert df.count() == 12_001 and df.where("id = 99999").first()["note"] == "a\nb"
 
 
@@ -489,7 +484,7 @@ def test_spark_failures_beyond_the_head_name_the_real_file_and_line(spark, landi
     """Spark's FAILFAST error names a link; input_error_from_spark names the file the user gave, and the line."""
     f = landing / "_ragged[1].csv"
     f.write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in range(10_000)) + "10000,x,extra\n")
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     with SparkInputs(srcs) as inputs:
         df = read_batch(spark, srcs, "csv", {}, inputs=inputs)
         with pytest.raises(Exception) as e:
@@ -509,14 +504,14 @@ def test_values_that_do_not_fit_the_table_name_file_column_and_line(spark, landi
     )
     c = landing / "typed.csv"
     c.write_text("id,score,name\n1,2.5,a\n2,high,b\n")
-    srcs = resolve_sources([str(c)])
+    srcs = resolve_files([str(c)])
     with pytest.raises(Exception) as e:
         read_batch(spark, srcs, "csv", {}, table).collect()
     err = input_error_from_spark(e.value, srcs, fmt="csv")
     assert err is not None and all(w in err.message for w in [str(c), "'high'", "column 'score'", "line 3", '"high"'])
     j = landing / "typed.jsonl"
     j.write_text('{"id": 1, "score": 1.0}\n{"id": "five", "score": 2.0}\n')
-    srcs = resolve_sources([str(j)])
+    srcs = resolve_files([str(j)])
     with pytest.raises(Exception) as e:
         read_batch(spark, srcs, "json", {}, table).collect()
     err = input_error_from_spark(e.value, srcs, fmt="json")
@@ -525,7 +520,7 @@ def test_values_that_do_not_fit_the_table_name_file_column_and_line(spark, landi
 
 @pytest.mark.spark
 def test_failures_that_are_not_about_the_input_are_not_input_errors(spark, landing):
-    srcs = resolve_sources([str(pq_write(landing / "a.parquet"))])
+    srcs = resolve_files([str(pq_write(landing / "a.parquet"))])
     with pytest.raises(Exception) as e:
         spark.sql("SELECT * FROM no_such_catalog_x.db.t").collect()
     assert input_error_from_spark(e.value, srcs, fmt="parquet") is None
@@ -542,7 +537,7 @@ def test_parquet_files_of_one_batch_must_share_their_columns(spark, landing):
     a = pq_write(landing / "a.parquet")
     b = pq_write(landing / "b.parquet", simple().drop(["amount"]))
     with pytest.raises(InputError, match=r"b.parquet does not have the same columns as .*a.parquet: it lacks 'amount'"):
-        read_batch(spark, resolve_sources([str(a), str(b)]), "parquet", {})
+        read_batch(spark, resolve_files([str(a), str(b)]), "parquet", {})
 
 
 @pytest.mark.spark
@@ -555,7 +550,7 @@ def test_a_parquet_column_without_a_type_is_refused(lh, landing):
     refused(lh, "raw.items", [str(f)], [str(f), "column 'amount'", "has no type"], [f])
     nested = pq_write(landing / "nested.parquet", pa.table({"id": [1], "user": [{"name": "a", "x": None}]}))
     with pytest.raises(InputError, match=r"column 'user.x' of .*nested.parquet has no type"):
-        read_batch(lh.spark, resolve_sources([str(nested)]), "parquet", {})
+        read_batch(lh.spark, resolve_files([str(nested)]), "parquet", {})
 
 
 @pytest.mark.spark
@@ -565,7 +560,7 @@ def test_csv_files_of_one_batch_must_share_their_header(spark, landing):
     with pytest.raises(
         InputError, match=r"the header of .*b.csv differs from that of .*a.csv: it lacks 'name'; has 'nam'"
     ):
-        read_batch(spark, resolve_sources([str(landing / "*.csv")]), "csv", {})
+        read_batch(spark, resolve_files([str(landing / "*.csv")]), "csv", {})
 
 
 @pytest.mark.spark
@@ -573,7 +568,7 @@ def test_json_arrays_and_lines_are_not_mixed(spark, landing):
     (landing / "a.json").write_text('[{"id": 1}]')
     (landing / "b.json").write_text('{"id": 2}\n')
     with pytest.raises(InputError, match=r"mixes JSON arrays .*a\.json.* and JSON lines .*b\.json"):
-        read_batch(spark, resolve_sources([str(landing / "*.json")]), "json", {})
+        read_batch(spark, resolve_files([str(landing / "*.json")]), "json", {})
 
 
 # --- end to end: odd names publish exactly their rows ---------------------------------------------
@@ -924,10 +919,10 @@ def test_s3_keys_are_read_as_named_and_prefixes_report_what_they_skip(s3env):
     st = s3_storage(s3env)
     bracket, _ = s3_put(s3env, landing, "d/batch[1].parquet")
     s3_put(s3env, landing, "d/batch1.parquet")
-    [s] = resolve_sources([bracket], st)
+    [s] = resolve_files([bracket], st)
     head = s3env.client().head_object(Bucket=landing, Key="d/batch[1].parquet")
     assert s.uri == bracket and s.version == head["ETag"].strip('"') and s.size == head["ContentLength"]
-    assert [x.uri for x in resolve_sources([f"s3://{landing}/d/batch[0-9].parquet"], st)] == [
+    assert [x.uri for x in resolve_files([f"s3://{landing}/d/batch[0-9].parquet"], st)] == [
         f"s3://{landing}/d/batch1.parquet"
     ]
     p1, _ = s3_put(s3env, landing, "out/part-0.parquet")
@@ -935,13 +930,13 @@ def test_s3_keys_are_read_as_named_and_prefixes_report_what_they_skip(s3env):
     s3_put(s3env, landing, "out/_SUCCESS", body=b"")
     s3_put(s3env, landing, "out/_temporary/0/part-9.parquet")
     for source in (f"s3://{landing}/out", f"s3://{landing}/out/"):
-        got = resolve_sources([source], st)
+        got = resolve_files([source], st)
         assert [x.uri for x in got] == [p1, p2]
         assert (
             got.skipped_message()
             == "skipped 2 bookkeeping files: _SUCCESS (job marker), _temporary/ (uncommitted Spark output folder)"
         )
-    glob = resolve_sources([f"s3://{landing}/out/*"], st)
+    glob = resolve_files([f"s3://{landing}/out/*"], st)
     assert [x.uri for x in glob] == [p1] and [k.reason for k in glob.skipped] == ["job marker"]
 
 
@@ -951,15 +946,15 @@ def test_s3_version_is_the_etag_and_changes_when_the_object_is_overwritten(s3env
     uri, _ = s3_put(s3env, landing, "v/a.parquet")
     s3_put(s3env, landing, "v/_SUCCESS", body=b"")
     head = s3env.client().head_object(Bucket=landing, Key="v/a.parquet")
-    [first] = resolve_sources([uri], st)
+    [first] = resolve_files([uri], st)
     assert first.version == head["ETag"].strip('"') and first.size == head["ContentLength"]
     assert first.bucket == landing and first.key == "v/a.parquet" and first.modified == head["LastModified"]
     assert FileIdentity.from_dict(json.loads(json.dumps(first.to_dict()))) == first
     # The folder, listed (as `wap storage ls` does) and resolved as run sources: equal identities.
-    assert st.list(f"s3://{landing}/v/") == list(resolve_sources([f"s3://{landing}/v/"], st)) == [first]
-    assert resolve_sources([uri], st)[0] == first  # untouched: the same identity
+    assert st.list(f"s3://{landing}/v/") == list(resolve_files([f"s3://{landing}/v/"], st)) == [first]
+    assert resolve_files([uri], st)[0] == first  # untouched: the same identity
     s3_put(s3env, landing, "v/a.parquet")  # overwritten with other rows
-    [second] = resolve_sources([uri], st)
+    [second] = resolve_files([uri], st)
     assert second.uri == first.uri and second.version != first.version
     assert second.version == s3env.client().head_object(Bucket=landing, Key="v/a.parquet")["ETag"].strip('"')
     assert st.list(f"s3://{landing}/v/*.parquet") == [second]
@@ -972,12 +967,12 @@ def test_s3_names_spark_would_hide_are_refused_with_what_to_do(s3env):
     hidden, _ = s3_put(s3env, landing, "g/_b.parquet")
     for source in (hidden, f"s3://{landing}/g/*.parquet", f"s3://{landing}/g/"):
         with pytest.raises(InputError) as e:
-            resolve_sources([source], st)
+            resolve_files([source], st)
         assert hidden in e.value.message and "hidden files" in e.value.message
         assert f"aws s3 mv {hidden} s3://{landing}/g/b.parquet" in e.value.hint
     marker, _ = s3_put(s3env, landing, "g2/_SUCCESS", body=b"")
     with pytest.raises(InputError, match="_SUCCESS is a Spark/Hadoop job marker"):
-        resolve_sources([marker], st)
+        resolve_files([marker], st)
 
 
 @pytest.mark.spark
@@ -1024,12 +1019,12 @@ def test_s3_csv_is_checked_like_local_csv(spark, s3env):
     st = s3_storage(s3env)
     semi, _ = s3_put(s3env, landing, "c/semi[1].csv", body=b"id;name\n1;x\n")
     with pytest.raises(InputError, match=r"semi\[1\].csv does not look ','-delimited") as e:
-        read_batch(spark, resolve_sources([semi], st), "csv", {}, storage=st)
+        read_batch(spark, resolve_files([semi], st), "csv", {}, storage=st)
     assert 'sep = ";"' in e.value.hint
     bom, _ = s3_put(s3env, landing, "c/bom.csv", body="\ufeffid,name\n1,x\n".encode())
     ragged, _ = s3_put(s3env, landing, "c/ragged.csv", body=b"id,name\n1,x\n2\n")
     with pytest.raises(InputError, match=r"line 3 of s3://.*/c/ragged.csv has 1 value"):
-        read_batch(spark, resolve_sources([bom, ragged], st), "csv", {}, storage=st)
+        read_batch(spark, resolve_files([bom, ragged], st), "csv", {}, storage=st)
 
 
 @pytest.mark.spark
@@ -1039,5 +1034,5 @@ def test_json_inference_failure_beyond_the_head_is_located(spark, landing):
     bad.write_text("".join(f'{{"id": {i}, "pad": "{"x" * 60}"}}\n' for i in range(2000)) + '{"id": 2000, "pad": \n')
     assert bad.stat().st_size > 64 * 1024
     with pytest.raises(InputError) as e:
-        read_batch(spark, resolve_sources([str(good), str(bad)]), "json", {})
+        read_batch(spark, resolve_files([str(good), str(bad)]), "json", {})
     assert str(bad) in e.value.message and "line 2001" in e.value.message and str(good) not in e.value.message
