@@ -7,15 +7,15 @@ the network's fault (spark_errors.classify) is never the file's.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from wapflow.errors import InputError
 from wapflow.files.locate import find_line, find_value
 from wapflow.files.spark_paths import file_for_path, linked_files, unlink_text
 from wapflow.files.text_checks import short
 from wapflow.lakehouse import spark_errors
+from wapflow.lakehouse.error_chain import walk
 from wapflow.storage.files import FileIdentity
 
 # Conditions that only reading or parsing a data source raises.
@@ -40,46 +40,25 @@ _COND_RX = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z][A-Z0-9_]*)?)\]")
 _FILE_RX = re.compile(r"(?:reading file|Path does not exist:|CSV file:)\s+(\S+?)\.?(?:\s|$)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Cause:
+    """One link of the chain as reading cares about it: Spark's condition (or the one its text names)."""
+
     cond: str | None
     params: dict[str, str]
     message: str
-    cls: str
-
-
-def _java_causes(j: Any) -> Iterator[_Cause]:
-    for t, cls, message in spark_errors.java_chain(j):
-        cond, params = None, {}
-        try:
-            cond = str(t.getCondition()) if t.getCondition() is not None else None
-            params = {str(k): str(v) for k, v in dict(t.getMessageParameters()).items()}
-        except Exception:  # noqa: BLE001 - older Spark errors lack conditions
-            pass
-        yield _Cause(cond, params, message, cls)
 
 
 def _causes(exc: BaseException) -> list[_Cause]:
+    """The chain (error_chain.walk), outermost first; a Python exception without a condition object may
+    still name one in its text ('[MALFORMED_RECORD_IN_PARSING] ...', as Py4J errors do)."""
     out: list[_Cause] = []
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        cond, params = None, {}
-        try:
-            cond = e.getCondition() if hasattr(e, "getCondition") else None
-            params = dict(e.getMessageParameters() or {}) if hasattr(e, "getMessageParameters") else {}
-        except Exception:  # noqa: BLE001 - older Spark errors lack conditions
-            pass
-        text = str(e)
-        if cond is None:
-            m = _COND_RX.search(text)
+    for link in walk(exc):
+        cond = link.condition
+        if cond is None and not link.java:
+            m = _COND_RX.search(link.message)
             cond = m.group(1) if m else None
-        out.append(_Cause(cond, {str(k): str(v) for k, v in params.items()}, text, type(e).__name__))
-        java = getattr(e, "java_exception", None) or getattr(e, "_origin", None)
-        if java is not None:
-            out.extend(_java_causes(java))
-        e = e.__cause__ or getattr(e, "_cause", None)
+        out.append(_Cause(cond, link.parameters, link.message))
     return out
 
 
