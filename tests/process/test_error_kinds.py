@@ -32,6 +32,7 @@ from wapflow.demo.generate import generate_trips
 from wapflow.errors import KINDS, bug
 from wapflow.lakehouse.processes import free_port
 from wapflow.spark import errors as spark_errors
+from wapflow.spark.chain import walk
 
 pytestmark = pytest.mark.spark
 
@@ -101,6 +102,91 @@ def test_classify_reads_s3_answers_by_code_and_status(
     assert err is not None and type(err).__name__ == expected
     assert err.kind == kind and err.exit_code == exit_code and err.retryable is (kind == "transient")
     assert "writing nyc.trips" in err.message and code in err.message
+
+
+class _FakeClass:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def getName(self) -> str:
+        return self._name
+
+
+class _FakeThrowable:
+    """What Py4J hands over for a Java throwable: getClass, getMessage, getCause, toString (and a Spark condition)."""
+
+    def __init__(self, cls: str, message: str, cause: _FakeThrowable | None = None, condition: str | None = None):
+        self.cls, self.message, self.cause, self.condition = cls, message, cause, condition
+
+    def getClass(self) -> _FakeClass:
+        return _FakeClass(self.cls)
+
+    def getMessage(self) -> str:
+        return self.message
+
+    def getCause(self) -> _FakeThrowable | None:
+        return self.cause
+
+    def getCondition(self) -> str | None:
+        return self.condition
+
+    def getMessageParameters(self) -> dict[str, str]:
+        return {"path": "/landing/a.csv"} if self.condition else {}
+
+    def toString(self) -> str:
+        return f"{self.cls}: {self.message}"
+
+
+class _Py4JLike(Exception):
+    def __init__(self, message: str, java: _FakeThrowable) -> None:
+        super().__init__(message)
+        self.java_exception = java
+
+
+class _ConnectLike(Exception):
+    """A Spark Connect error: no Java side, its condition on the Python exception."""
+
+    def getCondition(self) -> str:
+        return "TABLE_OR_VIEW_ALREADY_EXISTS"
+
+
+def test_one_walker_sees_python_causes_java_causes_and_conditions() -> None:
+    root = _FakeThrowable("java.net.ConnectException", "Connection refused")
+    java = _FakeThrowable(
+        "org.apache.spark.SparkException", "[FAILED_READ_FILE.NO_HINT] x", root, "FAILED_READ_FILE.NO_HINT"
+    )
+    try:
+        try:
+            raise _ConnectLike("[TABLE_OR_VIEW_ALREADY_EXISTS] exists")
+        except _ConnectLike as inner:
+            raise _Py4JLike("An error occurred while calling o1.load", java) from inner
+    except _Py4JLike as e:
+        links = list(walk(e))
+        assert [(link.java, link.cls.rsplit(".", 1)[-1]) for link in links] == [
+            (False, "_Py4JLike"),
+            (True, "SparkException"),
+            (True, "ConnectException"),
+            (False, "_ConnectLike"),
+        ]
+        assert links[1].condition == "FAILED_READ_FILE.NO_HINT" and links[1].parameters == {"path": "/landing/a.csv"}
+        assert links[2].condition is None and links[2].parameters == {}
+        assert spark_errors.conditions(e) == {"TABLE_OR_VIEW_ALREADY_EXISTS"}  # Python links only, as Connect has them
+        assert spark_errors.raised(e, "java.net.ConnectException")
+        assert not spark_errors.raised(e, "java.net.SocketTimeoutException")
+        assert (
+            spark_errors.describe(e)
+            == "SparkException: [FAILED_READ_FILE.NO_HINT] x (cause: ConnectException: Connection refused)"
+        )
+        err = spark_errors.classify(e, doing="reading")
+        assert err is not None and type(err).__name__ == "Unreachable"
+    try:
+        try:
+            raise _ConnectLike("hidden")
+        except _ConnectLike:
+            raise RuntimeError("plain") from None
+    except RuntimeError as e:
+        assert [link.cls for link in walk(e)] == ["builtins.RuntimeError"]  # `from None` ends the chain
+        assert spark_errors.conditions(e) == set()
 
 
 # --- local lakehouse: input, config, bug ----------------------------------------------------------

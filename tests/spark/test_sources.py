@@ -23,15 +23,12 @@ import pytest
 
 from support.landing_files import pq_write, s3_put, s3_storage, simple
 from wapflow.errors import InputError, SchemaMismatch
+from wapflow.files.resolve import resolve_files
+from wapflow.files.spark_paths import SparkInputs
 from wapflow.pipeline import run_wap
 from wapflow.sql.identifiers import TableName
-from wapflow.write.sources import (
-    SparkInputs,
-    detect_format,
-    input_error_from_spark,
-    read_batch,
-    resolve_sources,
-)
+from wapflow.write.input_errors import input_error_from_spark
+from wapflow.write.read import detect_format, read_batch
 
 
 def pq_rows(*paths: Path) -> list[dict[str, Any]]:
@@ -152,7 +149,7 @@ ODD_NAMES = [
 def test_read_batch_reads_exactly_the_named_file(spark, landing, name):
     f = pq_write(landing / name)
     pq_write(landing / "batch1.parquet")  # a lookalike a glob would pick instead
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     with SparkInputs(srcs) as inputs:
         df = read_batch(spark, srcs, "parquet", {}, inputs=inputs)
         assert df.columns == ["id", "name", "amount"]  # no partition column forged from dt=...
@@ -166,7 +163,7 @@ def test_spark_hides_named_underscore_files_without_links(spark, landing):
     with pytest.raises(Exception) as e:
         spark.read.option("__globPaths__", "false").parquet(str(f)).collect()
     assert "UNABLE_TO_INFER_SCHEMA" in str(e.value)
-    err = input_error_from_spark(e.value, resolve_sources([str(f)]), fmt="parquet")
+    err = input_error_from_spark(e.value, resolve_files([str(f)]), fmt="parquet")
     assert err is not None and "_x.parquet" in err.message
 
 
@@ -179,7 +176,7 @@ def test_csv_columns_are_the_header_typed_like_the_table(spark, landing):
     )
     f = landing / "wide.csv"
     f.write_text("ID,amount,coupon\n1,2.5,x1\n2,3.5,x2\n")
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     df = read_batch(spark, srcs, "csv", {}, table)
     assert [(c.name, c.dataType.simpleString()) for c in df.schema] == [
         ("ID", "bigint"),
@@ -198,7 +195,7 @@ def test_json_columns_are_the_keys_of_all_records(spark, landing):
     )
     f = landing / "e.jsonl"
     f.write_text('{"id": 1, "kind": "a"}\n{"id": 2, "kind": "b", "extra": true}\n')
-    df = read_batch(spark, resolve_sources([str(f)]), "json", {}, table)
+    df = read_batch(spark, resolve_files([str(f)]), "json", {}, table)
     assert sorted(df.columns) == ["extra", "id", "kind"]  # 'amount' is in no record: missing, for the contract
     assert [r.asDict() for r in df.orderBy("id").collect()] == [
         {"extra": None, "id": 1, "kind": "a"},  # a key absent from some records is NULL there
@@ -260,7 +257,7 @@ def test_bad_text_is_refused_before_spark_reads_it(spark, landing, name, content
     f = landing / name
     f.write_bytes(content if isinstance(content, bytes) else content.encode())
     before = f.read_bytes()
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     with pytest.raises(InputError) as e:
         read_batch(spark, srcs, detect_format(srcs, None), options)
     for w in words:
@@ -274,8 +271,8 @@ def test_a_quoted_newline_beyond_the_checked_head_is_found_by_the_scan(spark, la
     f.write_text("id,note\n" + "".join(f'{i},"n {i}, ok"\n' for i in range(12_000)) + '99999,"a\nb"\n')
     assert f.stat().st_size > 64 * 1024
     with pytest.raises(InputError, match=r"starting at line 12002"):
-        read_batch(spark, resolve_sources([str(f)]), "csv", {})
-    df = read_batch(spark, resolve_sources([str(f)]), "csv", {"multiLine": "true"})
+        read_batch(spark, resolve_files([str(f)]), "csv", {})
+    df = read_batch(spark, resolve_files([str(f)]), "csv", {"multiLine": "true"})
     assert df.count() == 12_001 and df.where("id = 99999").first()["note"] == "a\nb"
 
 
@@ -284,7 +281,7 @@ def test_spark_failures_beyond_the_head_name_the_real_file_and_line(spark, landi
     """Spark's FAILFAST error names a link; input_error_from_spark names the file the user gave, and the line."""
     f = landing / "_ragged[1].csv"
     f.write_text("id,name\n" + "".join(f"{i},n{i}\n" for i in range(10_000)) + "10000,x,extra\n")
-    srcs = resolve_sources([str(f)])
+    srcs = resolve_files([str(f)])
     with SparkInputs(srcs) as inputs:
         df = read_batch(spark, srcs, "csv", {}, inputs=inputs)
         with pytest.raises(Exception) as e:
@@ -304,14 +301,14 @@ def test_values_that_do_not_fit_the_table_name_file_column_and_line(spark, landi
     )
     c = landing / "typed.csv"
     c.write_text("id,score,name\n1,2.5,a\n2,high,b\n")
-    srcs = resolve_sources([str(c)])
+    srcs = resolve_files([str(c)])
     with pytest.raises(Exception) as e:
         read_batch(spark, srcs, "csv", {}, table).collect()
     err = input_error_from_spark(e.value, srcs, fmt="csv")
     assert err is not None and all(w in err.message for w in [str(c), "'high'", "column 'score'", "line 3", '"high"'])
     j = landing / "typed.jsonl"
     j.write_text('{"id": 1, "score": 1.0}\n{"id": "five", "score": 2.0}\n')
-    srcs = resolve_sources([str(j)])
+    srcs = resolve_files([str(j)])
     with pytest.raises(Exception) as e:
         read_batch(spark, srcs, "json", {}, table).collect()
     err = input_error_from_spark(e.value, srcs, fmt="json")
@@ -320,7 +317,7 @@ def test_values_that_do_not_fit_the_table_name_file_column_and_line(spark, landi
 
 @pytest.mark.spark
 def test_failures_that_are_not_about_the_input_are_not_input_errors(spark, landing):
-    srcs = resolve_sources([str(pq_write(landing / "a.parquet"))])
+    srcs = resolve_files([str(pq_write(landing / "a.parquet"))])
     with pytest.raises(Exception) as e:
         spark.sql("SELECT * FROM no_such_catalog_x.db.t").collect()
     assert input_error_from_spark(e.value, srcs, fmt="parquet") is None
@@ -337,7 +334,7 @@ def test_parquet_files_of_one_batch_must_share_their_columns(spark, landing):
     a = pq_write(landing / "a.parquet")
     b = pq_write(landing / "b.parquet", simple().drop(["amount"]))
     with pytest.raises(InputError, match=r"b.parquet does not have the same columns as .*a.parquet: it lacks 'amount'"):
-        read_batch(spark, resolve_sources([str(a), str(b)]), "parquet", {})
+        read_batch(spark, resolve_files([str(a), str(b)]), "parquet", {})
 
 
 @pytest.mark.spark
@@ -350,7 +347,7 @@ def test_a_parquet_column_without_a_type_is_refused(lh, landing):
     refused(lh, "raw.items", [str(f)], [str(f), "column 'amount'", "has no type"], [f])
     nested = pq_write(landing / "nested.parquet", pa.table({"id": [1], "user": [{"name": "a", "x": None}]}))
     with pytest.raises(InputError, match=r"column 'user.x' of .*nested.parquet has no type"):
-        read_batch(lh.spark, resolve_sources([str(nested)]), "parquet", {})
+        read_batch(lh.spark, resolve_files([str(nested)]), "parquet", {})
 
 
 @pytest.mark.spark
@@ -360,7 +357,7 @@ def test_csv_files_of_one_batch_must_share_their_header(spark, landing):
     with pytest.raises(
         InputError, match=r"the header of .*b.csv differs from that of .*a.csv: it lacks 'name'; has 'nam'"
     ):
-        read_batch(spark, resolve_sources([str(landing / "*.csv")]), "csv", {})
+        read_batch(spark, resolve_files([str(landing / "*.csv")]), "csv", {})
 
 
 @pytest.mark.spark
@@ -368,7 +365,7 @@ def test_json_arrays_and_lines_are_not_mixed(spark, landing):
     (landing / "a.json").write_text('[{"id": 1}]')
     (landing / "b.json").write_text('{"id": 2}\n')
     with pytest.raises(InputError, match=r"mixes JSON arrays .*a\.json.* and JSON lines .*b\.json"):
-        read_batch(spark, resolve_sources([str(landing / "*.json")]), "json", {})
+        read_batch(spark, resolve_files([str(landing / "*.json")]), "json", {})
 
 
 # --- end to end: odd names publish exactly their rows ---------------------------------------------
@@ -729,12 +726,12 @@ def test_s3_csv_is_checked_like_local_csv(spark, s3env):
     st = s3_storage(s3env)
     semi, _ = s3_put(s3env, landing, "c/semi[1].csv", body=b"id;name\n1;x\n")
     with pytest.raises(InputError, match=r"semi\[1\].csv does not look ','-delimited") as e:
-        read_batch(spark, resolve_sources([semi], st), "csv", {}, storage=st)
+        read_batch(spark, resolve_files([semi], st), "csv", {}, storage=st)
     assert 'sep = ";"' in e.value.hint
     bom, _ = s3_put(s3env, landing, "c/bom.csv", body="\ufeffid,name\n1,x\n".encode())
     ragged, _ = s3_put(s3env, landing, "c/ragged.csv", body=b"id,name\n1,x\n2\n")
     with pytest.raises(InputError, match=r"line 3 of s3://.*/c/ragged.csv has 1 value"):
-        read_batch(spark, resolve_sources([bom, ragged], st), "csv", {}, storage=st)
+        read_batch(spark, resolve_files([bom, ragged], st), "csv", {}, storage=st)
 
 
 @pytest.mark.spark
@@ -744,5 +741,5 @@ def test_json_inference_failure_beyond_the_head_is_located(spark, landing):
     bad.write_text("".join(f'{{"id": {i}, "pad": "{"x" * 60}"}}\n' for i in range(2000)) + '{"id": 2000, "pad": \n')
     assert bad.stat().st_size > 64 * 1024
     with pytest.raises(InputError) as e:
-        read_batch(spark, resolve_sources([str(good), str(bad)]), "json", {})
+        read_batch(spark, resolve_files([str(good), str(bad)]), "json", {})
     assert str(bad) in e.value.message and "line 2001" in e.value.message and str(good) not in e.value.message

@@ -30,6 +30,8 @@ from wapflow.audit.spec import CHECK_MODELS
 from wapflow.config import Check, NotNullCheck
 from wapflow.errors import CommitConflict, UsageError, WapError, bug
 from wapflow.faults import crash_point
+from wapflow.files.resolve import resolve_files as resolve_sources
+from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse.branches import PublishedRun, RunSlice
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import FILES_HASH_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, SOURCES_PROP, find_published
@@ -50,14 +52,9 @@ from wapflow.runs.store import RunRecord, current_owner, owner_alive
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
 from wapflow.storage.files import FileIdentity, SkippedFile
+from wapflow.write.input_errors import input_error_from_spark
+from wapflow.write.read import detect_format, read_batch
 from wapflow.write.schema import ContractViolation, apply_contract
-from wapflow.write.sources import (
-    SparkInputs,
-    detect_format,
-    input_error_from_spark,
-    read_batch,
-    resolve_sources,
-)
 
 _CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
 

@@ -1,6 +1,7 @@
 """What failed, from an exception of Spark, the catalog, storage or Nessie: readable text and a classification.
 
-`describe` turns a JVM exception chain into one readable line. `classify` decides, by exception CLASS
+The chain is walked by wapflow.spark.chain (the one walker). `describe` turns a JVM
+exception chain into one readable line. `classify` decides, by exception CLASS
 NAME and status code (never by words in messages), whether a failure is a named transient condition
 (commit conflict after Iceberg's retries, connection refused/reset/timeout, S3 throttling, a 5xx) or
 the environment (credentials and permissions on the warehouse, a missing bucket). Anything else is
@@ -10,9 +11,6 @@ None: the caller raises `errors.bug(...)`, because an exception nobody named mus
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
 
 from wapflow.errors import (
     CommitConflict,
@@ -22,6 +20,7 @@ from wapflow.errors import (
     Unreachable,
     WapError,
 )
+from wapflow.spark.chain import AWS_PREFIXES, POSTGRES, SQLITE, Link, walk
 
 _PKG = re.compile(r"\b(?:[a-z_][a-z0-9_]*\.)+([A-Z][A-Za-z0-9_$]*(?:Exception|Error))")
 _NOISE = ("An error occurred while calling", "Job aborted due to stage failure")
@@ -32,24 +31,33 @@ def _short(text: str) -> str:
     return _PKG.sub(r"\1", line)[:400]
 
 
-def _java_of(e: BaseException) -> Any:
-    """The Java throwable behind a Py4J error (java_exception) or a PySpark captured one (_origin)."""
-    return getattr(e, "java_exception", None) or getattr(e, "_origin", None)
+def conditions(e: BaseException) -> set[str]:
+    """Spark's error conditions (e.g. TABLE_OR_VIEW_ALREADY_EXISTS) of the exception and its Python causes: what
+    a Spark Connect client gets where a classic session has the Java exception's class."""
+    return {link.condition for link in walk(e) if not link.java and link.condition}
+
+
+def raised(e: BaseException, *java_classes: str) -> bool:
+    """The exception, or one of its causes (Python or Java), is one of these classes (fully qualified)."""
+    wanted = set(java_classes)
+    return any(link.cls in wanted for link in walk(e))
+
+
+# --- readable text ------------------------------------------------------------------------------
 
 
 def chain(e: BaseException) -> list[str]:
-    """Messages of the exception and its causes, outermost first (Py4J or plain Python)."""
+    """Messages of the exception and the Java chain behind it (toString: class and message), then its own text."""
     out: list[str] = []
-    java = _java_of(e)
-    if java is not None:
-        j, depth = java, 0
-        while j is not None and depth < 12:
-            try:
-                out.append(str(j.toString()))
-                j = j.getCause()
-            except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
-                break
-            depth += 1
+    links = walk(e)
+    next(links)  # e itself: its text comes last
+    for link in links:
+        if not link.java:
+            break
+        try:
+            out.append(str(link.error.toString()))
+        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
+            break
     text = str(e).strip()
     if text:
         out.append(text)
@@ -76,12 +84,7 @@ def full_text(e: BaseException) -> str:
 # Java classes, by fully qualified name.
 _COMMIT_CONFLICT = frozenset({"org.apache.iceberg.exceptions.CommitFailedException"})
 # The SQLite JDBC catalog: SQLITE_BUSY (5) and SQLITE_LOCKED (6), also as extended codes (low byte).
-_SQLITE = frozenset({"org.sqlite.SQLiteException"})
 _SQLITE_BUSY = (5, 6)
-# A JDBC catalog on PostgreSQL: the driver's exception carries the SQLSTATE (getSQLState), a class of five
-# characters: 08 connection, 28 authorization, 3D no such database, 40 a transaction rolled back, 53 out of
-# resources (too many connections), 57P0x the server shutting down or starting.
-_POSTGRES = frozenset({"org.postgresql.util.PSQLException"})
 _UNREACHABLE_JAVA = frozenset(
     {
         "java.net.ConnectException",
@@ -120,9 +123,6 @@ _ENVIRONMENT_JAVA = {
     "org.apache.hadoop.fs.s3a.CredentialInitializationException": "no usable S3 credentials were found",
     "org.apache.hadoop.fs.s3a.auth.NoAuthWithAWSException": "no usable S3 credentials were found",
 }
-# Classes that may answer statusCode() / awsErrorDetails() (AWS SDK v2 and S3A wrappers), or getStatus() (Nessie).
-_AWS_PREFIXES = ("software.amazon.awssdk.", "org.apache.hadoop.fs.s3a.")
-_NESSIE_PREFIX = "org.projectnessie."
 
 # S3 error codes.
 _THROTTLE_CODES = frozenset(
@@ -173,124 +173,6 @@ _ENV_HINT = (
 _RETRY_HINT = "retry the run (`wap run ... --run-id` resumes it); nothing was published"
 
 
-@dataclass(frozen=True)
-class _Link:
-    """One exception of the chain: its class, first message line, and HTTP status / error code if it has them."""
-
-    cls: str
-    names: frozenset[str]  # Python: every class name of its MRO; Java: just cls
-    message: str
-    status: int | None = None
-    code: str | None = None
-
-
-def _call(obj: Any, *names: str) -> Any:
-    """obj.a().b() through Py4J, or None when any step is missing (a class without that method)."""
-    try:
-        for n in names:
-            obj = getattr(obj, n)()
-            if obj is None:
-                return None
-        return obj
-    except Exception:  # noqa: BLE001 - a getter the SDK exception lacks (or a dead gateway): no status to read
-        return None
-
-
-def _int(v: Any) -> int | None:
-    try:
-        return int(v) if v is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def java_chain(j: Any, *, depth: int = 16) -> Iterator[tuple[Any, str, str]]:
-    """(throwable, class name, message) of a Py4J Java exception and its causes, outermost first."""
-    for _ in range(depth):
-        if j is None:
-            return
-        try:
-            cls = str(j.getClass().getName())
-            message = str(j.getMessage() or "")
-        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
-            return
-        yield j, cls, message
-        try:
-            j = j.getCause()
-        except Exception:  # noqa: BLE001 - a dead gateway must not hide the original error
-            return
-
-
-def _java_links(root: Any) -> Iterator[_Link]:
-    for j, cls, message in java_chain(root):
-        status = code = None
-        if cls.startswith(_AWS_PREFIXES):
-            status = _int(_call(j, "statusCode"))
-            c = _call(j, "awsErrorDetails", "errorCode")
-            code = str(c) if c is not None else None
-        elif cls in _SQLITE:
-            status = _int(_call(j, "getErrorCode"))  # SQLite's result code, not HTTP
-        elif cls in _POSTGRES:
-            state = _call(j, "getSQLState")
-            code = str(state) if state is not None else None  # a SQLSTATE, not an S3 code: see _postgres
-        elif cls.startswith(_NESSIE_PREFIX):
-            status = _int(_call(j, "getStatus")) or _int(_call(j, "getError", "getStatus"))
-        yield _Link(cls, frozenset({cls}), message, status, code)
-
-
-def _py_link(e: BaseException) -> _Link:
-    names = frozenset(c.__name__ for c in type(e).__mro__)
-    status = code = None
-    response = getattr(e, "response", None)
-    if isinstance(response, dict):  # botocore ClientError
-        err = response.get("Error") or {}
-        code = str(err.get("Code") or "") or None
-        status = _int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode"))
-    elif response is not None:  # httpx.HTTPStatusError
-        status = _int(getattr(response, "status_code", None))
-    return _Link(f"{type(e).__module__}.{type(e).__qualname__}", names, str(e), status, code)
-
-
-def _links(e: BaseException) -> list[_Link]:
-    """The whole chain, outermost first: each Python exception, then the Java chain behind it."""
-    out: list[_Link] = []
-    seen: set[int] = set()
-    cur: BaseException | None = e
-    while cur is not None and id(cur) not in seen and len(out) < 48:
-        seen.add(id(cur))
-        out.append(_py_link(cur))
-        java = _java_of(cur)
-        if java is not None:
-            out.extend(_java_links(java))
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    return out
-
-
-def conditions(e: BaseException) -> set[str]:
-    """Spark's error conditions (e.g. TABLE_OR_VIEW_ALREADY_EXISTS) of the exception and its Python causes: what
-    a Spark Connect client gets where a classic session has the Java exception's class."""
-    out: set[str] = set()
-    seen: set[int] = set()
-    cur: BaseException | None = e
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        get = getattr(cur, "getCondition", None)
-        if callable(get):
-            try:
-                cond = get()
-            except Exception:  # noqa: BLE001 - a condition is a hint; its absence must not hide the error
-                cond = None
-            if cond:
-                out.add(str(cond))
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
-    return out
-
-
-def raised(e: BaseException, *java_classes: str) -> bool:
-    """The exception, or one of its causes (Python or Java), is one of these classes (fully qualified)."""
-    wanted = set(java_classes)
-    return any(link.cls in wanted for link in _links(e))
-
-
 def commit_conflict(e: BaseException) -> bool:
     """Another writer committed to the table (or the catalog database) first: refresh and commit again.
 
@@ -316,12 +198,12 @@ def _first_line(text: str, n: int = 200) -> str:
     return _PKG.sub(r"\1", line)[:n]
 
 
-def _service(link: _Link) -> str:
+def _service(link: Link) -> str:
     """Which service a link is about, from its package or Python module."""
     cls = link.cls
     if "projectnessie" in cls or "nessie" in cls.lower():
         return "the Nessie server"
-    if cls.startswith(_AWS_PREFIXES) or cls.startswith(("botocore.", "boto3.")) or link.code:
+    if cls.startswith((*AWS_PREFIXES, "botocore.", "boto3.")) or link.code:
         return "S3 storage"
     if cls.startswith("org.apache.iceberg."):
         return "the Iceberg catalog"
@@ -330,7 +212,7 @@ def _service(link: _Link) -> str:
     return "the server"
 
 
-def _target(links: list[_Link], i: int) -> str:
+def _target(links: list[Link], i: int) -> str:
     """The service the matching link (or one that wraps it) talks to."""
     for link in reversed(links[: i + 1]):
         s = _service(link)
@@ -339,7 +221,7 @@ def _target(links: list[_Link], i: int) -> str:
     return "the server"
 
 
-def _location(links: list[_Link]) -> str:
+def _location(links: list[Link]) -> str:
     """' (at s3://...)' when some message of the chain names a storage location, else ''."""
     for link in links:
         m = _LOCATION.search(link.message)
@@ -348,15 +230,15 @@ def _location(links: list[_Link]) -> str:
     return ""
 
 
-def _status_text(link: _Link) -> str:
+def _status_text(link: Link) -> str:
     parts = [p for p in (link.code, f"HTTP {link.status}" if link.status else None) if p]
     return ", ".join(parts) if parts else _simple(link.cls)
 
 
-def _by_status(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None:
+def _by_status(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:
     """An error answered by S3 (or Nessie): throttled, 5xx, or refused credentials/permissions."""
     status, code = link.status, link.code or ""
-    if (status is None and not code) or link.cls in _SQLITE or link.cls in _POSTGRES:
+    if (status is None and not code) or link.cls in SQLITE or link.cls in POSTGRES:
         return None
     what = _target(links, i)
     where = _location(links)
@@ -382,7 +264,10 @@ def _by_status(link: _Link, links: list[_Link], i: int, doing: str) -> WapError 
     return None
 
 
-def _postgres(link: _Link, doing: str) -> WapError | None:
+# A JDBC catalog on PostgreSQL: the driver's exception carries the SQLSTATE (getSQLState), a class of five
+# characters: 08 connection, 28 authorization, 3D no such database, 40 a transaction rolled back, 53 out of
+# resources (too many connections), 57P0x the server shutting down or starting.
+def _postgres(link: Link, doing: str) -> WapError | None:
     """The JDBC catalog's PostgreSQL, by SQLSTATE class; None for a state nobody named (a bug)."""
     state = link.code or ""
     what = f"the catalog's PostgreSQL database ({_first_line(link.message)}, SQLSTATE {state or 'none'})"
@@ -402,7 +287,7 @@ def _postgres(link: _Link, doing: str) -> WapError | None:
     return None
 
 
-def _one(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None:
+def _one(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:
     cls = link.cls
     if cls in _COMMIT_CONFLICT:
         return CommitConflict(
@@ -410,13 +295,13 @@ def _one(link: _Link, links: list[_Link], i: int, doing: str) -> WapError | None
             f"get through ({_simple(cls)}: {_first_line(link.message)})",
             hint=_RETRY_HINT,
         )
-    if cls in _SQLITE and link.status is not None and link.status & 0xFF in _SQLITE_BUSY:
+    if cls in SQLITE and link.status is not None and link.status & 0xFF in _SQLITE_BUSY:
         return CommitConflict(
             f"the catalog database stayed busy (locked by another writer) while {doing}, even after waiting "
             f"({_simple(cls)}: {_first_line(link.message)})",
             hint=_RETRY_HINT,
         )
-    if cls in _POSTGRES:
+    if cls in POSTGRES:
         return _postgres(link, doing)
     if cls in _THROTTLED_JAVA:
         return Throttled(
@@ -456,7 +341,7 @@ def classify(e: BaseException, *, doing: str) -> WapError | None:
     """
     if isinstance(e, WapError):
         return e
-    links = _links(e)
+    links = list(walk(e))
     for i, link in enumerate(links):
         found = _one(link, links, i, doing)
         if found is not None:

@@ -1,6 +1,6 @@
 """File identities, the rules for which listed files are data, and the local-folder store.
 
-One listing serves `wap storage ls` and a run's source resolution (wapflow.write.sources), so what
+One listing serves `wap storage ls` and a run's file resolution (wapflow.files.resolve), so what
 ls shows is what a run reads, and both record the same FileIdentity: what an exactly-once ledger
 keys on to decide whether a file is new.
 """
