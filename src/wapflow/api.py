@@ -99,9 +99,9 @@ def run(
     A blocked or terminally failed run is alerted to the [alerts] sinks after its outcome is recorded (a sink
     that is down never changes the result)."""
     from wapflow.alerts import alert_run
-    from wapflow.pipeline.steps import run_state
+    from wapflow.pipeline.driver import drive
 
-    res = result(lh, run_state(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
+    res = result(lh, drive(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
     alert_run(lh, res)
     return res
 

@@ -30,15 +30,15 @@ from dbos import DBOS
 
 from wapflow import api
 from wapflow.errors import BugError
-from wapflow.pipeline.state import STEPS, RunState, Step
-from wapflow.pipeline.steps import audit, prepare, publish_step, write
+from wapflow.pipeline.driver import drive
+from wapflow.pipeline.state import RunState, Step
+from wapflow.pipeline.steps import STEP_FUNCTIONS
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
 
-__all__ = ["lakehouse", "result_step", "run_steps", "start_step", "use", "wap_step"]
+__all__ = ["as_dbos_step", "lakehouse", "result_step", "run_steps", "start_step", "use", "wap_step"]
 
-_STEP_FNS = dict(zip(STEPS, (prepare, write, audit, publish_step), strict=True))
 _lock = threading.Lock()
 _current: Lakehouse | None = None
 
@@ -67,7 +67,12 @@ def wap_step(name: Step, state: str) -> str:
     """One core step (prepare / write / audit / publish) on a run's state; a failure is in the state."""
     lh = lakehouse()
     lh.on_this_thread()
-    return _STEP_FNS[name](lh, RunState.from_json(state)).to_json()
+    return STEP_FUNCTIONS[name](lh, RunState.from_json(state)).to_json()
+
+
+def as_dbos_step(name: Step, state: RunState) -> RunState:
+    """The driver's run_step inside a DBOS workflow: each step is one DBOS step (its JSON output recorded)."""
+    return RunState.from_json(wap_step(name, state.to_json()))
 
 
 @DBOS.step()
@@ -78,9 +83,5 @@ def result_step(state: str) -> dict[str, Any]:
 
 def run_steps(table: str, sources: Sequence[str], *, run_id: str | None = None) -> dict[str, Any]:
     """Inside a DBOS workflow: a WAP run as DBOS steps, stopping at the first failed step; its result."""
-    state = start_step(table, list(sources), run_id)
-    for name in STEPS:
-        state = wap_step(name, state)
-        if RunState.from_json(state).status == "failed":
-            break
-    return result_step(state)
+    state = RunState.from_json(start_step(table, list(sources), run_id))
+    return result_step(drive(lakehouse(), state, run_step=as_dbos_step).to_json())

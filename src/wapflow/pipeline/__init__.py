@@ -1,12 +1,15 @@
 """A WAP run: state (a JSON value), steps (functions of it), and the drivers over them.
 
 state.py   RunState: everything a step, a replay or another process needs
-steps.py   prepare / write / audit / publish: RunState -> RunState; run_state chains them
+steps.py   prepare / write / audit / publish: RunState -> RunState
+driver.py  drive: the one loop over the steps (run_state / run_wap drive them in this process)
+retry.py   RetryPolicy: what a failed run's retry is, for every loop that retries
 run.py     WapRun: one run driven step by step in one process
 multi.py   MultiWapRun: several tables on one Nessie branch, one merge
 result.py  RunResult / MultiRunResult and exit codes
 """
 
+from wapflow.pipeline.driver import drive, run_state, run_wap
 from wapflow.pipeline.multi import MultiWapRun
 from wapflow.pipeline.result import MultiRunResult, RunResult, exit_code_for
 from wapflow.pipeline.run import WapRun
@@ -20,8 +23,6 @@ from wapflow.pipeline.steps import (
     publish_step,
     quarantine_of,
     result,
-    run_state,
-    run_wap,
     validate_run_id,
     write,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "RunState",
     "WapRun",
     "audit",
+    "drive",
     "exit_code_for",
     "files_fingerprint",
     "new_run_id",

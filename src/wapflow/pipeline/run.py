@@ -8,6 +8,7 @@ from wapflow.config import Check
 from wapflow.lakehouse.identifiers import TableName
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import steps
+from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.state import RunState, record_from_data, report_from_data
 from wapflow.runs.store import RunRecord
@@ -49,7 +50,7 @@ class WapRun:
         return self.state
 
     def run(self) -> RunResult:
-        self.state = steps.run_state(self.lh, self.state)
+        self.state = drive(self.lh, self.state)
         return self.result()
 
     def result(self) -> RunResult:

@@ -1089,27 +1089,14 @@ prepare = _step("prepare", LiveRun.prepare)
 write = _step("write", LiveRun.write)
 audit = _step("audit", LiveRun.audit)
 publish_step = _step("publish", LiveRun.publish)
-
-
-def run_state(lakehouse: Lakehouse, state: RunState) -> RunState:
-    """Every step not yet done, in order, stopping at the first failure."""
-    for name, fn in zip(STEPS, (prepare, write, audit, publish_step), strict=True):
-        if name in state.done:
-            continue
-        state = fn(lakehouse, state)
-        if state.status == "failed":
-            return state
-    if state.status == "published":
-        crash_point("publish:recorded")
-    return state
+STEP_FUNCTIONS: dict[Step, Callable[[Lakehouse, RunState], RunState]] = {
+    "prepare": prepare,
+    "write": write,
+    "audit": audit,
+    "publish": publish_step,
+}
 
 
 def result(lakehouse: Lakehouse, state: RunState) -> RunResult:
     """What the caller sees of a run in this state."""
     return LiveRun(lakehouse, state).result()
-
-
-def run_wap(lakehouse: Lakehouse, table: str, sources: list[str], **kw: Any) -> RunResult:
-    """Write, audit and publish `sources` into `table`; never raises for a failed run, see .status."""
-    state = run_state(lakehouse, new_state(table, sources, **kw))
-    return result(lakehouse, state)
