@@ -174,7 +174,7 @@ def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: Conn
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     from wapflow.lakehouse import spark_errors
-    from wapflow.pipeline.steps import created_meanwhile
+    from wapflow.pipeline.steps.write import created_meanwhile
 
     client = ConnectSession.builder.remote(connect_server.endpoint).create()
     try:

@@ -30,9 +30,8 @@ from dbos import DBOS
 
 from wapflow import api
 from wapflow.errors import BugError
-from wapflow.pipeline.driver import drive
+from wapflow.pipeline.driver import STEP_FUNCTIONS, drive
 from wapflow.pipeline.state import RunState, Step
-from wapflow.pipeline.steps import STEP_FUNCTIONS
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
