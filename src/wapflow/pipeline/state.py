@@ -1,9 +1,9 @@
 """A run as data: everything a later step, a replay or another process needs, in one JSON value.
 
-The steps (wapflow.pipeline.steps) are functions RunState -> RunState. A durable executor stores the
-value between steps (`to_json`), a retried step starts again from the value it was given, and nothing
-a step needs lives only in one process: Spark DataFrames, open file links and the audit plan are
-rebuilt from this value and the configuration by the step that needs them.
+The steps (wapflow.pipeline.driver: prepare, write, audit, publish_step) are functions RunState ->
+RunState. A durable executor stores the value between steps (`to_json`), a retried step starts again
+from the value it was given, and nothing a step needs lives only in one process: Spark DataFrames, open
+file links and the audit plan are rebuilt from this value and the configuration by the step that needs them.
 
 Each field says, in its declaration, how a step sees it (`hydrated`): a run record, file identities,
 snapshots, a table name, an audit report. wapflow.pipeline.steps.context.Run is built from these
@@ -46,8 +46,9 @@ class Hydration:
     dump: Callable[[Any], Any]
 
 
-# A plain JSON field: the step gets its own copy, so it never changes the state it was given.
-_COPY = Hydration(copy.deepcopy, copy.deepcopy)
+# A plain JSON field, as it is (Run hydrates a copy of each field, so a step never changes the state it was
+# given; the state it returns shares nothing with the step's working values).
+_COPY = Hydration(lambda v: v, copy.deepcopy)
 
 
 def hydration(f: Field[Any]) -> Hydration:

@@ -9,6 +9,7 @@ fails at import if they and RunState's fields ever differ.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import time
@@ -91,7 +92,8 @@ class Run:
     def __init__(self, lakehouse: Lakehouse, state: RunState) -> None:
         self.lh = lakehouse
         for f in fields(RunState):
-            setattr(self, f.name, hydration(f).load(getattr(state, f.name)))
+            # A copy: the step's working values never reach back into the state it was given.
+            setattr(self, f.name, hydration(f).load(copy.deepcopy(getattr(state, f.name))))
         self.branch = state.branch or f"wap_{state.run_id}"  # validated by prepare
         # Rebuilt by each step, never part of the state.
         self.inputs: SparkInputs | None = None
