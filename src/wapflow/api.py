@@ -81,7 +81,7 @@ def start(
 ) -> RunState:
     """A run nothing has happened to yet: files (paths, globs, s3:// URIs) into `table`, audited with the
     table's checks from wap.toml plus `checks`. A `run_id` given again resumes (or finds published) that run."""
-    from wapflow.pipeline.steps import new_state
+    from wapflow.pipeline.state import new_state
 
     return new_state(table, [str(s) for s in sources], branch=branch, run_id=run_id, extra_checks=list(checks))
 
@@ -99,16 +99,16 @@ def run(
     A blocked or terminally failed run is alerted to the [alerts] sinks after its outcome is recorded (a sink
     that is down never changes the result)."""
     from wapflow.alerts import alert_run
-    from wapflow.pipeline.steps import run_state
+    from wapflow.pipeline.driver import drive
 
-    res = result(lh, run_state(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
+    res = result(lh, drive(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
     alert_run(lh, res)
     return res
 
 
 def result(lh: Lakehouse, state: RunState) -> RunResult:
     """What a run in this state amounts to: status, snapshot, checks, error, timings, message."""
-    from wapflow.pipeline.steps import result as _result
+    from wapflow.pipeline.steps.record import result as _result
 
     return _result(lh, state)
 

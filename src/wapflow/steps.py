@@ -12,8 +12,8 @@ A step never raises for what happens to the run: a failure is recorded in the re
 already advanced changes nothing, so a retried or resumed task is safe.
 """
 
-from wapflow.pipeline.steps import audit, prepare, write
-from wapflow.pipeline.steps import publish_step as publish
+from wapflow.pipeline.driver import audit, prepare, write
+from wapflow.pipeline.driver import publish_step as publish
 
 ALL = (prepare, write, audit, publish)
 __all__ = ["ALL", "audit", "prepare", "publish", "write"]

@@ -174,7 +174,7 @@ def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: Conn
     writes into it), not a bug. A Connect client gets no Java exception classes, only Spark's condition."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    from wapflow.pipeline.steps import created_meanwhile
+    from wapflow.pipeline.steps.write import created_meanwhile
     from wapflow.spark import errors as spark_errors
 
     client = ConnectSession.builder.remote(connect_server.endpoint).create()

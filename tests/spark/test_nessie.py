@@ -23,7 +23,8 @@ from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie import NessieClient
 from wapflow.pipeline import MultiWapRun, WapRun, run_wap
-from wapflow.pipeline.steps import LiveRun
+from wapflow.pipeline.steps.context import Run
+from wapflow.pipeline.steps.publish import slices
 from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
@@ -247,7 +248,7 @@ def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh,
         raise Crash
 
     with pytest.raises(Crash):
-        lh.branches.publish(r.branch, r.run_id, LiveRun(lh, r.state).slices(), crash)
+        lh.branches.publish(r.branch, r.run_id, slices(Run(lh, r.state)), crash)
     assert lh.nessie.get_reference(r.branch) is not None
     merged = main_hash(lh)
     res = run_wap(lh, table, [str(f)], run_id=r.run_id)

@@ -28,12 +28,13 @@ from typing import Any
 from dbos import DBOS
 
 from wapflow import api
-from wapflow.outer.dbos_steps import lakehouse, use, wap_step
-from wapflow.pipeline.state import STEPS, RunState
+from wapflow.outer.dbos_steps import as_dbos_step, lakehouse, use, wap_step
+from wapflow.pipeline.driver import drive
+from wapflow.pipeline.state import RunState
 
-# use, lakehouse and wap_step are defined in wapflow.outer.dbos_steps (wap watch runs them too, and the
-# outer loop sits below this module); they are part of the API a DBOS workflow of your own calls.
-__all__ = ["lakehouse", "result_step", "run_steps", "start_step", "use", "wap_step"]
+# use, lakehouse, wap_step and as_dbos_step are defined in wapflow.outer.dbos_steps (wap watch runs them too,
+# and the outer loop sits below this module); they are part of the API a DBOS workflow of your own calls.
+__all__ = ["as_dbos_step", "lakehouse", "result_step", "run_steps", "start_step", "use", "wap_step"]
 
 
 @DBOS.step()
@@ -50,9 +51,5 @@ def result_step(state: str) -> dict[str, Any]:
 
 def run_steps(table: str, sources: Sequence[str], *, run_id: str | None = None) -> dict[str, Any]:
     """Inside a DBOS workflow: a WAP run as DBOS steps, stopping at the first failed step; its result."""
-    state = start_step(table, list(sources), run_id)
-    for name in STEPS:
-        state = wap_step(name, state)
-        if RunState.from_json(state).status == "failed":
-            break
-    return result_step(state)
+    state = RunState.from_json(start_step(table, list(sources), run_id))
+    return result_step(drive(lakehouse(), state, run_step=as_dbos_step).to_json())

@@ -45,6 +45,8 @@ from prefect.transactions import Transaction, get_transaction, transaction
 
 from wapflow import api
 from wapflow import steps as wap_steps
+from wapflow.pipeline.driver import drive
+from wapflow.pipeline.retry import retryable
 from wapflow.pipeline.state import RunState, report_from_data
 from wapflow.sql.identifiers import TableName
 
@@ -76,7 +78,7 @@ class RunNotPublished(Exception):
     def __init__(self, res: RunResult) -> None:
         super().__init__(f"run {res.run_id} on {res.table}: {res.status}: {res.message}")
         self.result = res
-        self.retryable = bool((res.error or {}).get("retryable")) and res.status == "failed"
+        self.retryable = retryable(res.error) and res.status == "failed"
 
 
 def only_retryable(task: Task[Any, Any], task_run: TaskRun, state: State[Any]) -> bool:
@@ -161,11 +163,10 @@ def _clean_up(lh: Lakehouse, state: RunState) -> None:
 def write_task(lh: Lakehouse, state: RunState) -> RunState:
     """Prepare and write the batch to the run's branch. A failure takes the branch away before raising:
     Prefect never runs the rollback hook of a task that raised."""
-    for step in (wap_steps.prepare, wap_steps.write):
-        state = step(lh, state)
-        if state.status == "failed":
-            _discard_failed_write(lh, state)
-            _raise_unless(lh, state)
+    state = drive(lh, state, steps=("prepare", "write"))
+    if state.status == "failed":
+        _discard_failed_write(lh, state)
+        _raise_unless(lh, state)
     txn = get_transaction()
     if txn is not None:  # what the rollback hook needs: plain values (the transaction copies what it stores)
         with _lock:

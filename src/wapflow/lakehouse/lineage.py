@@ -11,6 +11,8 @@ summaries, the pipeline through Spark's snapshots metadata table, with the same 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +33,12 @@ BRANCH_PROP = "wapflow.branch"
 _TEXT_LIMIT = 4000
 
 Summary = Mapping[str, str]
+
+
+def files_fingerprint(ids: list[dict[str, Any]]) -> str:
+    """One short hash of a set of file identities (uri, size, version): the FILES_HASH_PROP value."""
+    rows = sorted([i["uri"], i.get("size"), i.get("version")] for i in ids)
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:32]
 
 
 def run_properties(run_id: str, files: Iterable[str], fingerprint: str) -> dict[str, str]:

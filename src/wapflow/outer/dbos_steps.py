@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING
 from dbos import DBOS
 
 from wapflow.errors import BugError
-from wapflow.pipeline.state import STEPS, RunState, Step
-from wapflow.pipeline.steps import audit, prepare, publish_step, write
+from wapflow.pipeline.driver import STEP_FUNCTIONS
+from wapflow.pipeline.state import RunState, Step
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
 
-_STEP_FNS = dict(zip(STEPS, (prepare, write, audit, publish_step), strict=True))
 _lock = threading.Lock()
 _current: Lakehouse | None = None
 
@@ -41,4 +40,9 @@ def wap_step(name: Step, state: str) -> str:
     """One core step (prepare / write / audit / publish) on a run's state; a failure is in the state."""
     lh = lakehouse()
     lh.on_this_thread()
-    return _STEP_FNS[name](lh, RunState.from_json(state)).to_json()
+    return STEP_FUNCTIONS[name](lh, RunState.from_json(state)).to_json()
+
+
+def as_dbos_step(name: Step, state: RunState) -> RunState:
+    """The driver's run_step inside a DBOS workflow: each step is one DBOS step (its JSON output recorded)."""
+    return RunState.from_json(wap_step(name, state.to_json()))

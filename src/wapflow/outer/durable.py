@@ -34,11 +34,11 @@ from wapflow.config.urls import is_postgresql, password_of, redact, redact_url
 from wapflow.errors import BugError, ConfigError, WapError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.outer.dbos_steps import as_dbos_step, use
 from wapflow.outer.dbos_steps import lakehouse as _lh
-from wapflow.outer.dbos_steps import use, wap_step
-from wapflow.pipeline import RunState, new_state
+from wapflow.pipeline import RunState, drive, new_state
 from wapflow.pipeline import result as run_result
-from wapflow.pipeline.state import STEPS
+from wapflow.pipeline.retry import RetryPolicy
 from wapflow.runs.databases import connection_error, dbos_database_url
 from wapflow.runs.ledger import LedgerRow
 
@@ -120,18 +120,17 @@ def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
     held = adopt_step(source, run_id, keys)
     if not held:
         return {"run_id": run_id, "status": "settled elsewhere", "files": 0, "snapshot_id": None}
-    attempts = _lh().config.source_config(source).max_attempts
-    for attempt in range(1, attempts + 1):
-        state = state_step(source, run_id, held)
-        for name in STEPS:
-            state = wap_step(name, state)
-            if RunState.from_json(state).status == "failed":
-                break
-        error = RunState.from_json(state).record.get("error") or {}
-        if not (error.get("retryable") and attempt < attempts):
+    lh = _lh()
+    retry = RetryPolicy.of_source(lh.config.source_config(source), DBOS.sleep)
+    attempt = 1
+    while True:
+        # Each attempt is the same run id again: it resumes where the failed one stopped.
+        state = drive(lh, RunState.from_json(state_step(source, run_id, held)), run_step=as_dbos_step)
+        if not retry.again(state.record.get("error"), attempt):
             break
-        DBOS.sleep(min(2.0 ** (attempt - 1), 30.0))
-    settled = settle_step(source, run_id, held, state)
+        retry.wait(attempt)  # a durable sleep: a recovered workflow does not wait again
+        attempt += 1
+    settled = settle_step(source, run_id, held, state.to_json())
     events = settled.pop("alerts", [])
     if events:
         settled["alerts"] = alert_step(events)

@@ -38,8 +38,9 @@ from wapflow.config import SourceConfig
 from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.pipeline import RunResult, new_state, quarantine_of, run_state
+from wapflow.pipeline import RunResult, drive, new_state, quarantine_of
 from wapflow.pipeline import result as run_result
+from wapflow.pipeline.retry import RetryPolicy, backoff, retryable
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity
@@ -141,6 +142,7 @@ class Ingest:
         self.src: SourceConfig = lh.config.source_config(name)
         self.ledger: Ledger = lh.ledger
         self.sleep = sleep
+        self.retry = RetryPolicy.of_source(self.src, sleep)
         self.out = IngestResult(name, self.src.table)
         self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
         # What runs a claimed batch: here, in this process; `wap watch` hands it to a durable workflow.
@@ -329,7 +331,7 @@ class Ingest:
         for k in keys:
             self._ran[k] = None
         self.lh.progress(f"run {run_id}: {len(batch)} file(s) of source {self.name}")
-        state = run_state(self.lh, new_state(self.src.table, [r.uri for r in batch], run_id=run_id))
+        state = drive(self.lh, new_state(self.src.table, [r.uri for r in batch], run_id=run_id))
         res = run_result(self.lh, state)
         crash_point("ingest:ran")
         self.out.runs.append(res)
@@ -366,13 +368,13 @@ class Ingest:
                 self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
                 self._alert(res, "file_failed", batch)
             return
-        if error.get("retryable"):
-            attempts = max(r.attempts for r in batch) if retry else self.src.max_attempts
-            if retry and attempts < self.src.max_attempts:
-                delay = min(2.0 ** (attempts - 1), 30.0)
-                self.lh.progress(f"run {res.run_id}: {error.get('message')}; retrying in {delay:.0f}s")
+        if retryable(error):
+            # Each attempt is a claim of the batch (the ledger counts them); the next one runs after the wait.
+            attempts = max(r.attempts for r in batch) if retry else self.retry.max_attempts
+            if retry and self.retry.again(error, attempts):
+                self.lh.progress(f"run {res.run_id}: {error.get('message')}; retrying in {backoff(attempts):.0f}s")
                 self.ledger.settle(keys, "pending", reason=f"attempt {attempts} failed: {error.get('message')}")
-                self.sleep(delay)
+                self.retry.wait(attempts)
                 return
             reason = f"gave up after {attempts} attempts: {error.get('message')}"
             self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=reason)

@@ -1,30 +1,22 @@
 """A WAP run: state (a JSON value), steps (functions of it), and the drivers over them.
 
 state.py   RunState: everything a step, a replay or another process needs
-steps.py   prepare / write / audit / publish: RunState -> RunState; run_state chains them
+steps/     the work of each step (prepare, write, audit, publish, record) over a shared context
+driver.py  prepare / write / audit / publish_step: RunState -> RunState, and drive: the one loop over them
+retry.py   RetryPolicy: what a failed run's retry is, for every loop that retries
 run.py     WapRun: one run driven step by step in one process
 multi.py   MultiWapRun: several tables on one Nessie branch, one merge
 result.py  RunResult / MultiRunResult and exit codes
 """
 
+from wapflow.lakehouse.lineage import files_fingerprint
+from wapflow.pipeline.driver import audit, drive, prepare, publish_step, run_state, run_wap, write
 from wapflow.pipeline.multi import MultiWapRun
 from wapflow.pipeline.result import MultiRunResult, RunResult, exit_code_for
 from wapflow.pipeline.run import WapRun
-from wapflow.pipeline.state import RunState
-from wapflow.pipeline.steps import (
-    audit,
-    files_fingerprint,
-    new_run_id,
-    new_state,
-    prepare,
-    publish_step,
-    quarantine_of,
-    result,
-    run_state,
-    run_wap,
-    validate_run_id,
-    write,
-)
+from wapflow.pipeline.state import RunState, new_run_id, new_state, validate_run_id
+from wapflow.pipeline.steps.context import quarantine_of
+from wapflow.pipeline.steps.record import result
 
 __all__ = [
     "MultiRunResult",
@@ -33,6 +25,7 @@ __all__ = [
     "RunState",
     "WapRun",
     "audit",
+    "drive",
     "exit_code_for",
     "files_fingerprint",
     "new_run_id",

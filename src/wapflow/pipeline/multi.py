@@ -1,19 +1,35 @@
 """One run over several tables in one sandbox: every table published by a single commit, or none.
 
 Needs a branch backend that publishes tables together (Nessie); it goes through the same interface as a
-one-table run, and each table's part is a LiveRun."""
+one-table run. The driver drives it like a one-table run (wapflow.pipeline.driver.drive): each step is
+the one-table step's work (wapflow.pipeline.steps) over every table, except publish, which is one merge
+for all of them."""
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from wapflow.errors import PublishConflict, UsageError, WapError, bug
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import MultiRunResult
-from wapflow.pipeline.steps import LiveRun, new_run_id, new_state, validate_run_id
+from wapflow.pipeline.state import Step, new_run_id, new_state, validate_run_id
+from wapflow.pipeline.steps import audit, prepare, write
+from wapflow.pipeline.steps.context import Run
+from wapflow.pipeline.steps.publish import mark_published, slices
+from wapflow.pipeline.steps.record import fail, result_of
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
+
+
+@dataclass
+class _Group:
+    """A multi-table run as the driver sees it: one status and one list of done steps for all its tables."""
+
+    status: str = "running"
+    done: list[str] = field(default_factory=list)
 
 
 class MultiWapRun:
@@ -42,100 +58,120 @@ class MultiWapRun:
         self.branch = validate_branch(branch) if branch else f"wap_{self.run_id}"
         # Per-table records need their own ids (the run store's key); the group id stays their prefix.
         self.runs = [
-            LiveRun(lakehouse, new_state(t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}"))
+            Run(lakehouse, new_state(t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}"))
             for i, (t, srcs) in enumerate(specs)
         ]
         self.message = ""
+        self.created_branch = False
+        self.outcome: MultiRunResult | None = None
 
-    def _ordered(self) -> list[LiveRun]:
+    def _ordered(self) -> list[Run]:
         """Tables that others' foreign_key checks reference are written first, so the checks see them."""
-        in_run = {r.table.dotted for r in self.runs}
+        in_run = {r.target.dotted for r in self.runs}
         referenced = {
             getattr(c, "table", None)
             for r in self.runs
             for c in r.checks
             if c.check == "foreign_key" and getattr(c, "table", None) in in_run
         }
-        return sorted(self.runs, key=lambda r: r.table.dotted not in referenced)
+        return sorted(self.runs, key=lambda r: r.target.dotted not in referenced)
 
     def run(self) -> MultiRunResult:
-        step, current = "prepare", None
-        created_branch = False
+        drive(self.lh, _Group(), run_step=self._step)
+        assert self.outcome is not None  # every path through the steps ends in _finish
+        return self.outcome
+
+    def _step(self, name: Step, group: _Group) -> _Group:
+        """One step over every table; a failure of any fails them all (the others: not published)."""
+        current: Run | None = None
         try:
-            for r in self.runs:
-                current = r
-                r.prepare()
-            done = [r.already_published is not None for r in self.runs]
-            if all(done):
-                self.lh.branches.discard(self.branch, self._all_tables())
-                for r in self.runs:
-                    r.mark_published(r.already_published, "already")
-                    r.message = f"run {r.run_id} was already published; nothing to do"
-                return self._finish("published", f"run {self.run_id} was already published; nothing to do")
-            if any(done):
-                raise PublishConflict(
-                    f"run {self.run_id} is published for some tables only, which one merge cannot produce",
-                    hint="inspect `wap nessie log`; re-run the remaining tables under a new run id",
-                )
-            step = "write"
-            created_branch = self.lh.branches.open(self.branch)
-            for r in self._ordered():
-                current = r
-                r.write()
-            step = "audit"
-            for r in self.runs:
-                current = r
-                r.audit()
-            step = "publish"
-            current = None
-            failing = [r for r in self.runs if r.report is None or not r.report.passed]
-            if failing:
-                return self._block(failing)
-            where = self.lh.branches.describe(self.branch)
-            self.lh.progress(f"publishing {where} ({len(self.runs)} tables) to main")
-            moved = self.lh.branches.publish(self.branch, self.run_id, [sl for r in self.runs for sl in r.slices()])
-            for r in self.runs:
-                r.mark_published(moved.heads.get(r.table.dotted), moved.method)
-            if moved.leftover:
-                self.lh.progress(f"warning: published, but {moved.leftover}; drop it with `wap discard {self.branch}`")
-            tables = ", ".join(r.table.dotted for r in self.runs)
-            return self._finish("published", f"published {tables} in one commit")
+            if name == "publish":
+                self._publish()
+            else:
+                if name == "write":
+                    self.created_branch = self.lh.branches.open(self.branch)
+                for r in self._ordered() if name == "write" else self.runs:
+                    current = r
+                    {"prepare": prepare.prepare, "write": write.write, "audit": audit.audit}[name](r)
+                if name == "prepare":
+                    self._already_published()
         except WapError as e:
             err = e
         except Exception as e:  # noqa: BLE001 - named conditions are classified, anything else is a bug
-            err = spark_errors.classify(e, doing=f"{step} of run {self.run_id}") or bug(
-                e, run_id=self.run_id, step=step
+            err = spark_errors.classify(e, doing=f"{name} of run {self.run_id}") or bug(
+                e, run_id=self.run_id, step=name
             )
+        else:
+            group.done.append(name)
+            group.status = self.outcome.status if self.outcome is not None else "running"
+            return group
+        self._fail(err, name, None if name == "publish" else current)
+        group.status = "failed"
+        return group
+
+    def _already_published(self) -> None:
+        """After prepare: a run published before only cleans up; one published for some tables cannot go on."""
+        done = [r.already_published is not None for r in self.runs]
+        if all(done):
+            self.lh.branches.discard(self.branch, self._all_tables())
+            for r in self.runs:
+                mark_published(r, r.already_published, "already")
+                r.message = f"run {r.run_id} was already published; nothing to do"
+            self._finish("published", f"run {self.run_id} was already published; nothing to do")
+        elif any(done):
+            raise PublishConflict(
+                f"run {self.run_id} is published for some tables only, which one merge cannot produce",
+                hint="inspect `wap nessie log`; re-run the remaining tables under a new run id",
+            )
+
+    def _publish(self) -> None:
+        failing = [r for r in self.runs if r.report is None or not r.report.passed]
+        if failing:
+            self._block(failing)
+            return
+        where = self.lh.branches.describe(self.branch)
+        self.lh.progress(f"publishing {where} ({len(self.runs)} tables) to main")
+        moved = self.lh.branches.publish(self.branch, self.run_id, [sl for r in self.runs for sl in slices(r)])
+        for r in self.runs:
+            mark_published(r, moved.heads.get(r.target.dotted), moved.method)
+        if moved.leftover:
+            self.lh.progress(f"warning: published, but {moved.leftover}; drop it with `wap discard {self.branch}`")
+        tables = ", ".join(r.target.dotted for r in self.runs)
+        self._finish("published", f"published {tables} in one commit")
+
+    def _fail(self, err: WapError, step: str, current: Run | None) -> None:
         err.at(run_id=self.run_id, step=step)
-        if step == "write" and created_branch:
+        if step == "write" and self.created_branch:
             with contextlib.suppress(WapError):
                 self.lh.branches.discard(self.branch, self._all_tables())
         for r in self.runs:
-            r.fail(err, step) if r is current or current is None else r.fail(
-                UsageError(f"not published: {current.table} failed at step {step}").at(run_id=r.run_id, step=step), step
-            )
-            r.rec.status = "failed"
-        return self._finish("failed", str(err))
+            if r is current or current is None:
+                fail(r, err, step)
+            else:
+                why = f"not published: {current.target} failed at step {step}"
+                fail(r, UsageError(why).at(run_id=r.run_id, step=step), step)
+            r.record.status = "failed"
+        self._finish("failed", str(err))
 
-    def _block(self, failing: list[LiveRun]) -> MultiRunResult:
+    def _block(self, failing: list[Run]) -> None:
         keep = any(r.table_cfg.on_failure != "drop" for r in self.runs)
-        why = "; ".join(f"{r.table}: {', '.join(c.name for c in r.report.failed)}" for r in failing if r.report)
+        why = "; ".join(f"{r.target}: {', '.join(c.name for c in r.report.failed)}" for r in failing if r.report)
         if not keep:
             self.lh.branches.discard(self.branch, self._all_tables())
         for r in self.runs:
-            r.rec.status, r.rec.snapshot_id, r.rec.branch_kept = "blocked", r.rec.branch_snapshot_id, keep
+            r.record.status, r.record.snapshot_id, r.record.branch_kept = "blocked", r.record.branch_snapshot_id, keep
             own = ", ".join(c.name for c in r.report.failed) if r.report and r.report.failed else None
             r.message = f"blocked by {own}" if own else f"not published: blocked by {why}"
         sandbox = self.lh.branches.describe(self.branch)
         where = f"all rows kept on {sandbox}" if keep else f"{sandbox} dropped"
-        return self._finish("blocked", f"blocked ({why}); no table changed on main; {where}")
+        self._finish("blocked", f"blocked ({why}); no table changed on main; {where}")
 
     def _all_tables(self) -> list[TableName]:
         return [t for r in self.runs for t in r.run_tables()]
 
-    def _finish(self, status: str, message: str) -> MultiRunResult:
+    def _finish(self, status: str, message: str) -> None:
         now = datetime.now(UTC)
         for r in self.runs:
-            r.rec.finished_at = now
+            r.record.finished_at = now
             r.save()
-        return MultiRunResult(self.run_id, self.branch, status, [r.result() for r in self.runs], message)
+        self.outcome = MultiRunResult(self.run_id, self.branch, status, [result_of(r) for r in self.runs], message)

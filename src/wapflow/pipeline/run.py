@@ -6,9 +6,10 @@ from __future__ import annotations
 from wapflow.audit.report import AuditReport
 from wapflow.config import Check
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.pipeline import steps
+from wapflow.pipeline.driver import audit, drive, prepare, publish_step, write
 from wapflow.pipeline.result import RunResult
-from wapflow.pipeline.state import RunState, record_from_data, report_from_data
+from wapflow.pipeline.state import RunState, new_state, record_from_data, report_from_data
+from wapflow.pipeline.steps.record import result
 from wapflow.runs.store import RunRecord
 from wapflow.sql.identifiers import TableName
 
@@ -28,32 +29,32 @@ class WapRun:
         not_null: list[str] | None = None,
     ) -> None:
         self.lh = lakehouse
-        self.state: RunState = steps.new_state(
+        self.state: RunState = new_state(
             table, sources, branch=branch, run_id=run_id, extra_checks=extra_checks, not_null=not_null
         )
 
     def prepare(self) -> RunState:
-        self.state = steps.prepare(self.lh, self.state)
+        self.state = prepare(self.lh, self.state)
         return self.state
 
     def write(self) -> RunState:
-        self.state = steps.write(self.lh, self.state)
+        self.state = write(self.lh, self.state)
         return self.state
 
     def audit(self) -> RunState:
-        self.state = steps.audit(self.lh, self.state)
+        self.state = audit(self.lh, self.state)
         return self.state
 
     def publish(self) -> RunState:
-        self.state = steps.publish_step(self.lh, self.state)
+        self.state = publish_step(self.lh, self.state)
         return self.state
 
     def run(self) -> RunResult:
-        self.state = steps.run_state(self.lh, self.state)
+        self.state = drive(self.lh, self.state)
         return self.result()
 
     def result(self) -> RunResult:
-        return steps.result(self.lh, self.state)
+        return result(self.lh, self.state)
 
     # What callers look at between steps.
     @property

@@ -1,23 +1,33 @@
 """A run as data: everything a later step, a replay or another process needs, in one JSON value.
 
-The steps (wapflow.pipeline.steps) are functions RunState -> RunState. A durable executor stores the
-value between steps (`to_json`), a retried step starts again from the value it was given, and nothing
-a step needs lives only in one process: Spark DataFrames, open file links and the audit plan are
-rebuilt from this value and the configuration by the step that needs them.
+The steps (wapflow.pipeline.driver: prepare, write, audit, publish_step) are functions RunState ->
+RunState. A durable executor stores the value between steps (`to_json`), a retried step starts again
+from the value it was given, and nothing a step needs lives only in one process: Spark DataFrames, open
+file links and the audit plan are rebuilt from this value and the configuration by the step that needs them.
+
+Each field says, in its declaration, how a step sees it (`hydrated`): a run record, file identities,
+snapshots, a table name, an audit report. wapflow.pipeline.steps.context.Run is built from these
+declarations field by field, so a field added here reaches the steps and back without another list.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+import secrets
+from collections.abc import Callable
+from dataclasses import Field, asdict, dataclass, field, fields, replace
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
 from wapflow.audit.report import AuditReport, CheckResult
+from wapflow.config import Check, NotNullCheck
 from wapflow.lakehouse.tables import Snapshot
 from wapflow.runs.store import RunRecord
+from wapflow.sql.identifiers import TableName, validate_branch
+from wapflow.storage.files import FileIdentity, SkippedFile
 
 # A run's outcome as people and exit codes see it; "running" until publish (or a failure) ends it.
 Status = Literal["running", "published", "blocked", "failed"]
@@ -29,6 +39,31 @@ STATE_VERSION = 1
 
 
 @dataclass(frozen=True)
+class Hydration:
+    """How a field's JSON value becomes the typed value a step works with (load), and back (dump)."""
+
+    load: Callable[[Any], Any]
+    dump: Callable[[Any], Any]
+
+
+# A plain JSON field, as it is (Run hydrates a copy of each field, so a step never changes the state it was
+# given; the state it returns shares nothing with the step's working values).
+_COPY = Hydration(lambda v: v, copy.deepcopy)
+
+
+def hydration(f: Field[Any]) -> Hydration:
+    h: Hydration = f.metadata.get("hydrated", _COPY)
+    return h
+
+
+def _hydrated(load: Callable[[Any], Any], dump: Callable[[Any], Any], *, many: bool = False) -> dict[str, Any]:
+    """A field's metadata saying its steps see it typed: one value (None stays None) or a list of them."""
+    if many:
+        return {"hydrated": Hydration(lambda vs: [load(v) for v in vs], lambda vs: [dump(v) for v in vs])}
+    return {"hydrated": Hydration(lambda v: None if v is None else load(v), lambda v: None if v is None else dump(v))}
+
+
+@dataclass(frozen=True)
 class RunState:
     """One run of one table. Every field is plain JSON data (see to_json)."""
 
@@ -37,27 +72,47 @@ class RunState:
     patterns: list[str]  # the files, globs or URIs the caller named
     branch: str | None = None  # chosen by prepare when None (wap_<run_id>)
     extra_checks: list[dict[str, Any]] = field(default_factory=list)  # checks added by the caller (CLI/API)
-    record: dict[str, Any] = field(default_factory=dict)  # the run store's row (RunRecord), as JSON data
+    # the run store's row, as JSON data
+    record: dict[str, Any] = field(
+        metadata=_hydrated(lambda d: record_from_data(d), lambda r: record_to_data(r)), default_factory=dict
+    )
     done: list[str] = field(default_factory=list)  # completed steps
     # prepare
-    sources: list[dict[str, Any]] = field(default_factory=list)  # FileIdentity of each file read
-    skipped: list[dict[str, str]] = field(default_factory=list)  # bookkeeping files not read
+    # FileIdentity of each file read
+    sources: list[dict[str, Any]] = field(
+        metadata=_hydrated(FileIdentity.from_dict, FileIdentity.to_dict, many=True), default_factory=list
+    )
+    # bookkeeping files not read (_SUCCESS, .crc)
+    skipped: list[dict[str, str]] = field(
+        metadata=_hydrated(lambda d: SkippedFile(**d), SkippedFile.to_dict, many=True), default_factory=list
+    )
     skipped_note: str | None = None
     fmt: str | None = None
     record_owned: bool = True  # False when the run id's record belongs to another attempt
     already_published: int | None = None  # main's snapshot that carries this run already
     # write
     base: int | None = None  # main's snapshot the branch started from
-    run_snapshots: list[dict[str, Any]] = field(default_factory=list)  # the run's snapshots on its branch
+    # the run's snapshots on its branch
+    run_snapshots: list[dict[str, Any]] = field(
+        metadata=_hydrated(lambda d: snapshot_from_data(d), lambda x: snapshot_to_data(x), many=True),
+        default_factory=list,
+    )
     q_base: int | None = None
-    q_snapshots: list[dict[str, Any]] = field(default_factory=list)  # ... on the quarantine table's branch
-    staging: str | None = None  # add_columns: the staging table holding the batch
+    # ... on the quarantine table's branch
+    q_snapshots: list[dict[str, Any]] = field(
+        metadata=_hydrated(lambda d: snapshot_from_data(d), lambda x: snapshot_to_data(x), many=True),
+        default_factory=list,
+    )
+    # add_columns: the staging table holding the batch
+    staging: str | None = field(metadata=_hydrated(TableName.parse, lambda t: t.dotted), default=None)
     schema_changes: list[str] = field(default_factory=list)
     created_table: bool = False
     opened_branch: bool = False  # Nessie: this run created its catalog branch
     observed: dict[str, Any] | None = None  # audit metrics computed by the write job itself
     # audit
-    report: dict[str, Any] | None = None
+    report: dict[str, Any] | None = field(
+        metadata=_hydrated(lambda d: report_from_data(d), lambda r: report_to_data(r)), default=None
+    )
     main_heads: dict[str, int | None] = field(default_factory=dict)  # main as read by main-dependent checks
     # publish
     published_via: str | None = None  # fast_forward | cherry_pick | merge | merge_reapplied | already
@@ -95,6 +150,40 @@ class RunState:
     @classmethod
     def from_json(cls, text: str) -> RunState:
         return cls.from_dict(json.loads(text))
+
+
+def new_run_id() -> str:
+    """Sortable by time, unique across machines, and safe in branch names and SQL."""
+    return datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + "_" + secrets.token_hex(3)
+
+
+def validate_run_id(run_id: str) -> str:
+    validate_branch(run_id)
+    return run_id
+
+
+def new_state(
+    table: str,
+    sources: list[str],
+    *,
+    branch: str | None = None,
+    run_id: str | None = None,
+    extra_checks: list[Check] | None = None,
+    not_null: list[str] | None = None,
+) -> RunState:
+    """The state of a run nothing has happened to yet (names are validated by prepare)."""
+    rid = validate_run_id(run_id) if run_id else new_run_id()
+    checks: list[Check] = list(extra_checks or [])
+    checks += [NotNullCheck(check="not_null", column=col) for col in not_null or []]
+    rec = RunRecord(run_id=rid, table_name=table, status="running", branch=branch, files=list(sources))
+    return RunState(
+        run_id=rid,
+        table=table,
+        patterns=list(sources),
+        branch=branch,
+        extra_checks=[c.model_dump(mode="json") for c in checks],
+        record=record_to_data(rec),
+    )
 
 
 # --- the typed values inside a state ------------------------------------------------------------

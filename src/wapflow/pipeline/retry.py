@@ -1,0 +1,48 @@
+"""When a run that failed is run again, in one place for every loop that retries (`wap ingest`/`watch` in
+this process, the durable workflow): what is retryable, how long to wait, how many attempts a source allows.
+
+Only a failure the core classified as retryable (a commit conflict, throttling, a store or catalog that
+could not be reached) is tried again: a blocked run or bad input would meet the same verdict. The wait
+doubles from 1 s up to 30 s. How to wait is the caller's: `time.sleep` or a watcher's interruptible sleep in
+a process, `DBOS.sleep` in a workflow (a durable sleep a recovered workflow does not sleep again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from wapflow.config import SourceConfig
+
+MAX_DELAY = 30.0
+
+
+def retryable(error: Mapping[str, Any] | None) -> bool:
+    """A run's recorded error (RunState.record["error"], RunResult.error) says a retry can help."""
+    return bool(error and error.get("retryable"))
+
+
+def backoff(attempt: int) -> float:
+    """Seconds to wait after failed attempt `attempt` (1, 2, 4, ... at most 30)."""
+    return min(2.0 ** (attempt - 1), MAX_DELAY)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Attempts allowed per batch and how to wait between them."""
+
+    max_attempts: int
+    sleep: Callable[[float], object]
+
+    @classmethod
+    def of_source(cls, src: SourceConfig, sleep: Callable[[float], object]) -> RetryPolicy:
+        return cls(src.max_attempts, sleep)
+
+    def again(self, error: Mapping[str, Any] | None, attempt: int) -> bool:
+        """Attempt `attempt` failed with `error`: whether another attempt is due."""
+        return retryable(error) and attempt < self.max_attempts
+
+    def wait(self, attempt: int) -> None:
+        """The backoff after failed attempt `attempt`, with the caller's sleep."""
+        self.sleep(backoff(attempt))

@@ -1,0 +1,223 @@
+"""The audit step: the run's checks over the rows it added (metrics observed by the write, file metadata, or a
+scan), main read at pinned heads by the checks that depend on it, re-checked under the publish lock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wapflow.audit.checks import AuditContext, AuditPlan, FileMetrics, evaluate
+from wapflow.audit.report import AuditReport, CheckResult
+from wapflow.config import Check
+from wapflow.errors import WapError
+from wapflow.faults import crash_point
+from wapflow.lakehouse.lineage import run_of
+from wapflow.pipeline.steps.context import Run
+from wapflow.pipeline.steps.record import unexpected
+from wapflow.spark import errors as spark_errors
+from wapflow.sql.identifiers import TableName
+
+
+def _tables_in_sql(sql: str, catalog: str | None = None) -> set[TableName]:
+    """Lakehouse tables a custom_sql query names (the view `batch` and CTEs excluded; `catalog.` dropped)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except sqlglot.errors.ParseError:
+        return set()
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out: set[TableName] = set()
+    for t in tree.find_all(exp.Table):
+        parts = [p for p in (t.catalog, t.db, t.name) if p]
+        if catalog and len(parts) > 2 and parts[0] == catalog:
+            parts = parts[1:]
+        if len(parts) == 1 and parts[0].lower() in ctes | {"batch"}:
+            continue
+        try:
+            out.add(TableName.parse(".".join(parts)))
+        except WapError:
+            continue
+    return out
+
+
+def audit(run: Run) -> AuditReport:
+    if run.already_published is not None:
+        return AuditReport(rows=0, checks=[])
+    if run.report is not None and not run.written():
+        return run.report  # blocked by the schema contract before anything was written
+    tables = run.lh.tables
+    with run.timer("audit"):
+        if run.staging is not None:
+            run.record.branch_snapshot_id = tables.head(run.staging)
+            run.record.rows_written = tables.row_count(run.staging)
+        else:
+            run.record.branch_snapshot_id = run.run_snapshots[-1].snapshot_id
+            run.record.rows_written = sum(s.added_records for s in run.run_snapshots)
+        quarantined = sum(s.added_records for s in run.q_snapshots)
+        if not run.checks:
+            run.report = AuditReport(rows=run.record.rows_written, checks=[])
+        else:
+            total = run.record.rows_written + quarantined
+            run.lh.progress(f"auditing {total} new row(s) with {len(run.checks)} check(s)")
+            added = added_rows(run)
+            if run.plan is None:
+                run.plan = AuditPlan(run.checks, added.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
+            view = run.lh.branches.audit_view(run.target, run.branch, run.base)
+            branch_sql = tables.ident(run.staging) if run.staging is not None else view.branch_sql
+            # Checks that depend on main read it at a head pinned here (re-checked at publish, where the
+            # backend's publish would not notice main moving by itself).
+            for t in _main_dependencies(run):
+                view.pin(t)
+            run.main_heads = view.pinned
+            ctx = AuditContext(
+                main_table=view.read_main,
+                this_table=run.target,
+                history=lambda: _history(run),
+                branch_sql=branch_sql,
+                file_metrics=lambda: _file_metrics(run),
+            )
+            try:
+                run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
+            except WapError:
+                raise
+            except Exception as e:
+                raise unexpected(e, run.run_id, "audit", f"auditing {run.target}") from e
+            _apply_quarantine(run, quarantined)
+        run.report.schema_changes = list(run.schema_changes)
+        run.record.checks = [c.to_dict() for c in run.report.checks]
+        run.save()
+        crash_point("audit")
+        return run.report
+
+
+def added_rows(run: Run) -> Any:
+    """Every row the run added: the table branch's new rows, plus quarantined ones, or the staging table."""
+    tables = run.wt()
+    if run.staging is not None:
+        return tables.read(run.staging)
+    head = run.run_snapshots[-1].snapshot_id
+    added = tables.read_increment(run.target, run.base, head)
+    if run.q_snapshots:
+        assert run.quarantine is not None
+        q = tables.read_increment(run.quarantine, run.q_base, run.q_snapshots[-1].snapshot_id)
+        added = added.unionByName(q.select(*added.columns))
+    return added
+
+
+def _file_metrics(run: Run) -> FileMetrics | None:
+    if run.staging is not None or run.q_snapshots or not run.run_snapshots:
+        return None
+    try:
+        metrics: FileMetrics | None = run.wt().added_file_metrics(
+            run.target, run.ref(), [s.snapshot_id for s in run.run_snapshots]
+        )
+        return metrics
+    except Exception as e:  # noqa: BLE001 - metadata is an optimisation; the scan is always right
+        run.lh.progress(f"file metrics unavailable ({spark_errors.describe(e)}); scanning instead")
+        return None
+
+
+def _history(run: Run) -> list[int]:
+    """Rows added by the table's earlier published runs, newest first (for volume checks)."""
+    tables = run.lh.tables
+    snaps = tables.snapshots(run.target)
+    out = []
+    for s in tables.ancestry(snaps, tables.head(run.target, "main")):
+        rid = run_of(snaps, s)
+        if rid and rid != run.run_id:
+            out.append(s.added_records)
+    return out
+
+
+def _main_head(run: Run, t: TableName) -> int | None:
+    tables = run.lh.tables
+    return tables.head(t, "main") if tables.exists(t) else None
+
+
+def _main_tables(run: Run, chk: Check) -> set[TableName]:
+    """Tables whose main this check's verdict reads (the check type says which)."""
+    return chk.main_tables(run.target, lambda sql: _tables_in_sql(sql, run.lh.catalog))
+
+
+def _main_dependent(run: Run, chk: Check) -> bool:
+    return bool(_main_tables(run, chk))
+
+
+def _main_dependencies(run: Run) -> set[TableName]:
+    """Tables whose main the audit's verdict depends on (their heads are re-checked at publish)."""
+    out: set[TableName] = set()
+    for chk in run.checks:
+        out.update(_main_tables(run, chk))
+    return out
+
+
+def recheck_main(run: Run) -> None:
+    """Under the publish lock: if main moved since the audit read it, re-evaluate the checks that read main."""
+    if run.staging is not None or not run.main_heads:
+        return
+    assert run.report is not None
+    tables = run.lh.tables
+    for t in run.main_heads:
+        if tables.exists(TableName.parse(t)):
+            tables.refresh(TableName.parse(t))  # other processes' publishes, not this process's cache
+    moved = {t: (old, _main_head(run, TableName.parse(t))) for t, old in run.main_heads.items()}
+    moved = {t: v for t, v in moved.items() if v[0] != v[1]}
+    if not moved:
+        return
+    idx = [i for i, chk in enumerate(run.checks) if _main_dependent(run, chk)]
+    if not idx:
+        return
+    where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
+    run.lh.progress(f"main moved since the audit ({where}): re-checking {len(idx)} check(s)")
+    view = run.lh.branches.audit_view(run.target, run.branch, run.base)
+    added = added_rows(run)
+    sub = AuditPlan(
+        [run.checks[i] for i in idx], added.columns, table=run.target.dotted, key=run.table_cfg.sample_key()
+    )
+    ctx = AuditContext(
+        main_table=view.read_main, this_table=run.target, history=lambda: _history(run), branch_sql=view.branch_sql
+    )
+    try:
+        again = evaluate(sub, added, ctx=ctx)
+    except WapError:
+        raise
+    except Exception as e:
+        raise unexpected(e, run.run_id, "publish", f"re-checking the audit of {run.target} at publish") from e
+    for i, res in zip(idx, again.checks, strict=True):
+        res.threshold = f"{res.threshold} (re-checked at publish: main moved, {where})"
+        run.report.checks[i] = res
+    run.main_heads = view.pinned
+    run.record.checks = [c.to_dict() for c in run.report.checks]
+    run.save()
+
+
+def _apply_quarantine(run: Run, quarantined: int) -> None:
+    """Row-level failures that were diverted do not block; too many diverted rows do."""
+    assert run.report is not None
+    if run.quarantine is None:
+        return
+    run.report.quarantined_rows = quarantined
+    assert run.plan is not None
+    for comp, res in zip(run.plan.compiled, run.report.checks, strict=False):  # + max_quarantine_rate
+        if comp.blocks_rows and res.status == "failed":
+            res.status = "quarantined"
+    limit = run.table_cfg.max_quarantine_rate
+    total = run.report.rows
+    rate = quarantined / total if total else 0.0
+    if limit is not None:
+        run.report.checks.append(
+            CheckResult(
+                name=f"max_quarantine_rate({limit})",
+                check="max_quarantine_rate",
+                severity="error",
+                status="passed" if rate <= limit else "failed",
+                observed=round(rate, 6),
+                failing_rows=quarantined,
+                threshold=f"<= {limit}",
+                source="write",
+            )
+        )
+
+
+# --- publish ------------------------------------------------------------------------------

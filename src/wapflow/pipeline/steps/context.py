@@ -1,0 +1,196 @@
+"""What the steps of one run share: the run's state hydrated for one step, the names and checks that follow
+from it and wap.toml, the run's sandbox, what its snapshots carry, and how its record is saved.
+
+Hydrating and freezing are generic: each RunState field declares how a step sees it (state.hydration), so
+`Run(lakehouse, state)` and `run.freeze()` follow the dataclass's fields and no list of them is kept here.
+The annotations below only tell the type checker what those hydrated values are; `_check_annotations`
+fails at import if they and RunState's fields ever differ.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import fields
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from wapflow.audit.checks import AuditPlan
+from wapflow.audit.report import AuditReport
+from wapflow.audit.spec import CHECK_MODELS
+from wapflow.config import Check, TableConfig
+from wapflow.errors import WapError
+from wapflow.files.spark_paths import SparkInputs
+from wapflow.lakehouse import lineage
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.tables import Snapshot
+from wapflow.pipeline.state import RunState, hydration
+from wapflow.runs.store import RunRecord
+from wapflow.sql.identifiers import TableName
+from wapflow.storage.files import FileIdentity, SkippedFile
+
+_CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
+
+
+def _check(data: dict[str, Any]) -> Check:
+    """A check the caller added, back from the state. One that its own declaration rules refuse (built with
+    model_construct, or edited into a state) is kept as given: the write step's validate_checks then
+    refuses it with the table named and nothing written, as it did before runs were data."""
+    try:
+        return _CHECKS.validate_python(data)
+    except (ValidationError, WapError):
+        model = CHECK_MODELS.get(str(data.get("check")))
+        if model is None:
+            raise
+        return model.model_construct(**data)
+
+
+def quarantine_of(table: TableName) -> TableName:
+    """Where rows failing a table's row-level checks go under on_row_failure = "quarantine"."""
+    return TableName(table.namespace, f"{table.name}__quarantine")
+
+
+class Run:
+    """A run's state, hydrated for one step (typed values rebuilt from a RunState, and back: freeze)."""
+
+    # RunState's fields as a step sees them (hydrated per the field's declaration in state.py).
+    run_id: str
+    table: str  # as the caller named it; `target` is the parsed name once prepare validated it
+    patterns: list[str]
+    branch: str  # wap_<run id> unless the caller chose one
+    extra_checks: list[dict[str, Any]]
+    record: RunRecord
+    done: list[str]
+    sources: list[FileIdentity]
+    skipped: list[SkippedFile]
+    skipped_note: str | None
+    fmt: str | None
+    record_owned: bool  # False when this call is refused for a run id another attempt owns
+    already_published: int | None
+    base: int | None
+    run_snapshots: list[Snapshot]
+    q_base: int | None  # quarantine: rows failing row-level error checks go to <table>__quarantine's branch
+    q_snapshots: list[Snapshot]
+    staging: TableName | None  # schema = "add_columns": the batch waits in a staging table
+    schema_changes: list[str]
+    created_table: bool
+    opened_branch: bool  # Nessie: this run created its branch (a failed write then deletes it)
+    observed: dict[str, Any] | None
+    report: AuditReport | None
+    main_heads: dict[str, int | None]  # main's head per table as main-dependent checks read it
+    published_via: str | None
+    message: str
+
+    def __init__(self, lakehouse: Lakehouse, state: RunState) -> None:
+        self.lh = lakehouse
+        for f in fields(RunState):
+            # A copy: the step's working values never reach back into the state it was given.
+            setattr(self, f.name, hydration(f).load(copy.deepcopy(getattr(state, f.name))))
+        self.branch = state.branch or f"wap_{state.run_id}"  # validated by prepare
+        # Rebuilt by each step, never part of the state.
+        self.inputs: SparkInputs | None = None
+        self._sandbox: Any = None
+        self.plan: AuditPlan | None = None
+        self.new_columns: list[Any] = []
+        self.checks: list[Check] = [_check(c) for c in self.extra_checks]
+        self.quarantine: TableName | None = None
+        if "prepare" in self.done:
+            self.derive()
+
+    def derive(self) -> None:
+        """Names and checks that follow from the state and wap.toml."""
+        self.target = TableName.parse(self.table)
+        self.table_cfg: TableConfig = self.lh.config.table(self.target.dotted)
+        self.checks = list(self.table_cfg.checks) + [_check(c) for c in self.extra_checks]
+        if self.table_cfg.on_row_failure == "quarantine":
+            self.quarantine = quarantine_of(self.target)
+
+    def freeze(self) -> RunState:
+        return RunState(**{f.name: hydration(f).dump(getattr(self, f.name)) for f in fields(RunState)})
+
+    # --- shared by the steps ------------------------------------------------------------------
+
+    def timer(self, name: str) -> _Timer:
+        """Time a part of the run into its record's timings."""
+        return _Timer(self.record.timings, name)
+
+    def save(self) -> None:
+        if not self.record_owned:
+            return  # the record belongs to another attempt of this run id (see prepare)
+        try:
+            self.lh.store.save(self.record)
+        except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its record
+            self.lh.progress(f"warning: could not record run {self.run_id}: {e}")
+
+    def snapshot_properties(self) -> dict[str, str]:
+        """What every snapshot the run commits carries: its run id, files and their fingerprint."""
+        return lineage.run_properties(
+            self.run_id, (s.uri for s in self.sources), lineage.files_fingerprint(self.record.file_ids)
+        )
+
+    def write_options(self, writer: Any) -> Any:
+        return lineage.with_properties(writer, self.snapshot_properties())
+
+    # --- the run's sandbox --------------------------------------------------------------------
+
+    def wt(self) -> Any:
+        """Tables as the run's sandbox sees them (for a Nessie branch, a catalog bound to it)."""
+        if self._sandbox is None:
+            self._sandbox = self.lh.branches.tables_for(self.branch)
+        return self._sandbox
+
+    def ref(self) -> str:
+        """The Iceberg ref holding the run's rows (its table branch, or main within a Nessie branch)."""
+        return self.lh.branches.iceberg_ref(self.branch)
+
+    def run_tables(self) -> list[TableName]:
+        """The tables the run writes: its own and its quarantine table."""
+        return [self.target] + ([self.quarantine] if self.quarantine is not None else [])
+
+    def staging_name(self) -> TableName:
+        return TableName(self.target.namespace, f"{self.target.name}__wap_{self.run_id}")
+
+    def written(self) -> bool:
+        """The run's rows are on its branch or staging table (False when blocked before writing)."""
+        return bool(self.run_snapshots) or self.staging is not None
+
+    def branch_snapshots(self, table: TableName | None = None) -> list[Snapshot]:
+        """The run's own snapshots on its branch of `table` (default: its table), oldest first."""
+        t = table or self.target
+        tables = self.wt()
+        snaps = tables.snapshots(t)
+        chain = tables.ancestry(snaps, tables.head(t, self.ref()))
+        mine = [s for s in chain if s.run_id == self.run_id]
+        return list(reversed(mine))
+
+    def only_this_run_beyond_main(self, table: TableName) -> bool:
+        """Every snapshot on the branch that main does not have was written by this run (or there is none)."""
+        tables = self.wt()
+        snaps = tables.snapshots(table)
+        on_main = {s.snapshot_id for s in tables.ancestry(snaps, tables.head(table, "main"))}
+        beyond = tables.ancestry(snaps, tables.head(table, self.ref()))
+        return all(s.snapshot_id in on_main or s.run_id == self.run_id for s in beyond)
+
+
+class _Timer:
+    def __init__(self, sink: dict[str, float], name: str) -> None:
+        self.sink, self.name = sink, name
+
+    def __enter__(self) -> _Timer:
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sink[self.name] = round(self.sink.get(self.name, 0.0) + time.perf_counter() - self.t0, 3)
+
+
+def _check_annotations() -> None:
+    """The typed view above and RunState's fields name the same things (a field added to one only fails here)."""
+    declared = set(Run.__annotations__)
+    state = {f.name for f in fields(RunState)}
+    if declared != state:
+        raise TypeError(f"Run and RunState differ: {sorted(declared ^ state)}")
+
+
+_check_annotations()

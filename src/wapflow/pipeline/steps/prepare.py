@@ -1,0 +1,98 @@
+"""The prepare step: validate names, resolve the files, check the run id's idempotence. No data moves."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from wapflow.errors import UsageError
+from wapflow.faults import crash_point
+from wapflow.files.resolve import resolve_files
+from wapflow.lakehouse.lineage import FILES_HASH_PROP, SOURCES_PROP, files_fingerprint, find_published, origin
+from wapflow.pipeline.steps.context import Run
+from wapflow.runs.store import current_owner, owner_alive
+from wapflow.sql.identifiers import validate_branch
+from wapflow.write.read import detect_format
+
+
+def _describe_files(ids: list[dict[str, Any]], limit: int = 5) -> str:
+    shown = [f"{i['uri']} ({i.get('size')} bytes, {i.get('version')})" for i in ids[:limit]]
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ", ".join(shown) + more
+
+
+def prepare(run: Run) -> None:
+    """Validate names, resolve files, check idempotence. No data moves."""
+    with run.timer("prepare"):
+        # Nessie down, wrong URL or token: fail here, before any file is read or anything written.
+        run.lh.check_catalog()
+        run.derive()
+        run.branch = validate_branch(run.branch)
+        run.record.branch = run.branch
+        previous = run.lh.store.get(run.run_id)
+        if previous is not None:
+            owner = previous.owner or {}
+            if previous.status == "running" and owner_alive(owner) and owner.get("pid") != os.getpid():
+                run.record_owned = False
+                raise UsageError(
+                    f"run {run.run_id} is running right now (process {owner.get('pid')} on {owner.get('host')})",
+                    hint="wait for it to finish; `wap report " + run.run_id + "` shows its outcome",
+                )
+            run.record.started_at = previous.started_at
+            run.base = previous.base_snapshot_id
+        run.record.status = "running"
+        run.record.owner = current_owner()
+        run.save()
+        run.lh.progress(f"run {run.run_id}")
+        found = resolve_files(run.patterns, storage=run.lh.storage)
+        run.sources = list(found)
+        run.skipped = list(found.skipped)
+        run.skipped_note = found.skipped_message()
+        if run.skipped_note is not None:
+            run.lh.progress(run.skipped_note)
+        run.record.files = [s.uri for s in run.sources]
+        run.record.file_ids = [f.to_dict() for f in run.sources]
+        if previous is not None and previous.file_ids and not _same_files(run, previous.file_ids):
+            # Refused: the run id's record stays as it was (e.g. published), not this call's.
+            run.lh.store.save(previous)
+            run.record_owned = False
+            _refuse_other_files(run, previous.file_ids)
+        run.fmt = detect_format(run.sources, run.table_cfg.format)
+        tables = run.lh.tables
+        if tables.exists(run.target):
+            run.already_published = find_published(tables, run.target, run.run_id)
+            if run.already_published is not None and (previous is None or not previous.file_ids):
+                _same_files_as_published(run)
+        run.save()
+        crash_point("prepare")
+
+
+def _same_files(run: Run, before: list[dict[str, Any]]) -> bool:
+    return files_fingerprint(before) == files_fingerprint(run.record.file_ids)
+
+
+def _refuse_other_files(run: Run, before: list[dict[str, Any]]) -> None:
+    """A run id stands for one set of files: resuming it with other (or changed) files is an error."""
+    raise UsageError(
+        f"run {run.run_id} was started with {len(before)} file(s): {_describe_files(before)}; "
+        f"this call names {len(run.record.file_ids)} file(s): {_describe_files(run.record.file_ids)}",
+        hint="a run id means one set of files: to resume the run, pass the same files unchanged; "
+        "to ingest other files, start a new run (leave out --run-id)",
+    )
+
+
+def _same_files_as_published(run: Run) -> None:
+    """No run record (another machine's store, or lost): compare with the fingerprint on main's snapshot."""
+    tables = run.lh.tables
+    snaps = tables.snapshots(run.target)
+    published = snaps.get(run.already_published) if run.already_published is not None else None
+    first = origin(snaps, published) if published else None
+    recorded = first.summary.get(FILES_HASH_PROP) if first else None
+    if recorded is None or recorded == files_fingerprint(run.record.file_ids):
+        return
+    files = first.summary.get(SOURCES_PROP, "?") if first else "?"
+    raise UsageError(
+        f"run {run.run_id} was already published (snapshot {run.already_published}) with other files "
+        f"({files}); this call names {_describe_files(run.record.file_ids)}",
+        hint="a run id means one set of files: to ingest these files, start a new run (leave out --run-id)",
+    )

@@ -1,0 +1,167 @@
+"""The publish step: under the table's publish lock, main moves to the run's rows (after re-checking what
+depends on main), or the run is blocked and its sandbox kept or dropped as the table says. A publish replayed
+after the run reached main only cleans up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from wapflow.errors import UsageError
+from wapflow.faults import crash_point
+from wapflow.lakehouse.branches import PublishedRun, RunSlice
+from wapflow.lakehouse.lineage import find_published
+from wapflow.pipeline.steps.audit import recheck_main
+from wapflow.pipeline.steps.context import Run
+
+
+def publish(run: Run) -> None:
+    """Publish (or block), and record the outcome: a caller driving the steps one by one needs no run()."""
+    if run.already_published is None and run.lh.tables.exists(run.target):
+        # A publish replayed after a crash (or a retried step) finds its rows on main: nothing twice.
+        run.already_published = find_published(run.lh.tables, run.target, run.run_id)
+    if run.already_published is not None:
+        with run.timer("cleanup"):
+            run.lh.branches.discard(run.branch, run.run_tables())
+            staging = run.staging_name()
+            if run.lh.tables.exists(staging):
+                run.lh.tables.drop(staging)
+        mark_published(run, run.already_published, "already")
+        run.message = f"run {run.run_id} was already published (snapshot {run.already_published}); nothing to do"
+    else:
+        assert run.report is not None
+        done = None
+        if run.report.passed:
+            with (
+                run.timer("publish"),
+                run.lh.store.publish_lock(run.target.dotted, timeout=run.lh.config.lakehouse.publish_lock_timeout),
+            ):
+                crash_point("publish:locked")
+                recheck_main(run)
+                if run.report.passed:
+                    done = _publish_locked(run)
+        if done is not None:
+            mark_published(run, done.heads.get(run.target.dotted), done.method)
+            if done.leftover:
+                run.lh.progress(
+                    f"warning: published, but {done.leftover}; drop it with `wap discard {run.branch}"
+                    f" --table {run.target}`"
+                )
+        else:
+            _block(run)
+    run.record.finished_at = datetime.now(UTC)
+    run.save()
+
+
+def _publish_locked(run: Run) -> PublishedRun:
+    """Move main to the run's rows and drop the sandbox; the caller holds the table's publish lock."""
+    assert run.report is not None
+    if run.staging is not None:
+        return _publish_staged(run)
+    if run.report.quarantined_rows:
+        run.lh.progress(f"publishing {run.report.quarantined_rows} quarantined row(s)")
+    run.lh.progress(f"publishing {run.lh.branches.describe(run.branch)} to main")
+    return run.lh.branches.publish(run.branch, run.run_id, slices(run), lambda sl: _after_slice(run, sl))
+
+
+def slices(run: Run) -> list[RunSlice]:
+    """The run's part of its sandbox, per table, in publish order: quarantined rows first, so main
+    never holds a run's good rows without the ones it diverted."""
+    props = run.snapshot_properties()
+    out = []
+    if run.quarantine is not None and run.wt().exists(run.quarantine):
+        out.append(RunSlice(run.quarantine, run.q_base, tuple(run.q_snapshots), props))
+    out.append(RunSlice(run.target, run.base, tuple(run.run_snapshots), props))
+    return out
+
+
+def _after_slice(run: Run, sl: RunSlice) -> None:
+    crash_point("publish:moved" if sl.table == run.target else "publish:quarantine-published")
+
+
+def mark_published(run: Run, snapshot_id: int | None, via: str) -> None:
+    """Record a publish done by this run or, for multi-table runs, by the group's single merge."""
+    assert run.report is not None or via == "already"
+    run.record.status, run.record.snapshot_id, run.record.branch_kept = "published", snapshot_id, False
+    run.published_via = via
+    if via == "already" or run.report is None:
+        return
+    warned = len(run.report.warned)
+    run.message = f"published {run.record.rows_written} row(s) to {run.target}" + (
+        f" with {warned} warning(s)" if warned else ""
+    )
+    if run.report.quarantined_rows:
+        run.message += f"; {run.report.quarantined_rows} row(s) quarantined in {run.quarantine}"
+
+
+def _publish_staged(run: Run) -> PublishedRun:
+    """New columns the sandbox could not hold: main's schema changes only now, then the staged rows are
+    appended to the run's branch and published from there."""
+    tables, branches = run.lh.tables, run.lh.branches
+    assert run.staging is not None
+    staged = tables.read(run.staging)
+    current = {f.name.lower() for f in tables.schema(run.target).fields}
+    new = [f for f in staged.schema.fields if f.name.lower() not in current]
+    if new:
+        run.lh.progress(f"adding column(s) {', '.join(f.name for f in new)} to {run.target}")
+        tables.add_columns(run.target, new)
+        crash_point("publish:columns-added")
+    schema = tables.schema(run.target)
+    mine = run.branch_snapshots() if branches.exists(run.target, run.branch) else []
+    if not mine:
+        # (A resumed publish finds its rows on the branch already and does not append them twice.)
+        if branches.exists(run.target, run.branch):
+            if not run.only_this_run_beyond_main(run.target):
+                raise UsageError(
+                    f"branch {run.branch} of {run.target} already exists and holds another run's data",
+                    hint=f"drop it with `wap discard {run.branch} --table {run.target}`, then retry",
+                )
+            branches.reset(run.target, run.branch, [])
+        run.base = branches.create(run.target, run.branch)
+        run.write_options(
+            staged.select(*[staged[f"`{f.name}`"] for f in schema.fields]).writeTo(
+                branches.write_target(run.target, run.branch)
+            )
+        ).append()
+        mine = run.branch_snapshots()
+    run.run_snapshots = mine
+    done = branches.publish(
+        run.branch,
+        run.run_id,
+        [RunSlice(run.target, run.base, tuple(mine), run.snapshot_properties())],
+        lambda sl: _after_slice(run, sl),
+    )
+    tables.drop(run.staging)
+    return done
+
+
+def _block(run: Run) -> None:
+    assert run.report is not None
+    tables, branches = run.lh.tables, run.lh.branches
+    failed = ", ".join(c.name for c in run.report.failed)
+    run.record.status, run.record.snapshot_id = "blocked", run.record.branch_snapshot_id
+    if not run.written():
+        run.record.branch_kept = False
+        diff = "; ".join(str(c.observed) for c in run.report.failed if c.check == "schema")
+        run.message = (
+            f"blocked by {failed}: {diff}; nothing was written; main unchanged (report: wap report {run.run_id}; "
+            'fix the file, or set schema = "add_columns" / "ignore_extra" for the table in wap.toml)'
+        )
+        return
+    keep = run.table_cfg.on_failure != "drop"
+    run.record.branch_kept = keep
+    if run.staging is not None:
+        if not keep:
+            tables.drop(run.staging)
+        where = f"rows kept in staging table {run.staging}" if keep else f"staging table {run.staging} dropped"
+        run.message = f"blocked by {failed}; main and its schema unchanged; {where}"
+        return
+    where = branches.describe(run.branch)
+    if not keep:
+        branches.discard(run.branch, run.run_tables())
+        run.message = f"blocked by {failed}; main unchanged; {where} dropped"
+        return
+    run.message = (
+        f"blocked by {failed}; main unchanged; rows kept on {where} "
+        f'(report: wap report {run.run_id}; inspect: wap query "SELECT * FROM {run.target}" '
+        f"--branch {run.branch}; drop: wap discard {run.branch})"
+    )

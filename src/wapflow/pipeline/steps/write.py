@@ -1,0 +1,312 @@
+"""The write step: the batch onto the run's branch (or a staging table, or split with its quarantine table);
+main and its readers see nothing. A write resumed after a crash finds its rows instead of writing them twice,
+and a failed write leaves nothing behind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wapflow.audit.checks import QUARANTINE_COLUMN, AuditPlan, validate_checks
+from wapflow.audit.report import AuditReport, CheckResult
+from wapflow.errors import CommitConflict, UsageError, WapError, bug
+from wapflow.faults import crash_point
+from wapflow.files.spark_paths import SparkInputs
+from wapflow.lakehouse.lineage import find_published
+from wapflow.pipeline.steps.context import Run
+from wapflow.spark import errors as spark_errors
+from wapflow.write.input_errors import input_error_from_spark
+from wapflow.write.read import read_batch
+from wapflow.write.schema import ContractViolation, apply_contract
+
+
+def created_meanwhile(e: BaseException) -> bool:
+    """Creating a table failed because it exists: another run created it since this one looked. By the Java
+    class on a classic session, by Spark's error condition on Spark Connect (no Java classes reach a client)."""
+    return spark_errors.raised(e, *_ALREADY_EXISTS) or "TABLE_OR_VIEW_ALREADY_EXISTS" in spark_errors.conditions(e)
+
+
+_ALREADY_EXISTS = (
+    "org.apache.iceberg.exceptions.AlreadyExistsException",
+    "org.apache.spark.sql.catalyst.analysis.TableAlreadyExistsException",
+)
+
+
+def write(run: Run) -> None:
+    """Append the batch to the run's branch (or staging table); main and its readers see nothing."""
+    if run.already_published is None and run.lh.tables.exists(run.target):
+        # A write replayed after the run was published (a retry with an old state) writes nothing.
+        run.already_published = find_published(run.lh.tables, run.target, run.run_id)
+    if run.already_published is not None:
+        return
+    # Spark gets exactly these files (safe-named links where a name would be globbed, hidden or
+    # unreadable to Hadoop); they live until the write job that reads them is done.
+    run.inputs = SparkInputs(run.sources)
+    try:
+        _write(run)
+    finally:
+        run.inputs.close()
+        run.inputs = None
+
+
+def _write(run: Run) -> None:
+    branches = run.lh.branches
+    with run.timer("write"):
+        # A sandbox spanning the catalog (Nessie) exists before anything, table creation included, happens in it.
+        run.opened_branch = branches.open(run.branch)
+        tables = run.wt()
+        exists = tables.exists(run.target)
+        if exists and not run.opened_branch and _resume(run):
+            return
+        assert run.fmt is not None  # set by prepare
+        run.lh.progress(f"reading {len(run.sources)} file(s) as {run.fmt}")
+        try:
+            table_schema = tables.schema(run.target) if exists else None
+            df = read_batch(
+                run.lh.spark,
+                run.sources,
+                run.fmt,
+                run.table_cfg.read_options,
+                table_schema,
+                run.lh.storage,
+                inputs=run.inputs,
+            )
+            if table_schema is not None:
+                contract = apply_contract(
+                    df,
+                    table_schema,
+                    table=run.target.dotted,
+                    policy=run.table_cfg.schema_policy,
+                    files=run.record.files,
+                )
+                df, run.new_columns = contract.df, contract.new_columns
+                run.schema_changes = contract.report()
+                for note in run.schema_changes:
+                    run.lh.progress(note)
+            else:
+                df.schema  # noqa: B018 - forces schema inference so unreadable files fail before any DDL
+        except ContractViolation as e:
+            # The batch does not fit the table's schema contract: an audit outcome, decided before
+            # anything is written (blocked, exit 1), not a failure to read the files.
+            _block_on_schema(run, e)
+            return
+        except WapError:
+            raise
+        except Exception as e:
+            raise _classify(run, e) from e
+        validate_checks(
+            run.checks,
+            df,
+            table=run.target.dotted,
+            table_exists=tables.exists,
+            table_columns=lambda t: tables.schema(t).fieldNames(),
+        )
+        run.plan = AuditPlan(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
+        if not exists:
+            run.lh.progress(f"creating table {run.target}")
+            try:
+                tables.ensure_namespace(run.target)
+            except Exception:
+                # Two runs creating one namespace at once: the loser's insert fails, the namespace is there.
+                if not tables.namespace_exists(run.target):
+                    raise
+            try:
+                tables.create_like(run.target, df)
+            except Exception as e:
+                if created_meanwhile(e):
+                    # Another run created it since this one looked: a retry writes into it (under its contract).
+                    raise CommitConflict(
+                        f"{run.target} was created by another run at the same time",
+                        hint="retry: the run then writes into the table that now exists",
+                    ) from e
+                raise
+            run.created_table = True
+            crash_point("write:table-created")
+        if run.new_columns and branches.add_columns(run.target, run.branch, run.new_columns):
+            # The sandbox isolates schema changes too (a Nessie branch): main keeps its schema, no staging.
+            run.lh.progress(f"added column(s) {', '.join(f.name for f in run.new_columns)} on branch {run.branch}")
+            run.new_columns = []
+        if run.new_columns:
+            _write_staged(run, df)
+            return
+        run.base = branches.create(run.target, run.branch)
+        run.record.base_snapshot_id = run.base
+        run.save()
+        crash_point("write:branch-created")
+        run.lh.progress(f"writing to branch {run.branch}")
+        observation = None
+        if run.checks:
+            # Row-level checks are computed by the write job itself: auditing them costs no extra scan.
+            from pyspark.sql import Observation
+
+            observation = Observation(f"wap_audit_{run.run_id}")
+        try:
+            if run.quarantine is not None and run.plan.quarantinable:
+                _write_split(run, df, observation)
+            else:
+                out = df.observe(observation, *run.plan.observable()) if observation else df
+                run.write_options(out.writeTo(branches.write_target(run.target, run.branch))).append()
+        except Exception as e:
+            _undo_write(run)
+            raise _classify(run, e) from e
+        crash_point("write:appended")
+        run.run_snapshots = run.branch_snapshots()
+        if observation is not None:
+            run.observed = dict(observation.get)
+            written = sum(s.added_records for s in run.run_snapshots) + sum(s.added_records for s in run.q_snapshots)
+            if int(run.observed.get("_rows") or 0) != written:
+                # Never trust metrics that do not describe exactly the rows committed: re-scan instead.
+                run.observed = None
+
+
+def _block_on_schema(run: Run, e: ContractViolation) -> None:
+    _undo_write(run)  # a Nessie branch this run opened for the write; nothing else exists yet
+    run.opened_branch = False
+    policy = run.table_cfg.schema_policy
+    run.report = AuditReport(
+        rows=0,
+        checks=[
+            CheckResult(
+                name="schema",
+                check="schema",
+                severity="error",
+                status="failed",
+                observed=" ".join(line.strip() for line in e.message.splitlines()),
+                failing_rows=0,
+                threshold=f'schema = "{policy}"',
+                source="write",
+                samples=[{"difference": line} for line in e.problems],
+            )
+        ],
+    )
+    run.record.rows_written = 0
+    run.record.checks = [c.to_dict() for c in run.report.checks]
+    run.lh.progress(f"the batch does not match the schema of {run.target}: blocked before writing")
+
+
+def _resume(run: Run) -> bool:
+    """After a crash: True when the write completed (the branch or staging table holds this run's rows).
+
+    The table's own branch is written last, so its rows prove the whole write happened. A branch
+    that holds nothing beyond main, or only this run's partial write (quarantined rows without the
+    good ones), is this run's own unfinished write: it is dropped and the write starts over.
+    """
+    tables, branches = run.wt(), run.lh.branches
+    staging = run.staging_name()
+    if tables.exists(staging):
+        if any(s.run_id == run.run_id for s in tables.snapshots(staging).values()):
+            run.staging = staging
+            run.lh.progress(f"staging table {staging} already holds run {run.run_id}'s rows; resuming")
+            return True
+        tables.drop(staging)  # created, never filled: write again
+    if not branches.exists(run.target, run.branch):
+        _reset_quarantine_branch(run)
+        return False
+    mine = run.branch_snapshots()
+    if not mine:
+        if not run.only_this_run_beyond_main(run.target):
+            raise UsageError(
+                f"branch {run.branch} of {run.target} already exists and holds another run's data",
+                hint=f"pick another --branch, or drop it with `wap discard {run.branch} --table {run.target}`",
+            )
+        run.lh.progress(f"branch {run.branch} holds no rows of run {run.run_id} for {run.target}; writing")
+        branches.reset(run.target, run.branch, [])
+        _reset_quarantine_branch(run)
+        return False
+    run.run_snapshots = mine
+    run.base = mine[0].parent_id
+    run.record.base_snapshot_id = run.base
+    if run.quarantine is not None and tables.exists(run.quarantine) and branches.exists(run.quarantine, run.branch):
+        run.q_snapshots = run.branch_snapshots(run.quarantine)
+        run.q_base = run.q_snapshots[0].parent_id if run.q_snapshots else None
+    run.lh.progress(f"branch {run.branch} already holds run {run.run_id}'s rows; resuming")
+    return True
+
+
+def _reset_quarantine_branch(run: Run) -> None:
+    """Quarantined rows of an unfinished write (the good rows never landed) are written again: drop them."""
+    if run.quarantine is None:
+        return
+    tables, branches = run.wt(), run.lh.branches
+    if not (tables.exists(run.quarantine) and branches.exists(run.quarantine, run.branch)):
+        return
+    if not run.only_this_run_beyond_main(run.quarantine):
+        raise UsageError(
+            f"branch {run.branch} of {run.quarantine} already exists and holds another run's data",
+            hint=f"pick another --branch, or drop it with `wap discard {run.branch} --table {run.quarantine}`",
+        )
+    branches.reset(run.quarantine, run.branch, run.branch_snapshots(run.quarantine))
+    run.q_snapshots, run.q_base = [], None
+
+
+def _write_staged(run: Run, df: Any) -> None:
+    """New columns: the batch waits in a staging table so main's schema stays as it is until publish."""
+    from pyspark.sql import Observation
+
+    run.staging = run.staging_name()
+    run.lh.progress(f"new column(s): staging the batch in {run.staging} until publish")
+    observation = Observation(f"wap_audit_{run.run_id}") if run.checks else None
+    assert run.plan is not None  # built by the write before staging
+    out = df.observe(observation, *run.plan.observable()) if observation else df
+    try:
+        run.write_options(
+            out.writeTo(run.lh.tables.ident(run.staging)).using("iceberg").tableProperty("format-version", "2")
+        ).create()
+    except Exception as e:
+        run.lh.tables.drop(run.staging)
+        raise _classify(run, e) from e
+    crash_point("write:appended")
+    if observation is not None:
+        run.observed = dict(observation.get)
+
+
+def _write_split(run: Run, df: Any, observation: Any) -> None:
+    """Quarantine: good rows to the table's branch, failing rows to the quarantine table's branch."""
+    from pyspark.sql import functions as F
+
+    assert run.plan is not None and run.quarantine is not None
+    tables, branches = run.wt(), run.lh.branches
+    marked = df.withColumn(QUARANTINE_COLUMN, run.plan.quarantine_flags())
+    source = marked.observe(observation, *run.plan.observable()) if observation is not None else marked
+    good = source.where(F.size(QUARANTINE_COLUMN) == 0).drop(QUARANTINE_COLUMN)
+    bad = (
+        marked.where(F.size(QUARANTINE_COLUMN) > 0)
+        .withColumn("_wap_run_id", F.lit(run.run_id))
+        .withColumn("_wap_quarantined_at", F.current_timestamp())
+    )
+    if not tables.exists(run.quarantine):
+        tables.create_like(run.quarantine, bad)
+    run.q_base = branches.create(run.quarantine, run.branch)
+    # Failing rows first: the table's own branch is written last, so a resumed run can tell a
+    # complete write (the table's branch holds the run's rows) from one cut short.
+    run.write_options(bad.writeTo(branches.write_target(run.quarantine, run.branch))).append()
+    crash_point("write:quarantine-appended")
+    run.write_options(good.writeTo(branches.write_target(run.target, run.branch))).append()
+    run.q_snapshots = run.branch_snapshots(run.quarantine)
+
+
+def _undo_write(run: Run) -> None:
+    """A failed write leaves nothing behind: the sandbox it opened, or its part of it, and a table this run
+    created."""
+    branches, tables = run.lh.branches, run.wt()
+    try:
+        if run.opened_branch:
+            branches.discard(run.branch, run.run_tables())
+            return
+        for t in run.run_tables():
+            if tables.exists(t) and branches.exists(t, run.branch):
+                branches.reset(t, run.branch, run.branch_snapshots(t))
+        if run.created_table:
+            tables.drop(run.target)
+    except Exception as e:  # noqa: BLE001 - cleanup must not hide the write's own error
+        run.lh.progress(f"warning: cleanup after failed write: {spark_errors.describe(e)}")
+
+
+def _classify(run: Run, e: BaseException) -> WapError:
+    """A failure of the write job: the run's input (by Spark's error condition, naming the file), or not."""
+    named = spark_errors.classify(e, doing=f"writing {run.target}")
+    if named is not None:
+        return named  # the catalog, the warehouse or the network, not the files
+    bad_input = input_error_from_spark(e, run.sources, fmt=run.fmt, options=run.table_cfg.read_options)
+    if bad_input is not None:
+        return bad_input
+    return bug(e, run_id=run.run_id, step="write")
