@@ -8,25 +8,9 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict, Unpack
 
-from wapflow.audit.batch_checks import (
-    CustomSqlCheck,
-    ForeignKeyCheck,
-    FreshnessCheck,
-    NullRateCheck,
-    RowCountCheck,
-    UniqueCheck,
-    UniqueInTableCheck,
-    VolumeCheck,
-)
+from wapflow.audit import batch_checks as B
+from wapflow.audit import row_checks as R
 from wapflow.audit.checktype import Scalar
-from wapflow.audit.row_checks import (
-    AcceptedValuesCheck,
-    BetweenCheck,
-    ExpressionCheck,
-    MaxLengthCheck,
-    NotNullCheck,
-    RegexCheck,
-)
 
 
 class Options(TypedDict, total=False):
@@ -46,8 +30,8 @@ class RowOptions(Options, total=False):
 # `min` and `max` shadow builtins on purpose: they are the keys wap.toml uses for the same checks.
 
 
-def not_null(column: str, **kw: Unpack[RowOptions]) -> NotNullCheck:
-    return NotNullCheck(check="not_null", column=column, **kw)
+def not_null(column: str, **kw: Unpack[RowOptions]) -> R.NotNullCheck:
+    return R.NotNullCheck(check="not_null", column=column, **kw)
 
 
 def between(
@@ -58,8 +42,8 @@ def between(
     min_inclusive: bool = True,
     max_inclusive: bool = True,
     **kw: Unpack[RowOptions],
-) -> BetweenCheck:
-    return BetweenCheck(
+) -> R.BetweenCheck:
+    return R.BetweenCheck(
         check="between",
         column=column,
         min=min,
@@ -70,53 +54,53 @@ def between(
     )
 
 
-def accepted_values(column: str, values: list[Scalar], **kw: Unpack[RowOptions]) -> AcceptedValuesCheck:
-    return AcceptedValuesCheck(check="accepted_values", column=column, values=values, **kw)
+def accepted_values(column: str, values: list[Scalar], **kw: Unpack[RowOptions]) -> R.AcceptedValuesCheck:
+    return R.AcceptedValuesCheck(check="accepted_values", column=column, values=values, **kw)
 
 
-def regex(column: str, pattern: str, **kw: Unpack[RowOptions]) -> RegexCheck:
-    return RegexCheck(check="regex", column=column, pattern=pattern, **kw)
+def regex(column: str, pattern: str, **kw: Unpack[RowOptions]) -> R.RegexCheck:
+    return R.RegexCheck(check="regex", column=column, pattern=pattern, **kw)
 
 
-def max_length(column: str, max: int, **kw: Unpack[RowOptions]) -> MaxLengthCheck:  # noqa: A002 - the wap.toml key
-    return MaxLengthCheck(check="max_length", column=column, max=max, **kw)
+def max_length(column: str, max: int, **kw: Unpack[RowOptions]) -> R.MaxLengthCheck:  # noqa: A002 - the wap.toml key
+    return R.MaxLengthCheck(check="max_length", column=column, max=max, **kw)
 
 
-def expression(sql: str, **kw: Unpack[RowOptions]) -> ExpressionCheck:
-    return ExpressionCheck(check="expression", sql=sql, **kw)
+def expression(sql: str, **kw: Unpack[RowOptions]) -> R.ExpressionCheck:
+    return R.ExpressionCheck(check="expression", sql=sql, **kw)
 
 
-def null_rate(column: str, max: float, **kw: Unpack[Options]) -> NullRateCheck:  # noqa: A002 - the wap.toml key
-    return NullRateCheck(check="null_rate", column=column, max=max, **kw)
+def null_rate(column: str, max: float, **kw: Unpack[Options]) -> B.NullRateCheck:  # noqa: A002 - the wap.toml key
+    return B.NullRateCheck(check="null_rate", column=column, max=max, **kw)
 
 
 def row_count(
     min: int | None = None,  # noqa: A002 - the wap.toml key
     max: int | None = None,  # noqa: A002 - the wap.toml key
     **kw: Unpack[Options],
-) -> RowCountCheck:
-    return RowCountCheck(check="row_count", min=min, max=max, **kw)
+) -> B.RowCountCheck:
+    return B.RowCountCheck(check="row_count", min=min, max=max, **kw)
 
 
-def unique(*columns: str, **kw: Unpack[Options]) -> UniqueCheck:
-    return UniqueCheck(check="unique", columns_=list(columns), **kw)
+def unique(*columns: str, **kw: Unpack[Options]) -> B.UniqueCheck:
+    return B.UniqueCheck(check="unique", columns_=list(columns), **kw)
 
 
-def unique_in_table(*columns: str, **kw: Unpack[Options]) -> UniqueInTableCheck:
-    return UniqueInTableCheck(check="unique_in_table", columns_=list(columns), **kw)
+def unique_in_table(*columns: str, **kw: Unpack[Options]) -> B.UniqueInTableCheck:
+    return B.UniqueInTableCheck(check="unique_in_table", columns_=list(columns), **kw)
 
 
-def foreign_key(column: str, table: str, references: str | None = None, **kw: Unpack[Options]) -> ForeignKeyCheck:
-    return ForeignKeyCheck(check="foreign_key", column=column, table=table, references=references, **kw)
+def foreign_key(column: str, table: str, references: str | None = None, **kw: Unpack[Options]) -> B.ForeignKeyCheck:
+    return B.ForeignKeyCheck(check="foreign_key", column=column, table=table, references=references, **kw)
 
 
-def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> FreshnessCheck:
-    return FreshnessCheck(check="freshness", column=column, max_age=max_age, **kw)
+def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> B.FreshnessCheck:
+    return B.FreshnessCheck(check="freshness", column=column, max_age=max_age, **kw)
 
 
-def volume(runs: int = 10, tolerance: float = 0.5, min_history: int = 3, **kw: Unpack[Options]) -> VolumeCheck:
-    return VolumeCheck(check="volume", runs=runs, tolerance=tolerance, min_history=min_history, **kw)
+def volume(runs: int = 10, tolerance: float = 0.5, min_history: int = 3, **kw: Unpack[Options]) -> B.VolumeCheck:
+    return B.VolumeCheck(check="volume", runs=runs, tolerance=tolerance, min_history=min_history, **kw)
 
 
-def custom_sql(sql: str, **kw: Unpack[Options]) -> CustomSqlCheck:
-    return CustomSqlCheck(check="custom_sql", sql=sql, **kw)
+def custom_sql(sql: str, **kw: Unpack[Options]) -> B.CustomSqlCheck:
+    return B.CustomSqlCheck(check="custom_sql", sql=sql, **kw)

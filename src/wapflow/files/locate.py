@@ -37,14 +37,19 @@ def find_line(s: FileIdentity, record: str) -> int | None:
     return None
 
 
+def _open_small(s: FileIdentity) -> io.BufferedIOBase | None:
+    """The file opened for a scan, when it is local and small enough to scan whole (else None)."""
+    local = local_path(s)
+    if local is None or (s.size or 0) > LOCATE_LIMIT:
+        return None
+    return open_local(local)
+
+
 def find_value(
     s: FileIdentity, fmt: str, field: str | None, value: str, options: dict[str, str]
 ) -> tuple[int, str | None] | None:
     """(line, column) of the first record holding `value` (in `field`, if known), in a local file."""
-    local = local_path(s)
-    if local is None or (s.size or 0) > LOCATE_LIMIT:
-        return None
-    f = open_local(local)
+    f = _open_small(s)
     if f is None:
         return None
     low = lower_options(options)
@@ -76,10 +81,7 @@ def find_value(
 
 def json_lines_error(s: FileIdentity) -> InputError | None:
     """The first line of a local JSON lines file that is not a JSON object, scanning the whole file."""
-    local = local_path(s)
-    if local is None or (s.size or 0) > LOCATE_LIMIT:
-        return None
-    f = open_local(local)
+    f = _open_small(s)
     if f is None:
         return None
     with f:
