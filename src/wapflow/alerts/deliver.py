@@ -24,6 +24,7 @@ from wapflow.alerts.event import AlertEvent
 from wapflow.alerts.payload import payload_for
 from wapflow.config import AlertsConfig, AlertSinkConfig
 from wapflow.faults import crash_point
+from wapflow.pipeline.retry import backoff
 from wapflow.runs.alerts import AlertLog
 
 RETRY_AFTER_CAP = 30.0
@@ -80,7 +81,7 @@ def post(
     error: str | None = None
     with httpx.Client(timeout=httpx.Timeout(timeout), transport=transport, follow_redirects=False) as client:
         for attempt in range(1, max_attempts + 1):
-            wait = min(0.5 * 2 ** (attempt - 1), BACKOFF_CAP)
+            wait = backoff(attempt, first=0.5, cap=BACKOFF_CAP)
             try:
                 resp = client.post(url, content=content, headers=headers)
             except httpx.TimeoutException as e:

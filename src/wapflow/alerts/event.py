@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from wapflow.pipeline.result import RunResult
+from wapflow.pipeline.retry import retryable
 
 EventName = Literal[
     "blocked", "failed", "retries_exhausted", "quarantine_rate", "file_failed", "branch_kept", "recovered"
@@ -145,7 +146,7 @@ def events_for_run(
     caller's to retry), a quarantine rate above the threshold."""
     if res.status == "blocked":
         return [from_run(res, "blocked", source=source, key=key)]
-    if res.status == "failed" and not (res.error or {}).get("retryable"):
+    if res.status == "failed" and not retryable(res.error):
         return [from_run(res, "failed", source=source, key=key)]
     rate = quarantine_rate(res)
     limit = quarantine_rate_above

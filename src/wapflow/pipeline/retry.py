@@ -23,9 +23,10 @@ def retryable(error: Mapping[str, Any] | None) -> bool:
     return bool(error and error.get("retryable"))
 
 
-def backoff(attempt: int) -> float:
-    """Seconds to wait after failed attempt `attempt` (1, 2, 4, ... at most 30)."""
-    return min(2.0 ** (attempt - 1), MAX_DELAY)
+def backoff(attempt: int, *, first: float = 1.0, cap: float = MAX_DELAY) -> float:
+    """Seconds to wait after failed attempt `attempt`: first, doubling, at most cap (runs: 1, 2, 4, ... 30 s;
+    alert deliveries: their own first wait and cap)."""
+    return min(first * 2.0 ** (attempt - 1), cap)
 
 
 @dataclass(frozen=True)
