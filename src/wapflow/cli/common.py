@@ -5,15 +5,19 @@ Opening is lazy (imports inside the functions) so that `wap runs` and `wap --hel
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from wapflow.cli.output import Output
+from wapflow.errors import WapError
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.runs.store import RunStore
+
+T = TypeVar("T")
 
 ConfigOpt = Annotated[
     str | None, typer.Option("--config", "-c", help="wap.toml to use (default: $WAP_CONFIG, then ./wap.toml).")
@@ -26,6 +30,15 @@ def open_lakehouse(config: str | None, output: Output) -> Lakehouse:
     from wapflow import api
 
     return api.connect(config, progress=output.progress)
+
+
+def on_lakehouse(config: str | None, output: Output, work: Callable[[Lakehouse], T]) -> T:
+    """`work` on the lakehouse of wap.toml; a WapError (opening it or in `work`) ends the command with its
+    one error block and exit code."""
+    try:
+        return work(open_lakehouse(config, output))
+    except WapError as e:
+        output.fail(e)
 
 
 def open_store(config: str | None) -> RunStore:

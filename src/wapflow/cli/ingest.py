@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from wapflow.cli.common import ConfigOpt, JsonOpt, open_lakehouse
+from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_lakehouse
 from wapflow.cli.output import Output, out, rows_table
 from wapflow.errors import UsageError, WapError
 
@@ -29,10 +29,7 @@ def ingest(
     from wapflow import api
 
     o = Output(as_json)
-    try:
-        res = api.ingest(open_lakehouse(config, o), source)
-    except WapError as e:
-        o.fail(e)
+    res = on_lakehouse(config, o, lambda lh: api.ingest(lh, source))
 
     o.result(res.to_dict(), lambda: _show_ingest(res))
     raise typer.Exit(res.exit_code)
@@ -63,16 +60,13 @@ def backfill(
     from wapflow.outer.ingest import parse_when
 
     o = Output(as_json)
-    try:
-        res = api.backfill(
-            open_lakehouse(config, o),
-            source,
-            since=parse_when(since, "--since"),
-            until=parse_when(until, "--until"),
-            dry_run=dry_run,
-        )
-    except WapError as e:
-        o.fail(e)
+    res = on_lakehouse(
+        config,
+        o,
+        lambda lh: api.backfill(
+            lh, source, since=parse_when(since, "--since"), until=parse_when(until, "--until"), dry_run=dry_run
+        ),
+    )
 
     o.result(res.to_dict(), lambda: _show_ingest(res))
     raise typer.Exit(res.exit_code)
@@ -91,11 +85,7 @@ def files(
     from wapflow.service.files import list_files
 
     o = Output(as_json)
-    try:
-        lh = open_lakehouse(config, o)
-        rows = list_files(lh.ledger, lh.config, source, state, limit)
-    except WapError as e:
-        o.fail(e)
+    rows = on_lakehouse(config, o, lambda lh: list_files(lh.ledger, lh.config, source, state, limit))
     o.result({"files": rows}, lambda: out.print(rows_table("files", rows, FILE_COLUMNS)))
 
 
@@ -108,10 +98,7 @@ def retry(
     from wapflow.service.files import retry as retry_files
 
     o = Output(as_json)
-    try:
-        rows = retry_files(open_lakehouse(config, o).ledger, target)
-    except WapError as e:
-        o.fail(e)
+    rows = on_lakehouse(config, o, lambda lh: retry_files(lh.ledger, target))
 
     def show() -> None:
         out.print(f"{len(rows)} file(s) back in line; the next `wap ingest` runs them")
@@ -130,12 +117,7 @@ def skip(
     from wapflow.service.files import skip as skip_file
 
     o = Output(as_json)
-    doc: dict[str, Any]
-    try:
-        lh = open_lakehouse(config, o)
-        doc = skip_file(lh.ledger, lh.config, lh.storage, target, reason, source)
-    except WapError as e:
-        o.fail(e)
+    doc = on_lakehouse(config, o, lambda lh: skip_file(lh.ledger, lh.config, lh.storage, target, reason, source))
     o.result(doc, lambda: out.print(f"skipped {doc['uri']}: {doc['reason']}"))
 
 
@@ -148,11 +130,7 @@ def revert(
     from wapflow.outer.revert import revert as revert_run
 
     o = Output(as_json)
-    doc: dict[str, Any]
-    try:
-        doc = revert_run(open_lakehouse(config, o), run_id)
-    except WapError as e:
-        o.fail(e)
+    doc = on_lakehouse(config, o, lambda lh: revert_run(lh, run_id))
     o.result(doc, lambda: out.print(doc["message"]))
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from wapflow.cli.common import ConfigOpt, JsonOpt, open_lakehouse
+from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_lakehouse
 from wapflow.cli.output import Output, out, render_run, run_doc
 from wapflow.errors import UsageError, WapError
 
@@ -29,11 +29,13 @@ def run(
     from wapflow import checks as C
 
     o = Output(as_json)
-    try:
-        lh = open_lakehouse(config, o)
-        res = api.run(lh, table, sources, checks=[C.not_null(c) for c in not_null or []], branch=branch, run_id=run_id)
-    except WapError as e:
-        o.fail(e)
+    res = on_lakehouse(
+        config,
+        o,
+        lambda lh: api.run(
+            lh, table, sources, checks=[C.not_null(c) for c in not_null or []], branch=branch, run_id=run_id
+        ),
+    )
     o.result(run_doc(res), lambda: render_run(res))
     raise typer.Exit(res.exit_code)
 

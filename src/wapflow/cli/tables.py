@@ -9,9 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from wapflow.cli.common import ConfigOpt, JsonOpt, open_lakehouse
+from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse
 from wapflow.cli.output import Output, grid, out, rows_table
-from wapflow.errors import WapError
 
 
 def branches(
@@ -23,10 +22,7 @@ def branches(
     from wapflow.service.tables import list_branches
 
     o = Output(as_json)
-    try:
-        rows = list_branches(open_lakehouse(config, o), table)
-    except WapError as e:
-        o.fail(e)
+    rows = on_lakehouse(config, o, lambda lh: list_branches(lh, table))
     o.result({"branches": rows}, lambda: _show_branches(rows))
 
 
@@ -50,10 +46,7 @@ def discard(
     from wapflow.service.tables import discard as discard_branch
 
     o = Output(as_json)
-    try:
-        res = discard_branch(open_lakehouse(config, o), branch, table)
-    except WapError as e:
-        o.fail(e)
+    res = on_lakehouse(config, o, lambda lh: discard_branch(lh, branch, table))
     o.result(res, lambda: out.print(f"dropped branch {res['branch']} of {res['table']}"))
 
 
@@ -67,10 +60,7 @@ def history(
     from wapflow.service.tables import history as table_history
 
     o = Output(as_json)
-    try:
-        rows = table_history(open_lakehouse(config, o), table, limit=limit)
-    except WapError as e:
-        o.fail(e)
+    rows = on_lakehouse(config, o, lambda lh: table_history(lh, table, limit=limit))
     columns = ["snapshot_id", "committed_at", "operation", "run_id", "rows_added", "total_rows"]
     o.result(
         {"table": table, "snapshots": rows},
@@ -92,8 +82,5 @@ def query(
     from wapflow.service.query import run_query
 
     o = Output(as_json)
-    try:
-        cols, rows = run_query(open_lakehouse(config, o), sql, branch=branch, as_of=as_of, limit=limit)
-    except WapError as e:
-        o.fail(e)
+    cols, rows = on_lakehouse(config, o, lambda lh: run_query(lh, sql, branch=branch, as_of=as_of, limit=limit))
     o.result({"columns": cols, "rows": rows}, lambda: out.print(grid(cols, rows)))
