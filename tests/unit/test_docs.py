@@ -67,6 +67,13 @@ def test_exit_code_reference_has_every_code_and_kind() -> None:
     assert _docs.exit_code_rows()[5][1] == errors.exit_code_table()[5][1]
 
 
+def test_the_readme_names_every_exit_code_of_the_one_table() -> None:
+    root = next(p for p in Path(__file__).parents if (p / "pyproject.toml").exists())
+    text = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    for code, name, _ in errors.exit_code_table():
+        assert f"{code} {name}" in text, (code, name)
+
+
 def test_source_comments_reads_the_comment_above_and_beside_a_field() -> None:
     class Sample:
         # above,
