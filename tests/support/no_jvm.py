@@ -25,5 +25,8 @@ def forbid_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
     from pyspark.sql import SparkSession
 
     monkeypatch.setattr(pyspark.core.context, "launch_gateway", _refuse)
+    # A worker of `make test` may hold the Spark tests' context already (no gateway launch needed then):
+    # refuse where every new SparkContext starts, before it looks for an active one.
+    monkeypatch.setattr(pyspark.core.context.SparkContext, "_ensure_initialized", classmethod(_refuse))
     monkeypatch.setattr(SparkSession.Builder, "getOrCreate", _refuse)
     monkeypatch.setenv("SPARK_HOME", NO_SPARK_HOME)
