@@ -73,35 +73,44 @@ def connect(
 
 def start(
     table: str,
-    sources: Sequence[str | os.PathLike[str]],
+    files: Sequence[str | os.PathLike[str]] | None = None,
     *,
     checks: Sequence[Check] = (),
     branch: str | None = None,
     run_id: str | None = None,
+    sources: Sequence[str | os.PathLike[str]] | None = None,
 ) -> RunState:
     """A run nothing has happened to yet: files (paths, globs, s3:// URIs) into `table`, audited with the
-    table's checks from wap.toml plus `checks`. A `run_id` given again resumes (or finds published) that run."""
+    table's checks from wap.toml plus `checks`. A `run_id` given again resumes (or finds published) that run.
+    `sources=` is the deprecated name of `files=` (a [sources.NAME] is a configured landing place)."""
+    from wapflow.deprecation import renamed
     from wapflow.pipeline.state import new_state
 
-    return new_state(table, [str(s) for s in sources], branch=branch, run_id=run_id, extra_checks=list(checks))
+    named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.start()")
+    if named is None:
+        raise TypeError("wapflow.start(): files= is required (the paths, globs or URIs to ingest)")
+    return new_state(table, [str(f) for f in named], branch=branch, run_id=run_id, extra_checks=list(checks))
 
 
 def run(
     lh: Lakehouse,
     table: str,
-    sources: Sequence[str | os.PathLike[str]],
+    files: Sequence[str | os.PathLike[str]] | None = None,
     *,
     checks: Sequence[Check] = (),
     branch: str | None = None,
     run_id: str | None = None,
+    sources: Sequence[str | os.PathLike[str]] | None = None,
 ) -> RunResult:
     """Write, audit and publish in one call; the result says which (never raises for a blocked or failed run).
     A blocked or terminally failed run is alerted to the [alerts] sinks after its outcome is recorded (a sink
     that is down never changes the result)."""
     from wapflow.alerts import alert_run
+    from wapflow.deprecation import renamed
     from wapflow.pipeline.driver import drive
 
-    res = result(lh, drive(lh, start(table, sources, checks=checks, branch=branch, run_id=run_id)))
+    named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.run()")
+    res = result(lh, drive(lh, start(table, named, checks=checks, branch=branch, run_id=run_id)))
     alert_run(lh, res)
     return res
 

@@ -28,6 +28,7 @@ from typing import Any
 from dbos import DBOS
 
 from wapflow import api
+from wapflow.deprecation import renamed
 from wapflow.outer.dbos_steps import as_dbos_step, lakehouse, use, wap_step
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.state import RunState
@@ -38,9 +39,9 @@ __all__ = ["as_dbos_step", "lakehouse", "result_step", "run_steps", "start_step"
 
 
 @DBOS.step()
-def start_step(table: str, sources: list[str], run_id: str | None = None) -> str:
+def start_step(table: str, files: list[str], run_id: str | None = None) -> str:
     """A new run's state (JSON): made in a step, so a recovered workflow continues the same run id."""
-    return api.start(table, sources, run_id=run_id).to_json()
+    return api.start(table, files, run_id=run_id).to_json()
 
 
 @DBOS.step()
@@ -49,7 +50,13 @@ def result_step(state: str) -> dict[str, Any]:
     return api.result(lakehouse(), RunState.from_json(state)).to_dict()
 
 
-def run_steps(table: str, sources: Sequence[str], *, run_id: str | None = None) -> dict[str, Any]:
-    """Inside a DBOS workflow: a WAP run as DBOS steps, stopping at the first failed step; its result."""
-    state = RunState.from_json(start_step(table, list(sources), run_id))
+def run_steps(
+    table: str, files: Sequence[str] | None = None, *, run_id: str | None = None, sources: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Inside a DBOS workflow: a WAP run as DBOS steps, stopping at the first failed step; its result.
+    `sources=` is the deprecated name of `files=`."""
+    named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.integrations.dbos.run_steps()")
+    if named is None:
+        raise TypeError("run_steps(): files= is required (the paths, globs or URIs to ingest)")
+    state = RunState.from_json(start_step(table, list(named), run_id))
     return result_step(drive(lakehouse(), state, run_step=as_dbos_step).to_json())

@@ -45,6 +45,7 @@ from prefect.transactions import Transaction, get_transaction, transaction
 
 from wapflow import api
 from wapflow import steps as wap_steps
+from wapflow.deprecation import renamed
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.retry import retryable
 from wapflow.pipeline.state import RunState, report_from_data
@@ -217,13 +218,15 @@ def publish_task(lh: Lakehouse, state: RunState) -> RunState:
 @flow(name="wap", persist_result=False)
 def wap_flow(
     table: str,
-    sources: list[str],
+    files: list[str] | None = None,
     config: str | None = None,
     run_id: str | None = None,
+    sources: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Write, audit and publish `sources` into `table` in one Prefect transaction; the run's result."""
+    """Write, audit and publish `files` into `table` in one Prefect transaction; the run's result.
+    `sources` is the deprecated name of `files` (a deployment's parameters keep working for one release)."""
     lh = lakehouse(config)
-    state = start(table, sources, run_id=run_id)
+    state = start(table, renamed(files, sources, old_name="sources", new_name="files", where="wap_flow"), run_id=run_id)
     with transaction():
         state = write_task(lh, state)
         state = audit_task(lh, state)

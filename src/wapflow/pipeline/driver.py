@@ -84,9 +84,9 @@ def run_state(lakehouse: Lakehouse, state: RunState) -> RunState:
     return drive(lakehouse, state)
 
 
-def run_wap(lakehouse: Lakehouse, table: str, sources: list[str], **kw: Any) -> RunResult:
-    """Write, audit and publish `sources` into `table`; never raises for a failed run, see .status."""
-    return result(lakehouse, drive(lakehouse, new_state(table, sources, **kw)))
+def run_wap(lakehouse: Lakehouse, table: str, files: list[str], **kw: Any) -> RunResult:
+    """Write, audit and publish `files` into `table`; never raises for a failed run, see .status."""
+    return result(lakehouse, drive(lakehouse, new_state(table, files, **kw)))
 
 
 def _step(name: Step, body: Callable[[Run], object]) -> Callable[[Lakehouse, RunState], RunState]:

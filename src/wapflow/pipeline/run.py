@@ -21,7 +21,7 @@ class WapRun:
         self,
         lakehouse: Lakehouse,
         table: str,
-        sources: list[str],
+        files: list[str],
         *,
         branch: str | None = None,
         run_id: str | None = None,
@@ -30,7 +30,7 @@ class WapRun:
     ) -> None:
         self.lh = lakehouse
         self.state: RunState = new_state(
-            table, sources, branch=branch, run_id=run_id, extra_checks=extra_checks, not_null=not_null
+            table, files, branch=branch, run_id=run_id, extra_checks=extra_checks, not_null=not_null
         )
 
     def prepare(self) -> RunState:

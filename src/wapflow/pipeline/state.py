@@ -35,7 +35,9 @@ Status = Literal["running", "published", "blocked", "failed"]
 Step = Literal["prepare", "write", "audit", "publish"]
 STEPS: tuple[Step, ...] = ("prepare", "write", "audit", "publish")
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+# Version 1 called `files` "sources"; from_dict reads it (a state stored by an older wapflow resumes).
+_V1_RENAMES = {"sources": "files"}
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,8 @@ class RunState:
     )
     done: list[str] = field(default_factory=list)  # completed steps
     # prepare
-    # FileIdentity of each file read
-    sources: list[dict[str, Any]] = field(
+    # FileIdentity of each file read (the files a run's patterns resolved to; a [sources.NAME] is something else)
+    files: list[dict[str, Any]] = field(
         metadata=_hydrated(FileIdentity.from_dict, FileIdentity.to_dict, many=True), default_factory=list
     )
     # bookkeeping files not read (_SUCCESS, .crc)
@@ -137,8 +139,12 @@ class RunState:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunState:
+        if d.get("version") == 1:
+            d = {_V1_RENAMES.get(k, k): v for k, v in d.items()} | {"version": STATE_VERSION}
         if d.get("version") != STATE_VERSION:
-            raise ValueError(f"run state version {d.get('version')!r} is not {STATE_VERSION}")
+            raise ValueError(
+                f"run state version {d.get('version')!r} is not one this wapflow reads (1, {STATE_VERSION})"
+            )
         names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         if kw.get("observed") is not None:
@@ -164,7 +170,7 @@ def validate_run_id(run_id: str) -> str:
 
 def new_state(
     table: str,
-    sources: list[str],
+    files: list[str],
     *,
     branch: str | None = None,
     run_id: str | None = None,
@@ -175,11 +181,11 @@ def new_state(
     rid = validate_run_id(run_id) if run_id else new_run_id()
     checks: list[Check] = list(extra_checks or [])
     checks += [NotNullCheck(check="not_null", column=col) for col in not_null or []]
-    rec = RunRecord(run_id=rid, table_name=table, status="running", branch=branch, files=list(sources))
+    rec = RunRecord(run_id=rid, table_name=table, status="running", branch=branch, files=list(files))
     return RunState(
         run_id=rid,
         table=table,
-        patterns=list(sources),
+        patterns=list(files),
         branch=branch,
         extra_checks=[c.model_dump(mode="json") for c in checks],
         record=record_to_data(rec),

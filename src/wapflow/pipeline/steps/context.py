@@ -62,7 +62,7 @@ class Run:
     extra_checks: list[dict[str, Any]]
     record: RunRecord
     done: list[str]
-    sources: list[FileIdentity]
+    files: list[FileIdentity]
     skipped: list[SkippedFile]
     skipped_note: str | None
     fmt: str | None
@@ -126,7 +126,7 @@ class Run:
     def snapshot_properties(self) -> dict[str, str]:
         """What every snapshot the run commits carries: its run id, files and their fingerprint."""
         return lineage.run_properties(
-            self.run_id, (s.uri for s in self.sources), lineage.files_fingerprint(self.record.file_ids)
+            self.run_id, (f.uri for f in self.files), lineage.files_fingerprint(self.record.file_ids)
         )
 
     def write_options(self, writer: Any) -> Any:

@@ -45,19 +45,19 @@ def prepare(run: Run) -> None:
         run.save()
         run.lh.progress(f"run {run.run_id}")
         found = resolve_files(run.patterns, storage=run.lh.storage)
-        run.sources = list(found)
+        run.files = list(found)
         run.skipped = list(found.skipped)
         run.skipped_note = found.skipped_message()
         if run.skipped_note is not None:
             run.lh.progress(run.skipped_note)
-        run.record.files = [s.uri for s in run.sources]
-        run.record.file_ids = [f.to_dict() for f in run.sources]
+        run.record.files = [s.uri for s in run.files]
+        run.record.file_ids = [f.to_dict() for f in run.files]
         if previous is not None and previous.file_ids and not _same_files(run, previous.file_ids):
             # Refused: the run id's record stays as it was (e.g. published), not this call's.
             run.lh.store.save(previous)
             run.record_owned = False
             _refuse_other_files(run, previous.file_ids)
-        run.fmt = detect_format(run.sources, run.table_cfg.format)
+        run.fmt = detect_format(run.files, run.table_cfg.format)
         tables = run.lh.tables
         if tables.exists(run.target):
             run.already_published = find_published(tables, run.target, run.run_id)

@@ -40,7 +40,7 @@ def write(run: Run) -> None:
         return
     # Spark gets exactly these files (safe-named links where a name would be globbed, hidden or
     # unreadable to Hadoop); they live until the write job that reads them is done.
-    run.inputs = SparkInputs(run.sources)
+    run.inputs = SparkInputs(run.files)
     try:
         _write(run)
     finally:
@@ -58,12 +58,12 @@ def _write(run: Run) -> None:
         if exists and not run.opened_branch and _resume(run):
             return
         assert run.fmt is not None  # set by prepare
-        run.lh.progress(f"reading {len(run.sources)} file(s) as {run.fmt}")
+        run.lh.progress(f"reading {len(run.files)} file(s) as {run.fmt}")
         try:
             table_schema = tables.schema(run.target) if exists else None
             df = read_batch(
                 run.lh.spark,
-                run.sources,
+                run.files,
                 run.fmt,
                 run.table_cfg.read_options,
                 table_schema,
@@ -306,7 +306,7 @@ def _classify(run: Run, e: BaseException) -> WapError:
     named = spark_errors.classify(e, doing=f"writing {run.target}")
     if named is not None:
         return named  # the catalog, the warehouse or the network, not the files
-    bad_input = input_error_from_spark(e, run.sources, fmt=run.fmt, options=run.table_cfg.read_options)
+    bad_input = input_error_from_spark(e, run.files, fmt=run.fmt, options=run.table_cfg.read_options)
     if bad_input is not None:
         return bad_input
     return bug(e, run_id=run.run_id, step="write")
