@@ -108,7 +108,7 @@ def test_a_claim_left_by_a_killed_process_is_resumed(source, landing):
     first = ingest(lh, "trips")
     assert first.exit_code == 0
     trips_file(landing, "b.parquet", 20, start_id=500)
-    Ingest(lh, "trips").discover()  # listed and recorded, not run
+    Ingest(lh, lh.config.resolve_source("trips")).discover()  # listed and recorded, not run
     (row,) = lh.ledger.rows("trips", state="pending")
     run_id = batch_run_id("trips", [row.key])
     assert lh.ledger.claim([row.key], run_id) == [row.key]
@@ -238,7 +238,7 @@ def test_a_file_rewritten_before_it_ran_is_said_and_never_run_twice(source, land
     lh, reader = source()
     # Rewritten after one listing, before the next: the listed version is superseded, the new one runs.
     f = trips_file(landing, "x.parquet", 20, start_id=1)
-    Ingest(lh, "trips").discover()
+    Ingest(lh, lh.config.resolve_source("trips")).discover()
     trips_file(landing, "x.parquet", 25, start_id=500)
     os.utime(f, ns=(10**18, 10**18))
     res = ingest(lh, "trips")
@@ -251,7 +251,7 @@ def test_a_file_rewritten_before_it_ran_is_said_and_never_run_twice(source, land
     # Rewritten after the claim, before the run read it: the version read is recorded published, the
     # claimed one skipped with the reason; a later listing does not run the file again.
     g = trips_file(landing, "y.parquet", 10, start_id=1000)
-    ing = Ingest(lh, "trips")
+    ing = Ingest(lh, lh.config.resolve_source("trips"))
     ing.discover()
     (row,) = lh.ledger.rows("trips", state="pending")
     run_id = batch_run_id("trips", [row.key])

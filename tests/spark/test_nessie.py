@@ -23,8 +23,6 @@ from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie import NessieClient
 from wapflow.pipeline import MultiWapRun, WapRun, run_wap
-from wapflow.pipeline.steps.context import Run
-from wapflow.pipeline.steps.publish import slices
 from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
@@ -239,16 +237,12 @@ def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh,
     r.prepare()
     r.write()
     r.audit()
-    # The crash: the merge happens, the process dies before the branch is deleted (at publish:moved).
-
-    class Crash(Exception):
-        pass
-
-    def crash(_: object) -> None:
-        raise Crash
-
-    with pytest.raises(Crash):
-        lh.branches.publish(r.branch, r.run_id, slices(Run(lh, r.state)), crash)
+    # The crash: the merge happens, the run dies before the branch is deleted (a fault injected at publish:moved;
+    # tests/process kills real processes at every point, this checks what the re-run does on Nessie).
+    monkeypatch.setenv("WAP_RAISE_AT", "publish:moved")
+    failed = r.publish()
+    monkeypatch.delenv("WAP_RAISE_AT")
+    assert failed.status == "failed" and "injected fault at publish:moved" in failed.message
     assert lh.nessie.get_reference(r.branch) is not None
     merged = main_hash(lh)
     res = run_wap(lh, table, [str(f)], run_id=r.run_id)

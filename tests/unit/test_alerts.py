@@ -288,7 +288,7 @@ def test_ingest_gives_up_after_retries_and_fails_the_file(
         }
     )
     lh = Lakehouse(cfg)
-    ing = Ingest(lh, "trips")
+    ing = Ingest(lh, lh.config.resolve_source("trips"))
     f = FileIdentity(uri=str(tmp_path / "landing" / "a.parquet"), size=10, version="1")
     key = ing.key(f)
     lh.ledger.add("trips", [(key, f)])
@@ -296,7 +296,7 @@ def test_ingest_gives_up_after_retries_and_fails_the_file(
     rows = lh.ledger.rows(keys=[key])
     error = {"kind": "transient", "message": "catalog unreachable", "retryable": True, "exit_code": 5}
     res = RunResult(run_id="ing_trips_x", table="nyc.trips", status="failed", branch=None, error=error)
-    ing._settle(res, rows, retry=False)
+    ing.settle(res, rows, retry=False)
     assert [e.event for e in ing.alerts] == ["retries_exhausted", "file_failed"]
     monkeypatch.setenv("WAP_TEST_HOOK", receiver.url)
     ing.flush_alerts()

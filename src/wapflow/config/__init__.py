@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -253,6 +254,23 @@ class SourceConfig(_Strict):
         return TableName.parse(v).dotted
 
 
+@dataclass(frozen=True)
+class Source:
+    """A configured landing place, [sources.NAME], resolved: its name (the file ledger's and the alerts' handle)
+    and its settings with the location absolute. Not a run's files (a run's files are RunState.files)."""
+
+    name: str
+    cfg: SourceConfig
+
+    @property
+    def table(self) -> str:
+        return self.cfg.table
+
+    @property
+    def location(self) -> str:
+        return self.cfg.location
+
+
 class WatchConfig(_Strict):
     """`wap watch`: the long-running worker (durable runs on DBOS)."""
 
@@ -364,8 +382,9 @@ class WapConfig(_Strict):
     def _source_names(cls, v: dict[str, SourceConfig]) -> dict[str, SourceConfig]:
         return _plain_names(v, "source")
 
-    def source_config(self, name: str) -> SourceConfig:
-        """A [sources.NAME] section, its relative location resolved against the config's folder."""
+    def resolve_source(self, name: str) -> Source:
+        """A [sources.NAME] section resolved once (its relative location against the config's folder): the value
+        `wap ingest`, `backfill` and `watch` pass down instead of the name."""
         if name not in self.sources:
             raise ConfigError(
                 f"no [sources.{name}] section in {self.source or 'the configuration'}"
@@ -376,7 +395,7 @@ class WapConfig(_Strict):
         loc = src.location
         if "://" not in loc and not os.path.isabs(loc):
             loc = str((self.base_dir / loc).resolve())
-        return src.model_copy(update={"location": loc})
+        return Source(name, src.model_copy(update={"location": loc}))
 
     def table(self, name: str) -> TableConfig:
         """The table's section, or defaults for a table wap.toml does not mention."""

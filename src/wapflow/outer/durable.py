@@ -76,7 +76,7 @@ def adopt_step(source: str, run_id: str, keys: list[str]) -> list[str]:
 @DBOS.step()
 def state_step(source: str, run_id: str, keys: list[str]) -> str:
     lh = _lh()
-    table = lh.config.source_config(source).table
+    table = lh.config.resolve_source(source).table
     uris = [r.uri for r in lh.ledger.rows(keys=keys)]
     return new_state(table, uris, run_id=run_id).to_json()
 
@@ -93,8 +93,8 @@ def settle_step(source: str, run_id: str, keys: list[str], state: str) -> dict[s
     rows = [r for r in lh.ledger.rows(keys=keys) if r.state == "claimed" and r.run_id == run_id]
     alerts: list[dict[str, Any]] = []
     if rows:
-        ing = Ingest(lh, source)
-        ing._settle(res, rows, retry=False)
+        ing = Ingest(lh, lh.config.resolve_source(source))
+        ing.settle(res, rows, retry=False)
         alerts = [ev.to_dict() for ev in ing.alerts]
     return {
         "run_id": run_id,
@@ -121,7 +121,7 @@ def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
     if not held:
         return {"run_id": run_id, "status": "settled elsewhere", "files": 0, "snapshot_id": None}
     lh = _lh()
-    retry = RetryPolicy.of_source(lh.config.source_config(source), DBOS.sleep)
+    retry = RetryPolicy.of_source(lh.config.resolve_source(source).cfg, DBOS.sleep)
     attempt = 1
     while True:
         # Each attempt is the same run id again: it resumes where the failed one stopped.

@@ -34,7 +34,7 @@ from typing import Any
 
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
-from wapflow.config import SourceConfig
+from wapflow.config import Source, SourceConfig
 from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -128,7 +128,7 @@ class Ingest:
     def __init__(
         self,
         lh: Lakehouse,
-        name: str,
+        source: Source,
         *,
         since: datetime | None = None,
         until: datetime | None = None,
@@ -137,13 +137,14 @@ class Ingest:
         if since is not None and until is not None and since >= until:
             raise UsageError(f"--since {since:%Y-%m-%d %H:%M} is not before --until {until:%Y-%m-%d %H:%M}")
         self.lh = lh
-        self.name = name
+        self.source = source
+        self.name = source.name
         self.since, self.until = since, until
-        self.src: SourceConfig = lh.config.source_config(name)
+        self.src: SourceConfig = source.cfg
         self.ledger: Ledger = lh.ledger
         self.sleep = sleep
         self.retry = RetryPolicy.of_source(self.src, sleep)
-        self.out = IngestResult(name, self.src.table)
+        self.out = IngestResult(source.name, source.table)
         self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
         # What runs a claimed batch: here, in this process; `wap watch` hands it to a durable workflow.
         self.runner: Callable[[str, list[LedgerRow]], None] = self._run_batch
@@ -335,10 +336,10 @@ class Ingest:
         res = run_result(self.lh, state)
         crash_point("ingest:ran")
         self.out.runs.append(res)
-        self._settle(res, batch)
+        self.settle(res, batch)
         self.flush_alerts()
 
-    def _settle(self, res: RunResult, batch: list[LedgerRow], *, retry: bool = True) -> None:
+    def settle(self, res: RunResult, batch: list[LedgerRow], *, retry: bool = True) -> None:
         """Record a batch's run in the ledger. retry=False: a transient failure has used up its attempts
         already (the durable workflow retries in place), so its files fail."""
         keys = [r.key for r in batch]
@@ -440,7 +441,7 @@ def ingest(lh: Lakehouse, name: str) -> IngestResult:
     """List source `name`, run what is new in batches, record every file in the ledger."""
     if not name:
         raise UsageError("name a source", hint="e.g. wap ingest trips ([sources.trips] in wap.toml)")
-    return Ingest(lh, name).run()
+    return Ingest(lh, lh.config.resolve_source(name)).run()
 
 
 def parse_when(value: str | datetime | None, flag: str) -> datetime | None:
@@ -463,5 +464,5 @@ def backfill(
     """The source's files modified in [since, until), oldest first, in batches. The same ledger as `ingest`:
     a backfill and an ingest of one source never run a file twice, and a killed backfill resumes where it
     stopped when started again."""
-    ing = Ingest(lh, name, since=since, until=until)
+    ing = Ingest(lh, lh.config.resolve_source(name), since=since, until=until)
     return ing.plan() if dry_run else ing.run()

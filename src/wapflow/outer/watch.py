@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
-from wapflow.config import SourceConfig, WatchConfig
+from wapflow.config import Source, WatchConfig
 from wapflow.errors import UsageError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.outer.events import Landed, SqsEvents
@@ -55,8 +55,9 @@ def in_location(location: str, landed: Landed) -> bool:
 
 @dataclass
 class _Source:
-    name: str
-    cfg: SourceConfig
+    """A watched source and its listing schedule."""
+
+    source: Source
     events: SqsEvents | None = None
     next_listing: float = 0.0  # time.time() of the next listing
     listed: bool = False
@@ -97,27 +98,27 @@ class Watcher:
         if not names:
             raise UsageError("no source to watch", hint="declare [sources.NAME] (table, location) in wap.toml")
         # Everything checkable is checked before anything runs: names first, then locations and queues.
-        configs = {n: lh.config.source_config(n) for n in names}
-        self.sources = [self._source(n, src) for n, src in configs.items()]
+        resolved = [lh.config.resolve_source(n) for n in names]
+        self.sources = [self._source(src) for src in resolved]
         self.stopping = threading.Event()
         self.inflight: dict[str, Any] = {}  # workflow id -> DBOS handle
         self.result = WatchResult()
         self._keys: dict[str, None] = {}
 
-    def _source(self, name: str, src: SourceConfig) -> _Source:
-        self.lh.storage.scan(src.location, what=f"source {name}")
+    def _source(self, src: Source) -> _Source:
+        self.lh.storage.scan(src.location, what=f"source {src.name}")
         events = None
-        if src.events:
-            events = SqsEvents(self.lh.storage.s3, src.events, warn=self.say)
-        return _Source(name, src, events)
+        if src.cfg.events:
+            events = SqsEvents(self.lh.storage.s3, src.cfg.events, warn=self.say)
+        return _Source(src, events)
 
     # --- schedule --------------------------------------------------------------------------
 
     def _next_listing(self, s: _Source, now: float) -> float:
-        if s.cfg.schedule:
+        if s.source.cfg.schedule:
             from croniter import croniter
 
-            return float(croniter(s.cfg.schedule, datetime.fromtimestamp(now, UTC)).get_next(float))
+            return float(croniter(s.source.cfg.schedule, datetime.fromtimestamp(now, UTC)).get_next(float))
         return now + (self.cfg.relist_seconds if s.events else self.cfg.interval)
 
     # --- the loop --------------------------------------------------------------------------
@@ -130,10 +131,10 @@ class Watcher:
         self.durable = durable
         now = time.time()
         for s in self.sources:
-            s.next_listing = now if not s.cfg.schedule else self._next_listing(s, now)
+            s.next_listing = now if not s.source.cfg.schedule else self._next_listing(s, now)
         previous = self._handle_signals()
         self.say(
-            f"watching {', '.join(s.name for s in self.sources)} as worker {self.cfg.worker!r}"
+            f"watching {', '.join(s.source.name for s in self.sources)} as worker {self.cfg.worker!r}"
             + (" (until done)" if self.once else "; stop with Ctrl-C or SIGTERM")
         )
         try:
@@ -169,7 +170,7 @@ class Watcher:
         for s in self.sources:
             if self.stopping.is_set():
                 return
-            ing = Ingest(self.lh, s.name)
+            ing = Ingest(self.lh, s.source)
             ing.runner = functools.partial(self._enqueue, s)
             ing.resume_orphans()
             if s.events is not None:
@@ -191,7 +192,7 @@ class Watcher:
             return
         found: list[FileIdentity] = []
         for obj in dict.fromkeys(landed):
-            if not in_location(s.cfg.location, obj):
+            if not in_location(s.source.location, obj):
                 continue
             listing = self.lh.storage.scan(obj.uri, what="event for") if self._exists(obj) else None
             if listing is not None:
@@ -213,12 +214,12 @@ class Watcher:
     def _enqueue(self, s: _Source, run_id: str, batch: list[LedgerRow]) -> None:
         for r in batch:
             self._keys[r.key] = None
-        wid = self.durable.enqueue(s.name, s.cfg.table, run_id, batch)
+        wid = self.durable.enqueue(s.source.name, s.source.table, run_id, batch)
         if wid not in self.inflight:
             from dbos import DBOS
 
             self.inflight[wid] = DBOS.retrieve_workflow(wid)
-            self.say(f"run {run_id}: {len(batch)} file(s) of source {s.name} queued")
+            self.say(f"run {run_id}: {len(batch)} file(s) of source {s.source.name} queued")
 
     def _collect(self) -> None:
         """Say what finished; a workflow that ended in an error (a bug) fails its files, visibly."""
@@ -248,6 +249,8 @@ class Watcher:
         if self.inflight or not all(s.listed for s in self.sources):
             return False
         for s in self.sources:
-            if self.lh.ledger.rows(s.name, state="pending") or self.lh.ledger.rows(s.name, state="claimed"):
+            if self.lh.ledger.rows(s.source.name, state="pending") or self.lh.ledger.rows(
+                s.source.name, state="claimed"
+            ):
                 return False
         return True

@@ -19,7 +19,7 @@ def list_files(
     ledger: Ledger, cfg: WapConfig, source: str | None = None, state: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     if source is not None:
-        cfg.source_config(source)  # an unknown source is an error, not an empty list
+        cfg.resolve_source(source)  # an unknown source is an error, not an empty list
     if state is not None and state not in FILE_STATES:
         raise UsageError(f"unknown state {state!r}", hint=f"one of: {', '.join(FILE_STATES)}")
     return [r.to_dict() for r in ledger.rows(source, state=state, limit=limit)]
@@ -71,7 +71,7 @@ def skip(
                     hint="a published file's rows come off main with `wap revert RUN_ID`",
                 )
             raise UsageError(f"the ledger has not seen {uri} yet, so its source is unknown", hint="add --source NAME")
-        src = cfg.source_config(source)
+        src = cfg.resolve_source(source).cfg
         f: FileIdentity | None = next((x for x in storage.list(uri) if x.uri == uri), None)
         if f is None:
             raise NotFound(f"no file {uri}", hint="name the file as `wap files` or `wap storage ls` shows it")
