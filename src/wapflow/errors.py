@@ -28,6 +28,7 @@ EXIT_USAGE = 2
 EXIT_RUNTIME = 3
 EXIT_CONFLICT = 4
 EXIT_TRANSIENT = 5
+EXIT_STOPPED = 130  # 128 + SIGINT, the shell's convention for "interrupted"
 
 _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
     (
@@ -55,6 +56,12 @@ _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
         "transient",
         "a retry may help: a commit conflict after the built-in retries, a connection refused, reset or timed "
         "out, throttling, a 5xx of the catalog or storage, the publish lock's wait timed out",
+    ),
+    (
+        EXIT_STOPPED,
+        "stopped",
+        "a stop signal (SIGTERM, Ctrl-C) ended a one-off command before it finished: what was under way "
+        "resumes when it runs again (watch, serve and dashboard exit 0 when stopped: it is their normal end)",
     ),
 )
 

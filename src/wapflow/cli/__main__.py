@@ -1,5 +1,5 @@
 """`python -m wapflow.cli ...`: the same as the `wap` console script."""
 
-from wapflow.cli.app import main
+from wapflow.cli import main
 
 main()

@@ -17,6 +17,7 @@ from rich.markup import escape
 from wapflow.cli import alerts, dashboard, demo, doctor, ingest, nessie, run, runs, serve, setup, storage, tables
 from wapflow.cli.output import err
 from wapflow.errors import EXIT_RUNTIME, exit_code_table
+from wapflow.stopping import STOP, StopRequested
 
 app = typer.Typer(
     name="wap",
@@ -84,13 +85,15 @@ def _internal_error(e: Exception) -> None:
 
 
 def main() -> None:
-    """The `wap` console script."""
-    _strip_verbose()
+    """The `wap` console script (called by wapflow.cli.main once the stop handler is installed)."""
+    STOP.install()  # already, from the console script; here for `python -c 'from wapflow.cli.app import main'`
     try:
+        _strip_verbose()
         app()
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
+    except (StopRequested, KeyboardInterrupt) as e:
+        from wapflow.cli import stopped
+
+        stopped(e)
     except Exception as e:  # noqa: BLE001 - the last resort: one line on the terminal, the traceback in the log
         _internal_error(e)
         sys.exit(EXIT_RUNTIME)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import signal
-from types import FrameType
 from typing import Annotated
 from urllib.parse import urlparse
 
@@ -12,19 +10,12 @@ import typer
 from wapflow.cli.common import ConfigOpt, JsonOpt
 from wapflow.cli.output import Output, out
 from wapflow.errors import EXIT_PUBLISHED, EXIT_RUNTIME, UsageError, WapError
+from wapflow.stopping import StopRequested
 
 PortOpt = Annotated[
     int | None,
     typer.Option("--port", help="Port on 127.0.0.1 (default: the port of an sc://127.0.0.1 master, else 15002)."),
 ]
-
-
-class _Stop(Exception):
-    """SIGTERM arrived: leave the wait and stop the server, as Ctrl-C does."""
-
-
-def _on_sigterm(_sig: int, _frame: FrameType | None) -> None:
-    raise _Stop
 
 
 def _port_for(master: str, port: int | None) -> int:
@@ -88,7 +79,11 @@ def serve(
             )
             return
         server = connect.ConnectServer(cfg, _port_for(cfg.lakehouse.master, port), progress=o.progress)
-        server.start()
+        try:
+            server.start()
+        except StopRequested:
+            server.stop()  # stopped while the server was starting: it goes too
+            raise
     except WapError as e:
         o.fail(e)
     pid = server.proc.pid if server.proc else None
@@ -100,7 +95,6 @@ def serve(
             f"log {server.log_path})\n`wap` commands on this config use it; Ctrl-C stops it"
         ),
     )
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     asked = True
     try:
         code = server.wait()
@@ -108,9 +102,8 @@ def serve(
         asked = connect.ServerState.read(cfg.state_dir()) is None
         if not asked:
             o.progress(f"the Spark Connect server exited by itself (code {code}); see {server.log_path}")
-    except (KeyboardInterrupt, _Stop):
+    except StopRequested:  # SIGTERM or Ctrl-C (wapflow.stopping): the server's normal end
         o.progress("stopping the Spark Connect server")
     finally:
         server.stop()
-        signal.signal(signal.SIGTERM, previous)
     raise typer.Exit(EXIT_PUBLISHED if asked else EXIT_RUNTIME)

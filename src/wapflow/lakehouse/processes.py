@@ -50,3 +50,42 @@ def terminate(pid: int, gone: Callable[[], bool], *, group: bool = False, grace:
         time.sleep(0.2)
     with contextlib.suppress(ProcessLookupError):
         send(pid, signal.SIGKILL)
+
+
+def children(pid: int | None = None) -> list[int]:
+    """The live direct children of a process (this one by default): /proc on Linux, `pgrep -P` elsewhere."""
+    parent = os.getpid() if pid is None else pid
+    proc = Path("/proc")
+    if proc.is_dir():
+        found = []
+        for p in proc.iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                fields = (p / "stat").read_text().rsplit(")", 1)[-1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent and fields[0] != "Z":
+                found.append(int(p.name))
+        return found
+    import subprocess
+
+    out = subprocess.run(["pgrep", "-P", str(parent)], capture_output=True, text=True, check=False).stdout
+    return [int(x) for x in out.split()]
+
+
+def end_children(grace: float = 10.0) -> list[int]:
+    """Stop every child this process started (a JVM cut off in its start-up would otherwise outlive it: it
+    exits on its parent's end only once its gateway is up); SIGKILL what is left after `grace` s."""
+    kids = children()
+    for pid in kids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(alive(p) for p in kids):
+        time.sleep(0.1)
+    for pid in kids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    return kids

@@ -16,6 +16,7 @@ from wapflow.errors import EnvironmentProblem, TransientError, Unreachable
 from wapflow.lakehouse import jvm
 from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
 from wapflow.spark.kind import is_connect
+from wapflow.stopping import STOP
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -136,6 +137,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
     try:
         with _jvm_stderr_to(None if connect or verbose else _log_file):
             spark = builder.getOrCreate()
+        STOP.reclaim()  # a new SparkContext takes SIGINT for itself; a stop stays wapflow's (wapflow.stopping)
     except Exception as e:
         from wapflow.spark import errors as spark_errors
 

@@ -14,13 +14,11 @@ the same name starts again. Nothing is left half done: every step is idempotent.
 from __future__ import annotations
 
 import functools
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from types import FrameType
 from typing import Any
 
 from wapflow.config import Source, WatchConfig
@@ -29,6 +27,7 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.outer.events import Landed, SqsEvents
 from wapflow.outer.ingest import Ingest, files_exit_code
 from wapflow.runs.ledger import LedgerRow
+from wapflow.stopping import STOP
 from wapflow.storage.files import FileIdentity, glob_regex, has_glob, skipped_as_bookkeeping
 from wapflow.storage.settings import is_s3_uri, parse_s3_uri
 
@@ -124,15 +123,27 @@ class Watcher:
     # --- the loop --------------------------------------------------------------------------
 
     def run(self) -> WatchResult:
+        _ = self.lh.spark  # warm: the first file does not wait for a JVM (a stop meanwhile ends the command at once)
+        own = not STOP.installed  # the CLI installed it first thing; a Python caller gets it for the watch
+        STOP.install()
+        try:
+            # From here a stop only asks: the loop ends at its next tick, then running steps get stop_timeout.
+            with STOP.graceful(self.stopping.set):
+                self._loop()
+        finally:
+            if own:
+                STOP.uninstall()
+        self.result.files = self.lh.ledger.rows(keys=list(self._keys))
+        return self.result
+
+    def _loop(self) -> None:
         from wapflow.outer.durable import Durable
 
-        _ = self.lh.spark  # warm: the first file does not wait for a JVM
         durable = Durable(self.lh, worker=self.cfg.worker, concurrency=self.cfg.concurrency, database=self.cfg.database)
         self.durable = durable
         now = time.time()
         for s in self.sources:
             s.next_listing = now if not s.source.cfg.schedule else self._next_listing(s, now)
-        previous = self._handle_signals()
         self.say(
             f"watching {', '.join(s.source.name for s in self.sources)} as worker {self.cfg.worker!r}"
             + (" (until done)" if self.once else "; stop with Ctrl-C or SIGTERM")
@@ -146,24 +157,13 @@ class Watcher:
         finally:
             if self.stopping.is_set():
                 self.say(f"stopping: waiting up to {self.cfg.stop_timeout:.0f}s for running steps")
-            durable.stop(self.cfg.stop_timeout)
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        self._collect()
-        self.result.files = self.lh.ledger.rows(keys=list(self._keys))
-        return self.result
-
-    def _handle_signals(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-
-        def stop(signum: int, _: FrameType | None) -> None:
-            self.stopping.set()
-
-        previous: dict[int, Any] = {}
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, stop)
-        return previous
+            # Workflows in flight end (or the wait runs out: they resume at the next start) while DBOS still
+            # answers for them; then DBOS stops.
+            deadline = time.monotonic() + self.cfg.stop_timeout
+            while self.inflight and time.monotonic() < deadline:
+                time.sleep(TICK_SECONDS)
+                self._collect()
+            durable.stop(max(0.0, deadline - time.monotonic()))
 
     def tick(self) -> None:
         now = time.time()

@@ -1,0 +1,100 @@
+"""One owner for stop signals (SIGTERM, SIGINT): a stop at any moment, start-up included, is a clean stop.
+
+`wap` installs the handler first thing in `main()`, before anything slow (imports of Spark, the JVM's start,
+DBOS's launch). While a command starts, or does work it cannot pause, a stop raises StopRequested at once:
+nothing has begun that a stop must wait for (a run cut there resumes like a killed one, its state is durable).
+Inside `graceful()` (a worker's loop, its shutdown) a stop only sets `requested`, and the loop ends at its
+next check: the batch in hand is finished or handed back, then the command exits. A second stop inside
+`graceful()` is absorbed: the shutdown already under way is the answer to it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+from wapflow.errors import EXIT_STOPPED
+
+SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT"}
+# How a one-off command stopped by a signal exits (errors.exit_code_table): the long-running commands
+# (watch, serve, dashboard) end by a stop and exit 0.
+__all__ = ["EXIT_STOPPED", "STOP", "Stop", "StopRequested"]
+
+
+class StopRequested(BaseException):
+    """A stop signal arrived where the command cannot wait for a loop to notice it (a BaseException, as
+    KeyboardInterrupt is: no `except Exception` of a step takes it for a failure of the run)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {SIGNAL_NAMES.get(signal.Signals(signum), str(signum))}")
+        self.signum = signum
+
+
+class Stop:
+    """The process's stop state: a signal handler, the event loops check, and where a stop may only ask."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.signum: int | None = None
+        self._graceful: list[Callable[[], object]] = []
+        self._previous: dict[int, Any] = {}
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._previous)
+
+    def install(self) -> None:
+        """Handle SIGTERM and SIGINT from now on (the main thread only: Python runs handlers there)."""
+        if self.installed or threading.current_thread() is not threading.main_thread():
+            return
+        for sig in SIGNAL_NAMES:
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def reclaim(self) -> None:
+        """Take the signals back from a library that set its own handler (a new SparkContext sets one for
+        SIGINT that raises KeyboardInterrupt), if wapflow handles them in this process."""
+        if self.installed and threading.current_thread() is threading.main_thread():
+            for sig in SIGNAL_NAMES:
+                signal.signal(sig, self._on_signal)
+
+    def uninstall(self) -> None:
+        """The handlers as they were, and no stop pending (the next command in this process starts afresh)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous = {}
+        self.requested.clear()
+        self.signum = None
+
+    def name(self) -> str:
+        return SIGNAL_NAMES.get(signal.Signals(self.signum), "a signal") if self.signum else "a signal"
+
+    def _on_signal(self, signum: int, _: FrameType | None) -> None:
+        first = not self.requested.is_set()
+        self.signum = self.signum or signum
+        self.requested.set()
+        if not first:
+            return
+        if not self._graceful:
+            raise StopRequested(signum)
+        for ask in self._graceful:
+            ask()
+
+    @contextmanager
+    def graceful(self, ask: Callable[[], object] = lambda: None) -> Iterator[threading.Event]:
+        """A part that ends itself when asked: inside it, a stop calls `ask` (e.g. a loop's event.set) instead
+        of raising. A stop that came before the part began asks at once."""
+        self._graceful.append(ask)
+        try:
+            if self.requested.is_set():
+                ask()
+            yield self.requested
+        finally:
+            self._graceful.remove(ask)
+
+
+# The process's one stop state (a signal handler is per process).
+STOP = Stop()
