@@ -211,7 +211,7 @@ def cli_commands() -> list[tuple[str, Any]]:
     """(`wap ...` path, command) for every command and group of the Typer app, in `wap --help` order."""
     import typer
 
-    from wapflow.cli.app import app
+    from wapflow.cli.root import app
 
     return list(_walk(typer.main.get_command(app), "wap"))[1:]
 
@@ -242,7 +242,7 @@ def cli_reference_markdown() -> str:
     out = [
         "# CLI reference",
         "",
-        "Generated from the `wap` Typer app (`wapflow/cli/app.py`) at build time; `wap COMMAND --help`",
+        "Generated from the `wap` Typer app (`wapflow/cli/root.py`) at build time; `wap COMMAND --help`",
         "prints the same. Every command that reads a configuration takes `--config PATH` (else",
         "`$WAP_CONFIG`, else `./wap.toml`, else built-in defaults); `--json` prints one JSON document on",
         "stdout; `--verbose` anywhere on the line also shows Spark's logs. Results go to stdout, progress",

@@ -656,7 +656,7 @@ def _wap_here(*args: str) -> Proc:
     reuses its own): exit code, stdout and stderr as a process would give them."""
     from typer.testing import CliRunner
 
-    from wapflow.cli.app import app
+    from wapflow.cli.root import app
 
     res = CliRunner().invoke(app, list(args))
     if res.exception is not None and not isinstance(res.exception, SystemExit):

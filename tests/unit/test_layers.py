@@ -147,8 +147,8 @@ def describe(graph: dict[str, set[str]], comp: set[str]) -> str:
 def test_the_graph_sees_every_kind_of_import():
     """The graph is only worth its verdict if it sees function-level and relative imports (and cycles)."""
     graph = import_graph()
-    assert "wapflow.cli.app" in graph["wapflow.cli"]  # imported inside main() and __getattr__
-    assert {"wapflow.cli.demo", "wapflow.cli.nessie", "wapflow.cli.runs"} <= graph["wapflow.cli.app"]
+    assert "wapflow.cli.root" in graph["wapflow.cli"]  # imported inside main() and __getattr__
+    assert {"wapflow.cli.demo", "wapflow.cli.nessie", "wapflow.cli.runs"} <= graph["wapflow.cli.root"]
     assert "wapflow.service.tables" in graph["wapflow.cli.tables"]  # imported inside the command functions
     assert "wapflow.runs.store" in graph["wapflow.service.runs"]
     assert "wapflow.pipeline.result" not in graph["wapflow.cli.output"]  # only under TYPE_CHECKING

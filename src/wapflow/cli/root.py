@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from wapflow.cli import alerts, dashboard, demo, doctor, ingest, nessie, run, runs, serve, setup, storage, tables
 from wapflow.cli.output import err
+from wapflow.cli.stop import stopped
 from wapflow.errors import EXIT_RUNTIME, exit_code_table
 from wapflow.stopping import STOP, StopRequested
 
@@ -86,13 +87,11 @@ def _internal_error(e: Exception) -> None:
 
 def main() -> None:
     """The `wap` console script (called by wapflow.cli.main once the stop handler is installed)."""
-    STOP.install()  # already, from the console script; here for `python -c 'from wapflow.cli.app import main'`
+    STOP.install()  # already, from the console script; here for `python -c 'from wapflow.cli.root import main'`
     try:
         _strip_verbose()
         app()
     except (StopRequested, KeyboardInterrupt) as e:
-        from wapflow.cli import stopped
-
         stopped(e)
     except Exception as e:  # noqa: BLE001 - the last resort: one line on the terminal, the traceback in the log
         _internal_error(e)

@@ -1,0 +1,30 @@
+"""How a `wap` command stopped by a signal ends (wapflow.stopping decides when a stop is raised). Light on
+purpose: it runs even when the stop came while the commands were still being imported."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+from wapflow.errors import EXIT_PUBLISHED, EXIT_STOPPED
+from wapflow.stopping import STOP, StopRequested
+
+# The commands whose normal end is a stop (SIGTERM or Ctrl-C): they exit 0 when stopped, whenever it comes.
+LONG_RUNNING = ("watch", "serve", "dashboard")
+
+
+def stopped(e: StopRequested | KeyboardInterrupt) -> NoReturn:
+    """A stop that came where the command could not finish what it had in hand: one line (plain: it may come
+    before the output layer is loaded), and the exit code of a stop, 0 for the long-running commands, whose
+    normal end it is. Whatever was under way is durable: a run resumes, a batch's files are taken over, when
+    the same command runs again."""
+    from wapflow.lakehouse.processes import end_children
+
+    how = STOP.name() if isinstance(e, StopRequested) else "SIGINT"
+    end_children()  # a JVM stopped in its start-up does not end with this process by itself
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if command in LONG_RUNNING:
+        sys.stderr.write(f"stopped by {how}\n")
+        sys.exit(EXIT_PUBLISHED)
+    sys.stderr.write(f"stopped by {how}; anything under way resumes when the same command runs again\n")
+    sys.exit(EXIT_STOPPED)
