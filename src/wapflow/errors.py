@@ -55,7 +55,8 @@ _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
         EXIT_TRANSIENT,
         "transient",
         "a retry may help: a commit conflict after the built-in retries, a connection refused, reset or timed "
-        "out, throttling, a 5xx of the catalog or storage, the publish lock's wait timed out",
+        "out, throttling, a 5xx of the catalog or storage, the publish lock's wait timed out; for ingest and "
+        "backfill: files still being written after waiting settle_seconds once (run again)",
     ),
     (
         EXIT_STOPPED,

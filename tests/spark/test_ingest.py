@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -264,3 +266,44 @@ def test_a_file_rewritten_before_it_ran_is_said_and_never_run_twice(source, land
     assert y["published"].size == g.stat().st_size and y["published"].run_id == run_id
     assert ingest(lh, "trips").files == []
     assert _ids(reader) == list(range(500, 525)) + list(range(2000, 2012))
+
+
+def test_files_landed_just_before_a_one_off_ingest_are_waited_for(source, landing):
+    """Files copied in right before `wap ingest` (a cron or CI job) are waited for once, up to settle_seconds,
+    then published: the run does what it was started for instead of saying "all known" and exiting 0."""
+    lh, reader = source(settle_seconds=2)
+    lines: list[str] = []
+    lh.progress = lines.append
+    trips_file(landing, "a.parquet", 10)
+    trips_file(landing, "b.parquet", 10, start_id=100)
+    res = ingest(lh, "trips")
+    assert res.exit_code == 0 and [f.state for f in res.files] == ["published", "published"], res.message()
+    assert res.unsettled == 0 and len(_ids(reader)) == 20
+    assert any("2 file(s) still being written; waiting" in line and "settle_seconds" in line for line in lines), lines
+
+
+def test_a_file_still_being_written_after_the_wait_exits_5_saying_when_to_run_again(source, landing):
+    """A file that keeps changing through the wait is not taken: exit 5 (a retry helps), and the message says
+    so and when to run again, while the settled file beside it is published."""
+    lh, reader = source(settle_seconds=1.5)
+    settled = trips_file(landing, "old.parquet", 10)
+    os.utime(settled, ns=(1, 1))
+    growing = trips_file(landing, "growing.parquet", 10, start_id=100)
+    stop = threading.Event()
+
+    def keep_writing() -> None:
+        while not stop.is_set():
+            os.utime(growing)  # the writer is still appending: its mtime keeps moving
+            time.sleep(0.2)
+
+    writer = threading.Thread(target=keep_writing)
+    writer.start()
+    try:
+        res = ingest(lh, "trips")
+    finally:
+        stop.set()
+        writer.join()
+    assert res.exit_code == 5 and res.status == "unsettled", res.message()
+    assert [Path(f.uri).name for f in res.files] == ["old.parquet"] and res.files[0].state == "published"
+    assert "1 file(s) are still being written" in res.message() and "run again after 1.5s" in res.message()
+    assert len(_ids(reader)) == 10

@@ -35,7 +35,7 @@ from typing import Any
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
 from wapflow.config import Source, SourceConfig
-from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, UsageError
+from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, EXIT_TRANSIENT, UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, drive, new_state, quarantine_of
@@ -68,6 +68,7 @@ class IngestResult:
     listed: int = 0  # data files in the location
     new: int = 0  # files the ledger had not seen
     unsettled: int = 0  # local files still changing (not taken this time)
+    settle_seconds: float = 0.0  # the source's settle_seconds, for the message about unsettled files
     runs: list[RunResult] = field(default_factory=list)
     planned: list[list[str]] = field(default_factory=list)  # --dry-run: the batches that would run, in order
     files: list[LedgerRow] = field(default_factory=list)  # every file this call ran, as the ledger has it now
@@ -81,24 +82,38 @@ class IngestResult:
 
     @property
     def exit_code(self) -> int:
-        """0: every file run was published (or nothing new); 1: some blocked; 3: some failed."""
-        return files_exit_code({f.state for f in self.files})
+        """0: every file run was published (or nothing new); 1: some blocked; 3: some failed; 5: files left
+        that were still being written, so a one-off job (cron, CI) must run again (a retry helps)."""
+        code = files_exit_code({f.state for f in self.files})
+        if code == EXIT_PUBLISHED and self.unsettled and not self.planned:
+            return EXIT_TRANSIENT
+        return code
 
     @property
     def status(self) -> str:
-        return {EXIT_PUBLISHED: "ok", EXIT_BLOCKED: "blocked", EXIT_RUNTIME: "failed"}[self.exit_code]
+        return {EXIT_PUBLISHED: "ok", EXIT_BLOCKED: "blocked", EXIT_RUNTIME: "failed", EXIT_TRANSIENT: "unsettled"}[
+            self.exit_code
+        ]
 
     def message(self) -> str:
         if self.planned:
             n = sum(len(b) for b in self.planned)
             return f"dry run: {n} file(s) of source {self.source} would run in {len(self.planned)} batch(es)"
+        still = (
+            f"{self.unsettled} file(s) are still being written (changed within the last "
+            f"{self.settle_seconds:g}s, settle_seconds); run again after {self.settle_seconds:g}s"
+            if self.unsettled
+            else ""
+        )
         if not self.files:
-            return f"nothing new in source {self.source} ({self.listed} file(s) listed, all known)" + (
-                f"; {self.unsettled} still changing" if self.unsettled else ""
-            )
+            if still:
+                return f"nothing published from source {self.source}: {still}"
+            return f"nothing new in source {self.source} ({self.listed} file(s) listed, all known)"
         parts = [f"{n} {state}" for state, n in sorted(self.counts.items())]
-        return f"source {self.source} -> {self.table}: {len(self.files)} file(s) in {len(self.runs)} run(s): " + (
-            ", ".join(parts)
+        return (
+            f"source {self.source} -> {self.table}: {len(self.files)} file(s) in {len(self.runs)} run(s): "
+            + ", ".join(parts)
+            + (f"; {still}" if still else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,7 +159,8 @@ class Ingest:
         self.ledger: Ledger = lh.ledger
         self.sleep = sleep
         self.retry = RetryPolicy.of_source(self.src, sleep)
-        self.out = IngestResult(source.name, source.table)
+        self.out = IngestResult(source.name, source.table, settle_seconds=self.src.settle_seconds)
+        self._settled_by: datetime | None = None  # when the last file found still changing will have settled
         self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
         # What runs a claimed batch: here, in this process; `wap watch` hands it to a durable workflow.
         self.runner: Callable[[str, list[LedgerRow]], None] = self._run_batch
@@ -167,8 +183,10 @@ class Ingest:
         """Listed files the ledger has not seen, settled and inside the window."""
         listing = self.lh.storage.scan(self.src.location, what=f"source {self.name}")
         self.out.listed = len(listing.files)
-        cutoff = datetime.now(UTC) - timedelta(seconds=self.src.settle_seconds)
+        settle = timedelta(seconds=self.src.settle_seconds)
+        cutoff = datetime.now(UTC) - settle
         known = self.ledger.states(self.name)
+        self.out.unsettled, self._settled_by = 0, None
         fresh: list[tuple[str, FileIdentity]] = []
         for f in listing.files:
             k = self.key(f)
@@ -176,6 +194,7 @@ class Ingest:
                 continue
             if f.bucket is None and f.modified is not None and f.modified > cutoff:
                 self.out.unsettled += 1  # still being written (or just landed): next time
+                self._settled_by = max(self._settled_by or f.modified + settle, f.modified + settle)
                 continue
             fresh.append((k, f))
         return fresh
@@ -191,10 +210,9 @@ class Ingest:
         """Files an event named (their identity read from the store): pending, as if a listing found them.
         A key the ledger knows (a duplicated event, an unchanged upload) adds nothing. Returns how many
         were new."""
-        self._record([(self.key(f), f) for f in found if self.in_window(f.modified)])
-        return self.out.new
+        return self._record([(self.key(f), f) for f in found if self.in_window(f.modified)])
 
-    def _record(self, fresh: list[tuple[str, FileIdentity]]) -> None:
+    def _record(self, fresh: list[tuple[str, FileIdentity]]) -> int:
         """Record fresh files as pending. A pending file rewritten before it ran is superseded by its new
         version (the old one is skipped, saying so)."""
         if self.src.on_change == "new_file" and fresh:
@@ -205,9 +223,11 @@ class Ingest:
                     why = f"replaced by a newer version ({f.version}) before it ran"
                     self.ledger.settle([old.key], "skipped", reason=why)
                     self.lh.progress(f"{f.uri}: {why}")
-        self.out.new = self.ledger.add(self.name, fresh)
-        if self.out.new:
-            self.lh.progress(f"source {self.name}: {self.out.new} new file(s) of {self.out.listed or self.out.new}")
+        added = self.ledger.add(self.name, fresh)
+        self.out.new += added
+        if added:
+            self.lh.progress(f"source {self.name}: {added} new file(s) of {self.out.listed or added}")
+        return added
 
     # --- batching --------------------------------------------------------------------------
 
@@ -230,12 +250,28 @@ class Ingest:
     # --- running ---------------------------------------------------------------------------
 
     def run(self) -> IngestResult:
+        """One pass. Files that were still being written when listed (copied in just before the command) are
+        waited for once, at most settle_seconds, then listed again and run: a one-off job started right after
+        its files landed does what it was started for. Still changing after that: exit 5, saying when to
+        run again."""
         self.resume_orphans()
         self.discover()
-        for run_id, batch in self.claimed_batches():
-            self.runner(run_id, batch)
+        self._run_claimed()
+        if self.out.unsettled and self._settled_by is not None:
+            wait = min(self.src.settle_seconds, max(0.0, (self._settled_by - datetime.now(UTC)).total_seconds()))
+            self.lh.progress(
+                f"source {self.name}: {self.out.unsettled} file(s) still being written; "
+                f"waiting {wait:.1f}s for them to settle (settle_seconds)"
+            )
+            self.sleep(wait + 0.05)
+            self.discover()
+            self._run_claimed()
         self.out.files = self.ledger.rows(keys=list(self._ran))
         return self.out
+
+    def _run_claimed(self) -> None:
+        for run_id, batch in self.claimed_batches():
+            self.runner(run_id, batch)
 
     def claimed_batches(self) -> Iterator[tuple[str, list[LedgerRow]]]:
         """Claim pending files batch by batch, oldest first, and yield each batch this process won (its
