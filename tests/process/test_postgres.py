@@ -32,7 +32,7 @@ from wapflow._dev.pg_server import Urls
 from wapflow.config import parse_config
 from wapflow.config.urls import redact
 from wapflow.demo.generate import generate_trips
-from wapflow.errors import LockTimeout
+from wapflow.errors import ConfigError, LockTimeout
 from wapflow.lakehouse import jvm
 from wapflow.lakehouse.processes import free_port
 from wapflow.runs.databases import check_dbos_database, check_jdbc_catalog
@@ -491,3 +491,30 @@ def test_the_run_store_server_stopping_mid_run_is_transient_then_the_run_resumes
     finally:
         server.stop(immediate=True)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_postgresql_store_from_before_migrations_is_upgraded_once_with_every_row(pg_db):
+    """The run store, ledger and alerts as wapflow wrote them on PostgreSQL before its tables had migrations
+    (tests/fixtures/stores, made by make_v0.py): three processes open it at once; it is upgraded once (the
+    advisory lock), every row reads back as before, and a store stamped by a newer wapflow is refused."""
+    from wapflow.runs import schema
+
+    dump = Path(__file__).parent.parent / "fixtures" / "stores" / "store-v0.postgresql.sql"
+    with psycopg.connect(pg_db.sqlalchemy.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute(dump.read_text())
+    tables = ("wap_runs", "wap_files", "wap_alerts")
+    before = {t: sql(pg_db, f"SELECT * FROM {t} ORDER BY 1") for t in tables}
+    url = pg_db.sqlalchemy.replace("postgresql+psycopg://", "postgresql://")
+    code = "import sys; from wapflow.runs.store import RunStore\ns = RunStore(sys.argv[1]); print(len(s.list()))\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code, url], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    assert [p.communicate(timeout=120)[0].strip() for p in procs] == ["3", "3", "3"]
+    assert sql(pg_db, f"SELECT version_num FROM {schema.VERSION_TABLE}") == [(schema.head(),)]
+    assert {t: sql(pg_db, f"SELECT * FROM {t} ORDER BY 1") for t in tables} == before
+    rec = RunStore(url).get("20261124t120100_bbbbbb")
+    assert rec is not None and rec.status == "blocked" and rec.branch_kept and rec.branch == "wap_b"
+
+    with psycopg.connect(url) as conn:
+        conn.execute(f"UPDATE {schema.VERSION_TABLE} SET version_num = '9999_newer'")
+    schema._done.clear()
+    with pytest.raises(ConfigError, match="written by a newer wapflow"):
+        RunStore(url)

@@ -15,12 +15,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from wapflow.runs.store import create_tables
+from wapflow.runs.schema import METADATA, ensure_schema
 
-_meta = sa.MetaData()
 alerts_table = sa.Table(
     "wap_alerts",
-    _meta,
+    METADATA,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     # What makes an alert one occurrence: the run id, or run id + claim for a batch of the outer loop (a
     # `wap retry` is a new occurrence), or the branch name for `branch_kept`.
@@ -61,7 +60,7 @@ class AlertLog:
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
-        create_tables(_meta, engine)
+        ensure_schema(engine)
 
     def claim(
         self, *, key: str, run_id: str | None, event: str, sink: str, table: str | None, message: str

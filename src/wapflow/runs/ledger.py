@@ -22,7 +22,8 @@ from typing import Any, Literal, get_args
 
 import sqlalchemy as sa
 
-from wapflow.runs.store import create_tables, current_owner, owner_alive, widen_varchar
+from wapflow.runs.schema import METADATA, ensure_schema
+from wapflow.runs.store import current_owner, owner_alive
 from wapflow.storage.files import FileIdentity
 
 FileState = Literal["pending", "claimed", "published", "blocked", "failed", "skipped", "reverted"]
@@ -30,10 +31,10 @@ FILE_STATES: tuple[str, ...] = get_args(FileState)
 # A file in one of these states is done: listing it again does nothing until `wap retry`.
 SETTLED = frozenset({"published", "blocked", "failed", "skipped", "reverted"})
 
-_meta = sa.MetaData()
+
 files_table = sa.Table(
     "wap_files",
-    _meta,
+    METADATA,
     sa.Column("key", sa.String(64), primary_key=True),  # sha256(source, uri[, size, version])
     sa.Column("source", sa.String(128), nullable=False),
     sa.Column("uri", sa.Text, nullable=False),
@@ -168,8 +169,7 @@ class Ledger:
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
-        create_tables(_meta, engine)
-        widen_varchar(engine, files_table)
+        ensure_schema(engine)
 
     # --- reading ---------------------------------------------------------------------------
 

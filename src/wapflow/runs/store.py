@@ -19,13 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from wapflow.runs.schema import METADATA, ensure_schema
+
 if TYPE_CHECKING:
     from sqlalchemy.engine.interfaces import DBAPIConnection
 
-_meta = sa.MetaData()
+
 runs_table = sa.Table(
     "wap_runs",
-    _meta,
+    METADATA,
     # 256: a run id may be a user's --run-id (up to 128 characters, a branch name); PostgreSQL enforces it.
     sa.Column("run_id", sa.String(256), primary_key=True),
     sa.Column("table_name", sa.String(512), nullable=False, index=True),
@@ -42,12 +44,11 @@ runs_table = sa.Table(
     sa.Column("branch_kept", sa.Boolean, default=False),
     sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("finished_at", sa.DateTime(timezone=True)),
-    # Added after the first release (see _migrate): the exact files of the run and who runs it.
+    # Added after the first release (the baseline migration adds them to older stores).
     sa.Column("file_ids", sa.Text),  # JSON list of {uri, size, version}
     sa.Column("owner", sa.Text),  # JSON {host, pid, start} of the process while status is running
     sa.Column("reverted", sa.Text),  # JSON {at, snapshots: {table: snapshot id}} after `wap revert`
 )
-_ADDED_COLUMNS = ("file_ids", "owner", "reverted")
 
 
 def _process_start(pid: int) -> str | None:
@@ -166,38 +167,6 @@ class RunRecord:
         )
 
 
-def create_tables(meta: sa.MetaData, engine: sa.Engine) -> None:
-    """Create missing tables. Two processes opening a new store at once both see a table missing and one
-    CREATE loses ("already exists"; on PostgreSQL a unique violation in its catalog): looking again then
-    finds it. A database that cannot be reached or refuses the login is said in wapflow's terms."""
-    for attempt in range(3):
-        try:
-            meta.create_all(engine)
-            return
-        except (sa.exc.OperationalError, sa.exc.ProgrammingError, sa.exc.IntegrityError) as e:
-            if attempt < 2:
-                continue
-            if engine.dialect.name != "postgresql":
-                raise
-            from wapflow.runs.databases import connection_error
-
-            raise connection_error(e, engine.url.render_as_string(), what="the run store") from None
-
-
-def widen_varchar(engine: sa.Engine, table: sa.Table) -> None:
-    """PostgreSQL enforces VARCHAR lengths (SQLite does not): a store created with shorter columns than the
-    model's (run ids were VARCHAR(64)) gets them widened, once."""
-    if engine.dialect.name != "postgresql":
-        return
-    have = {c["name"]: c["type"] for c in sa.inspect(engine).get_columns(table.name)}
-    for col in table.columns:
-        length = getattr(col.type, "length", None)
-        old = getattr(have.get(col.name), "length", None)
-        if isinstance(col.type, sa.String) and length and old and old < length:
-            with engine.begin() as conn:
-                conn.execute(sa.text(f"ALTER TABLE {table.name} ALTER COLUMN {col.name} TYPE VARCHAR({length})"))
-
-
 def upsert(conn: sa.Connection, table: sa.Table, row: dict[str, Any], key: str) -> None:
     """Insert `row`, or update the row with its `key`, in one statement where the database can (SQLite,
     PostgreSQL): two processes saving the same run at once both succeed, the later one's values win."""
@@ -242,22 +211,7 @@ class RunStore:
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
 
-        create_tables(_meta, self.engine)
-        self._migrate()
-
-    def _migrate(self) -> None:
-        """Run stores written by earlier versions lack the newer columns: add them (nullable)."""
-        widen_varchar(self.engine, runs_table)
-        have = {c["name"] for c in sa.inspect(self.engine).get_columns("wap_runs")}
-        missing = [c for c in _ADDED_COLUMNS if c not in have]
-        for c in missing:
-            try:
-                with self.engine.begin() as conn:
-                    conn.execute(sa.text(f"ALTER TABLE wap_runs ADD COLUMN {c} TEXT"))
-            except (sa.exc.OperationalError, sa.exc.ProgrammingError):
-                # Another process added it at the same moment; anything else is still missing afterwards.
-                if c not in {x["name"] for x in sa.inspect(self.engine).get_columns("wap_runs")}:
-                    raise
+        ensure_schema(self.engine)
 
     def save(self, rec: RunRecord) -> None:
         with self.engine.begin() as conn:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from wapflow.config import WapConfig
-from wapflow.errors import WapError
+from wapflow.errors import ConfigError, WapError
 
 Status = Literal["ok", "warn", "fail", "skip"]
 _TIMEOUT = 3.0
@@ -253,6 +253,7 @@ def _run_store(cfg: WapConfig) -> list[Finding]:
     else:
         info = check_database(url, what="the run store")
         found = [Finding("run store", "ok", f"{info['url']} ({info['dialect']} {info['server_version']})")]
+        found.append(_schema(url))
     if url.startswith("sqlite") and _remote_cluster(cfg) and cfg.sources:
         found.append(
             Finding(
@@ -264,6 +265,27 @@ def _run_store(cfg: WapConfig) -> list[Finding]:
             )
         )
     return found
+
+
+def _schema(url: str) -> Finding:
+    """The run store's schema revision against this wapflow's (a doctor only looks: the next command upgrades)."""
+    from wapflow.runs import schema
+    from wapflow.runs.databases import create_engine
+
+    engine = create_engine(url, what="[lakehouse] run_store", reached_as="the run store")
+    try:
+        v = schema.version(engine)
+    finally:
+        engine.dispose()
+    if v.up_to_date:
+        return Finding("store schema", "ok", f"revision {v.current} (this wapflow's)")
+    if v.current is None:
+        return Finding("store schema", "ok", f"not versioned yet: the next command upgrades it to {v.head}")
+    try:
+        schema.check_known(v.current, "the run store")
+    except ConfigError as e:
+        return Finding("store schema", "fail", e.message, e.hint or "")
+    return Finding("store schema", "ok", f"revision {v.current}: the next command upgrades it to {v.head}")
 
 
 def _dbos(cfg: WapConfig) -> list[Finding]:
