@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from wapflow.audit.spec import Check
     from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.lakehouse.progress import Meter
     from wapflow.outer.ingest import IngestResult
     from wapflow.pipeline.result import RunResult
     from wapflow.pipeline.state import RunState
@@ -48,12 +49,14 @@ def connect(
     sources: dict[str, dict[str, Any]] | None = None,
     progress: Callable[[str], None] | None = None,
     spark: SparkSession | None = None,
+    meter: Meter | None = None,
     **lakehouse: Any,
 ) -> Lakehouse:
     """A lakehouse from wap.toml (a path; None: `$WAP_CONFIG`, else ./wap.toml, else defaults) or a
     WapConfig, with [lakehouse] keys, tables and sources given here taking precedence.
 
-    `progress` receives wapflow's progress lines (default: silent); `spark` reuses a running session.
+    `progress` receives wapflow's progress lines (default: silent); `spark` reuses a running session;
+    `meter` (wapflow.lakehouse.progress.Meter) is shown the Spark jobs of writes and audits that take a while.
     """
     from wapflow.lakehouse.lakehouse import Lakehouse
 
@@ -68,7 +71,7 @@ def connect(
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
         raise ConfigError(f"connect(): {problems}", hint="see the configuration reference in the README") from None
-    return Lakehouse(cfg, spark=spark, progress=progress)
+    return Lakehouse(cfg, spark=spark, progress=progress, meter=meter)
 
 
 def start(

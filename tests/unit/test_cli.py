@@ -80,3 +80,22 @@ def test_unknown_check_type_exit_code(tmp_path, landing):
     assert r.exit_code == 2
     assert "unknown check type 'no_nulls'" in r.stderr and "not_null" in r.stderr
     assert f.exists()
+
+
+def test_the_cli_bar_renders_tasks_and_rows_on_a_terminal() -> None:
+    import io
+    import time
+
+    from rich.console import Console
+
+    from wapflow.cli.output import BarMeter
+    from wapflow.lakehouse.progress import Tick
+
+    buf = io.StringIO()
+    bar = BarMeter(Console(file=buf, force_terminal=True, width=120))
+    bar.update(Tick("writing nyc.trips", 3, 8, 120_000, None))
+    time.sleep(0.1)
+    bar.update(Tick("writing nyc.trips", 8, 8, 160_000, None))
+    bar.close()
+    text = buf.getvalue()
+    assert "writing nyc.trips" in text and "8/8" in text and "160,000 rows read" in text

@@ -29,7 +29,7 @@ def open_lakehouse(config: str | None, output: Output) -> Lakehouse:
     """The lakehouse of wap.toml; Spark starts on first use and reports its progress through `output`."""
     from wapflow import api
 
-    return api.connect(config, progress=output.progress)
+    return api.connect(config, progress=output.progress, meter=output.meter())
 
 
 def on_lakehouse(config: str | None, output: Output, work: Callable[[Lakehouse], T]) -> T:

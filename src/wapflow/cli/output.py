@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from wapflow.errors import WapError
 
 if TYPE_CHECKING:
+    from wapflow.lakehouse.progress import Tick
     from wapflow.pipeline.result import RunResult
 
 # Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
@@ -65,6 +67,12 @@ class Output:
         """A step under way (Spark start, jar download): dim, on stderr, in both modes."""
         err.print(f"[dim]· {msg}[/dim]")
 
+    def meter(self) -> BarMeter | None:
+        """A progress bar for long Spark work, on a terminal only: --json, pipes and CI logs keep plain lines."""
+        if self.as_json or not err.is_terminal:
+            return None
+        return BarMeter(err)
+
     def result(self, doc: Any, show: Callable[[], object]) -> None:
         """Print `doc` as JSON, or call `show` to render it for people."""
         if self.as_json:
@@ -79,6 +87,39 @@ class Output:
         else:
             print_error(str(e))
         raise typer.Exit(e.exit_code)
+
+
+class BarMeter:
+    """wapflow.lakehouse.progress's Meter as a Rich bar on stderr: tasks done of all, and rows read (bytes on
+    Spark Connect). Transient: once the step ends the bar goes and the step's own lines stay."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def update(self, tick: Tick) -> None:
+        if self.bar is None:
+            self.bar = Progress(
+                TextColumn("[dim]· {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("tasks"),
+                TextColumn("{task.fields[read]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(tick.label, total=tick.tasks, read="")
+        assert self.task is not None
+        read = f"{tick.rows:,} rows read" if tick.rows is not None else f"{(tick.bytes_read or 0) / 1e6:,.1f} MB read"
+        self.bar.update(self.task, total=tick.tasks, completed=tick.tasks_done, read=read)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        self.bar, self.task = None, None
 
 
 def cell(v: Any) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from wapflow.lakehouse.nessie import NessieClient
+    from wapflow.lakehouse.progress import Meter
 
 
 def _quiet(_: str) -> None:
@@ -35,12 +38,22 @@ class Lakehouse:
         *,
         spark: SparkSession | None = None,
         progress: Callable[[str], None] | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self.config = config if config is not None else load_config()
         self.progress = progress or _quiet
+        self.meter = meter  # a progress bar for long Spark work (the CLI's, on a terminal); None: lines only
         self._spark = spark
         self._storage_checked = False
         self._catalog_checked = False
+
+    def tracked(self, label: str) -> AbstractContextManager[None]:
+        """The block's Spark jobs on the meter (if any), once it has run for a couple of seconds."""
+        from wapflow.lakehouse.progress import watching
+
+        if self.meter is None:
+            return contextlib.nullcontext()
+        return watching(self.spark, self.meter, label)
 
     @property
     def catalog(self) -> str:

@@ -74,6 +74,9 @@ def in_process(lakehouse: Lakehouse) -> RunStep:
     """Steps applied in this process, on this lakehouse."""
 
     def apply(name: Step, state: RunState) -> RunState:
+        if name in ("write", "audit"):  # the steps with Spark jobs long enough for a bar
+            with lakehouse.tracked(f"{_DOING[name]} {state.table}"):
+                return STEP_FUNCTIONS[name](lakehouse, state)
         return STEP_FUNCTIONS[name](lakehouse, state)
 
     return apply
