@@ -134,3 +134,32 @@ def test_a_fresh_lakehouse_has_no_tables_and_reading_it_creates_nothing(tmp_path
     assert not (tmp_path / "lakehouse" / "catalog.db").exists()
     p = without_spark("branches", "--config", str(cfg), "--json")
     assert (p.returncode, json.loads(p.stdout)) == (0, {"branches": []}), p.stderr
+
+
+@pytest.mark.spark
+def test_nessie_history_and_branches_without_a_jvm_match_spark(nessie_server, spark, tmp_path, landing, monkeypatch):
+    """On Nessie: the table's metadataLocation on main (history) and on each Nessie branch (branches TABLE),
+    from Nessie's API v2, give what Spark's Nessie catalogs give."""
+    catalog = f"nojvm{next(_CATALOGS)}"
+    ns = f"meta_{catalog}"
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{tmp_path / "lh"}"\ncatalog = "nessie"\nnessie_uri = "{nessie_server.url}"\n'
+        f'catalog_name = "{catalog}"\nmaster = "local[2]"\n\n'
+        f'[tables."{ns}.trips"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
+    )
+    for i, (rows, nulls) in enumerate(((80, 0.0), (40, 0.1))):
+        f = trips_file(landing, f"n{i}.parquet", rows, null_rate=nulls, start_id=1000 * i, seed=i)
+        r = wap("run", f"{ns}.trips", str(f), "--config", str(cfg), "--json")
+        assert r.exit_code == (1 if nulls else 0), r.output
+    blocked = as_json(r)
+    for command in (("history", f"{ns}.trips"), ("branches",), ("branches", f"{ns}.trips"), ("history", f"{ns}.nope")):
+        args = (*command, "--config", str(cfg), "--json")
+        old = through_spark(monkeypatch, *args)
+        new = without_spark(*args)
+        assert (new.returncode, _no_log(json.loads(new.stdout))) == (old.exit_code, _no_log(as_json(old))), (
+            args,
+            new.stderr,
+        )
+    kept = json.loads(without_spark("branches", f"{ns}.trips", "--config", str(cfg), "--json").stdout)["branches"]
+    assert [(b["branch"], b["run_id"]) for b in kept] == [(blocked["branch"], blocked["run_id"])]
