@@ -7,13 +7,15 @@ points nowhere), and its --json document and exit code are compared with the sam
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.cli_harness import Proc, wap
+from support.cli_harness import Proc, env, wap
 from support.data import trips_file
 from support.no_jvm import NO_SPARK_HOME
 from wapflow.lakehouse.processes import free_port
@@ -65,6 +67,22 @@ def make_tables(cfg: Path, table: str, landing: Path) -> tuple[dict[str, Any], d
     return ok.doc, blocked.doc
 
 
+def dashboard(cfg: Path, table: str) -> dict[str, Any]:
+    """The dashboard's numbers (wapflow.service.dashboard) in a process where pyspark cannot be imported."""
+    code = (
+        "import json, sys; sys.modules['pyspark'] = None\n"
+        "from wapflow.service import dashboard as svc\n"
+        f"src = svc.open_sources({str(cfg)!r})\n"
+        f"kept = svc.branch_names(src)\n"
+        f"print(json.dumps({{'overview': svc.overview(src), 'table': svc.table_detail(src, {table!r}), "
+        "'branch': svc.branch_detail(src, kept[0])}, default=str))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env())
+    assert p.returncode == 0, p.stderr
+    doc: dict[str, Any] = json.loads(p.stdout)
+    return doc
+
+
 def same_as_spark(cfg: Path, table: str, published: dict[str, Any], blocked: dict[str, Any]) -> None:
     for args in (("history", table), ("branches",)):
         new = no_jvm(*args, "--config", str(cfg), "--json")
@@ -77,6 +95,16 @@ def same_as_spark(cfg: Path, table: str, published: dict[str, Any], blocked: dic
     assert [(b["branch"], b["head_snapshot_id"]) for b in kept.doc["branches"]] == [
         (blocked["branch"], blocked["snapshot_id"])
     ]
+    # The dashboard's table page and overview: main's history and rows from the same metadata, no Spark either.
+    dash = dashboard(cfg, table)
+    assert [h["snapshot_id"] for h in dash["table"]["history"]] == [h["snapshot_id"] for h in history]
+    assert [h["run_id"] for h in dash["table"]["history"]] == [h["run_id"] for h in history]
+    assert dash["table"]["rows_on_main"] == history[0]["total_rows"] == published["rows_written"]
+    # (the session's REST server may hold other tests' tables too)
+    assert [(t["table"], t["main_snapshot_id"]) for t in dash["overview"]["tables"] if t["table"] == table] == [
+        (table, published["snapshot_id"])
+    ]
+    assert dash["branch"]["tables"][0]["head_snapshot_id"] == blocked["snapshot_id"]
     missing = no_jvm("history", table + "x", "--config", str(cfg), "--json")
     assert error_of(missing) == (2, "NotFound", "config"), missing.text
     assert f"did you mean '{table}'" in missing.doc["error"]["message"]

@@ -115,19 +115,25 @@ class Lakehouse:
             return source_for(self.config, self.storage, nessie=self.nessie, ref=ref)
         return source_for(self.config, self.storage)
 
+    def catalog_metadata(self, ref: str = "main") -> CatalogTables | None:
+        """The catalog's table metadata read directly, with no JVM (a new view: each loads a table once), or None
+        where only Spark reads this catalog (wapflow.lakehouse.metadata.source_for). Never starts Spark."""
+        source = self._metadata_source(ref)
+        return None if source is None else CatalogTables(source, self.catalog)
+
     @property
     def metadata(self) -> TableMetadata:
         """Read-only table metadata (snapshots, refs, the catalog's tables) for commands that read no data:
         from the catalog itself, with no JVM, where wapflow.lakehouse.metadata can read it; else Spark's view.
         A new view on every access (each loads a table once), so later commits show."""
-        source = self._metadata_source()
-        return self.tables if source is None else CatalogTables(source, self.catalog)
+        direct = self.catalog_metadata()
+        return self.tables if direct is None else direct
 
     def list_branches(self, table: TableName | None = None) -> list[BranchInfo]:
         """Branches other than main (of one table, or all), as the branch backend's list/all_branches give
         them, without Spark where the catalog is read directly."""
-        source = self._metadata_source()
-        if source is None:
+        view = self.catalog_metadata()
+        if view is None:
             return self.branches.list(table) if table is not None else self.branches.all_branches()
         if self._on_nessie:
             from wapflow.lakehouse.nessie import branches_changing, catalog_branches
@@ -136,12 +142,11 @@ class Lakehouse:
                 return catalog_branches(self.nessie)
 
             def at(ref: str) -> TableMetadata:
-                found = self._metadata_source(ref)
+                found = self.catalog_metadata(ref)
                 assert found is not None
-                return CatalogTables(found, self.catalog)
+                return found
 
-            return branches_changing(self.nessie, CatalogTables(source, self.catalog), at, table)
-        view = CatalogTables(source, self.catalog)
+            return branches_changing(self.nessie, view, at, table)
         tables = [table] if table is not None else view.list_tables()
         return [b for t in tables for b in table_branches(view, t)]
 
