@@ -163,3 +163,26 @@ def test_nessie_history_and_branches_without_a_jvm_match_spark(nessie_server, sp
         )
     kept = json.loads(without_spark("branches", f"{ns}.trips", "--config", str(cfg), "--json").stdout)["branches"]
     assert [(b["branch"], b["run_id"]) for b in kept] == [(blocked["branch"], blocked["run_id"])]
+
+
+@pytest.mark.spark
+def test_metadata_files_on_s3_are_read_without_a_jvm_with_read_only_keys(spark, s3env, tmp_path, monkeypatch):
+    """The embedded catalog with its warehouse on the local S3 server: the metadata files are read through the
+    [s3] settings (boto3). Read-only keys are enough, and the output is Spark's."""
+    from support.s3_lake import lakehouse, toml_config, upload_trips
+    from wapflow.pipeline import run_wap
+
+    catalog = f"nojvm{next(_CATALOGS)}"
+    landing, lake = s3env.buckets()
+    lh = lakehouse(spark, tmp_path, s3env, lake=lake, catalog=catalog, keys=s3env.admin)
+    assert run_wap(lh, "nyc.trips", [upload_trips(s3env, landing, "a.parquet", 100)]).status == "published"
+    dirty = upload_trips(s3env, landing, "b.parquet", 50, null_rate=0.1, start_id=500)
+    assert run_wap(lh, "nyc.trips", [dirty]).status == "blocked"
+    admin = toml_config(tmp_path, s3env, lake=lake, catalog=catalog, keys=s3env.admin)
+    reader = toml_config(tmp_path, s3env, lake=lake, catalog=catalog, keys=s3env.reader, name="reader.toml")
+    for command in (("history", "nyc.trips"), ("branches", "nyc.trips")):
+        old = through_spark(monkeypatch, *command, "--config", str(admin), "--json")
+        assert old.exit_code == 0, old.output
+        for cfg in (admin, reader):
+            new = without_spark(*command, "--config", str(cfg), "--json")
+            assert (new.returncode, new.stdout) == (0, old.stdout), new.stderr
