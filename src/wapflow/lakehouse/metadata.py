@@ -261,9 +261,8 @@ class RestSource:
     def _call(self, method: str, path: str, *, what: str, missing_ok: bool = False, **kw: Any) -> dict[str, Any]:
         import httpx
 
-        http = self._http if self._http is not None else httpx.Client(timeout=_TIMEOUT)
         try:
-            resp = http.request(method, path, **kw)
+            resp = self._client().request(method, path, **kw)
         except httpx.UnsupportedProtocol:
             raise ConfigError(
                 f"{self.uri} is not an http(s) URL", hint="catalog_properties.uri is the REST catalog's base URL"
