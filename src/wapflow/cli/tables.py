@@ -1,6 +1,7 @@
 """`wap branches`, `discard`, `history` and `query`: what is on a table's main and its kept branches.
 
-These open the lakehouse (Spark); the rows come from wapflow.service.tables and wapflow.service.query.
+The rows come from wapflow.service.tables and wapflow.service.query. `branches` and `history` read table
+metadata from the catalog itself (no JVM) where wapflow.lakehouse.metadata can; `discard` and `query` use Spark.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ def branches(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Branches kept for inspection, with their run and failed checks."""
+    """Branches kept for inspection, with their run and failed checks (no Spark on JDBC, REST and Nessie catalogs)."""
     from wapflow.service.tables import list_branches
 
     o = Output(as_json)
@@ -56,7 +57,7 @@ def history(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """main's snapshots, newest first, with the run that wrote each."""
+    """main's snapshots, newest first, with the run that wrote each (no Spark on JDBC, REST and Nessie catalogs)."""
     from wapflow.service.tables import history as table_history
 
     o = Output(as_json)

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructField
 
+    from wapflow.lakehouse.metadata import TableMetadata
+
 _RETRIES = 5
 _PUBLISH_RETRIES = 4
 T = TypeVar("T")
@@ -350,11 +352,16 @@ class IcebergTableBranches:
         return AuditView(f"{tables.ident(table)} VERSION AS OF '{branch}'", read, pin, pinned)
 
     def list(self, table: TableName) -> builtins.list[BranchInfo]:
-        return [
-            BranchInfo(table, r.name, r.snapshot_id)
-            for r in self.tables.refs(table).values()
-            if r.type == "BRANCH" and r.name != "main"
-        ]
+        return table_branches(self.tables, table)
 
     def all_branches(self) -> builtins.list[BranchInfo]:
         return [b for t in self.tables.list_tables() for b in self.list(t)]
+
+
+def table_branches(tables: TableMetadata, table: TableName) -> list[BranchInfo]:
+    """A table's Iceberg branches other than main (from Spark's view or the catalog's: `tables`)."""
+    return [
+        BranchInfo(table, r.name, r.snapshot_id)
+        for r in tables.refs(table).values()
+        if r.type == "BRANCH" and r.name != "main"
+    ]

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 
 from wapflow.config import WapConfig, load_config
 from wapflow.lakehouse import spark_s3 as s3_spark
-from wapflow.lakehouse.branches import BranchBackend, IcebergTableBranches
+from wapflow.lakehouse.branches import BranchBackend, BranchInfo, IcebergTableBranches, table_branches
+from wapflow.lakehouse.metadata import CatalogTables, MetadataSource, TableMetadata, direct_reads, source_for
 from wapflow.lakehouse.session import build_session, gateway_nodelay
 from wapflow.lakehouse.tables import Tables
 from wapflow.runs.ledger import Ledger
 from wapflow.runs.store import RunStore
+from wapflow.sql.identifiers import TableName
 from wapflow.storage import Storage
 
 if TYPE_CHECKING:
@@ -116,6 +118,50 @@ class Lakehouse:
     @cached_property
     def tables(self) -> Tables:
         return Tables(self.spark, self.catalog)
+
+    def _metadata_source(self, ref: str = "main") -> MetadataSource | None:
+        """The catalog read without Spark (None: only Spark reads this catalog here, or WAP_METADATA=spark)."""
+        if not direct_reads():
+            return None
+        if self._on_nessie:
+            self.check_catalog()  # Nessie down, wrong URL or token: the same error as before Spark starts
+            return source_for(self.config, self.storage, nessie=self.nessie, ref=ref)
+        return source_for(self.config, self.storage)
+
+    def catalog_metadata(self, ref: str = "main") -> CatalogTables | None:
+        """The catalog's table metadata read directly, with no JVM (a new view: each loads a table once), or None
+        where only Spark reads this catalog (wapflow.lakehouse.metadata.source_for). Never starts Spark."""
+        source = self._metadata_source(ref)
+        return None if source is None else CatalogTables(source, self.catalog)
+
+    @property
+    def metadata(self) -> TableMetadata:
+        """Read-only table metadata (snapshots, refs, the catalog's tables) for commands that read no data:
+        from the catalog itself, with no JVM, where wapflow.lakehouse.metadata can read it; else Spark's view.
+        A new view on every access (each loads a table once), so later commits show."""
+        direct = self.catalog_metadata()
+        return self.tables if direct is None else direct
+
+    def list_branches(self, table: TableName | None = None) -> list[BranchInfo]:
+        """Branches other than main (of one table, or all), as the branch backend's list/all_branches give
+        them, without Spark where the catalog is read directly."""
+        view = self.catalog_metadata()
+        if view is None:
+            return self.branches.list(table) if table is not None else self.branches.all_branches()
+        if self._on_nessie:
+            from wapflow.lakehouse.nessie import branches_changing, catalog_branches
+
+            if table is None:
+                return catalog_branches(self.nessie)
+
+            def at(ref: str) -> TableMetadata:
+                found = self.catalog_metadata(ref)
+                assert found is not None
+                return found
+
+            return branches_changing(self.nessie, view, at, table)
+        tables = [table] if table is not None else view.list_tables()
+        return [b for t in tables for b in table_branches(view, t)]
 
     @cached_property
     def branches(self) -> BranchBackend:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructField
 
     from wapflow.config import WapConfig
+    from wapflow.lakehouse.metadata import TableMetadata
     from wapflow.lakehouse.tables import Snapshot
 
 
@@ -123,6 +124,8 @@ class NessieClient:
             )
         if code == "REFERENCE_NOT_FOUND":
             raise NotFound(f"Nessie: {msg}", hint="list branches with `wap branches`")
+        if code == "CONTENT_NOT_FOUND":
+            raise NotFound(f"Nessie: {msg}")
         if code == "REFERENCE_ALREADY_EXISTS":
             raise UsageError(f"Nessie: {msg}", hint="pick another --branch, or drop it with `wap discard`")
         if code == "REFERENCE_CONFLICT" or resp.status_code == 409:
@@ -171,6 +174,39 @@ class NessieClient:
                 params["page-token"] = token
             d = self._call("GET", "/trees", what="list references", params=params)
             out += [Reference(r["name"], r["type"], r["hash"]) for r in d.get("references", [])]
+            token = d.get("token")
+            if not d.get("hasMore") or not token:
+                return out
+
+    def content(self, ref: str, key: Sequence[str]) -> dict[str, Any] | None:
+        """The content (an Iceberg table: type ICEBERG_TABLE, metadataLocation) at `key` on `ref`; None if absent."""
+        # API v2 path keys: elements joined by '.', a '.' inside an element written as U+001D.
+        path_key = ".".join(e.replace(".", "\x1d") for e in key)
+        try:
+            d = self._call(
+                "GET",
+                f"/trees/{urlquote(ref, safe='')}/contents/{urlquote(path_key, safe='')}",
+                what=f"read {'.'.join(key)} on {ref}",
+            )
+        except NotFound:
+            return None
+        content = d.get("content")
+        return content if isinstance(content, dict) else None
+
+    def table_keys(self, ref: str = "main") -> list[tuple[str, ...]]:
+        """The keys of every Iceberg table on `ref`."""
+        out: list[tuple[str, ...]] = []
+        token: str | None = None
+        while True:
+            params: dict[str, Any] = {"max-records": 500}
+            if token:
+                params["page-token"] = token
+            d = self._call(
+                "GET", f"/trees/{urlquote(ref, safe='')}/entries", what=f"list the tables on {ref}", params=params
+            )
+            for e in d.get("entries", []):
+                if e.get("type") == "ICEBERG_TABLE":
+                    out.append(tuple(str(x) for x in (e.get("name") or {}).get("elements", [])))
             token = d.get("token")
             if not d.get("hasMore") or not token:
                 return out
@@ -535,31 +571,46 @@ class NessieBranches:
 
     def list(self, table: TableName) -> builtins.list[BranchInfo]:
         """Nessie branches that change this table."""
-        out = []
-        main_head = self.tables.head(table, "main") if self.tables.exists(table) else None
-        for ref in self._refs():
-            view = self.tables_for(ref.name)
-            if not view.exists(table):
-                continue
-            head = view.head(table, "main")
-            if head is not None and head != main_head:  # branches that change this table
-                out.append(BranchInfo(table, ref.name, head, ref.hash))
-        return out
+        return branches_changing(self.client, self.tables, self.tables_for, table)
 
     def all_branches(self) -> builtins.list[BranchInfo]:
-        return [BranchInfo(None, r.name, None, r.hash) for r in self._refs()]
+        return catalog_branches(self.client)
 
-    def _refs(self) -> builtins.list[Reference]:
-        out = []
-        for ref in self.client.references():
-            if ref.type != "BRANCH" or ref.name == "main":
-                continue
-            try:
-                validate_branch(ref.name)
-            except WapError:
-                continue
-            out.append(ref)
-        return out
+
+def _branch_refs(client: NessieClient) -> list[Reference]:
+    """Nessie branches other than main whose names wapflow accepts."""
+    out = []
+    for ref in client.references():
+        if ref.type != "BRANCH" or ref.name == "main":
+            continue
+        try:
+            validate_branch(ref.name)
+        except WapError:
+            continue
+        out.append(ref)
+    return out
+
+
+def catalog_branches(client: NessieClient) -> list[BranchInfo]:
+    """Every Nessie branch but main, as catalog-level branches (they may hold any table)."""
+    return [BranchInfo(None, r.name, None, r.hash) for r in _branch_refs(client)]
+
+
+def branches_changing(
+    client: NessieClient, main: TableMetadata, at: Callable[[str], TableMetadata], table: TableName
+) -> list[BranchInfo]:
+    """Nessie branches on which `table` differs from main: `main` reads main's metadata, `at(ref)` a branch's
+    (Spark's catalogs per ref, or the catalog read directly: wapflow.lakehouse.metadata)."""
+    out = []
+    main_head = main.head(table, "main") if main.exists(table) else None
+    for ref in _branch_refs(client):
+        view = at(ref.name)
+        if not view.exists(table):
+            continue
+        head = view.head(table, "main")
+        if head is not None and head != main_head:  # branches that change this table
+            out.append(BranchInfo(table, ref.name, head, ref.hash))
+    return out
 
 
 def _retry_branch(branch: str) -> str:

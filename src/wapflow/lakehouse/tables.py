@@ -42,7 +42,54 @@ class Ref:
     snapshot_id: int
 
 
-class Tables:
+def snapshots_of(meta: dict[str, Any]) -> dict[int, Snapshot]:
+    """The snapshots of a table's metadata as Iceberg writes it (TableMetadataParser's JSON): the one parser of
+    it, for Spark's view (Tables) and the catalog's own (wapflow.lakehouse.metadata)."""
+    out: dict[int, Snapshot] = {}
+    for s in meta.get("snapshots") or []:
+        summary = {str(k): str(v) for k, v in (s.get("summary") or {}).items()}
+        operation = summary.pop("operation", None)
+        sid = int(s["snapshot-id"])
+        parent = s.get("parent-snapshot-id")
+        when = datetime.fromtimestamp(int(s["timestamp-ms"]) / 1000)  # naive local, as Spark returns it
+        out[sid] = Snapshot(sid, int(parent) if parent is not None else None, when, operation, summary)
+    return out
+
+
+def refs_of(meta: dict[str, Any]) -> dict[str, Ref]:
+    """The refs of a table's metadata JSON; main from current-snapshot-id when a v1 table has no refs."""
+    refs = dict(meta.get("refs") or {})
+    current = meta.get("current-snapshot-id")
+    if "main" not in refs and current is not None and int(current) != -1:
+        refs["main"] = {"snapshot-id": current, "type": "branch"}
+    return {
+        str(n): Ref(str(n), str(r["type"]).upper(), int(r["snapshot-id"]))
+        for n, r in refs.items()
+        if r.get("snapshot-id") is not None
+    }
+
+
+class SnapshotReads:
+    """What every reader of table metadata derives from refs and snapshots: heads and ancestry."""
+
+    def refs(self, table: TableName) -> dict[str, Ref]:
+        raise NotImplementedError
+
+    def head(self, table: TableName, branch: str = "main") -> int | None:
+        ref = self.refs(table).get(branch)
+        return ref.snapshot_id if ref else None
+
+    def ancestry(self, snapshots: dict[int, Snapshot], head: int | None, stop: int | None = None) -> list[Snapshot]:
+        """Snapshots from head back to (not including) stop, newest first."""
+        out: list[Snapshot] = []
+        cur = head
+        while cur is not None and cur != stop and cur in snapshots:
+            out.append(snapshots[cur])
+            cur = snapshots[cur].parent_id
+        return out
+
+
+class Tables(SnapshotReads):
     """Reads and DDL for Iceberg tables in one Spark catalog."""
 
     def __init__(self, spark: SparkSession, catalog: str) -> None:
@@ -173,15 +220,7 @@ class Tables:
     def snapshots(self, table: TableName) -> dict[int, Snapshot]:
         meta = self._metadata(table)
         if meta is not None:
-            out: dict[int, Snapshot] = {}
-            for s in meta.get("snapshots", []):
-                summary = {str(k): str(v) for k, v in (s.get("summary") or {}).items()}
-                operation = summary.pop("operation", None)
-                sid = int(s["snapshot-id"])
-                parent = s.get("parent-snapshot-id")
-                when = datetime.fromtimestamp(int(s["timestamp-ms"]) / 1000)  # naive local, as Spark returns it
-                out[sid] = Snapshot(sid, int(parent) if parent is not None else None, when, operation, summary)
-            return out
+            return snapshots_of(meta)
         source = table.metadata_sql(self.catalog, "snapshots")
         rows = self.spark.sql(
             f"SELECT snapshot_id, parent_id, committed_at, operation, summary FROM {source}"
@@ -196,32 +235,11 @@ class Tables:
     def refs(self, table: TableName) -> dict[str, Ref]:
         meta = self._metadata(table)
         if meta is not None:
-            refs = dict(meta.get("refs") or {})
-            current = meta.get("current-snapshot-id")
-            if "main" not in refs and current is not None and int(current) != -1:
-                refs["main"] = {"snapshot-id": current, "type": "branch"}
-            return {
-                str(n): Ref(str(n), str(r["type"]).upper(), int(r["snapshot-id"]))
-                for n, r in refs.items()
-                if r.get("snapshot-id") is not None
-            }
+            return refs_of(meta)
         rows = self.spark.sql(
             f"SELECT name, type, snapshot_id FROM {table.metadata_sql(self.catalog, 'refs')}"
         ).collect()
         return {r["name"]: Ref(r["name"], r["type"], r["snapshot_id"]) for r in rows}
-
-    def head(self, table: TableName, branch: str = "main") -> int | None:
-        ref = self.refs(table).get(branch)
-        return ref.snapshot_id if ref else None
-
-    def ancestry(self, snapshots: dict[int, Snapshot], head: int | None, stop: int | None = None) -> list[Snapshot]:
-        """Snapshots from head back to (not including) stop, newest first."""
-        out: list[Snapshot] = []
-        cur = head
-        while cur is not None and cur != stop and cur in snapshots:
-            out.append(snapshots[cur])
-            cur = snapshots[cur].parent_id
-        return out
 
     def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> FileMetrics:
         """Column metrics summed over the data files the given snapshots added (no data file is read)."""

@@ -3,15 +3,18 @@
 The dashboard only renders what these functions return. Nothing here may import pyspark or start a JVM:
 runs come from the run store, files from the ledger, alerts from the alert log (service.alerts), and table
 metadata (snapshots, refs, schemas, the data files a branch added) from the Iceberg catalog through
-PyIceberg where it can open that catalog (the embedded SQLite catalog, data local or on S3). For any other
-catalog the table panels are replaced by a note saying so, and the run store, ledger and alert panels still
-show (tests/test_dashboard.py checks both).
+PyIceberg where it can open that catalog (the embedded SQLite catalog, data local or on S3). On the JDBC
+(PostgreSQL), REST and Nessie catalogs main's history and rows come from the catalog's metadata read directly
+(wapflow.lakehouse.metadata, no JVM either); what needs PyIceberg there (schema changes, a branch's added files
+and nulls) is replaced by a note. Other catalogs get the note for every table panel, and the run store, ledger
+and alert panels still show (tests/test_dashboard.py checks both).
 """
 
 from __future__ import annotations
 
 import shlex
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,12 +23,14 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from wapflow.config import WapConfig, load_config
-from wapflow.errors import NotFound, did_you_mean
-from wapflow.lakehouse.lineage import run_id_of
+from wapflow.errors import NotFound, WapError, did_you_mean
+from wapflow.lakehouse.lineage import run_id_of, run_of
+from wapflow.lakehouse.metadata import CatalogTables
 from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
 from wapflow.service.alerts import recent_alerts
 from wapflow.service.runs import failed_checks, run_report
+from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -42,6 +47,12 @@ class Sources:
     ledger: Ledger
     catalog: Catalog | None
     note: str | None  # why table metadata is not shown, when catalog is None
+    # The catalog's metadata read directly (history and rows on main) where PyIceberg cannot open it.
+    direct: Callable[[], CatalogTables | None] | None = None
+
+    def metadata(self) -> CatalogTables | None:
+        """A fresh direct view of the catalog (a new run must show), when PyIceberg does not open it."""
+        return self.direct() if self.catalog is None and self.direct is not None else None
 
     def table(self, name: str) -> Table | None:
         """The Iceberg table (fresh metadata on every call: a new run must show), None when unreadable."""
@@ -63,7 +74,26 @@ def open_sources(config: str | Path | None = None) -> Sources:
     cfg = load_config(config)
     store = RunStore(cfg.run_store_url())
     catalog, note = open_catalog(cfg)
-    return Sources(cfg, store, Ledger(store.engine), catalog, note)
+    direct = None
+    if catalog is None and cfg.lakehouse.catalog != "sqlite":
+        direct, note = _direct_catalog(cfg, note)
+    return Sources(cfg, store, Ledger(store.engine), catalog, note, direct)
+
+
+def _direct_catalog(cfg: WapConfig, note: str | None) -> tuple[Callable[[], CatalogTables | None] | None, str | None]:
+    """The catalog's metadata without PyIceberg or Spark (JDBC, REST, Nessie), and the note that goes with it."""
+    from wapflow.lakehouse.lakehouse import Lakehouse
+
+    lh = Lakehouse(cfg)  # never starts Spark: only catalog_metadata is used
+    try:
+        if lh.catalog_metadata() is None:
+            return None, note
+    except WapError as e:
+        return None, f'catalog metadata is not readable for catalog = "{cfg.lakehouse.catalog}" now: {e.message}'
+    return lh.catalog_metadata, (
+        "main's history and rows come from the catalog's metadata; schema changes and a branch's nulls per column "
+        f'need PyIceberg, which opens only the embedded SQLite catalog here (catalog = "{cfg.lakehouse.catalog}")'
+    )
 
 
 def _pyiceberg_s3_properties(cfg: WapConfig) -> dict[str, str]:
@@ -132,6 +162,9 @@ def _records(snap: Snapshot | None) -> int | None:
 
 
 def _catalog_tables(src: Sources) -> list[str]:
+    direct = src.metadata()
+    if direct is not None:
+        return [t.dotted for t in direct.list_tables()]
     if src.catalog is None:
         return []
     out: list[str] = []
@@ -165,15 +198,20 @@ def overview(src: Sources) -> dict[str, Any]:
     for run in runs:
         last.setdefault(run.table_name, run)
     tables = []
+    direct = src.metadata()
     for name in sorted(set(last) | set(_catalog_tables(src))):
         tbl = src.table(name)
         main = tbl.current_snapshot() if tbl is not None else None
         latest = last.get(name)
+        rows_on_main = (_records(main) or 0) if tbl is not None else None
+        main_id = main.snapshot_id if main is not None else None
+        if direct is not None and direct.exists(TableName.parse(name)):
+            rows_on_main, main_id = _direct_main(direct, TableName.parse(name))
         tables.append(
             {
                 "table": name,
-                "rows_on_main": (_records(main) or 0) if tbl is not None else None,
-                "main_snapshot_id": main.snapshot_id if main is not None else None,
+                "rows_on_main": rows_on_main,
+                "main_snapshot_id": main_id,
                 "last_run_id": latest.run_id if latest is not None else None,
                 "last_status": latest.status if latest is not None else None,
                 "last_run_at": _iso(latest.started_at) if latest is not None else None,
@@ -202,6 +240,31 @@ def overview(src: Sources) -> dict[str, Any]:
         "alerts": recent_alerts(src.store, limit=50),
         "note": src.note,
     }
+
+
+def _direct_main(direct: CatalogTables, table: TableName) -> tuple[int, int | None]:
+    """Rows on main and main's snapshot, from the catalog's metadata read directly."""
+    head = direct.head(table)
+    snap = direct.snapshots(table).get(head) if head is not None else None
+    return (int(snap.summary.get("total-records") or 0) if snap is not None else 0), head
+
+
+def _direct_history(direct: CatalogTables, table: TableName, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    """Rows on main and main's snapshots (newest first) as table_detail shows them, from the catalog directly."""
+    snaps = direct.snapshots(table)
+    main = direct.ancestry(snaps, direct.head(table))
+    rows: list[dict[str, Any]] = [
+        {
+            "snapshot_id": s.snapshot_id,
+            "committed_at": _iso(s.committed_at.astimezone(UTC)),  # committed_at is naive local time
+            "operation": s.operation,
+            "run_id": run_of(snaps, s),
+            "rows_added": s.added_records,
+            "total_rows": int(s.summary["total-records"]) if s.summary.get("total-records") else None,
+        }
+        for s in main[:limit]
+    ]
+    return (rows[0]["total_rows"] or 0) if rows else 0, rows
 
 
 def _require_table(src: Sources, table: str) -> None:
@@ -291,6 +354,9 @@ def table_detail(src: Sources, table: str, limit: int = 100) -> dict[str, Any]:
     history: list[dict[str, Any]] = []
     schema_changes: list[dict[str, Any]] = []
     rows_on_main = None
+    direct = src.metadata()
+    if direct is not None and direct.exists(TableName.parse(table)):
+        rows_on_main, history = _direct_history(direct, TableName.parse(table), limit)
     if tbl is not None:
         main = _ancestry(tbl, tbl.metadata.current_snapshot_id)
         rows_on_main = _records(main[0]) if main else 0
@@ -418,6 +484,10 @@ def branch_detail(src: Sources, branch: str) -> dict[str, Any]:
             "note": src.note,
         }
         tbl = src.table(table)
+        direct = src.metadata()
+        if direct is not None:  # the branch's head from the catalog directly; its added files need PyIceberg
+            head = direct.refs(TableName.parse(table)).get(branch)
+            entry["head_snapshot_id"] = head.snapshot_id if head is not None else None
         ref = tbl.metadata.refs.get(branch) if tbl is not None else None
         if tbl is not None and ref is None:
             entry["note"] = f"{table} has no branch {branch} any more (published, dropped or discarded)"

@@ -1,37 +1,60 @@
 """Kept branches, main's history, and discarding a kept branch: what the CLI and a dashboard show of tables.
 
-These need a `Lakehouse` (Spark for the table metadata; on Nessie, the catalog's refs too). The run rows
-themselves come from `wapflow.service.runs`, which needs no Spark.
+These need a `Lakehouse`. History and branch listings read table metadata only: from the catalog itself, with
+no JVM, where `Lakehouse.metadata` can (wapflow.lakehouse.metadata), else through Spark. Discarding a branch
+commits to the table, through Spark. The run rows themselves come from `wapflow.service.runs` (no Spark).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from wapflow.errors import NotFound, did_you_mean
+from wapflow.errors import NotFound, WapError, did_you_mean
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import SOURCES_PROP, origin, picked_from, run_of
+from wapflow.lakehouse.metadata import TableMetadata
 from wapflow.runs.store import RunRecord
 from wapflow.service.runs import failed_checks
+from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
 
 
-def _require_table(lh: Lakehouse, table: TableName) -> None:
-    if not lh.tables.exists(table):
-        known = [t.dotted for t in lh.tables.list_tables()]
+def _require_table(tables: TableMetadata, table: TableName) -> None:
+    if not tables.exists(table):
+        known = [t.dotted for t in tables.list_tables()]
         raise NotFound(
-            f"table {table} does not exist in catalog {lh.catalog}{did_you_mean(table.dotted, known)}",
+            f"table {table} does not exist in catalog {tables.catalog}{did_you_mean(table.dotted, known)}",
             hint='list tables with `wap query "SHOW TABLES IN <namespace>"`',
         )
+
+
+@contextmanager
+def _reading(doing: str) -> Iterator[None]:
+    """An exception of Spark or the catalog while reading metadata, as the WapError `wap run` would name
+    (an unreachable catalog is transient, refused credentials the environment); unnamed ones stay bugs."""
+    try:
+        yield
+    except WapError:
+        raise
+    except Exception as e:
+        known = spark_errors.classify(e, doing=doing)
+        if known is None:
+            raise
+        raise known from e
 
 
 def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str, Any]]:
     """main's snapshots, newest first, with the run that produced each (cherry-picks resolved)."""
     table = TableName.parse(table_text)
-    _require_table(lh, table)
-    snaps = lh.tables.snapshots(table)
+    with _reading(f"reading the metadata of {table}"):
+        md = lh.metadata
+        _require_table(md, table)
+        snaps = md.snapshots(table)
+        main = md.ancestry(snaps, md.head(table, "main"))
     out: list[dict[str, Any]] = []
-    for s in lh.tables.ancestry(snaps, lh.tables.head(table, "main"))[:limit]:
+    for s in main[:limit]:
         files = (origin(snaps, s) or s).summary.get(SOURCES_PROP)
         out.append(
             {
@@ -52,12 +75,11 @@ def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str
 def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str, Any]]:
     """Branches other than main, with the run that left each and its failed checks. A branch of one table
     shows its latest run; a branch spanning the catalog (Nessie) shows every run that wrote on it."""
-    if table_text:
-        table = TableName.parse(table_text)
-        _require_table(lh, table)
-        found = lh.branches.list(table)
-    else:
-        found = lh.branches.all_branches()
+    table = TableName.parse(table_text) if table_text else None
+    with _reading(f"listing the branches of {table or 'the catalog'}"):
+        if table is not None:
+            _require_table(lh.metadata, table)
+        found = lh.list_branches(table)
     out: list[dict[str, Any]] = []
     for b in found:
         runs = [r for r in lh.store.by_branch(b.name) if b.table is None or r.table_name == b.table.dotted]
@@ -94,7 +116,7 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
     dropped = lh.branches.discard(branch, tables)
     if not dropped.found:
         if table_text:
-            _require_table(lh, tables[0])  # (a table a run created on its Nessie branch is not on main)
+            _require_table(lh.tables, tables[0])  # (a table a run created on its Nessie branch is not on main)
         where = tables[0] if len(tables) == 1 else "the lakehouse"
         kept = [b.name for b in (lh.branches.list(tables[0]) if len(tables) == 1 else lh.branches.all_branches())]
         hint = "see kept branches with `wap branches`"

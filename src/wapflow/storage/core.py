@@ -8,6 +8,7 @@ use, so local-only work never imports boto3.
 from __future__ import annotations
 
 import builtins
+from pathlib import Path
 
 from wapflow.errors import ConfigError
 from wapflow.storage.files import FileIdentity, Listing, LocalStore, Store
@@ -53,6 +54,13 @@ class Storage:
     def list(self, location: str) -> list[FileIdentity]:
         """File identities under a folder/prefix, matching a glob, or of the one file named."""
         return self.store_for(location).list(location)
+
+    def read_bytes(self, location: str) -> bytes:
+        """The whole content of one small file: a local path (or file: URI) or an s3:// object."""
+        if is_s3_uri(location):
+            return self.s3.read(location)
+        self.store_for(location)  # other schemes: the same ConfigError as listing them
+        return Path(location.removeprefix("file://").removeprefix("file:")).read_bytes()
 
     def secret_values(self) -> builtins.list[str]:
         return self.s3_settings.secret_values()

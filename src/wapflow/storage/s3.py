@@ -351,6 +351,15 @@ class S3Store:
             raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
         return head, tail
 
+    def read(self, uri: str) -> bytes:
+        """A whole (small) object, e.g. a table's metadata file."""
+        loc = parse_s3_uri(uri)
+        try:
+            body: bytes = self.client.get_object(Bucket=loc.bucket, Key=loc.key)["Body"].read()
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
+        return body
+
     # --- access checks ----------------------------------------------------------------------------
 
     def check_read(self, location: str) -> int:

@@ -1,0 +1,157 @@
+"""`wap history` and `wap branches` without a JVM on the server catalogs (issue 24): Iceberg's REST server and
+the JDBC catalog on PostgreSQL (tests/support/rest_server.py, pg_server.py). Tables are made by real `wap run`
+processes (Spark); each read-only command then runs as a `wap` process with no Spark to start (SPARK_HOME
+points nowhere), and its --json document and exit code are compared with the same command read through Spark
+(WAP_METADATA=spark, a JVM). Errors too: a catalog nobody listens on, a refused password."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.cli_harness import Proc, env, wap
+from support.data import trips_file
+from support.no_jvm import NO_SPARK_HOME
+from wapflow.lakehouse.processes import free_port
+
+CHECKS = '[tables."{table}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
+
+
+def config(folder: Path, lakehouse: str, table: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = folder / "wap.toml"
+    cfg.write_text(
+        textwrap.dedent(
+            f"""\
+            [lakehouse]
+            warehouse = "{folder / "lake"}"
+            catalog_name = "lake"
+            master = "local[2]"
+            driver_memory = "1g"
+            """
+        )
+        + lakehouse
+        + '\n[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
+        + CHECKS.format(table=table)
+    )
+    return cfg
+
+
+def no_jvm(*args: str) -> Proc:
+    """A `wap` process that cannot start Spark: it answers only if it needs none."""
+    return wap(*args, SPARK_HOME=NO_SPARK_HOME, JAVA_HOME=NO_SPARK_HOME)
+
+
+def via_spark(*args: str) -> Proc:
+    return wap(*args, WAP_METADATA="spark")
+
+
+def error_of(p: Proc) -> tuple[int, str, str]:
+    doc: dict[str, Any] = json.loads(p.stdout)
+    return p.code, doc["error"]["type"], doc["error"]["kind"]
+
+
+def make_tables(cfg: Path, table: str, landing: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    clean = trips_file(landing, "clean.parquet", 80)
+    dirty = trips_file(landing, "dirty.parquet", 40, null_rate=0.1, start_id=1000, seed=3)
+    ok = wap("run", table, str(clean), "--config", str(cfg), "--json")
+    assert ok.code == 0, ok.text
+    blocked = wap("run", table, str(dirty), "--config", str(cfg), "--json")
+    assert blocked.code == 1, blocked.text
+    return ok.doc, blocked.doc
+
+
+def dashboard(cfg: Path, table: str) -> dict[str, Any]:
+    """The dashboard's numbers (wapflow.service.dashboard) in a process where pyspark cannot be imported."""
+    code = (
+        "import json, sys; sys.modules['pyspark'] = None\n"
+        "from wapflow.service import dashboard as svc\n"
+        f"src = svc.open_sources({str(cfg)!r})\n"
+        f"kept = svc.branch_names(src)\n"
+        f"print(json.dumps({{'overview': svc.overview(src), 'table': svc.table_detail(src, {table!r}), "
+        "'branch': svc.branch_detail(src, kept[0])}, default=str))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env())
+    assert p.returncode == 0, p.stderr
+    doc: dict[str, Any] = json.loads(p.stdout)
+    return doc
+
+
+def same_as_spark(cfg: Path, table: str, published: dict[str, Any], blocked: dict[str, Any]) -> None:
+    for args in (("history", table), ("branches",)):
+        new = no_jvm(*args, "--config", str(cfg), "--json")
+        old = via_spark(*args, "--config", str(cfg), "--json")
+        assert (new.code, new.stdout) == (old.code, old.stdout), (args, new.text, old.text)
+    history = no_jvm("history", table, "--config", str(cfg), "--json").doc["snapshots"]
+    assert history[0]["snapshot_id"] == published["snapshot_id"] and history[0]["run_id"] == published["run_id"]
+    kept = no_jvm("branches", table, "--config", str(cfg), "--json")
+    assert kept.code == 0, kept.text
+    assert [(b["branch"], b["head_snapshot_id"]) for b in kept.doc["branches"]] == [
+        (blocked["branch"], blocked["snapshot_id"])
+    ]
+    # The dashboard's table page and overview: main's history and rows from the same metadata, no Spark either.
+    dash = dashboard(cfg, table)
+    assert [h["snapshot_id"] for h in dash["table"]["history"]] == [h["snapshot_id"] for h in history]
+    assert [h["run_id"] for h in dash["table"]["history"]] == [h["run_id"] for h in history]
+    assert dash["table"]["rows_on_main"] == history[0]["total_rows"] == published["rows_written"]
+    # (the session's REST server may hold other tests' tables too)
+    assert [(t["table"], t["main_snapshot_id"]) for t in dash["overview"]["tables"] if t["table"] == table] == [
+        (table, published["snapshot_id"])
+    ]
+    assert dash["branch"]["tables"][0]["head_snapshot_id"] == blocked["snapshot_id"]
+    missing = no_jvm("history", table + "x", "--config", str(cfg), "--json")
+    assert error_of(missing) == (2, "NotFound", "config"), missing.text
+    assert f"did you mean '{table}'" in missing.doc["error"]["message"]
+
+
+@pytest.mark.slow  # `wap run` and the Spark path are JVMs
+def test_rest_catalog_metadata_without_a_jvm(rest_catalog, tmp_path, landing):
+    table = "meta_rest.trips"
+    cfg = config(tmp_path / "p", f'catalog = "rest"\ncatalog_properties = {{ uri = "{rest_catalog.url}" }}\n', table)
+    published, blocked = make_tables(cfg, table, landing)
+    same_as_spark(cfg, table, published, blocked)
+
+    gone = config(
+        tmp_path / "gone",
+        f'catalog = "rest"\ncatalog_properties = {{ uri = "http://127.0.0.1:{free_port()}" }}\n',
+        table,
+    )
+    new = no_jvm("history", table, "--config", str(gone), "--json")
+    old = via_spark("history", table, "--config", str(gone), "--json")
+    assert error_of(new) == error_of(old) == (5, "Unreachable", "transient"), (new.text, old.text)
+    assert "could not reach the Iceberg catalog" in new.doc["error"]["message"]
+
+
+@pytest.mark.slow  # `wap run` and the Spark path are JVMs
+def test_postgresql_jdbc_catalog_metadata_without_a_jvm(pg, pg_db, tmp_path, landing):
+    table = "meta_pg.trips"
+
+    def on_pg(uri: str, password: str) -> str:
+        return (
+            f'catalog = "jdbc"\ncatalog_properties = {{ uri = "{uri}", "jdbc.user" = "{pg_db.user}", '
+            f'"jdbc.password" = "{password}", "jdbc.schema-version" = "V1" }}\n'
+        )
+
+    cfg = config(tmp_path / "p", on_pg(pg_db.jdbc, pg_db.password), table)
+    published, blocked = make_tables(cfg, table, landing)
+    same_as_spark(cfg, table, published, blocked)
+
+    cases = [
+        (on_pg(pg_db.jdbc, "Wrong-pw-2b9e"), (3, "EnvironmentProblem", "environment")),
+        (
+            on_pg(pg_db.jdbc.replace(f":{pg.port}/", f":{free_port()}/"), pg_db.password),
+            (5, "Unreachable", "transient"),
+        ),
+    ]
+    for i, (lakehouse, expected) in enumerate(cases):
+        bad = config(tmp_path / f"bad{i}", lakehouse, table)
+        new = no_jvm("history", table, "--config", str(bad), "--json")
+        old = via_spark("history", table, "--config", str(bad), "--json")
+        assert error_of(new) == error_of(old) == expected, (new.text, old.text)
+        assert "PostgreSQL" in new.doc["error"]["message"] and "Wrong-pw" not in new.text + old.text
