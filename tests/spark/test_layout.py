@@ -274,3 +274,35 @@ def test_new_column_in_partition_by_waits_for_the_staged_publish(lakehouse_facto
     tbl = read.cat.load_table(T.dotted)
     assert spec_of(tbl) == [("day", "ts"), ("identity", "channel")]
     assert tbl.scan().to_arrow().num_rows == 90
+
+
+def test_on_nessie_the_layout_changes_on_the_run_branch_and_reaches_main_with_its_merge(
+    spark, tmp_path, landing, nessie_server
+):
+    from support.data import make_config
+    from wapflow.lakehouse.lakehouse import Lakehouse
+
+    table = f"lay{abs(hash(tmp_path)) % 10**6}.events"
+    cfg = make_config(tmp_path, {table: {}}, catalog="nessie", nessie_uri=nessie_server.url)
+    lh = Lakehouse(cfg, spark=spark)
+    assert run_wap(lh, table, files_of(landing, "a", 1, 30)).status == "published"
+    name = TableName.parse(table)
+
+    def partitioning() -> list[str]:
+        lh.tables.refresh(name)
+        rows = [tuple(r) for r in spark.sql(f"DESCRIBE TABLE {lh.tables.ident(name)}").collect()]
+        start = rows.index(("# Partitioning", "", ""))
+        return [r[1] for r in rows[start + 1 :] if r[0].startswith("Part ")]
+
+    # A blocked run's layout change stays on its branch: main keeps its spec.
+    lh.config.tables[table] = TableConfig.model_validate(
+        {"partition_by": ["day(ts)"], "checks": [{"check": "not_null", "column": "amount"}]}
+    )
+    blocked = run_wap(lh, table, files_of(landing, "b", 1, 30))
+    assert blocked.status == "blocked"
+    assert partitioning() == []
+    lh.config.tables[table] = TableConfig.model_validate({"partition_by": ["day(ts)"]})
+    res = run_wap(lh, table, files_of(landing, "c", 1, 30, start_id=100))
+    assert res.status == "published", res.message
+    assert partitioning() == ["days(ts)"]
+    assert lh.tables.row_count(name) == 60

@@ -124,8 +124,8 @@ def current(tables: Tables, table: TableName) -> Current:
         if in_partitioning:
             if not name or name.startswith("#"):
                 break
-            if text.lower() == "not partitioned":
-                continue
+            if not name.startswith("Part ") or not text:
+                continue  # "Part 0 | days(ts)"; anything else (a "Not partitioned" line) names no field
             try:
                 f = parse_partition_field(text, allow_void=True)
             except ConfigError:
