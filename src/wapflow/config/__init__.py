@@ -656,7 +656,7 @@ driver_memory = "2g"
 [tables."nyc.trips"]
 format = "parquet"          # parquet | csv | json (JSON lines); default: from the file extension
 on_failure = "keep"         # keep the audit branch for inspection, or "drop" it
-# partition_by = ["day(pickup_at)"]   # Iceberg transforms: col, year/month/day/hour(col), bucket(N, col), truncate(N, col)
+# partition_by = ["day(pickup_at)"]  # col, year/month/day/hour(col), bucket(N, col), truncate(N, col)
 # sort_by = ["pickup_at", "trip_id DESC"]
 checks = [
   { check = "not_null", column = "passenger_count" },
