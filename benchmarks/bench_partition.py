@@ -93,6 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=float, default=float(os.environ.get("WAP_BENCH_PARTITION_ROWS", 10_000_000)))
     p.add_argument("--files", type=int, default=8, help="input parquet files (each spans all 365 days)")
     p.add_argument("--workdir", default="bench-data")
+    p.add_argument(
+        "--split-mb",
+        type=int,
+        default=16,
+        help="spark.sql.files.maxPartitionBytes in MB: the write gets as many read tasks as a wider cluster would "
+        "(on local[2] Spark packs 160 MB of files into 2 tasks otherwise)",
+    )
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--json", action="store_true")
@@ -108,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     names = {v: TableName.parse(f"bench.{n}") for v, n in zip(VARIANTS, ("flat", "day", "day_none"), strict=True)}
     cfg = WapConfig(
         lakehouse=LakehouseConfig(
-            warehouse=str(work / "lakehouse"), master=args.master, driver_memory=args.driver_memory
+            warehouse=str(work / "lakehouse"),
+            master=args.master,
+            driver_memory=args.driver_memory,
+            spark_conf={"spark.sql.files.maxPartitionBytes": f"{args.split_mb}m"},
         ),
         tables={
             "bench.day": TableConfig(partition_by=["day(ts)"]),
@@ -121,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         assert res.status == "published", res.message
     # The hand-made table: the same spec, distribution none (a table wapflow did not create; no layout declared).
     lh.spark.sql(
-        f"CREATE TABLE {lh.tables.ident(names[VARIANTS[2]])} (id BIGINT, ts TIMESTAMP_NTZ, region STRING, amount DOUBLE) "
-        "USING iceberg PARTITIONED BY (days(ts)) TBLPROPERTIES ('format-version' = '2', "
+        f"CREATE TABLE {lh.tables.ident(names[VARIANTS[2]])} "
+        "(id BIGINT, ts TIMESTAMP_NTZ, region STRING, amount DOUBLE) USING iceberg PARTITIONED BY (days(ts)) TBLPROPERTIES ('format-version' = '2', "
         "'write.wap.enabled' = 'true', 'write.distribution-mode' = 'none')"
     )
     results: dict[str, dict[str, Any]] = {}
@@ -147,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {
         "rows": rows,
         "input_files": args.files,
+        "split_mb": args.split_mb,
         "time_ratio_day_vs_unpartitioned": round(day["seconds"] / flat["seconds"], 2),
         "files_per_partition_day": day["files_per_partition"],
         "files_per_partition_no_distribution": none["files_per_partition"],
@@ -156,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "measured_at": datetime.now().isoformat(timespec="seconds"),
     }
-    print(f"\n{rows:,} rows over {DAYS} days in {args.files} files, {args.master}")  # noqa: T201
+    print(f"\n{rows:,} rows over {DAYS} days in {args.files} files, {args.master}, splits <= {args.split_mb} MB")  # noqa: T201
     print(f"{'table':<28}{'run s':>8}{'write s':>9}{'files':>8}{'parts':>7}{'files/part':>11}{'1-day query s':>15}")  # noqa: T201
     for v in VARIANTS:
         r = results[v]
