@@ -332,3 +332,38 @@ def test_evolution_retries_a_commit_that_meets_another_writers(lakehouse_factory
         "layout of ev.events: write.distribution-mode set to hash",
     ]
     assert tbl.scan().to_arrow().num_rows == 60
+
+
+def test_cli_exit_codes_for_layouts_that_do_not_parse_or_do_not_fit(spark, tmp_path, landing):
+    import json
+
+    from support.data import trips_file
+    from support.typer_cli import wap
+
+    catalog = f"cli_layout{abs(hash(tmp_path)) % 10**6}"
+    cfg = tmp_path / "wap.toml"
+
+    def config(layout: str) -> str:
+        cfg.write_text(
+            f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\ncatalog_name = "{catalog}"\nmaster = "local[2]"\n'
+            f'[tables."nyc.trips"]\n{layout}\n'
+        )
+        return str(cfg)
+
+    f = str(trips_file(landing, "t.parquet", 50))
+    r = wap("run", "nyc.trips", f, "--config", config('partition_by = ["days(pickup_at)"]'), "--json")
+    assert r.exit_code == 0, r.output
+    tbl = Reader(tmp_path, catalog).cat.load_table("nyc.trips")
+    assert spec_of(tbl) == [("day", "pickup_at")]
+    main_before = tbl.current_snapshot().snapshot_id
+
+    r = wap("run", "nyc.trips", f, "--config", config('partition_by = ["dya(pickup_at)"]'))
+    assert r.exit_code == 2
+    assert '[tables."nyc.trips"] partition_by' in r.output and "did you mean 'day'" in r.output
+
+    r = wap("run", "nyc.trips", f, "--config", config('partition_by = ["day(passenger_count)"]'), "--json")
+    assert r.exit_code == 2, r.output
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "failed" and doc["error"]["kind"] == "config"
+    assert "column passenger_count is" in doc["error"]["message"]
+    assert Reader(tmp_path, catalog).main("nyc.trips") == main_before
