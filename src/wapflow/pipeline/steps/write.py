@@ -124,7 +124,11 @@ def _write(run: Run) -> None:
                 raise
             run.created_table = True
             crash_point("write:table-created")
-        table_layout.evolve(tables, run.target, layout, run.lh.progress)  # a table-level change: see its module
+        try:
+            table_layout.evolve(tables, run.target, layout, run.lh.progress)  # a table-level change: see its module
+        except Exception:
+            _undo_write(run)  # a table this run created goes (with a sandbox it opened); nothing else was written
+            raise
         if run.new_columns and branches.add_columns(run.target, run.branch, run.new_columns):
             # The sandbox isolates schema changes too (a Nessie branch): main keeps its schema, no staging.
             run.lh.progress(f"added column(s) {', '.join(f.name for f in run.new_columns)} on branch {run.branch}")
