@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata serve bench-connect bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain serve bench-connect bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -68,6 +68,10 @@ bench-outer: setup
 # `wap history` and `wap branches` as whole processes: table metadata read from the catalog (no JVM) vs through Spark.
 bench-metadata: setup
 	$(BIN)/python benchmarks/bench_metadata.py
+# A year of events (10M rows; WAP_BENCH_PARTITION_ROWS or --rows for fewer) into partition_by = ["day(ts)"] vs
+# unpartitioned: run time, data files per partition.
+bench-partition: setup
+	$(BIN)/python benchmarks/bench_partition.py
 
 # WAP / plain append at 1M and 10M rows on local[2] and on a two-worker standalone cluster (127.0.0.1).
 bench-cluster: setup

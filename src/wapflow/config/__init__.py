@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from wapflow.audit.checktype import Scalar
 from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES
@@ -23,6 +23,7 @@ from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES
 from wapflow.audit.spec import Check as Check
 from wapflow.audit.spec import NotNullCheck as NotNullCheck
 from wapflow.errors import ConfigError, did_you_mean
+from wapflow.sql.layout import Layout, layout_of, parse_partition_by, parse_sort_by
 from wapflow.storage.settings import SECRET_FIELDS, S3Config
 
 CONFIG_ENV = "WAP_CONFIG"
@@ -123,8 +124,38 @@ class TableConfig(_Strict):
     key: list[str] = Field(default_factory=list)
     # Reader options passed to Spark (e.g. {"delimiter" = ";"} for CSV).
     read_options: dict[str, str] = Field(default_factory=dict)
+    # The table's layout (wapflow.sql.layout parses it; docs/guides/layout.md).
+    partition_by: list[str] | None = Field(
+        default=None,
+        description='Iceberg partition transforms, e.g. ["day(ts)", "bucket(16, id)", "region"] (identity, '
+        "year/month/day/hour(col), bucket(N, col), truncate(N, col)): the table wapflow creates is partitioned "
+        "so, an existing table's spec is evolved to it before a run writes (old files keep theirs); [] means "
+        "unpartitioned; unset leaves the table's spec as it is",
+    )
+    sort_by: list[str] | None = Field(
+        default=None,
+        description='The table\'s write sort order, e.g. ["ts", "id DESC NULLS LAST"]: writes are range-distributed '
+        "and sorted by it; [] means unsorted; unset leaves the table's sort order as it is",
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("partition_by", "sort_by")
+    @classmethod
+    def _layout(cls, v: list[str] | None, info: ValidationInfo) -> list[str] | None:
+        """Parsed at load; kept in canonical spelling ("days(ts)" -> "day(ts)")."""
+        if v is None:
+            return v
+        try:
+            if info.field_name == "partition_by":
+                return [f.text() for f in parse_partition_by(v)]
+            return [s.text() for s in parse_sort_by(v)]
+        except ConfigError as e:
+            raise ValueError(f"{e.message} ({e.hint})" if e.hint else e.message) from None
+
+    def layout(self) -> Layout:
+        """partition_by and sort_by as typed values (wapflow.sql.layout)."""
+        return layout_of(self.partition_by, self.sort_by)
 
     @model_validator(mode="after")
     def _quarantine(self) -> TableConfig:
@@ -495,6 +526,7 @@ def load_config(path: str | os.PathLike[str] | None = None) -> WapConfig:
 
 def parse_config(data: dict[str, Any], *, source: str = "wap.toml") -> WapConfig:
     _precheck_check_types(data, source)
+    _precheck_layout(data, source)
     try:
         return WapConfig.model_validate(data)
     except ValidationError as e:
@@ -527,6 +559,20 @@ def _precheck_check_types(data: dict[str, Any], source: str) -> None:
                     f"{source}: {where}: unknown check type '{kind}'{did_you_mean(str(kind), CHECK_TYPES)}",
                     hint=f"known check types: {', '.join(CHECK_TYPES)}",
                 )
+
+
+def _precheck_layout(data: dict[str, Any], source: str) -> None:
+    """partition_by / sort_by that do not parse: one error naming the table, the key and the entry, with the
+    layout module's hint (pydantic's would only say "value error")."""
+    tables = data.get("tables")
+    for tname, tcfg in tables.items() if isinstance(tables, dict) else ():
+        for key, parse in (("partition_by", parse_partition_by), ("sort_by", parse_sort_by)):
+            value = tcfg.get(key) if isinstance(tcfg, dict) else None
+            if isinstance(value, list):
+                try:
+                    parse(value)
+                except ConfigError as e:
+                    raise ConfigError(f'{source}: [tables."{tname}"] {key}: {e.message}', hint=e.hint) from None
 
 
 def _model_for(parent: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -629,6 +675,8 @@ driver_memory = "2g"
 [tables."nyc.trips"]
 format = "parquet"          # parquet | csv | json (JSON lines); default: from the file extension
 on_failure = "keep"         # keep the audit branch for inspection, or "drop" it
+# partition_by = ["day(pickup_at)"]  # col, year/month/day/hour(col), bucket(N, col), truncate(N, col)
+# sort_by = ["pickup_at", "trip_id DESC"]
 checks = [
   { check = "not_null", column = "passenger_count" },
   { check = "between", column = "fare_amount", min = 0, max = 1000, severity = "warn" },

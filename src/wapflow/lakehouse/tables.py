@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -112,16 +114,35 @@ class Tables(SnapshotReads):
             return False
         return True
 
-    def create_like(self, table: TableName, df: DataFrame) -> None:
-        """Create an empty table with the batch's schema; its first (empty) snapshot gives branches a base."""
-        (
-            df.limit(0)
-            .writeTo(self.ident(table))
-            .using("iceberg")
-            .tableProperty("format-version", "2")
-            .tableProperty("write.wap.enabled", "true")
-            .create()
-        )
+    def create_like(
+        self,
+        table: TableName,
+        df: DataFrame,
+        partitioned_by: Sequence[str] = (),
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create an empty table with the batch's schema; its first (empty) snapshot gives branches a base.
+
+        `partitioned_by`: Spark DDL of the partition fields (wapflow.sql.layout's PartitionField.sql(),
+        names quoted); `properties`: more table properties (the write distribution mode)."""
+        props = {"format-version": "2", "write.wap.enabled": "true", **(properties or {})}
+        if not partitioned_by:
+            writer = df.limit(0).writeTo(self.ident(table)).using("iceberg")
+            for k, v in props.items():
+                writer = writer.tableProperty(k, v)
+            writer.create()
+            return
+        # DataFrameWriterV2.partitionedBy has no truncate(); CREATE TABLE ... AS SELECT takes every transform.
+        view = f"wap_create_{uuid.uuid4().hex}"
+        df.limit(0).createOrReplaceTempView(view)
+        try:
+            tblprops = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
+            self.spark.sql(
+                f"CREATE TABLE {self.ident(table)} USING iceberg PARTITIONED BY ({', '.join(partitioned_by)}) "
+                f"TBLPROPERTIES ({tblprops}) AS SELECT * FROM {quote(view)}"
+            )
+        finally:
+            self.spark.catalog.dropTempView(view)
 
     def refresh(self, table: TableName) -> None:
         """Forget cached metadata (Iceberg's catalog cache keeps a table for 30 s): see other processes' commits."""

@@ -11,6 +11,7 @@ from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.errors import CommitConflict, UsageError, WapError, bug
 from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
+from wapflow.lakehouse import layout as table_layout
 from wapflow.lakehouse.lineage import find_published
 from wapflow.pipeline.steps.context import Run
 from wapflow.spark import errors as spark_errors
@@ -101,8 +102,10 @@ def _write(run: Run) -> None:
             table_columns=lambda t: tables.schema(t).fieldNames(),
         )
         run.plan = AuditPlan(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
+        # partition_by / sort_by against the batch's columns: a config error before any table or row changes.
+        layout = table_layout.for_batch(run.table_cfg.layout(), df.schema, run.target, run.new_columns, run.lh.progress)
         if not exists:
-            run.lh.progress(f"creating table {run.target}")
+            run.lh.progress(f"creating table {run.target}" + (f" ({layout.describe()})" if layout.describe() else ""))
             try:
                 tables.ensure_namespace(run.target)
             except Exception:
@@ -110,7 +113,7 @@ def _write(run: Run) -> None:
                 if not tables.namespace_exists(run.target):
                     raise
             try:
-                tables.create_like(run.target, df)
+                tables.create_like(run.target, df, *table_layout.creation(layout))
             except Exception as e:
                 if created_meanwhile(e):
                     # Another run created it since this one looked: a retry writes into it (under its contract).
@@ -121,6 +124,11 @@ def _write(run: Run) -> None:
                 raise
             run.created_table = True
             crash_point("write:table-created")
+        try:
+            table_layout.evolve(tables, run.target, layout, run.lh.progress)  # a table-level change: see its module
+        except Exception:
+            _undo_write(run)  # a table this run created goes (with a sandbox it opened); nothing else was written
+            raise
         if run.new_columns and branches.add_columns(run.target, run.branch, run.new_columns):
             # The sandbox isolates schema changes too (a Nessie branch): main keeps its schema, no staging.
             run.lh.progress(f"added column(s) {', '.join(f.name for f in run.new_columns)} on branch {run.branch}")
