@@ -335,3 +335,25 @@ def test_replace_on_an_unpartitioned_table_without_replace_where_is_a_config_err
     assert res.status == "failed" and res.exit_code == 2
     assert "is not partitioned" in res.message and "replace_where" in res.message
     assert not lh.tables.exists(TableName.parse("ev.daily"))  # the table this run created is gone again
+
+
+def test_revert_of_a_merge_rolls_main_back_only_while_it_is_the_latest(lakehouse_factory, landing):
+    from wapflow.errors import UsageError
+    from wapflow.outer.revert import revert
+
+    lh = seeded(lakehouse_factory, landing, {T: CDC})
+    before, rows = lh.tables.head(TN), main_rows(lh)
+    m = run_wap(lh, T, [changes_file(landing, "m.parquet", [(1, "merged", "U"), (2, None, "D")])])
+    assert m.status == "published", m.message
+    out = revert(lh, m.run_id)
+    # Removing the merge's files would also remove rows it only copied: main goes back to before it instead.
+    assert out["snapshot_id"] == before and lh.tables.head(TN) == before
+    assert main_rows(lh) == rows and out["rows_removed"] == {T: -1}  # the deleted row is back
+    m2 = run_wap(lh, T, [changes_file(landing, "m2.parquet", [(3, "merged", "U")])])
+    later = run_wap(lh, T, [changes_file(landing, "later.parquet", [(9, "nine", "I")])])
+    assert m2.status == later.status == "published"
+    head = lh.tables.head(TN)
+    with pytest.raises(UsageError) as e:
+        revert(lh, m2.run_id)
+    assert "main has moved on since" in str(e.value)
+    assert lh.tables.head(TN) == head

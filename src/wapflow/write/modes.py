@@ -134,6 +134,11 @@ class MergeMode(WriteMode):
     name: ClassVar[str] = "merge"
     reapplies: ClassVar[bool] = True
 
+    def __init__(self, cfg: TableConfig) -> None:
+        super().__init__(cfg)
+        # Some key has several rows in the batch (order_by picks one); unknown until problems() looked: True.
+        self.several_per_key = True
+
     @property
     def key(self) -> list[str]:
         return list(self.cfg.key)
@@ -181,16 +186,16 @@ class MergeMode(WriteMode):
 
         flag = F.coalesce(F.expr(self.cfg.delete_when), F.lit(False)) if self.cfg.delete_when else F.lit(False)
         out = df.withColumn(DELETE_FLAG, flag)
-        if not self.cfg.order_by:
-            return out
+        if not self.cfg.order_by or not self.several_per_key:
+            return out  # one row per key (problems() found no key twice): nothing to pick
         w = Window.partitionBy(*[F.col(quote(k)) for k in self.key]).orderBy(
             *[F.col(quote(c)).desc_nulls_last() for c in self.cfg.order_by]
         )
         return out.withColumn("_wap_rank", F.row_number().over(w)).where("_wap_rank = 1").drop("_wap_rank")
 
     def problems(self, batch: DataFrame) -> list[CheckResult]:
-        """NULL keys and duplicate keys, from one aggregation of the batch (before order_by picks a row: two
-        changes of one key with equal order_by values are duplicates too)."""
+        """NULL keys and duplicate keys, from one aggregation of the batch by key (before order_by picks a
+        row: two changes of one key with equal order_by values are duplicates too)."""
         return _key_problems(self, batch)
 
     def write(self, spark: SparkSession, source: DataFrame, target: str, properties: Mapping[str, str]) -> None:
@@ -370,22 +375,19 @@ def _key_problems(mode: MergeMode, batch: DataFrame) -> list[CheckResult]:
     from pyspark.sql import functions as F
 
     key = mode.key
-    group = key + [c for c in mode.cfg.order_by if c not in key]
     null_key = F.lit(False)
     for k in key:
         null_key = null_key | F.col(quote(k)).isNull()
-    grouped = batch.groupBy(*[F.col(quote(c)) for c in group]).agg(F.count(F.lit(1)).alias("_n"))
-    nulls_in = F.lit(False)
-    for k in key:
-        nulls_in = nulls_in | F.col(quote(k)).isNull()
-    bad = grouped.where(nulls_in | (F.col("_n") > 1))
-    if not bad.limit(1).collect():
+    per_key = batch.groupBy(*[F.col(quote(k)) for k in key]).agg(F.count(F.lit(1)).alias("_n"))
+    found = per_key.where(null_key | (F.col("_n") > 1)).select(null_key.alias("_null")).distinct().collect()
+    kinds = {bool(r["_null"]) for r in found}
+    mode.several_per_key = False in kinds
+    if not found:
         return []  # the usual case: one aggregation, nothing more
     out: list[CheckResult] = []
     keys = ", ".join(key)
-    null_rows = batch.where(null_key)
-    null_samples = null_rows.limit(SAMPLES).collect()
-    if null_samples:
+    if True in kinds:
+        null_rows = batch.where(null_key)
         n = null_rows.count()
         out.append(
             CheckResult(
@@ -398,27 +400,31 @@ def _key_problems(mode: MergeMode, batch: DataFrame) -> list[CheckResult]:
                 threshold="no NULL in the key",
                 columns=key,
                 source="scan",
-                samples=[_jsonable_row(r.asDict()) for r in null_samples],
+                samples=[_jsonable_row(r.asDict()) for r in null_rows.limit(SAMPLES).collect()],
             )
         )
-    dups = grouped.where(~nulls_in & (F.col("_n") > 1))
+    if False not in kinds:
+        return out
+    # Keys with several rows: duplicates, unless order_by tells their changes apart.
+    group = key + [c for c in mode.cfg.order_by if c not in key]
+    grouped = batch.where(~null_key).groupBy(*[F.col(quote(c)) for c in group]).agg(F.count(F.lit(1)).alias("_n"))
+    dups = grouped.where(F.col("_n") > 1)
     dup_samples = dups.orderBy(F.col("_n").desc()).limit(SAMPLES).collect()
     if dup_samples:
         extra = int(dups.agg(F.sum(F.col("_n") - 1)).collect()[0][0] or 0)
         by = f" and order_by ({', '.join(mode.cfg.order_by)})" if mode.cfg.order_by else ""
         shown = "; ".join(", ".join(f"{k}={r[k]!r}" for k in group) for r in dup_samples[:5])
+        many = f"{SAMPLES}+" if len(dup_samples) == SAMPLES else str(len(dup_samples))
         out.append(
             CheckResult(
                 name=f"merge key ({keys}) unique in batch",
                 check="merge_key",
                 severity="error",
                 status="failed",
-                observed=f"{len(dup_samples) if len(dup_samples) < SAMPLES else f'{SAMPLES}+'} key(s) appear more "
-                f"than once in the batch ({extra} extra row(s)), e.g. {shown}",
+                observed=f"{many} key(s) appear more than once in the batch ({extra} extra row(s)), e.g. {shown}",
                 failing_rows=extra,
-                threshold=f"one row per key{by} (set order_by to apply the latest change per key)"
-                if not mode.cfg.order_by
-                else f"one row per key{by}",
+                threshold=f"one row per key{by}"
+                + ("" if mode.cfg.order_by else " (set order_by to apply the latest change per key)"),
                 columns=group,
                 source="scan",
                 samples=[_jsonable_row({**{k: r[k] for k in group}, "rows": r["_n"]}) for r in dup_samples],

@@ -15,7 +15,7 @@ from wapflow.lakehouse.lineage import find_published
 from wapflow.pipeline.steps.context import Run
 from wapflow.spark import errors as spark_errors
 from wapflow.write.input_errors import input_error_from_spark
-from wapflow.write.modes import write_mode
+from wapflow.write.modes import WriteMode, write_mode
 from wapflow.write.read import read_batch
 from wapflow.write.schema import ContractViolation, apply_contract
 
@@ -146,7 +146,7 @@ def _write(run: Run) -> None:
         run.save()
         crash_point("write:branch-created")
         if mode.reapplies:
-            _write_change(run, df)
+            _write_change(run, df, mode)
             return
         run.lh.progress(f"writing to branch {run.branch}")
         observation = None
@@ -174,10 +174,9 @@ def _write(run: Run) -> None:
                 run.observed = None
 
 
-def _write_change(run: Run, df: Any) -> None:
+def _write_change(run: Run, df: Any, mode: WriteMode) -> None:
     """Merge or replace: the table's write mode applies the batch to the run's branch in one commit that
     carries the run's snapshot properties (a resumed write finds it: write.modes)."""
-    mode = write_mode(run.table_cfg)
     run.lh.progress(f"{mode.name} into branch {run.branch}")
     target = run.lh.branches.write_target(run.target, run.branch)
     try:
