@@ -357,3 +357,12 @@ def test_revert_of_a_merge_rolls_main_back_only_while_it_is_the_latest(lakehouse
         revert(lh, m2.run_id)
     assert "main has moved on since" in str(e.value)
     assert lh.tables.head(TN) == head
+
+
+def test_max_change_bounds_an_append_by_its_rows(lakehouse_factory, landing):
+    lh = lakehouse_factory({T: {"checks": [{"check": "max_change", "metric": "rows_inserted", "max_rows": 3}]}})
+    ok = run_wap(lh, T, [changes_file(landing, "a.parquet", [(1, "a", "I"), (2, "b", "I")])])
+    assert ok.status == "published", ok.message
+    assert [c["check"] for c in ok.checks] == ["max_change"]  # an append's report has no `changes` line
+    res = run_wap(lh, T, [changes_file(landing, "b.parquet", [(i, "x", "I") for i in range(10, 14)])])
+    assert res.status == "blocked" and res.checks[0]["observed"] == "rows_inserted = 4 (200.00% of main's 2 rows)"

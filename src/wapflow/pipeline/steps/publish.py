@@ -117,6 +117,8 @@ def _rewind(run: Run) -> None:
     run.reapplied += 1
     run.done = ["prepare"]
     run.base, run.run_snapshots, run.report, run.observed, run.main_heads = None, [], None, None, {}
+    # The table is shared now (others published into it): a failed re-write must never drop it.
+    run.created_table = False
     run.record.checks, run.record.rows_written = [], None
     run.record.base_snapshot_id = run.record.branch_snapshot_id = None
     run.rewound = True
