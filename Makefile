@@ -72,6 +72,8 @@ bench-metadata: setup
 # unpartitioned: run time, data files per partition.
 bench-partition: setup
 	$(BIN)/python benchmarks/bench_partition.py
+bench-merge: setup
+	$(BIN)/python benchmarks/bench_merge.py
 
 # WAP / plain append at 1M and 10M rows on local[2] and on a two-worker standalone cluster (127.0.0.1).
 bench-cluster: setup

@@ -102,5 +102,11 @@ def volume(runs: int = 10, tolerance: float = 0.5, min_history: int = 3, **kw: U
     return B.VolumeCheck(check="volume", runs=runs, tolerance=tolerance, min_history=min_history, **kw)
 
 
+def max_change(
+    metric: str, *, max_rows: int | None = None, max_fraction: float | None = None, **kw: Unpack[Options]
+) -> B.MaxChangeCheck:
+    return B.MaxChangeCheck(check="max_change", metric=metric, max_rows=max_rows, max_fraction=max_fraction, **kw)
+
+
 def custom_sql(sql: str, **kw: Unpack[Options]) -> B.CustomSqlCheck:
     return B.CustomSqlCheck(check="custom_sql", sql=sql, **kw)

@@ -401,3 +401,74 @@ class CustomSqlCheck(CheckType):
 
     def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
         return tables_in_sql(self.sql)
+
+
+# The change a run makes to its table (wapflow.write.modes.Changes computes it from the run's commits).
+CHANGE_METRICS: tuple[str, ...] = ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced")
+
+
+class MaxChangeCheck(CheckType):
+    """A bound on what a run changes on main: rows inserted, updated, deleted or replaced (write modes)."""
+
+    check: Literal["max_change"]
+    metric: str = Field(
+        description="one of rows_inserted, rows_updated, rows_deleted, rows_replaced, or a sum of them joined by "
+        "'+' (rows_deleted+rows_updated)",
+    )
+    max_rows: int | None = Field(default=None, ge=0, description="the most rows the metric may reach")
+    max_fraction: float | None = Field(
+        default=None,
+        ge=0,
+        description="the largest fraction of main's rows before the run (0.05: 5%) the metric may reach; "
+        "an empty main passes",
+    )
+
+    description: ClassVar[str] = (
+        "Fails when the run's change to main (rows inserted, updated, deleted or replaced, from its commit) "
+        "is above max_rows or above max_fraction of main's rows."
+    )
+    example: ClassVar[str] = (
+        '[[tables."crm.customers".checks]]\ncheck = "max_change"\nmetric = "rows_deleted+rows_updated"\n'
+        "max_fraction = 0.05\n"
+    )
+    computed: ClassVar[tuple[Evidence, ...]] = ("metadata",)
+
+    @field_validator("metric")
+    @classmethod
+    def _metric(cls, v: str) -> str:
+        parts = [p.strip() for p in v.split("+")]
+        for p in parts:
+            if p not in CHANGE_METRICS:
+                raise ValueError(
+                    f"unknown change metric '{p}'{did_you_mean(p, CHANGE_METRICS)}; known: {', '.join(CHANGE_METRICS)}"
+                )
+        return "+".join(parts)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> MaxChangeCheck:
+        if self.max_rows is None and self.max_fraction is None:
+            raise ValueError("max_change needs max_rows and/or max_fraction")
+        if self.filter:
+            raise ValueError("max_change judges the whole change: it takes no filter")
+        return self
+
+    def default_name(self) -> str:
+        bounds = [f"{self.max_rows} rows"] if self.max_rows is not None else []
+        bounds += [f"{self.max_fraction:.2%} of main"] if self.max_fraction is not None else []
+        return f"max_change({self.metric} <= {' and '.join(bounds)})"
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, self.default_name().split("<= ", 1)[1].rstrip(")"))
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        return {}, "metadata"  # the change comes with the audit's context, from the run's commit summaries
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        changes = ctx.changes or {"rows_inserted": rows}
+        value = sum(int(changes.get(m) or 0) for m in self.metric.split("+"))
+        main = int(changes.get("main_rows") or 0)
+        ok = self.max_rows is None or value <= self.max_rows
+        if self.max_fraction is not None and main > 0:
+            ok = ok and value / main <= self.max_fraction + 1e-12
+        share = f" ({value / main:.2%} of main's {main} rows)" if main else " (main was empty)"
+        return Verdict(ok, f"{self.metric} = {value}{share}", value if not ok else 0)

@@ -205,6 +205,8 @@ class AuditContext:
     history: Callable[[], list[int]] | None = None  # rows added by earlier published runs, newest first
     branch_sql: str | None = None  # `cat`.`ns`.`t` VERSION AS OF 'branch', for reproduction queries
     file_metrics: Callable[[], FileMetrics | None] | None = None
+    # What the run changes (write.modes.Changes as a dict: rows_inserted, ..., main_rows), for max_change.
+    changes: dict[str, int] | None = None
 
 
 def evaluate(

@@ -15,6 +15,7 @@ from wapflow.audit.batch_checks import (
     CustomSqlCheck,
     ForeignKeyCheck,
     FreshnessCheck,
+    MaxChangeCheck,
     NullRateCheck,
     RowCountCheck,
     UniqueCheck,
@@ -42,6 +43,7 @@ __all__ = [
     "ExpressionCheck",
     "ForeignKeyCheck",
     "FreshnessCheck",
+    "MaxChangeCheck",
     "MaxLengthCheck",
     "NotNullCheck",
     "NullRateCheck",
@@ -68,6 +70,7 @@ _BUILTIN: tuple[type[CheckType], ...] = (
     ForeignKeyCheck,
     FreshnessCheck,
     VolumeCheck,
+    MaxChangeCheck,
     CustomSqlCheck,
 )
 

@@ -121,7 +121,11 @@ class TableConfig(_Strict):
     # With quarantine: block the run if more than this fraction (0..1) of its rows would be quarantined.
     max_quarantine_rate: float | None = Field(default=None, ge=0, le=1)
     # Columns that identify a row in audit samples (default: the first unique check's columns).
-    key: list[str] = Field(default_factory=list)
+    key: list[str] = Field(
+        default_factory=list,
+        description='the columns identifying a row: the merge key (mode = "merge"), and the columns shown with '
+        "audit samples (default: the first unique check's columns)",
+    )
     # Reader options passed to Spark (e.g. {"delimiter" = ";"} for CSV).
     read_options: dict[str, str] = Field(default_factory=dict)
     # The table's layout (wapflow.sql.layout parses it; docs/guides/layout.md).
@@ -136,6 +140,29 @@ class TableConfig(_Strict):
         default=None,
         description='The table\'s write sort order, e.g. ["ts", "id DESC NULLS LAST"]: writes are range-distributed '
         "and sorted by it; [] means unsorted; unset leaves the table's sort order as it is",
+    )
+    mode: Literal["append", "merge", "replace"] = Field(
+        default="append",
+        description="how a batch changes the table: append its rows; merge them by `key` (update matched rows, "
+        "insert new ones, delete where `delete_when`); replace the partitions it touches (or `replace_where`). "
+        "See the Write modes guide",
+    )
+    delete_when: str | None = Field(
+        default=None,
+        min_length=1,
+        description='mode = "merge": a read-only SQL condition over the batch\'s columns marking a row as a delete '
+        "of its key (a change feed's op = 'D'); such rows are never inserted",
+    )
+    order_by: list[str] = Field(
+        default_factory=list,
+        description='mode = "merge": columns ordering the changes of one key within a batch; the row with the '
+        "greatest values is applied (without it, two rows of one key block the run)",
+    )
+    replace_where: str | None = Field(
+        default=None,
+        min_length=1,
+        description='mode = "replace": a read-only SQL condition; the table\'s rows matching it are replaced by '
+        "the batch (required on an unpartitioned table)",
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -163,6 +190,29 @@ class TableConfig(_Strict):
             raise ValueError('max_quarantine_rate needs on_row_failure = "quarantine"')
         if self.on_row_failure == "quarantine" and self.schema_policy == "add_columns":
             raise ValueError('on_row_failure = "quarantine" cannot be combined with schema = "add_columns" yet')
+        return self
+
+    @field_validator("delete_when", "replace_where")
+    @classmethod
+    def _pure_condition(cls, v: str | None, info: Any) -> str | None:
+        from wapflow.audit import sqlguard
+        from wapflow.audit.checktype import read_only
+
+        return None if v is None else read_only(sqlguard.check_expression_text, v, str(info.field_name))
+
+    @model_validator(mode="after")
+    def _mode(self) -> TableConfig:
+        """The keys a write mode needs, and only with that mode (write.modes holds what each mode does)."""
+        if self.mode == "merge" and not self.key:
+            raise ValueError('mode = "merge" needs key = [...], the columns matching a batch row to a table row')
+        if self.mode != "merge" and (self.delete_when or self.order_by):
+            raise ValueError(f'delete_when and order_by need mode = "merge" (mode is "{self.mode}")')
+        if self.mode != "replace" and self.replace_where:
+            raise ValueError(f'replace_where needs mode = "replace" (mode is "{self.mode}")')
+        if self.mode != "append" and self.on_row_failure == "quarantine":
+            raise ValueError(f'mode = "{self.mode}" cannot be combined with on_row_failure = "quarantine" yet')
+        if self.mode != "append" and self.schema_policy == "add_columns":
+            raise ValueError(f'mode = "{self.mode}" cannot be combined with schema = "add_columns" yet')
         return self
 
     def sample_key(self) -> list[str]:
@@ -427,6 +477,19 @@ class WapConfig(_Strict):
         if "://" not in loc and not os.path.isabs(loc):
             loc = str((self.base_dir / loc).resolve())
         return Source(name, src.model_copy(update={"location": loc}))
+
+    @model_validator(mode="after")
+    def _modes_need_table_branches(self) -> WapConfig:
+        """Merge and replace re-apply their change on a moved main through Iceberg table branches; the Nessie
+        backend publishes by a catalog merge that cannot re-apply them yet (docs/status.md)."""
+        if self.lakehouse.catalog == "nessie":
+            for name, t in self.tables.items():
+                if t.mode != "append":
+                    raise ValueError(
+                        f'[tables."{name}"] mode = "{t.mode}" is not supported with catalog = "nessie" yet '
+                        '(only mode = "append"); use an Iceberg catalog with table branches for merge and replace'
+                    )
+        return self
 
     def table(self, name: str) -> TableConfig:
         """The table's section, or defaults for a table wap.toml does not mention."""

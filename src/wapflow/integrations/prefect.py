@@ -211,6 +211,9 @@ def audit_task(lh: Lakehouse, state: RunState) -> RunState:
 def publish_task(lh: Lakehouse, state: RunState) -> RunState:
     """Move main to the audited branch (fast-forward, or the run's rows re-applied if main moved)."""
     state = wap_steps.publish(lh, state)
+    if state.status == "running":
+        # A merge or replace on a moved main went back to write: applied again, re-audited, published.
+        state = drive(lh, state)
     _raise_unless(lh, state, "published")
     return state
 

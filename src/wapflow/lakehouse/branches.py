@@ -51,10 +51,17 @@ class RunSlice:
     base: int | None  # the table's snapshot the run's rows were written on top of
     snapshots: tuple[Snapshot, ...]  # the run's snapshots on the branch, oldest first (may be none)
     properties: Mapping[str, str] = field(default_factory=dict)  # snapshot properties of the run's commits
+    # False for a merge or replace: on a moved main it is applied again, never cherry-picked (MainMoved)
+    cherry_pick: bool = True
 
     @property
     def run_id(self) -> str:
         return self.properties.get(RUN_ID_PROP, "")
+
+
+class MainMoved(PublishConflict):
+    """main moved since the branch was made, and the run's change must be applied again on a fresh branch of
+    it (a merge or replace), not cherry-picked."""
 
 
 @dataclass(frozen=True)
@@ -259,7 +266,7 @@ class IcebergTableBranches:
                 continue
             done_at = find_published(self.tables, sl.table, sl.run_id or run_id)
             if done_at is None:
-                done = self.move_main(sl.table, branch, list(sl.snapshots))
+                done = self.move_main(sl.table, branch, list(sl.snapshots), cherry_pick=sl.cherry_pick)
                 done_at, method = done.snapshot_id, done.method
                 if after_each is not None:
                     after_each(sl)
@@ -272,7 +279,9 @@ class IcebergTableBranches:
             return PublishedRun(method, heads, f"branch {branch} could not be dropped ({spark_errors.describe(e)})")
         return PublishedRun(method, heads)
 
-    def move_main(self, table: TableName, branch: str, run_snapshots: list[Snapshot]) -> Published:
+    def move_main(
+        self, table: TableName, branch: str, run_snapshots: list[Snapshot], *, cherry_pick: bool = True
+    ) -> Published:
         """Move main to the audited rows without rewriting data (both ways are metadata-only commits).
 
         Fast-forward when main has not moved since the branch was created; otherwise re-apply the run's
@@ -294,6 +303,11 @@ class IcebergTableBranches:
             # every failed check of a metadata update (a missing or tag ref too): only its message tells this
             # one apart, classic session or Spark Connect alike.
         # main moved since the branch was created: re-apply this run's appends on top of it.
+        if not cherry_pick:
+            raise MainMoved(
+                f"main of {table} moved since branch {branch} was created",
+                hint="the run's change is applied again on a fresh branch of main",
+            )
         not_appends = [s for s in run_snapshots if s.operation != "append"]
         if not_appends:
             ops = ", ".join(f"{s.snapshot_id} ({s.operation})" for s in not_appends)

@@ -54,8 +54,11 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         if not snaps:
             continue
         rows_before = lh.tables.row_count(t)
-        lh.progress(f"removing run {run_id}'s files from main of {t}")
-        done[t.dotted] = lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
+        if _changed_rows(lh, t, snaps):
+            done[t.dotted] = _roll_back_change(lh, t, run_id, snaps)
+        else:
+            lh.progress(f"removing run {run_id}'s files from main of {t}")
+            done[t.dotted] = lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
         removed[t.dotted] = rows_before - lh.tables.row_count(t)
     if table.dotted not in done:
         raise UsageError(
@@ -84,3 +87,27 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
             else ""
         ),
     }
+
+
+def _changed_rows(lh: Lakehouse, table: TableName, snaps: list[int]) -> bool:
+    """The run's commits on main changed existing rows (a merge or replace: operations other than append).
+    Their added files hold rows the run only copied too, so removing them would lose other runs' rows."""
+    known = lh.tables.snapshots(table)
+    return any(known[s].operation not in (None, "append") for s in snaps if s in known)
+
+
+def _roll_back_change(lh: Lakehouse, table: TableName, run_id: str, snaps: list[int]) -> int:
+    """A merge or replace is taken back by moving main to the snapshot before it, only while it is main's
+    latest commit (later commits may build on the rows it changed)."""
+    head = lh.tables.head(table)
+    parent = lh.tables.snapshots(table)[snaps[0]].parent_id
+    if len(snaps) != 1 or snaps[0] != head or parent is None:
+        raise UsageError(
+            f"run {run_id} changed rows of {table} (a merge or replace), and main has moved on since "
+            f"(its snapshot {snaps[-1]}, main at {head})",
+            hint="a change other runs built on cannot be taken out alone: publish a correcting batch instead "
+            f"(see `wap history {table}`)",
+        )
+    lh.progress(f"rolling main of {table} back to snapshot {parent}, before run {run_id}'s change")
+    lh.tables.roll_back(table, parent)
+    return parent

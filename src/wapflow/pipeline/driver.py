@@ -26,6 +26,7 @@ from wapflow.pipeline.steps import prepare as prepare_step
 from wapflow.pipeline.steps import publish as publish_module
 from wapflow.pipeline.steps import write as write_step
 from wapflow.pipeline.steps.context import Run
+from wapflow.pipeline.steps.publish import MAX_REAPPLY
 from wapflow.pipeline.steps.record import fail, result, unexpected
 from wapflow.runs.store import current_owner
 
@@ -57,14 +58,17 @@ def drive(
     steps: Sequence[Step] = STEPS,
 ) -> S:
     """Every step of `steps` the state has not done yet, in order, until the run ends (a failed step;
-    blocked or published: publish, or a multi-table run found published by prepare)."""
+    blocked or published: publish, or a multi-table run found published by prepare). A publish may send a
+    merge or replace back to write (main moved: the change is applied again on a fresh branch); the loop then
+    goes on from there, as many times as publish allows (pipeline.steps.publish.MAX_REAPPLY)."""
     apply = run_step or cast(Callable[[Step, S], S], in_process(lakehouse))
-    for name in steps:
-        if name in state.done:
-            continue
-        state = apply(name, state)
-        if state.status != "running":
+    budget = len(steps) * (MAX_REAPPLY + 2)  # a bound even if a step ever neither ended nor advanced the run
+    while state.status == "running" and budget > 0:
+        name = next((n for n in steps if n not in state.done), None)
+        if name is None:
             break
+        state = apply(name, state)
+        budget -= 1
     if state.status == "published":
         crash_point("publish:recorded")
     return state
@@ -111,7 +115,7 @@ def _step(name: Step, body: Callable[[Run], object]) -> Callable[[Lakehouse, Run
         except Exception as e:  # noqa: BLE001 - named conditions are classified, anything else is a bug
             fail(run, unexpected(e, run.run_id, name, f"{_DOING[name]} {run.table}"), name)
         else:
-            if name not in run.done:
+            if name not in run.done and not run.rewound:
                 run.done.append(name)
         return run.freeze()
 

@@ -118,6 +118,8 @@ class RunState:
     main_heads: dict[str, int | None] = field(default_factory=dict)  # main as read by main-dependent checks
     # publish
     published_via: str | None = None  # fast_forward | cherry_pick | merge | merge_reapplied | already
+    # merge / replace: times publish found main moved and sent the run back to write on a fresh branch
+    reapplied: int = 0
     message: str = ""
 
     @property

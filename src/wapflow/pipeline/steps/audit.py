@@ -3,6 +3,8 @@ scan), main read at pinned heads by the checks that depend on it, re-checked und
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from wapflow.audit.checks import AuditContext, AuditPlan, FileMetrics, evaluate
@@ -10,11 +12,13 @@ from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check
 from wapflow.errors import WapError
 from wapflow.faults import crash_point
+from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse.lineage import run_of
 from wapflow.pipeline.steps.context import Run
 from wapflow.pipeline.steps.record import unexpected
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
+from wapflow.write.modes import Changes, WriteMode, changes_result, write_mode
 
 
 def _tables_in_sql(sql: str, catalog: str | None = None) -> set[TableName]:
@@ -47,13 +51,19 @@ def audit(run: Run) -> AuditReport:
     if run.report is not None and not run.written():
         return run.report  # blocked by the schema contract before anything was written
     tables = run.lh.tables
-    with run.timer("audit"):
+    mode = write_mode(run.table_cfg)
+    with run.timer("audit"), _batch_inputs(run, mode):
+        changes: Changes | None = None
         if run.staging is not None:
             run.record.branch_snapshot_id = tables.head(run.staging)
             run.record.rows_written = tables.row_count(run.staging)
         else:
             run.record.branch_snapshot_id = run.run_snapshots[-1].snapshot_id
-            run.record.rows_written = sum(s.added_records for s in run.run_snapshots)
+            changes = run_changes(run, mode)
+            # A merge's or replace's commit counts the rows its copy-on-write files copied too: the change says.
+            run.record.rows_written = (
+                changes.written if mode.reapplies else sum(s.added_records for s in run.run_snapshots)
+            )
         quarantined = sum(s.added_records for s in run.q_snapshots)
         if not run.checks:
             run.report = AuditReport(rows=run.record.rows_written, checks=[])
@@ -76,6 +86,7 @@ def audit(run: Run) -> AuditReport:
                 history=lambda: _history(run),
                 branch_sql=branch_sql,
                 file_metrics=lambda: _file_metrics(run),
+                changes=changes.to_dict() if changes is not None else None,
             )
             try:
                 run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
@@ -84,6 +95,8 @@ def audit(run: Run) -> AuditReport:
             except Exception as e:
                 raise unexpected(e, run.run_id, "audit", f"auditing {run.target}") from e
             _apply_quarantine(run, quarantined)
+        if mode.reapplies and changes is not None:
+            run.report.checks.append(changes_result(mode, changes))
         run.report.schema_changes = list(run.schema_changes)
         run.record.checks = [c.to_dict() for c in run.report.checks]
         run.save()
@@ -91,11 +104,40 @@ def audit(run: Run) -> AuditReport:
         return run.report
 
 
+@contextmanager
+def _batch_inputs(run: Run, mode: WriteMode) -> Iterator[None]:
+    """A merge or replace audits its batch read again from the files: they stay linked for Spark meanwhile."""
+    if not mode.reapplies or run.inputs is not None or not run.run_snapshots:
+        yield
+        return
+    run.inputs = SparkInputs(run.files)
+    try:
+        yield
+    finally:
+        run.inputs.close()
+        run.inputs = None
+
+
+def run_changes(run: Run, mode: WriteMode) -> Changes:
+    """The run's change from its commits' summaries, and main's rows at its base (metadata only)."""
+    snaps = run.wt().snapshots(run.target)
+    base = snaps.get(run.base) if run.base is not None else None
+    main_rows = int(base.summary.get("total-records", "0") or 0) if base is not None else 0
+    return mode.changes([s.summary for s in run.run_snapshots], main_rows)
+
+
 def added_rows(run: Run) -> Any:
-    """Every row the run added: the table branch's new rows, plus quarantined ones, or the staging table."""
+    """Every row the run added: the table branch's new rows, plus quarantined ones, or the staging table.
+    A merge or replace: its batch as applied (merge: without its deletes), not the files its commit
+    rewrote (copy-on-write copies unchanged rows into new files; those are not the run's)."""
     tables = run.wt()
     if run.staging is not None:
         return tables.read(run.staging)
+    mode = write_mode(run.table_cfg)
+    if mode.reapplies:
+        from wapflow.pipeline.steps.write import batch_of
+
+        return mode.audited(mode.source(batch_of(run)))
     head = run.run_snapshots[-1].snapshot_id
     added = tables.read_increment(run.target, run.base, head)
     if run.q_snapshots:
@@ -106,7 +148,7 @@ def added_rows(run: Run) -> Any:
 
 
 def _file_metrics(run: Run) -> FileMetrics | None:
-    if run.staging is not None or run.q_snapshots or not run.run_snapshots:
+    if run.staging is not None or run.q_snapshots or not run.run_snapshots or write_mode(run.table_cfg).reapplies:
         return None
     try:
         metrics: FileMetrics | None = run.wt().added_file_metrics(
@@ -171,19 +213,25 @@ def recheck_main(run: Run) -> None:
     where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
     run.lh.progress(f"main moved since the audit ({where}): re-checking {len(idx)} check(s)")
     view = run.lh.branches.audit_view(run.target, run.branch, run.base)
-    added = added_rows(run)
-    sub = AuditPlan(
-        [run.checks[i] for i in idx], added.columns, table=run.target.dotted, key=run.table_cfg.sample_key()
-    )
-    ctx = AuditContext(
-        main_table=view.read_main, this_table=run.target, history=lambda: _history(run), branch_sql=view.branch_sql
-    )
-    try:
-        again = evaluate(sub, added, ctx=ctx)
-    except WapError:
-        raise
-    except Exception as e:
-        raise unexpected(e, run.run_id, "publish", f"re-checking the audit of {run.target} at publish") from e
+    mode = write_mode(run.table_cfg)
+    with _batch_inputs(run, mode):
+        added = added_rows(run)
+        sub = AuditPlan(
+            [run.checks[i] for i in idx], added.columns, table=run.target.dotted, key=run.table_cfg.sample_key()
+        )
+        ctx = AuditContext(
+            main_table=view.read_main,
+            this_table=run.target,
+            history=lambda: _history(run),
+            branch_sql=view.branch_sql,
+            changes=run_changes(run, mode).to_dict() if run.run_snapshots else None,
+        )
+        try:
+            again = evaluate(sub, added, ctx=ctx)
+        except WapError:
+            raise
+        except Exception as e:
+            raise unexpected(e, run.run_id, "publish", f"re-checking the audit of {run.target} at publish") from e
     for i, res in zip(idx, again.checks, strict=True):
         res.threshold = f"{res.threshold} (re-checked at publish: main moved, {where})"
         run.report.checks[i] = res

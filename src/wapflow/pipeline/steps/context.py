@@ -80,6 +80,7 @@ class Run:
     report: AuditReport | None
     main_heads: dict[str, int | None]  # main's head per table as main-dependent checks read it
     published_via: str | None
+    reapplied: int
     message: str
 
     def __init__(self, lakehouse: Lakehouse, state: RunState) -> None:
@@ -95,6 +96,9 @@ class Run:
         self.new_columns: list[Any] = []
         self.checks: list[Check] = [_check(c) for c in self.extra_checks]
         self.quarantine: TableName | None = None
+        # Set by a publish that sent the run back to write (merge / replace on a moved main): the step is
+        # then not done (the driver runs write, audit and publish again).
+        self.rewound = False
         if "prepare" in self.done:
             self.derive()
 

@@ -1,17 +1,22 @@
 """The publish step: under the table's publish lock, main moves to the run's rows (after re-checking what
 depends on main), or the run is blocked and its sandbox kept or dropped as the table says. A publish replayed
-after the run reached main only cleans up."""
+after the run reached main only cleans up. A merge or replace is never cherry-picked onto a moved main: its
+branch is dropped and the run goes back to write (a fresh branch of the new main), audit and publish again."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from wapflow.errors import UsageError
+from wapflow.errors import CommitConflict, UsageError
 from wapflow.faults import crash_point
-from wapflow.lakehouse.branches import PublishedRun, RunSlice
+from wapflow.lakehouse.branches import MainMoved, PublishedRun, RunSlice
 from wapflow.lakehouse.lineage import find_published
 from wapflow.pipeline.steps.audit import recheck_main
 from wapflow.pipeline.steps.context import Run
+from wapflow.write.modes import Changes, write_mode
+
+# A merge or replace re-applied this many times on a main that kept moving fails as a transient conflict.
+MAX_REAPPLY = 3
 
 
 def publish(run: Run) -> None:
@@ -30,15 +35,24 @@ def publish(run: Run) -> None:
     else:
         assert run.report is not None
         done = None
+        moved = False
         if run.report.passed:
             with (
                 run.timer("publish"),
                 run.lh.store.publish_lock(run.target.dotted, timeout=run.lh.config.lakehouse.publish_lock_timeout),
             ):
                 crash_point("publish:locked")
-                recheck_main(run)
-                if run.report.passed:
-                    done = _publish_locked(run)
+                moved = _main_moved_under_change(run)
+                if not moved:
+                    recheck_main(run)
+                if not moved and run.report.passed:
+                    try:
+                        done = _publish_locked(run)
+                    except MainMoved:
+                        moved = True  # main moved after the look above (a writer that takes no wapflow lock)
+        if moved:
+            _rewind(run)
+            return
         if done is not None:
             mark_published(run, done.heads.get(run.target.dotted), done.method)
             if done.leftover:
@@ -70,8 +84,45 @@ def slices(run: Run) -> list[RunSlice]:
     out = []
     if run.quarantine is not None and run.wt().exists(run.quarantine):
         out.append(RunSlice(run.quarantine, run.q_base, tuple(run.q_snapshots), props))
-    out.append(RunSlice(run.target, run.base, tuple(run.run_snapshots), props))
+    reapplies = write_mode(run.table_cfg).reapplies
+    out.append(RunSlice(run.target, run.base, tuple(run.run_snapshots), props, cherry_pick=not reapplies))
     return out
+
+
+def _main_moved_under_change(run: Run) -> bool:
+    """A merge or replace whose branch no longer starts at main's head (another run published meanwhile)."""
+    if run.staging is not None or not run.run_snapshots or not write_mode(run.table_cfg).reapplies:
+        return False
+    tables = run.lh.tables
+    tables.refresh(run.target)  # other processes' publishes, not this process's cached metadata
+    return tables.head(run.target, "main") != run.base
+
+
+def _rewind(run: Run) -> None:
+    """Send a merge or replace back to write: its branch (made from a main that has moved since) is dropped,
+    and the state returns to just after prepare, so write applies the change to a fresh branch of the new
+    main, and audit judges that change. Bounded: a main that keeps moving fails the run as a transient
+    conflict (a retry with the same run id starts over)."""
+    mode = write_mode(run.table_cfg)
+    if run.reapplied >= MAX_REAPPLY:
+        raise CommitConflict(
+            f"main of {run.target} moved during each of {run.reapplied + 1} attempts to publish this {mode.name}",
+            hint=f"retry the run (`wap run ... --run-id {run.run_id}`) when fewer runs publish to the table",
+        )
+    run.lh.progress(
+        f"main of {run.target} moved since {run.lh.branches.describe(run.branch)} was made: applying the "
+        f"{mode.name} again on a fresh branch of main"
+    )
+    run.lh.branches.discard(run.branch, run.run_tables())
+    run.reapplied += 1
+    run.done = ["prepare"]
+    run.base, run.run_snapshots, run.report, run.observed, run.main_heads = None, [], None, None, {}
+    # The table is shared now (others published into it): a failed re-write must never drop it.
+    run.created_table = False
+    run.record.checks, run.record.rows_written = [], None
+    run.record.base_snapshot_id = run.record.branch_snapshot_id = None
+    run.rewound = True
+    run.save()
 
 
 def _after_slice(run: Run, sl: RunSlice) -> None:
@@ -86,9 +137,12 @@ def mark_published(run: Run, snapshot_id: int | None, via: str) -> None:
     if via == "already" or run.report is None:
         return
     warned = len(run.report.warned)
-    run.message = f"published {run.record.rows_written} row(s) to {run.target}" + (
-        f" with {warned} warning(s)" if warned else ""
-    )
+    change = next((c for c in run.report.checks if c.check == "changes"), None)
+    what = f"{run.record.rows_written} row(s) to {run.target}"
+    if change is not None and isinstance(change.observed, dict):
+        what = f"the {run.table_cfg.mode} of {run.target}: {Changes.from_dict(change.observed).describe()}"
+    again = f" (applied again {run.reapplied} time(s): main moved)" if run.reapplied else ""
+    run.message = f"published {what}{again}" + (f" with {warned} warning(s)" if warned else "")
     if run.report.quarantined_rows:
         run.message += f"; {run.report.quarantined_rows} row(s) quarantined in {run.quarantine}"
 
@@ -142,6 +196,12 @@ def _block(run: Run) -> None:
     if not run.written():
         run.record.branch_kept = False
         diff = "; ".join(str(c.observed) for c in run.report.failed if c.check == "schema")
+        if not diff:  # a merge's or replace's batch blocked before writing (write.modes: problems)
+            why = "; ".join(str(c.observed) for c in run.report.failed)
+            run.message = (
+                f"blocked by {failed}: {why}; nothing was written; main unchanged (report: wap report {run.run_id})"
+            )
+            return
         run.message = (
             f"blocked by {failed}: {diff}; nothing was written; main unchanged (report: wap report {run.run_id}; "
             'fix the file, or set schema = "add_columns" / "ignore_extra" for the table in wap.toml)'

@@ -16,6 +16,7 @@ from wapflow.lakehouse.lineage import find_published
 from wapflow.pipeline.steps.context import Run
 from wapflow.spark import errors as spark_errors
 from wapflow.write.input_errors import input_error_from_spark
+from wapflow.write.modes import WriteMode, write_mode
 from wapflow.write.read import read_batch
 from wapflow.write.schema import ContractViolation, apply_contract
 
@@ -104,6 +105,13 @@ def _write(run: Run) -> None:
         run.plan = AuditPlan(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
         # partition_by / sort_by against the batch's columns: a config error before any table or row changes.
         layout = table_layout.for_batch(run.table_cfg.layout(), df.schema, run.target, run.new_columns, run.lh.progress)
+        mode = write_mode(run.table_cfg)
+        mode.validate(df, run.target.dotted, table_schema.fieldNames() if table_schema is not None else None)
+        blocked = mode.problems(df)
+        if blocked:
+            # NULL or duplicate merge keys, rows outside replace_where: an audit outcome, before any write.
+            _block_before_write(run, blocked, f"the batch cannot be applied to {run.target} as mode {mode.name}")
+            return
         if not exists:
             run.lh.progress(f"creating table {run.target}" + (f" ({layout.describe()})" if layout.describe() else ""))
             try:
@@ -126,6 +134,7 @@ def _write(run: Run) -> None:
             crash_point("write:table-created")
         try:
             table_layout.evolve(tables, run.target, layout, run.lh.progress)  # a table-level change: see its module
+            mode.check_table(run.lh.spark, tables.ident(run.target), run.target.dotted)
         except Exception:
             _undo_write(run)  # a table this run created goes (with a sandbox it opened); nothing else was written
             raise
@@ -140,6 +149,9 @@ def _write(run: Run) -> None:
         run.record.base_snapshot_id = run.base
         run.save()
         crash_point("write:branch-created")
+        if mode.reapplies:
+            _write_change(run, df, mode)
+            return
         run.lh.progress(f"writing to branch {run.branch}")
         observation = None
         if run.checks:
@@ -166,29 +178,58 @@ def _write(run: Run) -> None:
                 run.observed = None
 
 
+def _write_change(run: Run, df: Any, mode: WriteMode) -> None:
+    """Merge or replace: the table's write mode applies the batch to the run's branch in one commit that
+    carries the run's snapshot properties (a resumed write finds it: write.modes)."""
+    run.lh.progress(f"{mode.name} into branch {run.branch}")
+    target = run.lh.branches.write_target(run.target, run.branch)
+    try:
+        mode.write(run.lh.spark, mode.source(df), target, run.snapshot_properties())
+    except Exception as e:
+        _undo_write(run)
+        raise _classify(run, e) from e
+    crash_point("write:appended")
+    run.run_snapshots = run.branch_snapshots()
+
+
+def batch_of(run: Run) -> Any:
+    """The run's batch read again from its files, under the table's schema contract, as the write applied
+    it (a later step of a merge or replace audits it; run.inputs must be open)."""
+    tables = run.wt()
+    schema = tables.schema(run.target)
+    assert run.fmt is not None
+    df = read_batch(
+        run.lh.spark, run.files, run.fmt, run.table_cfg.read_options, schema, run.lh.storage, inputs=run.inputs
+    )
+    return apply_contract(
+        df, schema, table=run.target.dotted, policy=run.table_cfg.schema_policy, files=run.record.files
+    ).df
+
+
 def _block_on_schema(run: Run, e: ContractViolation) -> None:
+    policy = run.table_cfg.schema_policy
+    result = CheckResult(
+        name="schema",
+        check="schema",
+        severity="error",
+        status="failed",
+        observed=" ".join(line.strip() for line in e.message.splitlines()),
+        failing_rows=0,
+        threshold=f'schema = "{policy}"',
+        source="write",
+        samples=[{"difference": line} for line in e.problems],
+    )
+    _block_before_write(run, [result], f"the batch does not match the schema of {run.target}")
+
+
+def _block_before_write(run: Run, failed: list[CheckResult], why: str) -> None:
+    """An audit outcome found before anything is written: the run is blocked with these failed checks."""
     _undo_write(run)  # a Nessie branch this run opened for the write; nothing else exists yet
     run.opened_branch = False
-    policy = run.table_cfg.schema_policy
-    run.report = AuditReport(
-        rows=0,
-        checks=[
-            CheckResult(
-                name="schema",
-                check="schema",
-                severity="error",
-                status="failed",
-                observed=" ".join(line.strip() for line in e.message.splitlines()),
-                failing_rows=0,
-                threshold=f'schema = "{policy}"',
-                source="write",
-                samples=[{"difference": line} for line in e.problems],
-            )
-        ],
-    )
+    run.report = AuditReport(rows=0, checks=failed)
     run.record.rows_written = 0
     run.record.checks = [c.to_dict() for c in run.report.checks]
-    run.lh.progress(f"the batch does not match the schema of {run.target}: blocked before writing")
+    run.lh.progress(f"{why}: blocked before writing")
 
 
 def _resume(run: Run) -> bool:

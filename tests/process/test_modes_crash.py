@@ -1,0 +1,74 @@
+"""SIGKILL a real `wap run` of a merge at each step, then the same command again: the change lands exactly once.
+
+A merge is one commit on the run's branch; a resumed write must find it (not merge again: an update applied
+twice looks the same, but a delete-then-insert would not, and the run's history must show one commit)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+
+import pyarrow as pa
+import pytest
+
+from support.cli_harness import Reader, wap, write_config
+from support.data import write_parquet
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+TABLE = "crm.customers"
+SECTION = f'[tables."{TABLE}"]\nmode = "merge"\nkey = ["id"]\ndelete_when = "op = \'D\'"\n'
+CHAIN = ["write:appended", "audit", "publish:locked", "publish:moved"]
+
+
+def _file(path, rows):
+    t = pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "name": pa.array([r[1] for r in rows], pa.string()),
+            "op": pa.array([r[2] for r in rows], pa.string()),
+        }
+    )
+    return write_parquet(path, t)
+
+
+def test_a_merge_killed_at_each_step_then_resumed_changes_main_once(tmp_path, spark):
+    from wapflow.config import load_config
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.pipeline import run_wap
+
+    catalog = f"mcrash{os.getpid()}"
+    cfg = write_config(tmp_path, SECTION, catalog=catalog)
+    lh = Lakehouse(load_config(cfg), spark=spark)
+    seed = _file(tmp_path / "landing" / "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])
+    assert run_wap(lh, TABLE, [str(seed)]).status == "published"
+    reader = Reader(tmp_path, catalog)
+    before = reader.main(TABLE)
+    f = _file(tmp_path / "landing" / "cdc.parquet", [(1, "one", "U"), (2, None, "D"), (7, "seven", "I")])
+    run_id = "crash_merge"
+    command = ["run", TABLE, str(f), "--run-id", run_id]
+    for point in CHAIN:
+        killed = wap(*command, "--config", str(cfg), WAP_CRASH_AT=point)
+        assert killed.code == -signal.SIGKILL, (point, killed.text)
+        runs = wap("runs", "--config", str(cfg), "--json")
+        rec = {r["run_id"]: r for r in runs.doc["runs"]}[run_id]
+        assert rec["status"] == "interrupted", (point, rec)
+        command = shlex.split(rec["resume"])[1:]
+        if point != "publish:moved":
+            assert reader.main(TABLE) == before, point
+    done = wap(*command, "--config", str(cfg), "--json")
+    assert done.code == 0, done.text
+    assert done.doc["status"] == "published"
+    rows = sorted(reader.rows(TABLE), key=lambda r: r["id"])
+    assert rows == [
+        {"id": 1, "name": "one", "op": "U"},
+        {"id": 3, "name": "n3", "op": "I"},
+        {"id": 4, "name": "n4", "op": "I"},
+        {"id": 5, "name": "n5", "op": "I"},
+        {"id": 7, "name": "seven", "op": "I"},
+    ]
+    assert reader.branches(TABLE) == []
+    assert sum(1 for s in reader.summaries(TABLE) if s.get("wapflow.run-id") == run_id) == 1
+    again = wap(*command, "--config", str(cfg), "--json")
+    assert again.code == 0 and "already published" in again.doc["message"]
