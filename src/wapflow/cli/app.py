@@ -14,7 +14,21 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from wapflow.cli import alerts, dashboard, demo, doctor, ingest, maintain, nessie, run, runs, serve, setup, storage, tables
+from wapflow.cli import (
+    alerts,
+    dashboard,
+    demo,
+    doctor,
+    ingest,
+    maintain,
+    nessie,
+    run,
+    runs,
+    serve,
+    setup,
+    storage,
+    tables,
+)
 from wapflow.cli.output import err
 from wapflow.errors import EXIT_RUNTIME, exit_code_table
 

@@ -223,7 +223,9 @@ class TableMaintenance:
         store = self.lh.store
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(publish_lock(store.engine, store.lock_dir, f"maintain:{self.t.dotted}", timeout=1.0))
+                stack.enter_context(
+                    publish_lock(store.engine, store.lock_dir, f"maintain:{self.t.dotted}", timeout=1.0)
+                )
             except LockTimeout:
                 self.out.status = "skipped"
                 self.out.message = f"another `wap maintain` is maintaining {self.t} right now"
@@ -259,6 +261,8 @@ class TableMaintenance:
         started = time.monotonic()
         try:
             figures = fn()
+            if not self.dry_run:
+                crash_point(f"maintain:{name}")  # the action's change is committed; its record says running
         except Exception as e:  # noqa: BLE001 - recorded, alerted and shown; the other actions still run
             err = self._error(e, name)
             if rec is not None and self.log is not None:
@@ -273,8 +277,6 @@ class TableMaintenance:
         if rec is not None and self.log is not None:
             self.log.finish(rec, status, figures)
         self.out.actions.append({"action": name, "status": status, "figures": figures})
-        if not self.dry_run:
-            crash_point(f"maintain:{name}")
 
     def _error(self, e: Exception, action: str) -> WapError:
         if isinstance(e, WapError):

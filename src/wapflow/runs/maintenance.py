@@ -128,7 +128,9 @@ class MaintenanceLog:
             conn.execute(maintenance_table.update().where(maintenance_table.c.id == rec.id).values(**rec.to_row()))
         return rec
 
-    def list(self, table: str | None = None, *, pass_id: str | None = None, limit: int = 100) -> list[MaintenanceRecord]:
+    def list(
+        self, table: str | None = None, *, pass_id: str | None = None, limit: int = 100
+    ) -> list[MaintenanceRecord]:
         """Newest first."""
         q = sa.select(maintenance_table).order_by(maintenance_table.c.started_at.desc(), maintenance_table.c.id.desc())
         if table:
