@@ -184,6 +184,12 @@ def test_run_within_revert_window_stays_revertable_and_rerun_is_idempotent(lakeh
     rev = revert(lh, recent[2])
     assert rev["rows_removed"][T.dotted] == 20
     assert lh.tables.row_count(T) == rows - 20
+    # An old run's history is expired and its files compacted: reverting it is refused, main unchanged.
+    from wapflow.errors import UsageError
+
+    with pytest.raises(UsageError, match="revert_window"):
+        revert(lh, old[3])
+    assert lh.tables.row_count(T) == rows - 20
     # An old run's snapshots are expired: re-running it with its run id publishes nothing twice.
     old_rec = lh.store.get(old[0])
     assert old_rec is not None and old_rec.snapshot_id not in lh.tables.snapshots(T)
@@ -295,3 +301,21 @@ def test_a_failed_action_is_recorded_alerted_and_the_others_still_run(
     assert body["event"] == "maintenance_failed" and body["table"] == "nyc.trips"
     assert "compact" in body["message"]
     assert _rows(lh) == rows
+
+
+def test_a_run_compacted_before_the_window_is_not_silently_half_reverted(lakehouse_factory, landing):
+    from wapflow.errors import UsageError
+
+    lh = _lake(lakehouse_factory, revert_window="1h", expire_older_than="1000d", keep_last=100)
+    old = _batches(lh, landing, 5)
+    time.sleep(1.2)
+    edge = datetime.now(UTC)
+    time.sleep(1.2)
+    _batches(lh, landing, 2, start=5)
+    res = maintain(lh, "nyc.trips", now=edge + timedelta(hours=1))
+    assert res.tables[0].figures("compact")["rewritten_data_files"] == 5
+    assert res.tables[0].figures("expire_snapshots")["expire"] == 0
+    head = lh.tables.head(T)
+    with pytest.raises(UsageError, match="compacted"):
+        revert(lh, old[1])
+    assert lh.tables.head(T) == head and lh.tables.row_count(T) == 140

@@ -123,6 +123,8 @@ class Tables:
                 op.deleteFile(it.next())  # by DataFile: Iceberg's delete-by-path form matched nothing here
         for k, v in properties.items():
             op.set(k, v)
+        # A file no longer on main (compacted by `wap maintain`) fails the commit instead of being skipped.
+        op.validateFilesExist()
         op.commit()
         self.refresh(table)
         return int(tbl.currentSnapshot().snapshotId())

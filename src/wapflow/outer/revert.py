@@ -55,8 +55,23 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
             continue
         rows_before = lh.tables.row_count(t)
         lh.progress(f"removing run {run_id}'s files from main of {t}")
-        done[t.dotted] = lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
+        try:
+            done[t.dotted] = lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
+        except Exception as e:
+            if "Missing required files to delete" not in str(e):
+                raise
+            raise UsageError(
+                f"run {run_id}'s files are no longer on main of {t} as it wrote them: `wap maintain` compacted "
+                "them with other runs' rows (the run was published before [maintenance] revert_window)",
+                hint="main is unchanged; revert_window sets how long runs stay revertable",
+            ) from None
         removed[t.dotted] = rows_before - lh.tables.row_count(t)
+    if table.dotted not in done and rec.snapshot_id is not None and rec.snapshot_id not in lh.tables.snapshots(table):
+        raise UsageError(
+            f"run {run_id}'s snapshot {rec.snapshot_id} is no longer in the history of {table}: `wap maintain` "
+            "expired it (the run was published before [maintenance] revert_window)",
+            hint="main is unchanged; revert_window sets how long runs stay revertable",
+        )
     if table.dotted not in done:
         raise UsageError(
             f"run {run_id} is recorded published, but main of {table} holds none of its snapshots",
