@@ -207,15 +207,23 @@ class TableMaintenance:
         self.t = table
         self.cfg = cfg
         self.dry_run = dry_run
-        self.now_utc = now.astimezone(UTC) if now is not None else datetime.now(UTC)
-        # Snapshot times are naive local times (as Tables.snapshots returns them): the same clock here.
-        self.now_local = self.now_utc.astimezone().replace(tzinfo=None)
+        self._now = now.astimezone(UTC) if now is not None else None
         self.pass_id = pass_id
         self.log = log
         self.out = TableOutcome(table.dotted, "dry_run" if dry_run else "done")
         self.spark = lh.spark
         self.ident = lh.tables.ident(table)
         self.conflicts = 0
+
+    @property
+    def now_utc(self) -> datetime:
+        """The clock the policy reads: the one given (tests, what-if), else the time of each action."""
+        return self._now if self._now is not None else datetime.now(UTC)
+
+    @property
+    def now_local(self) -> datetime:
+        """now_utc as Tables.snapshots gives snapshot times: naive local time."""
+        return self.now_utc.astimezone().replace(tzinfo=None)
 
     # --- the pass ----------------------------------------------------------------------------
 
