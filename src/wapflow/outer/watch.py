@@ -103,6 +103,15 @@ class Watcher:
         self.inflight: dict[str, Any] = {}  # workflow id -> DBOS handle
         self.result = WatchResult()
         self._keys: dict[str, None] = {}
+        # [maintenance] every: each watched table's maintenance, as a durable workflow per schedule slot.
+        self.maintenance_every: dict[str, float] = {}
+        for table in dict.fromkeys(s.cfg.table for s in self.sources):
+            m = lh.config.maintenance_for(table)
+            every = m.seconds("every")
+            if m.enabled and every:
+                self.maintenance_every[table] = every
+        self.next_maintenance: dict[str, float] = {}
+        self.maintenance_inflight: dict[str, Any] = {}
 
     def _source(self, name: str, src: SourceConfig) -> _Source:
         self.lh.storage.scan(src.location, what=f"source {name}")
@@ -131,6 +140,8 @@ class Watcher:
         now = time.time()
         for s in self.sources:
             s.next_listing = now if not s.cfg.schedule else self._next_listing(s, now)
+        # The first maintenance one interval after the start: a restarted worker does not maintain at once.
+        self.next_maintenance = {t: now + every for t, every in self.maintenance_every.items()}
         previous = self._handle_signals()
         self.say(
             f"watching {', '.join(s.name for s in self.sources)} as worker {self.cfg.worker!r}"
@@ -182,7 +193,21 @@ class Watcher:
                 ing.runner(run_id, batch)
                 if self.stopping.is_set():
                     return
+        self._maintain_due(now)
         self._collect()
+
+    def _maintain_due(self, now: float) -> None:
+        """Enqueue the maintenance of each table whose `every` has come round (one workflow per slot)."""
+        for table, every in self.maintenance_every.items():
+            if now < self.next_maintenance.get(table, now) or self.stopping.is_set():
+                continue
+            self.next_maintenance[table] = now + every
+            wid = self.durable.enqueue_maintenance(table, int(now // every))
+            if wid not in self.maintenance_inflight:
+                from dbos import DBOS
+
+                self.maintenance_inflight[wid] = DBOS.retrieve_workflow(wid)
+                self.say(f"maintenance of {table} queued")
 
     def _read_events(self, s: _Source, ing: Ingest) -> None:
         assert s.events is not None
@@ -222,6 +247,16 @@ class Watcher:
 
     def _collect(self) -> None:
         """Say what finished; a workflow that ended in an error (a bug) fails its files, visibly."""
+        for wid, handle in list(self.maintenance_inflight.items()):
+            status = handle.get_status().status
+            if status == "SUCCESS":
+                out = handle.get_result()
+                self.say(f"maintenance of {out['table']}: {out['status']}: {out['message']}")
+            elif status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                self.say(f"maintenance workflow {wid} ended {status} (see `wap maintain --dry-run`)")
+            else:
+                continue
+            del self.maintenance_inflight[wid]
         for wid, handle in list(self.inflight.items()):
             status = handle.get_status().status
             if status == "SUCCESS":
@@ -245,7 +280,7 @@ class Watcher:
 
     def _idle(self) -> bool:
         """--once: every source listed, nothing pending, nothing running here (recovered workflows too)."""
-        if self.inflight or not all(s.listed for s in self.sources):
+        if self.inflight or self.maintenance_inflight or not all(s.listed for s in self.sources):
             return False
         for s in self.sources:
             if self.lh.ledger.rows(s.name, state="pending") or self.lh.ledger.rows(s.name, state="claimed"):
