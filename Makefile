@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer serve bench-connect bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-maintain serve bench-connect bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -64,6 +64,9 @@ bench-ledger: setup
 
 bench-outer: setup
 	$(BIN)/python benchmarks/bench_outer.py
+
+bench-maintain: setup
+	$(BIN)/python benchmarks/bench_maintain.py
 
 # WAP / plain append at 1M and 10M rows on local[2] and on a two-worker standalone cluster (127.0.0.1).
 bench-cluster: setup
