@@ -114,7 +114,7 @@ def test_many_small_batches_compacted_and_expired_rows_identical(lakehouse_facto
 
 
 def test_dry_run_changes_nothing(lakehouse_factory, landing):
-    lh = _lake(lakehouse_factory)
+    lh = _lake(lakehouse_factory, metadata_versions_max=20)
     _batches(lh, landing, 12)
     snaps = lh.tables.snapshots(T)
     refs = lh.tables.refs(T)
@@ -127,13 +127,15 @@ def test_dry_run_changes_nothing(lakehouse_factory, landing):
     assert out.status == "dry_run", out.to_dict()
     assert out.figures("compact")["planned_files"] == 12
     assert out.figures("expire_snapshots")["expire"] > 0
-    assert out.figures("properties")["set"]
+    assert out.figures("properties")["set"] == {"write.metadata.previous-versions-max": "20"}
     lh.tables.refresh(T)
     assert lh.tables.snapshots(T) == snaps
     assert lh.tables.refs(T) == refs
     assert _data_files(lh) == files
     assert _rows(lh) == rows
-    assert "write.metadata.delete-after-commit.enabled" not in _pyiceberg(lh).properties
+    props = _pyiceberg(lh).properties
+    assert props["write.metadata.delete-after-commit.enabled"] == "true"  # set when the table was created
+    assert props["write.metadata.previous-versions-max"] == "100"  # not the 20 the dry run would set
     assert MaintenanceLog(lh.store.engine).list(T.dotted) == []
 
 

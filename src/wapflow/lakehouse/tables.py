@@ -73,6 +73,10 @@ class Tables:
             .using("iceberg")
             .tableProperty("format-version", "2")
             .tableProperty("write.wap.enabled", "true")
+            # Old metadata.json files go after each commit (a WAP run adds ~4); `wap maintain` sets the
+            # number kept from [maintenance] metadata_versions_max.
+            .tableProperty("write.metadata.delete-after-commit.enabled", "true")
+            .tableProperty("write.metadata.previous-versions-max", "100")
             .create()
         )
 
