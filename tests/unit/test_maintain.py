@@ -157,3 +157,36 @@ def test_compaction_plan_per_partition_with_min_input_files():
     plan = plan_compaction(files, target=128 * mb, min_input_files=5)
     assert plan == {"files": 6, "bytes": 6 * mb, "files_after": 1}
     assert plan_compaction(files, target=128 * mb, min_input_files=2)["files"] == 8
+
+
+# --- the maintenance log -----------------------------------------------------------------------
+
+
+def test_the_log_records_actions_and_wap_maintain_log_lists_them_without_spark(tmp_path):
+    from support.typer_cli import as_json, wap, write_config
+    from wapflow.config import load_config
+    from wapflow.runs.maintenance import MaintenanceLog
+    from wapflow.runs.store import RunStore
+
+    cfg = write_config(tmp_path, "log")
+    store = RunStore(load_config(cfg).run_store_url())
+    log = MaintenanceLog(store.engine)
+    done = log.start("m1", 1, "nyc.trips", "compact")
+    log.finish(done, "done", {"rewritten_data_files": 12, "rewritten_bytes": 4096})
+    failed = log.start("m1", 2, "nyc.trips", "expire_snapshots")
+    log.finish(failed, "failed", {}, {"kind": "transient", "message": "catalog busy"})
+    log.start("m2", 1, "other.t", "compact")  # still running: this process is alive
+    store.close()
+
+    r = wap("maintain", "--log", "--config", str(cfg), "--json")
+    assert r.exit_code == 0, r.output
+    actions = as_json(r)["actions"]
+    assert [(a["table"], a["action"], a["status"]) for a in actions] == [
+        ("other.t", "compact", "running"),
+        ("nyc.trips", "expire_snapshots", "failed"),
+        ("nyc.trips", "compact", "done"),
+    ]
+    assert actions[2]["figures"]["rewritten_data_files"] == 12
+    assert actions[1]["error"]["message"] == "catalog busy"
+    r = wap("maintain", "nyc.trips", "--log", "--config", str(cfg))
+    assert r.exit_code == 0 and "expire_snapshots" in r.output and "other.t" not in r.output

@@ -19,6 +19,9 @@ def maintain(
             "--dry-run", help="Say what would change (files to compact, snapshots, branches, orphans); change nothing."
         ),
     ] = False,
+    log: Annotated[
+        bool, typer.Option("--log", help="List recent maintenance actions from the run store instead (no Spark).")
+    ] = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -27,9 +30,40 @@ def maintain(
     from wapflow.maintain import maintain as run_maintenance
 
     o = Output(as_json)
+    if log:
+        _log(table, config, o)
+        return
     res = on_lakehouse(config, o, lambda lh: run_maintenance(lh, table, dry_run=dry_run))
     o.result(res.to_dict(), lambda: _show(res.to_dict()))
     raise typer.Exit(res.exit_code)
+
+
+def _log(table: str | None, config: str | None, o: Output) -> None:
+    from wapflow.cli.common import open_store
+    from wapflow.errors import WapError
+    from wapflow.runs.maintenance import MaintenanceLog
+
+    try:
+        store = open_store(config)
+        rows = [r.to_dict() for r in MaintenanceLog(store.engine).list(table, limit=50)]
+    except WapError as e:
+        o.fail(e)
+    shown = [
+        {
+            "started_at": r["started_at"],
+            "table": r["table"],
+            "action": r["action"],
+            "status": r["status"],
+            "figures": ", ".join(
+                f"{k}={v}" for k, v in (r["figures"] or {}).items() if not isinstance(v, (list, dict))
+            ),
+        }
+        for r in rows
+    ]
+    o.result(
+        {"actions": rows},
+        lambda: out.print(rows_table("maintenance actions", shown, list(shown[0])) if shown else "no maintenance yet"),
+    )
 
 
 def _show(doc: dict[str, Any]) -> None:
