@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from wapflow.runs.store import create_tables, current_owner, owner_alive
+from wapflow.runs.store import create_tables, current_owner, owner_alive, upsert
 
 _meta = sa.MetaData()
 maintenance_table = sa.Table(
@@ -109,7 +109,8 @@ class MaintenanceLog:
     def start(self, pass_id: str, n: int, table: str, action: str) -> MaintenanceRecord:
         rec = MaintenanceRecord(f"{pass_id}.{n}", pass_id, table, action, "running", owner=current_owner())
         with self.engine.begin() as conn:
-            conn.execute(maintenance_table.insert().values(**rec.to_row()))
+            # A pass replayed under its id (a durable workflow resumed after a crash) takes its rows over.
+            upsert(conn, maintenance_table, rec.to_row(), "id")
         return rec
 
     def finish(
