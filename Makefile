@@ -74,6 +74,8 @@ bench-partition: setup
 	$(BIN)/python benchmarks/bench_partition.py
 bench-merge: setup
 	$(BIN)/python benchmarks/bench_merge.py
+bench-maintain: setup
+	$(BIN)/python benchmarks/bench_maintain.py
 
 # WAP / plain append at 1M and 10M rows on local[2] and on a two-worker standalone cluster (127.0.0.1).
 bench-cluster: setup

@@ -34,6 +34,8 @@ POINTS = (
     "publish:recorded",  # the run store says published
     "ingest:ran",  # wap ingest: a batch's run has ended; the ledger does not say so yet
     "alert:claimed",  # an alert's delivery row is claimed (at most once); nothing sent yet
+    "maintain:compact",  # wap maintain: the compaction is committed on main, its record still running
+    "maintain:expire_snapshots",  # wap maintain: snapshots expired (record still running); orphans not removed
 )
 
 

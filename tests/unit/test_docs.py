@@ -41,12 +41,14 @@ def test_config_reference_names_every_section_and_key_with_its_default() -> None
     assert sections == [
         "lakehouse",
         'tables."NS.TABLE"',
+        'tables."NS.TABLE".maintenance',
         "runs.NAME",
         "sources.NAME",
         "watch",
         "s3",
         "alerts",
         "alerts.sinks.NAME",
+        "maintenance",
     ]
     for key in WapConfig.model_fields["lakehouse"].annotation.model_fields:  # type: ignore[union-attr]  # a model
         assert f"| `{key}` |" in page

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from wapflow.cli import app
 from wapflow.errors import ConfigError
-from wapflow.runs import alerts, ledger, schema  # noqa: F401 - alerts, ledger, store: their tables join METADATA
+from wapflow.runs import alerts, ledger, maintenance, schema  # noqa: F401 - their tables join METADATA
 from wapflow.runs.store import RunStore
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "stores"

@@ -11,7 +11,14 @@ from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.retry import retryable
 
 EventName = Literal[
-    "blocked", "failed", "retries_exhausted", "quarantine_rate", "file_failed", "branch_kept", "recovered"
+    "blocked",
+    "failed",
+    "retries_exhausted",
+    "quarantine_rate",
+    "file_failed",
+    "branch_kept",
+    "recovered",
+    "maintenance_failed",
 ]
 
 TITLES: dict[str, str] = {
@@ -22,6 +29,7 @@ TITLES: dict[str, str] = {
     "file_failed": "File failed",
     "branch_kept": "Branch kept too long",
     "recovered": "Recovered after a crash",
+    "maintenance_failed": "Table maintenance failed",
     "test": "Test alert",
 }
 

@@ -14,7 +14,21 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from wapflow.cli import alerts, dashboard, demo, doctor, ingest, nessie, run, runs, serve, setup, storage, tables
+from wapflow.cli import (
+    alerts,
+    dashboard,
+    demo,
+    doctor,
+    ingest,
+    maintain,
+    nessie,
+    run,
+    runs,
+    serve,
+    setup,
+    storage,
+    tables,
+)
 from wapflow.cli.output import err
 from wapflow.cli.stop import stopped
 from wapflow.errors import EXIT_RUNTIME, exit_code_table
@@ -45,6 +59,7 @@ app.command("retry")(ingest.retry)
 app.command("skip")(ingest.skip)
 app.command("revert")(ingest.revert)
 app.command("watch")(ingest.watch)
+app.command("maintain")(maintain.maintain)
 app.command("dashboard")(dashboard.dashboard)
 app.command("serve")(serve.serve)
 app.command("doctor")(doctor.doctor)

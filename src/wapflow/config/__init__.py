@@ -106,6 +106,138 @@ class LakehouseConfig(_Strict):
         return self
 
 
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+
+
+def parse_duration(value: str | float) -> float:
+    """Seconds of "7d", "36h", "1h30m", "90s" or a plain number of seconds."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative")
+        return float(value)
+    text = str(value).strip().lower().replace(" ", "")
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        return float(text)
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"{value!r} is not a duration (e.g. 90s, 30m, 1h, 7d, 2w, 1h30m)")
+    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
+
+
+def _duration(v: Any) -> Any:
+    """Durations stay written as the user wrote them (shown so in messages); checked here. "never" (or
+    "off") is how wap.toml, which has no null, unsets an optional one."""
+    if v is None or (isinstance(v, str) and v.strip().lower() in ("never", "off")):
+        return None
+    parse_duration(v)
+    return str(v) if not isinstance(v, str) else v.strip()
+
+
+# Orphan removal deletes files no snapshot references: a running write's files are such files until its
+# commit. Below this age a write could still be running, so wap.toml cannot ask for less (Iceberg's
+# remove_orphan_files refuses less than 24 hours too).
+ORPHAN_MIN_SECONDS = 86400.0
+
+
+class MaintenanceConfig(_Strict):
+    """[maintenance]: what `wap maintain` (and `wap watch`, every `every`) does to keep a table small and fast:
+    compaction, manifest rewrite, snapshot expiry, orphan-file removal and the retention of kept branches.
+    `[tables."NS.TABLE".maintenance]` overrides any of these keys for one table. Snapshots wapflow still
+    needs are never expired: those of runs published within `revert_window`, every branch's snapshots back
+    to where it left main, and the newest `keep_last` of main."""
+
+    enabled: bool = Field(default=True, description="false: `wap maintain` and `wap watch` leave the table alone")
+    every: str | None = Field(
+        default="1h",
+        description="`wap watch` maintains the tables of its sources this often (a duration: 30m, 1h, 1d); "
+        '"never": only `wap maintain` does',
+    )
+    target_file_size: int = Field(
+        default=128 * 2**20,
+        gt=0,
+        description='compaction writes data files of about this size ("128MB", "512MiB", or bytes)',
+    )
+    min_input_files: int = Field(
+        default=5, ge=1, description="compaction rewrites a partition only when it has at least this many small files"
+    )
+    rewrite_manifests: bool = Field(default=True, description="rewrite the table's manifests after compaction")
+    expire_older_than: str = Field(
+        default="7d", description="snapshots older than this are expired (unless wapflow still needs them)"
+    )
+    keep_last: int = Field(default=10, ge=1, description="the newest this many snapshots of main are never expired")
+    revert_window: str = Field(
+        default="7d",
+        description="runs published within this long stay revertable (`wap revert`) and idempotent by "
+        "main's history: their files are not compacted, and their snapshots, with all of main's history back "
+        "to them, are never expired",
+    )
+    orphan_older_than: str | None = Field(
+        default="3d",
+        description="files in the table's folder that no snapshot references and older than this are "
+        "deleted (at least 1d: a running write's files are unreferenced until it commits); "
+        '"never": no orphan removal',
+    )
+    keep_blocked_for: str | None = Field(
+        default="14d",
+        description="branches kept for inspection (blocked or failed runs) older than this are dropped "
+        "and the drop recorded on the run; "
+        '"never": kept until `wap discard`',
+    )
+    metadata_versions_max: int = Field(
+        default=100,
+        ge=1,
+        description="old metadata.json files kept per table (Iceberg's write.metadata.previous-versions-max, "
+        "with write.metadata.delete-after-commit.enabled set on the tables wapflow maintains)",
+    )
+
+    @field_validator("target_file_size", mode="before")
+    @classmethod
+    def _size(cls, v: Any) -> Any:
+        return parse_bytes(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else v
+
+    @field_validator("every", "keep_blocked_for", mode="before")
+    @classmethod
+    def _optional_durations(cls, v: Any) -> Any:
+        return _duration(v)
+
+    @field_validator("expire_older_than", "revert_window", mode="before")
+    @classmethod
+    def _durations(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().lower() in ("never", "off"):
+            raise ValueError("is required here: a duration (e.g. 7d)")
+        return _duration(v)
+
+    @field_validator("orphan_older_than", mode="before")
+    @classmethod
+    def _orphans(cls, v: Any) -> Any:
+        v = _duration(v)
+        if v is not None and parse_duration(v) < ORPHAN_MIN_SECONDS:
+            raise ValueError(
+                f"{v!r} is too young: orphan removal deletes files a running write has not committed yet; "
+                'use at least 1d (default 3d), or "never" to skip orphan removal'
+            )
+        return v
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: str | None) -> str | None:
+        if v is not None and parse_duration(v) <= 0:
+            raise ValueError(f"{v!r}: use a positive duration (30m, 1h), or leave it unset")
+        return v
+
+    def seconds(self, key: str) -> float | None:
+        """A duration key in seconds (None when unset)."""
+        value = getattr(self, key)
+        return None if value is None else parse_duration(value)
+
+    def merged(self, override: MaintenanceConfig | None) -> MaintenanceConfig:
+        """These settings with the keys a table's own [maintenance] section sets."""
+        if override is None:
+            return self
+        return self.model_copy(update={k: getattr(override, k) for k in override.model_fields_set})
+
+
 class TableConfig(_Strict):
     """One table's checks and policies; a table without a section has no checks."""
 
@@ -163,6 +295,9 @@ class TableConfig(_Strict):
         min_length=1,
         description='mode = "replace": a read-only SQL condition; the table\'s rows matching it are replaced by '
         "the batch (required on an unpartitioned table)",
+    )
+    maintenance: MaintenanceConfig | None = Field(
+        default=None, description="this table's overrides of [maintenance] (any of its keys)"
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -381,6 +516,7 @@ ALERT_EVENTS: tuple[str, ...] = (
     "file_failed",  # a file is `failed` in the ledger
     "branch_kept",  # a kept branch is older than [alerts] branch_kept_days (`wap alerts check`)
     "recovered",  # a run left by a dead process was resumed
+    "maintenance_failed",  # an action of `wap maintain` (or of `wap watch`'s maintenance) failed on a table
 )
 SINK_TYPES = ("slack", "webhook")
 
@@ -429,7 +565,8 @@ class AlertsConfig(_Strict):
 
 
 class WapConfig(_Strict):
-    """Everything wap.toml says: [lakehouse], [tables.*], [runs.*], [sources.*], [watch], [s3], [alerts]."""
+    """Everything wap.toml says: [lakehouse], [tables.*], [runs.*], [sources.*], [watch], [s3], [alerts],
+    [maintenance]."""
 
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
@@ -439,6 +576,7 @@ class WapConfig(_Strict):
     # [s3]: endpoint, region, credentials for an s3:// warehouse and s3:// sources (None: no S3 jars).
     s3: S3Config | None = None
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
 
     # Where the file was read from; relative paths in it resolve against its folder.
     source: Path | None = Field(default=None, exclude=True)
@@ -490,6 +628,11 @@ class WapConfig(_Strict):
                         '(only mode = "append"); use an Iceberg catalog with table branches for merge and replace'
                     )
         return self
+
+    def maintenance_for(self, name: str) -> MaintenanceConfig:
+        """[maintenance] with the table's own overrides ([tables."NAME".maintenance])."""
+        tbl = self.tables.get(name)
+        return self.maintenance.merged(tbl.maintenance if tbl is not None else None)
 
     def table(self, name: str) -> TableConfig:
         """The table's section, or defaults for a table wap.toml does not mention."""
@@ -648,6 +791,8 @@ def _model_for(parent: tuple[Any, ...]) -> type[BaseModel] | None:
         return S3Config
     if parent == ("alerts",):
         return AlertsConfig
+    if parent == ("maintenance",) or (len(parent) == 3 and parent[0] == "tables" and parent[2] == "maintenance"):
+        return MaintenanceConfig
     if parent[0] == "alerts" and len(parent) == 3 and parent[1] == "sinks":
         return AlertSinkConfig
     if parent[0] == "runs" and len(parent) == 2:
@@ -671,7 +816,7 @@ def _where(loc: tuple[Any, ...]) -> str:
         return head + ("." + ".".join(str(r) for r in rest) if rest else "")
     if loc[0] == "alerts" and len(loc) >= 3 and loc[1] == "sinks":
         return f"[alerts.sinks.{loc[2]}]" + ("." + ".".join(str(r) for r in loc[3:]) if len(loc) > 3 else "")
-    if loc[0] in ("lakehouse", "s3", "alerts"):
+    if loc[0] in ("lakehouse", "s3", "alerts", "maintenance"):
         return f"[{loc[0]}]" + ("." + ".".join(str(r) for r in loc[1:]) if len(loc) > 1 else "")
     return ".".join(str(x) for x in loc)
 

@@ -125,7 +125,15 @@ class Tables(SnapshotReads):
 
         `partitioned_by`: Spark DDL of the partition fields (wapflow.sql.layout's PartitionField.sql(),
         names quoted); `properties`: more table properties (the write distribution mode)."""
-        props = {"format-version": "2", "write.wap.enabled": "true", **(properties or {})}
+        props = {
+            "format-version": "2",
+            "write.wap.enabled": "true",
+            # Old metadata.json files go after each commit (a WAP run adds ~4); `wap maintain` sets the
+            # number kept from [maintenance] metadata_versions_max.
+            "write.metadata.delete-after-commit.enabled": "true",
+            "write.metadata.previous-versions-max": "100",
+            **(properties or {}),
+        }
         if not partitioned_by:
             writer = df.limit(0).writeTo(self.ident(table)).using("iceberg")
             for k, v in props.items():
@@ -191,6 +199,8 @@ class Tables(SnapshotReads):
                 op.deleteFile(it.next())  # by DataFile: Iceberg's delete-by-path form matched nothing here
         for k, v in properties.items():
             op.set(k, v)
+        # A file no longer on main (compacted by `wap maintain`) fails the commit instead of being skipped.
+        op.validateFilesExist()
         op.commit()
         self.refresh(table)
         return int(tbl.currentSnapshot().snapshotId())

@@ -137,6 +137,34 @@ def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
     return settled
 
 
+@DBOS.step()
+def maintain_step(table: str, pass_id: str) -> dict[str, Any]:
+    """One table's maintenance pass (wapflow.maintain): each action recorded and alerted there. A replay
+    after a crash runs the pass again under the same pass id; every action is idempotent."""
+    from wapflow.maintain import maintain
+    from wapflow.sql.identifiers import TableName
+
+    lh = _lh()
+    lh.on_this_thread()
+    if not lh.tables.exists(TableName.parse(table)):
+        return {"table": table, "status": "skipped", "message": f"no table {table} yet", "pass_id": pass_id}
+    res = maintain(lh, table, pass_id=pass_id)
+    (out,) = res.tables
+    return {"table": table, "status": out.status, "message": out.message, "pass_id": pass_id}
+
+
+@DBOS.workflow()
+def maintain_table(table: str, pass_id: str) -> dict[str, Any]:
+    """`wap watch`'s scheduled maintenance of one table: on the ingest queue, partitioned by table, so it
+    never runs beside a run of the same table in this worker (and holds the publish lock only briefly)."""
+    return maintain_step(table, pass_id)
+
+
+def maintenance_workflow_id(table: str, slot: int) -> str:
+    """One workflow per table and schedule slot: a slot enqueued twice (two ticks, two workers) runs once."""
+    return f"maintain.{table}.s{slot}"
+
+
 # --- the worker's side ----------------------------------------------------------------------------
 
 
@@ -225,6 +253,13 @@ class Durable:
         wid = workflow_id(run_id, rows)
         with SetWorkflowID(wid), SetEnqueueOptions(queue_partition_key=table):
             self.queue.enqueue(ingest_batch, source, run_id, [r.key for r in rows])
+        return wid
+
+    def enqueue_maintenance(self, table: str, slot: int) -> str:
+        """The table's maintenance for schedule slot `slot` (wall-clock time // every)."""
+        wid = maintenance_workflow_id(table, slot)
+        with SetWorkflowID(wid), SetEnqueueOptions(queue_partition_key=table):
+            self.queue.enqueue(maintain_table, table, f"w{slot}_{table.replace('.', '_')}"[:60])
         return wid
 
     def active(self) -> int:

@@ -57,9 +57,14 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         if _changed_rows(lh, t, snaps):
             done[t.dotted] = _roll_back_change(lh, t, run_id, snaps)
         else:
-            lh.progress(f"removing run {run_id}'s files from main of {t}")
-            done[t.dotted] = lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
+            done[t.dotted] = _remove_files(lh, t, run_id, snaps)
         removed[t.dotted] = rows_before - lh.tables.row_count(t)
+    if table.dotted not in done and rec.snapshot_id is not None and rec.snapshot_id not in lh.tables.snapshots(table):
+        raise UsageError(
+            f"run {run_id}'s snapshot {rec.snapshot_id} is no longer in the history of {table}: `wap maintain` "
+            "expired it (the run was published before [maintenance] revert_window)",
+            hint="main is unchanged; revert_window sets how long runs stay revertable",
+        )
     if table.dotted not in done:
         raise UsageError(
             f"run {run_id} is recorded published, but main of {table} holds none of its snapshots",
@@ -111,3 +116,18 @@ def _roll_back_change(lh: Lakehouse, table: TableName, run_id: str, snaps: list[
     lh.progress(f"rolling main of {table} back to snapshot {parent}, before run {run_id}'s change")
     lh.tables.roll_back(table, parent)
     return parent
+
+
+def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) -> int:
+    """An append's exact files off main (one new snapshot); refused when maintenance rewrote them since."""
+    lh.progress(f"removing run {run_id}'s files from main of {t}")
+    try:
+        return lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
+    except Exception as e:
+        if "Missing required files to delete" not in str(e):
+            raise
+        raise UsageError(
+            f"run {run_id}'s files are no longer on main of {t} as it wrote them: `wap maintain` compacted "
+            "them with other runs' rows (the run was published before [maintenance] revert_window)",
+            hint="main is unchanged; revert_window sets how long runs stay revertable",
+        ) from None

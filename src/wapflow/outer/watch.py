@@ -103,6 +103,15 @@ class Watcher:
         self.inflight: dict[str, Any] = {}  # workflow id -> DBOS handle
         self.result = WatchResult()
         self._keys: dict[str, None] = {}
+        # [maintenance] every: each watched table's maintenance, as a durable workflow per schedule slot.
+        self.maintenance_every: dict[str, float] = {}
+        for table in dict.fromkeys(s.source.table for s in self.sources):
+            m = lh.config.maintenance_for(table)
+            every = m.seconds("every")
+            if m.enabled and every:
+                self.maintenance_every[table] = every
+        self.next_maintenance: dict[str, float] = {}
+        self.maintenance_inflight: dict[str, Any] = {}
 
     def _source(self, src: Source) -> _Source:
         self.lh.storage.scan(src.location, what=f"source {src.name}")
@@ -144,6 +153,8 @@ class Watcher:
         now = time.time()
         for s in self.sources:
             s.next_listing = now if not s.source.cfg.schedule else self._next_listing(s, now)
+        # The first maintenance one interval after the start: a restarted worker does not maintain at once.
+        self.next_maintenance = {t: now + every for t, every in self.maintenance_every.items()}
         self.say(
             f"watching {', '.join(s.source.name for s in self.sources)} as worker {self.cfg.worker!r}"
             + (" (until done)" if self.once else "; stop with Ctrl-C or SIGTERM")
@@ -160,7 +171,7 @@ class Watcher:
             # Workflows in flight end (or the wait runs out: they resume at the next start) while DBOS still
             # answers for them; then DBOS stops.
             deadline = time.monotonic() + self.cfg.stop_timeout
-            while self.inflight and time.monotonic() < deadline:
+            while (self.inflight or self.maintenance_inflight) and time.monotonic() < deadline:
                 time.sleep(TICK_SECONDS)
                 self._collect()
             durable.stop(max(0.0, deadline - time.monotonic()))
@@ -183,7 +194,21 @@ class Watcher:
                 ing.runner(run_id, batch)
                 if self.stopping.is_set():
                     return
+        self._maintain_due(now)
         self._collect()
+
+    def _maintain_due(self, now: float) -> None:
+        """Enqueue the maintenance of each table whose `every` has come round (one workflow per slot)."""
+        for table, every in self.maintenance_every.items():
+            if now < self.next_maintenance.get(table, now) or self.stopping.is_set():
+                continue
+            self.next_maintenance[table] = now + every
+            wid = self.durable.enqueue_maintenance(table, int(now // every))
+            if wid not in self.maintenance_inflight:
+                from dbos import DBOS
+
+                self.maintenance_inflight[wid] = DBOS.retrieve_workflow(wid)
+                self.say(f"maintenance of {table} queued")
 
     def _read_events(self, s: _Source, ing: Ingest) -> None:
         assert s.events is not None
@@ -223,6 +248,16 @@ class Watcher:
 
     def _collect(self) -> None:
         """Say what finished; a workflow that ended in an error (a bug) fails its files, visibly."""
+        for wid, handle in list(self.maintenance_inflight.items()):
+            status = handle.get_status().status
+            if status == "SUCCESS":
+                out = handle.get_result()
+                self.say(f"maintenance of {out['table']}: {out['status']}: {out['message']}")
+            elif status in ("ERROR", "CANCELLED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"):
+                self.say(f"maintenance workflow {wid} ended {status} (see `wap maintain --dry-run`)")
+            else:
+                continue
+            del self.maintenance_inflight[wid]
         for wid, handle in list(self.inflight.items()):
             status = handle.get_status().status
             if status == "SUCCESS":
@@ -246,7 +281,7 @@ class Watcher:
 
     def _idle(self) -> bool:
         """--once: every source listed, nothing pending, nothing running here (recovered workflows too)."""
-        if self.inflight or not all(s.listed for s in self.sources):
+        if self.inflight or self.maintenance_inflight or not all(s.listed for s in self.sources):
             return False
         for s in self.sources:
             if self.lh.ledger.rows(s.source.name, state="pending") or self.lh.ledger.rows(

@@ -10,7 +10,7 @@ from wapflow.faults import crash_point
 from wapflow.files.resolve import resolve_files
 from wapflow.lakehouse.lineage import FILES_HASH_PROP, SOURCES_PROP, files_fingerprint, find_published, origin
 from wapflow.pipeline.steps.context import Run
-from wapflow.runs.store import current_owner, owner_alive
+from wapflow.runs.store import RunRecord, current_owner, owner_alive
 from wapflow.sql.identifiers import validate_branch
 from wapflow.write.read import detect_format
 
@@ -63,8 +63,19 @@ def prepare(run: Run) -> None:
             run.already_published = find_published(tables, run.target, run.run_id)
             if run.already_published is not None and (previous is None or not previous.file_ids):
                 _same_files_as_published(run)
+            if run.already_published is None and _expired_publish(run, previous):
+                assert previous is not None and previous.snapshot_id is not None
+                run.already_published = previous.snapshot_id
         run.save()
         crash_point("prepare")
+
+
+def _expired_publish(run: Run, previous: RunRecord | None) -> bool:
+    """The run store says published, and main's history no longer holds its snapshot: `wap maintain`
+    expired it (outside the revert window). The record decides then, so the rows never land twice."""
+    if previous is None or previous.status != "published" or previous.snapshot_id is None:
+        return False
+    return previous.snapshot_id not in run.lh.tables.snapshots(run.target)
 
 
 def _same_files(run: Run, before: list[dict[str, Any]]) -> bool:

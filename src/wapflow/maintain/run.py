@@ -1,0 +1,602 @@
+"""Maintenance of one table after another: each action an Iceberg procedure, recorded, retried, alerted.
+
+Per table, in this order (each recorded in the run store as one row of `wap_maintenance`):
+
+1. `properties`: old metadata.json files are deleted after each commit
+   (`write.metadata.delete-after-commit.enabled`, `write.metadata.previous-versions-max`).
+2. `drop_branches`: branches kept by blocked or failed runs older than `keep_blocked_for` are dropped and
+   their runs marked as `wap discard` would; a compaction branch left by a killed `wap maintain` too.
+3. `compact`: `rewrite_data_files` (bin-pack, or sort when the table has a sort order). Files of runs
+   published within `revert_window` are never rewritten, so those runs stay revertable (`wap revert`
+   removes exactly the files a run added): when main has such runs, the rewrite runs on a branch made at
+   main's newest snapshot before the window, and the same file swap is then committed on main (Iceberg's
+   RewriteFiles, validated against anything removed meanwhile).
+4. `rewrite_manifests`.
+5. `expire_snapshots`: exactly the snapshots wapflow.maintain.plan allows, by id.
+6. `remove_orphans`: `remove_orphan_files` for files older than `orphan_older_than` (at least 1 day).
+
+Locks: a table is maintained by one process at a time (a lock of its own, `maintain:TABLE`; a second
+`wap maintain` skips the table). The table's publish lock is held only around short metadata commits
+(branch drops, properties, the file swap, each expiry commit), never around a rewrite, so a publish waits
+seconds at most; a commit that loses to a concurrent publish is retried (wapflow.pipeline.retry's backoff).
+
+Crash safety: every action is idempotent. A `wap maintain` killed mid-way leaves main readable with all its
+rows (a rewrite not committed leaves only unreferenced files, removed later as orphans); its records read
+`interrupted`, and the next `wap maintain` does the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from wapflow.config import MaintenanceConfig
+from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, UsageError, WapError, bug, did_you_mean
+from wapflow.faults import crash_point
+from wapflow.lakehouse import session
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.maintain.plan import DataFile, plan_compaction, plan_expiry, stale_branches
+from wapflow.pipeline.retry import backoff
+from wapflow.runs.locks import publish_lock
+from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
+from wapflow.spark import errors as spark_errors
+from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch
+
+T = TypeVar("T")
+
+TEMP_BRANCH_PREFIX = "wap_maintain_"  # the compaction branch of one pass (dropped after it, or by the next pass)
+MAINTENANCE_PROP = "wapflow.maintenance-pass"  # on the snapshot maintenance commits on main
+CONFLICT_ATTEMPTS = 6
+EXPIRE_CHUNK = 500  # snapshot ids per expiry commit: each commit holds the publish lock briefly
+ACTIONS = ("properties", "drop_branches", "compact", "rewrite_manifests", "expire_snapshots", "remove_orphans")
+# Iceberg treats older_than as "strictly before": nothing is older than this, so only the ids named expire.
+_NOTHING_OLDER = "TIMESTAMP '1970-01-02 00:00:00'"
+
+
+def new_pass_id() -> str:
+    return "m" + datetime.now(UTC).strftime("%Y%m%dt%H%M%S") + "_" + secrets.token_hex(3)
+
+
+@dataclass
+class TableOutcome:
+    """What maintenance did (or, in a dry run, would do) to one table."""
+
+    table: str
+    status: str = "done"  # done | failed | skipped | dry_run
+    message: str = ""
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+    actions: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+
+    def action(self, name: str) -> dict[str, Any]:
+        return next((a for a in self.actions if a["action"] == name), {})
+
+    def figures(self, name: str) -> dict[str, Any]:
+        return dict(self.action(name).get("figures") or {})
+
+    def summary(self) -> dict[str, Any]:
+        """The figures a person looks at first."""
+        compact, expire = self.figures("compact"), self.figures("expire_snapshots")
+        return {
+            "data_files_before": self.before.get("data_files"),
+            "data_files_after": self.after.get("data_files"),
+            "data_bytes_before": self.before.get("data_bytes"),
+            "data_bytes_after": self.after.get("data_bytes"),
+            "files_compacted": compact.get("rewritten_data_files", compact.get("planned_files")),
+            "snapshots_expired": expire.get("expired", expire.get("expire")),
+            "manifests_rewritten": self.figures("rewrite_manifests").get("rewritten_manifests"),
+            "branches_dropped": len(self.figures("drop_branches").get("dropped", [])),
+            "orphans": self.figures("remove_orphans").get("orphans"),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "status": self.status,
+            "message": self.message,
+            "summary": self.summary(),
+            "before": self.before,
+            "after": self.after,
+            "actions": self.actions,
+            "error": self.error,
+        }
+
+
+@dataclass
+class MaintenanceResult:
+    pass_id: str
+    dry_run: bool
+    tables: list[TableOutcome] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        for t in self.tables:
+            if t.status == "failed" and t.error:
+                return int(t.error.get("exit_code") or 3)
+        return EXIT_PUBLISHED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pass_id": self.pass_id,
+            "dry_run": self.dry_run,
+            "exit_code": self.exit_code,
+            "tables": [t.to_dict() for t in self.tables],
+        }
+
+
+def maintain(
+    lh: Lakehouse,
+    table: str | None = None,
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+    pass_id: str | None = None,
+) -> MaintenanceResult:
+    """Maintain `table`, or every table of the catalog whose [maintenance] is enabled, one after another."""
+    _usable(lh)
+    pass_id = pass_id or new_pass_id()
+    result = MaintenanceResult(pass_id, dry_run)
+    if table is not None:
+        name = TableName.parse(table)
+        if not lh.tables.exists(name):
+            known = [t.dotted for t in lh.tables.list_tables()]
+            raise NotFound(
+                f"no table {name} in the lakehouse{did_you_mean(name.dotted, known)}",
+                hint="see the tables with `wap history` / the dashboard; names are namespace.table",
+            )
+        names = [name]
+    else:
+        names = lh.tables.list_tables()
+    log = None if dry_run else MaintenanceLog(lh.store.engine)
+    for t in names:
+        cfg = lh.config.maintenance_for(t.dotted)
+        if not cfg.enabled:
+            result.tables.append(TableOutcome(t.dotted, "skipped", "[maintenance] enabled = false"))
+            continue
+        job = TableMaintenance(lh, t, cfg, dry_run=dry_run, now=now, pass_id=pass_id, log=log)
+        result.tables.append(job.run())
+    return result
+
+
+def _usable(lh: Lakehouse) -> None:
+    """Iceberg's Java API (the compaction's file swap, table metadata) must be in this process."""
+    session.use_server = False
+    if lh.config.lakehouse.catalog == "nessie":
+        raise UsageError(
+            "wap maintain does not maintain a Nessie catalog yet: Nessie keeps every table's history in its "
+            "commits, which Iceberg's snapshot expiry and orphan removal do not see",
+            hint="use Nessie's own garbage collector (nessie-gc) for expiry and orphan files",
+        )
+    if lh.config.lakehouse.master.startswith("sc://"):
+        raise UsageError(
+            f"wap maintain needs Iceberg's Java API in this process, which a Spark Connect client "
+            f"({lh.config.lakehouse.master}) does not have",
+            hint="run `wap maintain` with a copy of wap.toml whose master is local[*] (same catalog and warehouse)",
+        )
+
+
+def _iterate(java_iterable: Any) -> Iterator[Any]:
+    it = java_iterable.iterator()
+    while it.hasNext():
+        yield it.next()
+
+
+class TableMaintenance:
+    """One table's pass: its actions in order, each recorded; a failed action does not stop the others."""
+
+    def __init__(
+        self,
+        lh: Lakehouse,
+        table: TableName,
+        cfg: MaintenanceConfig,
+        *,
+        dry_run: bool,
+        now: datetime | None,
+        pass_id: str,
+        log: MaintenanceLog | None,
+    ) -> None:
+        self.lh = lh
+        self.t = table
+        self.cfg = cfg
+        self.dry_run = dry_run
+        self._now = now.astimezone(UTC) if now is not None else None
+        self.pass_id = pass_id
+        self.log = log
+        self.out = TableOutcome(table.dotted, "dry_run" if dry_run else "done")
+        self.spark = lh.spark
+        self.ident = lh.tables.ident(table)
+        self.conflicts = 0
+
+    @property
+    def now_utc(self) -> datetime:
+        """The clock the policy reads: the one given (tests, what-if), else the time of each action."""
+        return self._now if self._now is not None else datetime.now(UTC)
+
+    @property
+    def now_local(self) -> datetime:
+        """now_utc as Tables.snapshots gives snapshot times: naive local time."""
+        return self.now_utc.astimezone().replace(tzinfo=None)
+
+    # --- the pass ----------------------------------------------------------------------------
+
+    def run(self) -> TableOutcome:
+        store = self.lh.store
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(
+                    publish_lock(store.engine, store.lock_dir, f"maintain:{self.t.dotted}", timeout=1.0)
+                )
+            except LockTimeout:
+                self.out.status = "skipped"
+                self.out.message = f"another `wap maintain` is maintaining {self.t} right now"
+                return self.out
+            self.lh.progress(f"maintaining {self.t}" + (" (dry run)" if self.dry_run else ""))
+            self.out.before = self.stats()
+            steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+                ("properties", self.properties),
+                ("drop_branches", self.drop_branches),
+                ("compact", self.compact),
+                ("rewrite_manifests", self.rewrite_manifests),
+                ("expire_snapshots", self.expire),
+                ("remove_orphans", self.orphans),
+            ]
+            for n, (name, fn) in enumerate(steps, start=1):
+                self.action(n, name, fn)
+            self.out.after = self.out.before if self.dry_run else self.stats()
+        if self.out.status == "failed":
+            failed = [a["action"] for a in self.out.actions if a["status"] == "failed"]
+            self.out.message = f"{', '.join(failed)} failed: {(self.out.error or {}).get('message')}"
+        else:
+            s = self.out.summary()
+            verb = "would change" if self.dry_run else "maintained"
+            self.out.message = (
+                f"{verb} {self.t}: data files {s['data_files_before']} -> "
+                f"{s['data_files_after'] if not self.dry_run else '?'}, "
+                f"{s['snapshots_expired'] or 0} snapshot(s) expired, {s['branches_dropped']} branch(es) dropped"
+            )
+        return self.out
+
+    def action(self, n: int, name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        rec: MaintenanceRecord | None = self.log.start(self.pass_id, n, self.t.dotted, name) if self.log else None
+        started = time.monotonic()
+        try:
+            figures = fn()
+            if not self.dry_run:
+                crash_point(f"maintain:{name}")  # the action's change is committed; its record says running
+        except Exception as e:  # noqa: BLE001 - recorded, alerted and shown; the other actions still run
+            err = self._error(e, name)
+            if rec is not None and self.log is not None:
+                self.log.finish(rec, "failed", {}, err.to_dict())
+            self.out.actions.append({"action": name, "status": "failed", "error": err.to_dict()})
+            self.out.status = "failed"
+            self.out.error = self.out.error or err.to_dict()
+            self._alert(name, err)
+            return
+        figures["seconds"] = round(time.monotonic() - started, 3)
+        status = "skipped" if figures.get("skipped") else ("planned" if self.dry_run else "done")
+        if rec is not None and self.log is not None:
+            self.log.finish(rec, status, figures)
+        self.out.actions.append({"action": name, "status": status, "figures": figures})
+
+    def _error(self, e: Exception, action: str) -> WapError:
+        if isinstance(e, WapError):
+            return e
+        known = spark_errors.classify(e, doing=f"{action} of {self.t}")
+        return known if known is not None else bug(e, run_id=None, step=f"maintain {action}")
+
+    def _alert(self, action: str, err: WapError) -> None:
+        cfg = self.lh.config
+        if not cfg.alerts.sinks:
+            return
+        from wapflow.alerts import AlertEvent, notify
+
+        ev = AlertEvent(
+            event="maintenance_failed",
+            table=self.t.dotted,
+            run_id=None,
+            status="failed",
+            message=f"maintenance action {action} of {self.t} failed: {err.message}",
+            error={k: v for k, v in err.to_dict().items() if k in ("type", "kind", "message", "hint", "retryable")},
+            commands=[f"wap maintain {self.t.dotted} --dry-run", f"wap maintain {self.t.dotted}"],
+            key=f"{self.pass_id}:{self.t.dotted}:{action}",
+        )
+        notify(cfg, self.lh.store.engine, [ev], progress=self.lh.progress)
+
+    # --- commits -----------------------------------------------------------------------------
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        """A commit that lost to another writer (a publish) is tried again on the refreshed table."""
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return fn()
+            except Exception as e:
+                if isinstance(e, WapError) or attempt == CONFLICT_ATTEMPTS or not spark_errors.commit_conflict(e):
+                    raise
+                self.conflicts += 1
+                self.lh.tables.refresh(self.t)
+                time.sleep(backoff(attempt, first=0.2, cap=5.0))
+        raise AssertionError("unreachable")
+
+    def _short_commit(self, fn: Callable[[], T]) -> T:
+        """A metadata commit under the table's publish lock (held for this commit only)."""
+        timeout = self.lh.config.lakehouse.publish_lock_timeout
+        with self.lh.store.publish_lock(self.t.dotted, timeout=timeout):
+            self.lh.tables.refresh(self.t)
+            return self._retrying(fn)
+
+    def _jtable(self) -> Any:
+        jvm = self.spark.sparkContext._jvm  # PySpark's gateway: Iceberg's table API
+        assert jvm is not None
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident)
+
+    def _call(self, procedure: str, args: str) -> list[Any]:
+        return self.spark.sql(f"CALL {quote(self.lh.catalog)}.system.{procedure}({args})").collect()
+
+    # --- figures -----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Files, bytes, snapshots and manifests of main; metadata files of a local table."""
+        self.lh.tables.refresh(self.t)
+        files = self.t.metadata_sql(self.lh.catalog, "data_files")
+        row = self.spark.sql(f"SELECT count(*) AS n, coalesce(sum(file_size_in_bytes), 0) AS b FROM {files}").collect()
+        manifests = self.spark.sql(f"SELECT count(*) AS n FROM {self.t.metadata_sql(self.lh.catalog, 'manifests')}")
+        out: dict[str, Any] = {
+            "snapshots": len(self.lh.tables.snapshots(self.t)),
+            "data_files": int(row[0]["n"]),
+            "data_bytes": int(row[0]["b"]),
+            "manifests": int(manifests.collect()[0]["n"]),
+        }
+        folder = self._local_metadata_folder()
+        if folder is not None and folder.is_dir():
+            sizes = [e.stat().st_size for e in os.scandir(folder) if e.is_file()]
+            out["metadata_files"] = len(sizes)
+            out["metadata_bytes"] = sum(sizes)
+        return out
+
+    def _local_metadata_folder(self) -> Path | None:
+        loc = str(self._jtable().location())
+        if loc.startswith("file:"):
+            loc = loc[len("file:") :]
+            while loc.startswith("//"):
+                loc = loc[1:]
+        elif "://" in loc:
+            return None
+        return Path(loc) / "metadata"
+
+    # --- the actions ------------------------------------------------------------------------
+
+    def properties(self) -> dict[str, Any]:
+        want = {
+            "write.metadata.delete-after-commit.enabled": "true",
+            "write.metadata.previous-versions-max": str(self.cfg.metadata_versions_max),
+        }
+        have = {str(k): str(v) for k, v in dict(self._jtable().properties()).items()}
+        diff = {k: v for k, v in want.items() if have.get(k) != v}
+        if not diff:
+            return {"set": {}, "skipped": "already set"}
+        if self.dry_run:
+            return {"set": diff}
+        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in diff.items())
+        self._short_commit(lambda: self.spark.sql(f"ALTER TABLE {self.ident} SET TBLPROPERTIES ({pairs})"))
+        return {"set": diff}
+
+    def drop_branches(self) -> dict[str, Any]:
+        from wapflow.service.tables import discard
+
+        refs = self.lh.tables.refs(self.t)
+        names = [r.name for r in refs.values() if r.type == "BRANCH" and r.name != "main"]
+        leftovers = [n for n in names if n.startswith(TEMP_BRANCH_PREFIX)]
+        stale: list[tuple[str, Any]] = []
+        if self.cfg.keep_blocked_for is not None:
+            runs = {n: self.lh.store.by_branch(n) for n in names if n not in leftovers}
+            keep_for = timedelta(seconds=self.cfg.seconds("keep_blocked_for") or 0)
+            stale = stale_branches(self.t.dotted, runs, runs, now=self.now_utc, keep_blocked_for=keep_for)
+        figures: dict[str, Any] = {
+            "dropped": [{"branch": b, "run_id": r.run_id, "status": r.status} for b, r in stale],
+            "leftovers": leftovers,
+            "kept": len(names) - len(stale) - len(leftovers),
+        }
+        if self.dry_run:
+            return figures
+        for b, _ in stale:
+            self._short_commit(lambda b=b: discard(self.lh, b, self.t.dotted))  # type: ignore[misc]  # bound per loop
+        for b in leftovers:
+            self._drop(b)
+        return figures
+
+    def _drop(self, branch: str) -> None:
+        validate_branch(branch)
+        self._short_commit(lambda: self.spark.sql(f"ALTER TABLE {self.ident} DROP BRANCH IF EXISTS {quote(branch)}"))
+
+    def _edge(self) -> tuple[int | None, int | None]:
+        """(main's head, main's newest snapshot before the revert window): files added after the edge
+        belong to runs that must stay revertable and are not compacted."""
+        tables = self.lh.tables
+        snaps = tables.snapshots(self.t)
+        head = tables.head(self.t, "main")
+        window = timedelta(seconds=self.cfg.seconds("revert_window") or 0)
+        start = self.now_local - window
+        for s in tables.ancestry(snaps, head):
+            if s.committed_at < start or window.total_seconds() == 0:
+                return head, s.snapshot_id
+        return head, None
+
+    def _data_files(self, as_of: int) -> list[DataFile]:
+        df = self.spark.sql(f"SELECT * FROM {self.t.metadata_sql(self.lh.catalog, 'data_files')} VERSION AS OF {as_of}")
+        cols = ["file_size_in_bytes"] + (["partition"] if "partition" in df.columns else [])
+        return [
+            DataFile(int(r["file_size_in_bytes"]), str(r["partition"]) if len(r) > 1 else "")
+            for r in df.select(*cols).collect()
+        ]
+
+    def compact(self) -> dict[str, Any]:
+        self.lh.tables.refresh(self.t)
+        head, edge = self._edge()
+        if head is None:
+            return {"skipped": "the table has no snapshot yet"}
+        if edge is None:
+            return {"skipped": "every snapshot of main is within revert_window: its runs stay revertable"}
+        jt = self._jtable()
+        strategy = "binpack" if jt.sortOrder().isUnsorted() else "sort"
+        plan = plan_compaction(
+            self._data_files(edge), target=self.cfg.target_file_size, min_input_files=self.cfg.min_input_files
+        )
+        figures: dict[str, Any] = {
+            "strategy": strategy,
+            "as_of": edge,
+            "planned_files": plan["files"],
+            "planned_bytes": plan["bytes"],
+            "planned_files_after": plan["files_after"],
+        }
+        if edge != head:
+            figures["left_for_revert_window"] = f"files added after snapshot {edge} (runs within revert_window)"
+        if plan["files"] == 0:
+            return {**figures, "skipped": "no small files to compact", "rewritten_data_files": 0}
+        if self.dry_run:
+            return figures
+        options = {
+            "target-file-size-bytes": str(self.cfg.target_file_size),
+            "min-input-files": str(self.cfg.min_input_files),
+        }
+        opts = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in options.items())
+        args = f"table => {sql_string(self.t.dotted)}, strategy => {sql_string(strategy)}, options => map({opts})"
+        if edge == head:
+            row = self._retrying(lambda: self._call("rewrite_data_files", args))[0]
+        else:
+            row = self._compact_before_window(edge, args)
+        figures.update(
+            rewritten_data_files=int(row["rewritten_data_files_count"]),
+            added_data_files=int(row["added_data_files_count"]),
+            rewritten_bytes=int(row["rewritten_bytes_count"]),
+            conflicts_retried=self.conflicts,
+        )
+        return figures
+
+    def _compact_before_window(self, edge: int, args: str) -> Any:
+        """Rewrite main's files as of `edge` on a branch of this pass, then swap the same files on main."""
+        branch = validate_branch(TEMP_BRANCH_PREFIX + self.pass_id)
+        self._short_commit(
+            lambda: self.spark.sql(f"ALTER TABLE {self.ident} CREATE BRANCH {quote(branch)} AS OF VERSION {int(edge)}")
+        )
+        try:
+            row = self._call("rewrite_data_files", f"{args}, branch => {sql_string(branch)}")[0]
+            self.lh.tables.refresh(self.t)
+            rewritten = self.lh.tables.head(self.t, branch)
+            if rewritten is not None and rewritten != edge:
+                try:
+                    self._short_commit(lambda: self._swap_on_main(edge, int(rewritten)))
+                except Exception as e:
+                    if "Missing required files to delete" not in spark_errors.full_text(e):
+                        raise
+                    # A file of the rewrite left main meanwhile (a revert): nothing swapped; the rewritten
+                    # files are orphans for a later pass, and the next pass compacts again.
+                    self.lh.progress(f"{self.t}: main changed under the compaction; nothing swapped")
+                    return {**row.asDict(), "added_data_files_count": 0, "rewritten_data_files_count": 0}
+            return row
+        finally:
+            self._drop(branch)
+
+    def _swap_on_main(self, edge: int, rewritten: int) -> None:
+        jt = self._jtable()
+        snap = jt.snapshot(rewritten)
+        op = jt.newRewrite()
+        for f in _iterate(snap.removedDataFiles(jt.io())):
+            op.deleteFile(f)
+        for f in _iterate(snap.addedDataFiles(jt.io())):
+            op.addFile(f)
+        op.dataSequenceNumber(jt.snapshot(edge).sequenceNumber())  # the rows are as old as the edge's
+        op.validateFromSnapshot(edge)
+        op.set(MAINTENANCE_PROP, self.pass_id)
+        op.commit()
+
+    def rewrite_manifests(self) -> dict[str, Any]:
+        if not self.cfg.rewrite_manifests:
+            return {"skipped": "rewrite_manifests = false"}
+        self.lh.tables.refresh(self.t)
+        if self.lh.tables.head(self.t, "main") is None:
+            return {"skipped": "the table has no snapshot yet"}
+        n = int(
+            self.spark.sql(f"SELECT count(*) AS n FROM {self.t.metadata_sql(self.lh.catalog, 'manifests')}").collect()[
+                0
+            ]["n"]
+        )
+        if n <= 1:
+            return {"manifests": n, "skipped": "one manifest or none", "rewritten_manifests": 0}
+        if self.dry_run:
+            return {"manifests": n}
+        row = self._retrying(lambda: self._call("rewrite_manifests", f"table => {sql_string(self.t.dotted)}"))[0]
+        return {
+            "manifests": n,
+            "rewritten_manifests": int(row["rewritten_manifests_count"]),
+            "added_manifests": int(row["added_manifests_count"]),
+            "conflicts_retried": self.conflicts,
+        }
+
+    def _plan(self) -> Any:
+        self.lh.tables.refresh(self.t)
+        return plan_expiry(
+            self.lh.tables.snapshots(self.t),
+            self.lh.tables.refs(self.t),
+            now=self.now_local,
+            expire_older_than=timedelta(seconds=self.cfg.seconds("expire_older_than") or 0),
+            keep_last=self.cfg.keep_last,
+            revert_window=timedelta(seconds=self.cfg.seconds("revert_window") or 0),
+        )
+
+    def expire(self) -> dict[str, Any]:
+        plan = self._plan()
+        figures: dict[str, Any] = plan.to_dict()
+        if self.dry_run:
+            figures["snapshot_ids"] = plan.expire[:100]
+            return figures
+        totals = {"expired": 0, "deleted_data_files": 0, "deleted_manifest_files": 0, "deleted_manifest_lists": 0}
+        for i in range(0, len(plan.expire), EXPIRE_CHUNK):
+            chunk = plan.expire[i : i + EXPIRE_CHUNK]
+
+            def commit(chunk: list[int] = chunk) -> Any:
+                still = set(self._plan().expire)  # under the lock: nothing became needed since planning
+                ids = [sid for sid in chunk if sid in still]
+                if not ids:
+                    return None
+                args = (
+                    f"table => {sql_string(self.t.dotted)}, older_than => {_NOTHING_OLDER}, "
+                    f"snapshot_ids => array({', '.join(str(int(s)) for s in ids)})"
+                )
+                return ids, self._call("expire_snapshots", args)[0]
+
+            done = self._short_commit(commit)
+            if done is None:
+                continue
+            ids, row = done
+            totals["expired"] += len(ids)
+            totals["deleted_data_files"] += int(row["deleted_data_files_count"])
+            totals["deleted_manifest_files"] += int(row["deleted_manifest_files_count"])
+            totals["deleted_manifest_lists"] += int(row["deleted_manifest_lists_count"])
+        return {**figures, **totals}
+
+    def orphans(self) -> dict[str, Any]:
+        seconds = self.cfg.seconds("orphan_older_than")
+        if seconds is None:
+            return {"skipped": 'orphan_older_than = "never"'}
+        # The real clock, whatever `now` planning was given: this is about writes running right now.
+        older = (min(self.now_utc, datetime.now(UTC)) - timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S")
+        args = (
+            f"table => {sql_string(self.t.dotted)}, older_than => TIMESTAMP '{older}Z', "
+            f"dry_run => {'true' if self.dry_run else 'false'}"
+        )
+        rows = self._call("remove_orphan_files", args)
+        found = [str(r["orphan_file_location"]) for r in rows]
+        return {
+            "older_than": older + "Z",
+            "orphans": len(found),
+            "removed": 0 if self.dry_run else len(found),
+            "sample": found[:5],
+        }
