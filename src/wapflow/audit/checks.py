@@ -61,6 +61,28 @@ def _first_line(e: BaseException) -> str:
     return describe(e)
 
 
+def boolean_condition(
+    df: DataFrame, text: str, named: str, *, example: str, valid_here: str = "valid over the batch"
+) -> None:
+    """A user's SQL condition (a check's filter, a merge's delete_when, replace_where) must resolve against the
+    batch's columns and be a boolean: one ConfigError naming it (`named`, e.g. "[tables.x]: delete_when")."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BooleanType
+
+    try:
+        dtype = df.select(F.expr(text).alias("_c")).schema["_c"].dataType
+    except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException: the condition is wrong
+        raise ConfigError(
+            f"{named} is not {valid_here}: {sqlguard.printable(_first_line(e))}",
+            hint=f"write a SQL condition over the columns: {', '.join(df.columns)}",
+        ) from None
+    if not isinstance(dtype, BooleanType):
+        raise ConfigError(
+            f"{named} is a {dtype.simpleString()}, not a boolean",
+            hint=f"write a condition that is true for the rows it is about, {example}",
+        )
+
+
 def validate_checks(
     checks: list[Check],
     df: DataFrame,
@@ -70,8 +92,6 @@ def validate_checks(
     table_columns: Callable[[TableName], list[str]] | None = None,
 ) -> None:
     """Everything that can be wrong with a declaration, found against the batch schema, before writing."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import BooleanType
 
     # First, before anything parses, analyses or runs it: user SQL must be a pure read (audit.sqlguard).
     for chk in checks:
@@ -82,18 +102,9 @@ def validate_checks(
         name = chk.display_name()
         where = f"check '{name}' on {table}"
         for what, text in chk.boolean_sql():
-            try:
-                dtype = df.select(F.expr(text).alias("_c")).schema["_c"].dataType
-            except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException
-                raise ConfigError(
-                    f"{where}: its {what} is not valid here: {_first_line(e)}",
-                    hint=f"write a SQL condition over the columns: {', '.join(df.columns)}",
-                ) from None
-            if not isinstance(dtype, BooleanType):
-                raise ConfigError(
-                    f"{where}: its {what} is a {dtype.simpleString()}, not a boolean",
-                    hint="write a condition that is true for the rows it is about, e.g. dropoff_at >= pickup_at",
-                )
+            boolean_condition(
+                df, text, f"{where}: its {what}", example="e.g. dropoff_at >= pickup_at", valid_here="valid here"
+            )
         col_type = types.get(chk.columns()[0].lower()) if chk.columns() else None
         chk.validate_on(Against(df, col_type, where, table_exists, table_columns))
 

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from wapflow.audit import sqlguard
+from wapflow.audit.checks import boolean_condition
 from wapflow.audit.report import CheckResult
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.sql.identifiers import quote
@@ -144,8 +145,6 @@ class MergeMode(WriteMode):
         return list(self.cfg.key)
 
     def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import BooleanType
 
         where = self.where(table)
         cols = df.columns
@@ -167,18 +166,7 @@ class MergeMode(WriteMode):
             raise ConfigError(f"{where}: the batch has a column named {DELETE_FLAG}, which wapflow uses itself")
         if self.cfg.delete_when:
             _guard(df.sparkSession, self.cfg.delete_when, "delete_when", where)
-            try:
-                dtype = df.select(F.expr(self.cfg.delete_when).alias("_c")).schema["_c"].dataType
-            except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException: the condition is wrong
-                raise ConfigError(
-                    f"{where}: delete_when is not valid over the batch: {sqlguard.printable(_first_line(e))}",
-                    hint=f"write a condition over the batch's columns ({', '.join(cols)}), e.g. op = 'D'",
-                ) from None
-            if not isinstance(dtype, BooleanType):
-                raise ConfigError(
-                    f"{where}: delete_when is a {dtype.simpleString()}, not a boolean",
-                    hint="write a condition true for the rows that delete their key, e.g. op = 'D'",
-                )
+            boolean_condition(df, self.cfg.delete_when, f"{where}: delete_when", example="e.g. op = 'D'")
 
     def source(self, df: DataFrame) -> DataFrame:
         from pyspark.sql import Window
@@ -245,23 +233,13 @@ class ReplaceMode(WriteMode):
     reapplies: ClassVar[bool] = True
 
     def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import BooleanType
 
         cond = self.cfg.replace_where
         if not cond:
             return
         where = self.where(table)
         _guard(df.sparkSession, cond, "replace_where", where)
-        try:
-            dtype = df.select(F.expr(cond).alias("_c")).schema["_c"].dataType
-        except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException
-            raise ConfigError(
-                f"{where}: replace_where is not valid over the batch: {sqlguard.printable(_first_line(e))}",
-                hint=f"write a condition over the table's columns ({', '.join(df.columns)})",
-            ) from None
-        if not isinstance(dtype, BooleanType):
-            raise ConfigError(f"{where}: replace_where is a {dtype.simpleString()}, not a boolean")
+        boolean_condition(df, cond, f"{where}: replace_where", example="e.g. day = DATE '2026-11-24'")
 
     def check_table(self, spark: SparkSession, ident: str, table: str) -> None:
         if self.cfg.replace_where or partitioned(spark, ident):
