@@ -235,9 +235,13 @@ def _cause_type(e: BaseException) -> str:
     return name
 
 
-def bug(e: BaseException, *, run_id: str | None, step: str | None) -> BugError:
-    """An exception nobody classified, as a terminal error that says it is a bug and where it happened."""
-    lines = str(e).strip().splitlines()
+def bug(e: BaseException, *, run_id: str | None, step: str | None, detail: str | None = None) -> BugError:
+    """An exception nobody classified, as a terminal error that says it is a bug and where it happened.
+
+    `detail`: what failed, read from the whole exception chain (wapflow.spark.errors.describe), for a Py4J
+    error whose own text only says which Java call it was ("An error occurred while calling o76.tableExists").
+    """
+    lines = (detail or str(e)).strip().splitlines()
     first = lines[0][:300] if lines else ""
     cause = _cause_type(e)
     return BugError(

@@ -155,7 +155,44 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             f"Spark did not start: {_first_line(e)}",
             hint="check [lakehouse].master and spark_conf; `wap setup` checks Java and the jars",
         ) from e
+    if not connect:
+        initialize_jdbc_catalog(spark, cfg)
     return spark
+
+
+def initialize_jdbc_catalog(spark: SparkSession, cfg: WapConfig) -> None:
+    """Load a JDBC catalog (the embedded SQLite one, jdbc:sqlite or jdbc:postgresql) once in this JVM, under a
+    lock that every wap process on the same catalog database takes.
+
+    Iceberg's JdbcCatalog creates its tables and then migrates them to the V1 schema (CREATE TABLE, then
+    ALTER TABLE) the first time a JVM loads it. Processes doing that at once on a new catalog database can
+    collide, and the loser's first table lookup failed as an unexpected error (seen in CI: two `wap watch`
+    workers and a `wap ingest` started together on one new catalog). Under the lock one JVM initializes at a
+    time. Best effort: a failure here is left to the first real use, which loads the catalog again (Spark keeps
+    no catalog that failed to load) and reports what is wrong as before.
+    """
+    from wapflow.runs.databases import jdbc_catalog_url
+
+    url = jdbc_catalog_url(cfg)
+    if url is None:
+        return
+    import sqlalchemy as sa
+
+    from wapflow.runs.locks import publish_lock
+
+    engine = sa.create_engine(url)
+    try:
+        lock_dir = (
+            Path(engine.url.database).parent / "locks"
+            if engine.dialect.name == "sqlite" and engine.url.database
+            else cfg.state_dir() / "locks"
+        )
+        with publish_lock(engine, lock_dir, "iceberg-jdbc-catalog-init", timeout=120.0):
+            spark._jsparkSession.sessionState().catalogManager().catalog(cfg.lakehouse.catalog_name)
+    except Exception:  # noqa: BLE001 - best effort: the first real use of the catalog loads it again and says why
+        return
+    finally:
+        engine.dispose()
 
 
 _nodelay_threads: set[int] = set()

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wapflow.config import MaintenanceConfig
-from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, UsageError, WapError, bug, did_you_mean
+from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, UsageError, WapError, did_you_mean
 from wapflow.faults import crash_point
 from wapflow.lakehouse import session
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -289,8 +289,7 @@ class TableMaintenance:
     def _error(self, e: Exception, action: str) -> WapError:
         if isinstance(e, WapError):
             return e
-        known = spark_errors.classify(e, doing=f"{action} of {self.t}")
-        return known if known is not None else bug(e, run_id=None, step=f"maintain {action}")
+        return spark_errors.named_or_bug(e, doing=f"{action} of {self.t}", run_id=None, step=f"maintain {action}")
 
     def _alert(self, action: str, err: WapError) -> None:
         cfg = self.lh.config

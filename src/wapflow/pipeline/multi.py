@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from wapflow.errors import PublishConflict, UsageError, WapError, bug
+from wapflow.errors import PublishConflict, UsageError, WapError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import MultiRunResult
@@ -98,9 +98,7 @@ class MultiWapRun:
         except WapError as e:
             err = e
         except Exception as e:  # noqa: BLE001 - named conditions are classified, anything else is a bug
-            err = spark_errors.classify(e, doing=f"{name} of run {self.run_id}") or bug(
-                e, run_id=self.run_id, step=name
-            )
+            err = spark_errors.named_or_bug(e, doing=f"{name} of run {self.run_id}", run_id=self.run_id, step=name)
         else:
             group.done.append(name)
             group.status = self.outcome.status if self.outcome is not None else "running"

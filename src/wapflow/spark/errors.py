@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 
 from wapflow.errors import (
+    BugError,
     CommitConflict,
     EnvironmentProblem,
     ServiceError,
     Throttled,
     Unreachable,
     WapError,
+    bug,
 )
 from wapflow.spark.chain import AWS_PREFIXES, POSTGRES, SQLITE, Link, walk
 
@@ -347,3 +349,18 @@ def classify(e: BaseException, *, doing: str) -> WapError | None:
         if found is not None:
             return found
     return None
+
+
+def named_or_bug(e: BaseException, *, doing: str, run_id: str | None, step: str | None) -> WapError:
+    """What every caller makes of an exception it did not expect: a condition `classify` names, else a bug whose
+    message carries the chain's useful text (a Java cause, not only the Py4J call that raised it)."""
+    return classify(e, doing=doing) or unexpected_bug(e, run_id=run_id, step=step)
+
+
+def unexpected_bug(e: BaseException, *, run_id: str | None, step: str | None) -> BugError:
+    """`errors.bug` with the readable text of the whole chain (`describe`)."""
+    try:
+        detail = describe(e)
+    except Exception:  # noqa: BLE001 - the bug report must not fail on the exception it reports
+        detail = None
+    return bug(e, run_id=run_id, step=step, detail=detail)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from datetime import UTC, datetime
 
-from wapflow.errors import WapError, bug
+from wapflow.errors import WapError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.state import RunState
@@ -16,7 +16,7 @@ from wapflow.spark import errors as spark_errors
 
 def unexpected(e: BaseException, run_id: str, step: str, doing: str) -> WapError:
     """An exception no step named: a known condition of Spark, the catalog or storage, else a bug."""
-    return (spark_errors.classify(e, doing=doing) or bug(e, run_id=run_id, step=step)).at(run_id=run_id, step=step)
+    return spark_errors.named_or_bug(e, doing=doing, run_id=run_id, step=step).at(run_id=run_id, step=step)
 
 
 def result(lakehouse: Lakehouse, state: RunState) -> RunResult:

@@ -8,7 +8,7 @@ from typing import Any
 
 from wapflow.audit.checks import QUARANTINE_COLUMN, AuditPlan, validate_checks
 from wapflow.audit.report import AuditReport, CheckResult
-from wapflow.errors import CommitConflict, UsageError, WapError, bug
+from wapflow.errors import CommitConflict, UsageError, WapError
 from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import layout as table_layout
@@ -358,4 +358,4 @@ def _classify(run: Run, e: BaseException) -> WapError:
     bad_input = input_error_from_spark(e, run.files, fmt=run.fmt, options=run.table_cfg.read_options)
     if bad_input is not None:
         return bad_input
-    return bug(e, run_id=run.run_id, step="write")
+    return spark_errors.unexpected_bug(e, run_id=run.run_id, step="write")
