@@ -191,6 +191,11 @@ class EnvironmentProblem(TerminalError):
     kind = "environment"
 
 
+class DiskFull(EnvironmentProblem):
+    """A filesystem wapflow or Spark writes to is full or over its quota (the warehouse, the run store, the
+    catalog's database, Spark's local folders, the logs). Not worth retrying until someone frees space."""
+
+
 class InputError(TerminalError):
     """A source file is missing, empty, corrupt, or does not match the table."""
 

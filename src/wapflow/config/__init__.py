@@ -672,6 +672,27 @@ class WapConfig(_Strict):
             return self.lakehouse.run_store
         return f"sqlite:///{self.state_dir() / 'wapflow_runs.db'}"
 
+    def local_places(self) -> dict[str, Path]:
+        """The local folders wapflow and Spark write to, by what they hold: what a full disk is reported
+        against (the JVM's "No space left on device" does not say which one)."""
+        import tempfile
+
+        places: dict[str, Path] = {}
+        local = self.local_warehouse_path()
+        if local is not None:
+            places["the warehouse"] = local
+        store = self.run_store_url()
+        if store.startswith("sqlite:///"):
+            places["the run store"] = Path(store[len("sqlite:///") :]).parent
+        if self.lakehouse.catalog == "sqlite":
+            places["the catalog's database"] = self.embedded_catalog_path().parent
+        places["Spark's logs"] = self.state_dir() / "logs"
+        spark_local = self.lakehouse.spark_conf.get("spark.local.dir") or os.environ.get("SPARK_LOCAL_DIRS")
+        places["Spark's local folder"] = (
+            Path(str(spark_local).split(",")[0]) if spark_local else Path(tempfile.gettempdir())
+        )
+        return places
+
 
 def ensure_folder(path: Path, what: str) -> None:
     """Create a folder wapflow writes to, or say clearly why it cannot be one."""

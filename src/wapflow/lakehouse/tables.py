@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit.metrics import FileMetrics
@@ -271,6 +272,29 @@ class Tables(SnapshotReads):
             f"SELECT name, type, snapshot_id FROM {table.metadata_sql(self.catalog, 'refs')}"
         ).collect()
         return {r["name"]: Ref(r["name"], r["type"], r["snapshot_id"]) for r in rows}
+
+    def unreferenced_local_files(self, table: TableName, since: float) -> list[Path]:
+        """Files under a local table's data folder written at or after `since` (epoch seconds) that no snapshot
+        of any ref refers to: what a write cut short left behind (a file whose close failed on a full disk is
+        not one Iceberg's abort knows of). Empty for a table not on a local filesystem."""
+        meta = self._metadata(table)
+        location = str((meta or {}).get("location") or "")
+        if not location.startswith("file:") and not location.startswith("/"):
+            return []
+        root = Path(location.removeprefix("file://").removeprefix("file:")) / "data"
+        if not root.is_dir():
+            return []
+        fresh = [p for p in root.rglob("*") if p.is_file() and p.stat().st_mtime >= since]
+        if not fresh:
+            return []
+        rows = self.spark.sql(f"SELECT file_path FROM {table.metadata_sql(self.catalog, 'all_files')}").collect()
+        referenced = {str(r["file_path"]).removeprefix("file://").removeprefix("file:") for r in rows}
+        left: list[Path] = []
+        for p in fresh:
+            data = p.with_name(p.name[1:].removesuffix(".crc")) if p.name.startswith(".") else p  # Hadoop's .crc
+            if str(data) not in referenced:
+                left.append(p)
+        return left
 
     def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> FileMetrics:
         """Column metrics summed over the data files the given snapshots added (no data file is read)."""

@@ -10,11 +10,13 @@ None: the caller raises `errors.bug(...)`, because an exception nobody named mus
 
 from __future__ import annotations
 
+import errno
 import re
 
 from wapflow.errors import (
     BugError,
     CommitConflict,
+    DiskFull,
     EnvironmentProblem,
     ServiceError,
     Throttled,
@@ -125,6 +127,17 @@ _ENVIRONMENT_JAVA = {
     "org.apache.hadoop.fs.s3a.CredentialInitializationException": "no usable S3 credentials were found",
     "org.apache.hadoop.fs.s3a.auth.NoAuthWithAWSException": "no usable S3 credentials were found",
 }
+
+# A full filesystem or quota. The JVM reports ENOSPC / EDQUOT only as the OS's text (strerror) inside an
+# IOException, FSError or whatever wraps them, so there, and only there, the text decides; Python has the errno,
+# SQLite its result code SQLITE_FULL (13).
+_DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
+_DISK_FULL_ERRNO = frozenset({errno.ENOSPC, errno.EDQUOT})
+_SQLITE_FULL = 13
+_DISK_FULL_HINT = (
+    "free space on that filesystem (or raise its quota), then run again: a run resumes by its run id and a "
+    "file ledger retries the file; nothing was published"
+)
 
 # S3 error codes.
 _THROTTLE_CODES = frozenset(
@@ -289,6 +302,18 @@ def _postgres(link: Link, doing: str) -> WapError | None:
     return None
 
 
+def disk_full(link: Link) -> bool:
+    """The link says a filesystem is full or over quota (see _DISK_FULL_TEXT for why the JVM's text decides)."""
+    if link.java:
+        return (link.cls in SQLITE and link.status is not None and link.status & 0xFF == _SQLITE_FULL) or any(
+            t in link.message for t in _DISK_FULL_TEXT
+        )
+    e = link.error
+    if isinstance(e, OSError) and e.errno in _DISK_FULL_ERRNO:
+        return True
+    return getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL  # Python's sqlite3 (3.11+)
+
+
 def _one(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:
     cls = link.cls
     if cls in _COMMIT_CONFLICT:
@@ -344,6 +369,14 @@ def classify(e: BaseException, *, doing: str) -> WapError | None:
     if isinstance(e, WapError):
         return e
     links = list(walk(e))
+    full = [link for link in links if disk_full(link)]
+    if full:  # named by the innermost link that says so: the OS's words, not a wrapper's stage-failure text
+        inner = full[-1]
+        return DiskFull(
+            f"no space left on a filesystem while {doing}{_location(links)} ({_simple(inner.cls)}: "
+            f"{_first_line(inner.message) or 'disk full'})",
+            hint=_DISK_FULL_HINT,
+        )
     for i, link in enumerate(links):
         found = _one(link, links, i, doing)
         if found is not None:

@@ -27,6 +27,7 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import Snapshot
 from wapflow.pipeline.state import RunState, hydration
 from wapflow.runs.store import RunRecord
+from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity, SkippedFile
 
@@ -125,7 +126,12 @@ class Run:
         try:
             self.lh.store.save(self.record)
         except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its record
-            self.lh.progress(f"warning: could not record run {self.run_id}: {e}")
+            why = spark_errors.classify(e, doing="recording the run")
+            self.lh.progress(
+                f"warning: could not record run {self.run_id} in the run store: "
+                f"{why.message if why is not None else spark_errors.describe(e)}; until a command records it, "
+                "`wap runs` shows it as interrupted, with the command that resumes it"
+            )
 
     def snapshot_properties(self) -> dict[str, str]:
         """What every snapshot the run commits carries: its run id, files and their fingerprint."""

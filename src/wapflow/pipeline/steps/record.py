@@ -4,9 +4,11 @@ can help), and the result the caller sees."""
 from __future__ import annotations
 
 import contextlib
+import os
 from datetime import UTC, datetime
+from pathlib import Path
 
-from wapflow.errors import WapError
+from wapflow.errors import DiskFull, WapError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.state import RunState
@@ -24,8 +26,31 @@ def result(lakehouse: Lakehouse, state: RunState) -> RunResult:
     return result_of(Run(lakehouse, state))
 
 
+def full_places(places: dict[str, Path], *, below: int = 64 * 2**20) -> list[str]:
+    """Which filesystems of these places have less than `below` bytes (or 1%) free, as
+    "/mount/path (the warehouse, the run store: 60 KiB free)": what a disk-full error names, since the JVM's
+    error does not say where."""
+    found: dict[int, tuple[Path, list[str], int]] = {}
+    for what, path in places.items():
+        probe = next((p for p in (path, *path.parents) if p.exists()), None)
+        if probe is None:
+            continue
+        try:
+            st, dev = os.statvfs(probe), probe.stat().st_dev
+        except OSError:
+            continue
+        free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        if free < below or (size and free < size // 100):
+            found.setdefault(dev, (path, [], free))[1].append(what)
+    return [f"{path} ({', '.join(whats)}: {free // 1024} KiB free)" for path, whats, free in found.values()]
+
+
 def fail(run: Run, e: WapError, step: str) -> None:
     run.record.status = "failed"
+    if isinstance(e, DiskFull):
+        full = full_places(run.lh.config.local_places())
+        if full and "full:" not in e.message:
+            e.message += "; full: " + ", ".join(full)
     if not e.hint and step in ("audit", "publish"):
         e.hint = f"the branch {run.branch} is kept; retry with `{run.record.resume_command()}`"
     run.record.error = e.to_dict()

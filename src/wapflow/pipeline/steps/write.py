@@ -4,6 +4,7 @@ and a failed write leaves nothing behind."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from wapflow.audit.checks import QUARANTINE_COLUMN, AuditPlan, validate_checks
@@ -159,6 +160,7 @@ def _write(run: Run) -> None:
             from pyspark.sql import Observation
 
             observation = Observation(f"wap_audit_{run.run_id}")
+        started = time.time()
         try:
             if run.quarantine is not None and run.plan.quarantinable:
                 _write_split(run, df, observation)
@@ -166,7 +168,7 @@ def _write(run: Run) -> None:
                 out = df.observe(observation, *run.plan.observable()) if observation else df
                 run.write_options(out.writeTo(branches.write_target(run.target, run.branch))).append()
         except Exception as e:
-            _undo_write(run)
+            _undo_write(run, since=started)
             raise _classify(run, e) from e
         crash_point("write:appended")
         run.run_snapshots = run.branch_snapshots()
@@ -183,10 +185,11 @@ def _write_change(run: Run, df: Any, mode: WriteMode) -> None:
     carries the run's snapshot properties (a resumed write finds it: write.modes)."""
     run.lh.progress(f"{mode.name} into branch {run.branch}")
     target = run.lh.branches.write_target(run.target, run.branch)
+    started = time.time()
     try:
         mode.write(run.lh.spark, mode.source(df), target, run.snapshot_properties())
     except Exception as e:
-        _undo_write(run)
+        _undo_write(run, since=started)
         raise _classify(run, e) from e
     crash_point("write:appended")
     run.run_snapshots = run.branch_snapshots()
@@ -333,10 +336,12 @@ def _write_split(run: Run, df: Any, observation: Any) -> None:
     run.q_snapshots = run.branch_snapshots(run.quarantine)
 
 
-def _undo_write(run: Run) -> None:
-    """A failed write leaves nothing behind: the sandbox it opened, or its part of it, and a table this run
-    created."""
+def _undo_write(run: Run, since: float | None = None) -> None:
+    """A failed write leaves nothing behind: the sandbox it opened, or its part of it, a table this run
+    created, and (`since`: when its Spark write began) the data files it left unreferenced."""
     branches, tables = run.lh.branches, run.wt()
+    if since is not None:
+        _remove_partial_files(run, since)
     try:
         if run.opened_branch:
             branches.discard(run.branch, run.run_tables())
@@ -359,3 +364,28 @@ def _classify(run: Run, e: BaseException) -> WapError:
     if bad_input is not None:
         return bad_input
     return spark_errors.unexpected_bug(e, run_id=run.run_id, step="write")
+
+
+def _remove_partial_files(run: Run, since: float) -> None:
+    """Delete the data files a failed write left behind on a local warehouse (a full disk cuts a file short;
+    deleting needs no space, so this frees it at once). Only while no other run of the table is running: its
+    files are not referenced by any snapshot yet either. Otherwise `wap maintain`'s orphan removal takes them."""
+    try:
+        others = [
+            r
+            for r in run.lh.store.list(table=run.target.dotted, limit=50)
+            if r.run_id != run.run_id and r.status == "running" and not r.interrupted
+        ]
+        if others:
+            run.lh.progress(
+                f"leaving the failed write's files: run {others[0].run_id} is writing to {run.target} too "
+                "(`wap maintain` removes orphan files)"
+            )
+            return
+        left = run.wt().unreferenced_local_files(run.target, since)
+        for path in left:
+            path.unlink(missing_ok=True)
+        if left:
+            run.lh.progress(f"removed {len(left)} file(s) the failed write left in {run.target}")
+    except Exception as e:  # noqa: BLE001 - cleanup must not hide the write's own error
+        run.lh.progress(f"warning: could not remove the failed write's files: {spark_errors.describe(e)}")
