@@ -139,6 +139,9 @@ _DISK_FULL_HINT = (
     "file ledger retries the file; nothing was published"
 )
 
+# The JVM out of memory: the driver (a collect, a broadcast, metadata of a huge table) or a task's memory.
+_OUT_OF_MEMORY_JAVA = frozenset({"java.lang.OutOfMemoryError", "org.apache.spark.memory.SparkOutOfMemoryError"})
+
 # S3 error codes.
 _THROTTLE_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequests", "ServiceUnavailable"}
@@ -330,6 +333,12 @@ def _one(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:
         )
     if cls in POSTGRES:
         return _postgres(link, doing)
+    if cls in _OUT_OF_MEMORY_JAVA:
+        return EnvironmentProblem(
+            f"Spark ran out of memory while {doing} ({_simple(cls)}: {_first_line(link.message) or 'no detail'})",
+            hint="raise [lakehouse] driver_memory (or spark_conf spark.executor.memory on a cluster), or take fewer "
+            "files per run ([sources] max_files_per_run), then run again; nothing was published",
+        )
     if cls in _THROTTLED_JAVA:
         return Throttled(
             f"S3 storage asked to slow down while {doing}{_location(links)} ({_simple(cls)})", hint=_RETRY_HINT

@@ -1,6 +1,7 @@
-"""A JDBC catalog is loaded once, under a lock shared by every wap process on its database, before any step
-touches it (wapflow.lakehouse.session.initialize_jdbc_catalog); and an exception nobody named reports the
-Java cause behind a Py4J call, not only which call raised it."""
+"""What the JVM side does when things go wrong: a JDBC catalog is loaded once, under a lock shared by every wap
+process on its database, before any step touches it (wapflow.lakehouse.session.initialize_jdbc_catalog); an
+exception nobody named reports the Java cause behind a Py4J call, not only which call raised it; the JVM out of
+memory is an environment error that names memory."""
 
 from __future__ import annotations
 
@@ -51,3 +52,15 @@ def test_an_unnamed_java_failure_names_its_java_cause(spark: Any) -> None:
     assert err["kind"] == "bug" and err["exit_code"] == 3 and err["run_id"] == "r1" and err["step"] == "audit"
     assert "IndexOutOfBoundsException: Index 5 out of bounds for length 0" in err["message"], err["message"]
     assert "An error occurred while calling" not in err["message"]
+
+
+def test_the_jvm_out_of_memory_is_an_environment_error_naming_memory(spark: Any) -> None:
+    """A real OutOfMemoryError of the driver's JVM (an array larger than the heap), caught by Py4J."""
+    jvm = spark._jvm
+    with pytest.raises(Exception) as raised:
+        jvm.java.lang.reflect.Array.newInstance(jvm.java.lang.Long.TYPE, 2**31 - 16)
+    err = spark_errors.named_or_bug(raised.value, doing="auditing nyc.trips", run_id="r1", step="audit")
+    assert err.kind == "environment" and err.exit_code == 3 and not err.retryable, err.to_dict()
+    assert "Spark ran out of memory while auditing nyc.trips" in err.message and "OutOfMemoryError" in err.message
+    assert err.hint is not None and "driver_memory" in err.hint
+    assert spark.range(3).count() == 3  # the session lives on
