@@ -366,3 +366,49 @@ def test_max_change_bounds_an_append_by_its_rows(lakehouse_factory, landing):
     assert [c["check"] for c in ok.checks] == ["max_change"]  # an append's report has no `changes` line
     res = run_wap(lh, T, [changes_file(landing, "b.parquet", [(i, "x", "I") for i in range(10, 14)])])
     assert res.status == "blocked" and res.checks[0]["observed"] == "rows_inserted = 4 (200.00% of main's 2 rows)"
+
+
+def test_a_sources_files_are_merged_while_other_runs_append(spark: Any, tmp_path: Path, landing: Path) -> None:
+    """[sources.cdc] mode = "merge" on a table whose own mode is append: `wap ingest cdc` merges the feed's
+    files by key; a plain run of the table still appends."""
+    import os
+
+    from wapflow.outer.ingest import ingest
+
+    feed = tmp_path / "cdc"
+    feed.mkdir()
+    cfg = parse_config(
+        {
+            "lakehouse": {
+                "warehouse": str(tmp_path / "lakehouse"),
+                "catalog_name": f"srcmode_{os.getpid()}",
+                "master": "local[2]",
+            },
+            "tables": {T: {}},
+            "sources": {"cdc": {"table": T, "location": str(feed), "settle_seconds": 0, **CDC}},
+        }
+    )
+    cfg.base_dir = tmp_path
+    lh = Lakehouse(cfg, spark=spark)
+    seed = run_wap(lh, T, [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in (1, 2, 3)])])
+    assert seed.status == "published", seed.message
+    changes_file(feed, "c1.parquet", [(1, "one", "U"), (2, None, "D"), (4, "four", "I")])
+    res = ingest(lh, "cdc")
+    assert res.exit_code == 0, res.message()
+    (run,) = res.runs
+    assert change_of(run) == {
+        "rows_inserted": 1,
+        "rows_updated": 1,
+        "rows_deleted": 1,
+        "rows_replaced": 0,
+        "main_rows": 3,
+    }
+    assert main_rows(lh) == [
+        {"id": 1, "name": "one", "op": "U"},
+        {"id": 3, "name": "n3", "op": "I"},
+        {"id": 4, "name": "four", "op": "I"},
+    ]
+    # The table's own mode for a run that is not the source's: the same key appended, not merged.
+    plain = run_wap(lh, T, [changes_file(landing, "again.parquet", [(4, "four again", "I")])])
+    assert plain.status == "published", plain.message
+    assert [r["id"] for r in main_rows(lh)] == [1, 3, 4, 4]

@@ -101,3 +101,45 @@ def test_max_change_judges_a_sum_of_metrics_against_main() -> None:
     assert _verdict(chk, {"rows_inserted": 10, "main_rows": 0}).ok  # an empty main: a fraction of it passes
     rows = C.max_change("rows_inserted", max_rows=10)
     assert not _verdict(rows, None, rows=11).ok  # an append: its rows are its inserts
+
+
+def _with_source(table_keys: dict[str, Any], source_keys: dict[str, Any], **lakehouse: Any) -> Any:
+    src = {"table": T, "location": "/landing/cdc", **source_keys}
+    return parse_config({"lakehouse": lakehouse, "tables": {T: table_keys}, "sources": {"cdc": src}})
+
+
+def test_a_source_sets_its_own_mode_and_other_runs_keep_the_tables() -> None:
+    cfg = _with_source({"key": ["id"]}, {"mode": "merge", "delete_when": "op = 'D'", "order_by": ["seq"]})
+    assert cfg.table(T).mode == "append"  # `wap run` of the table, other sources
+    merged = cfg.table(T, source="cdc")
+    assert (merged.mode, merged.key, merged.delete_when, merged.order_by) == ("merge", ["id"], "op = 'D'", ["seq"])
+    assert write_mode(merged).name == "merge"
+    # A source with a mode of its own does not inherit the table's mode-specific keys.
+    cfg = _with_source({"mode": "merge", "key": ["id"], "delete_when": "op = 'D'"}, {"mode": "replace"})
+    replaced = cfg.table(T, source="cdc")
+    assert replaced.mode == "replace" and replaced.delete_when is None
+    assert cfg.table(T).delete_when == "op = 'D'"
+
+
+@pytest.mark.parametrize(
+    ("table_keys", "source_keys", "says"),
+    [
+        ({}, {"mode": "merge"}, '[sources.cdc] (its table crm.customers): mode = "merge" needs key = [...]'),
+        ({}, {"delete_when": "op = 'D'"}, 'delete_when and order_by need mode = "merge"'),
+        ({}, {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'; DROP TABLE t"}, "second statement"),
+        ({"on_row_failure": "quarantine"}, {"mode": "merge", "key": ["id"]}, 'on_row_failure = "quarantine" yet'),
+        ({}, {"mode": "upsert"}, "'append', 'merge' or 'replace'"),
+    ],
+)
+def test_a_source_mode_without_what_it_needs_is_a_config_error(
+    table_keys: dict[str, Any], source_keys: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ConfigError) as e:
+        _with_source(table_keys, source_keys)
+    assert says in str(e.value) and e.value.exit_code == 2, str(e.value)
+
+
+def test_a_source_mode_other_than_append_is_refused_on_nessie() -> None:
+    with pytest.raises(ConfigError) as e:
+        _with_source({}, {"mode": "merge", "key": ["id"]}, catalog="nessie")
+    assert '[sources.cdc] mode = "merge" is not supported with catalog = "nessie" yet' in str(e.value)

@@ -238,6 +238,14 @@ class MaintenanceConfig(_Strict):
         return self.model_copy(update={k: getattr(override, k) for k in override.model_fields_set})
 
 
+def _read_only_condition(v: str | None, field_name: str) -> str | None:
+    """A user's SQL condition (delete_when, replace_where) accepted only as one read-only expression."""
+    from wapflow.audit import sqlguard
+    from wapflow.audit.checktype import read_only
+
+    return None if v is None else read_only(sqlguard.check_expression_text, v, field_name)
+
+
 class TableConfig(_Strict):
     """One table's checks and policies; a table without a section has no checks."""
 
@@ -330,14 +338,16 @@ class TableConfig(_Strict):
     @field_validator("delete_when", "replace_where")
     @classmethod
     def _pure_condition(cls, v: str | None, info: Any) -> str | None:
-        from wapflow.audit import sqlguard
-        from wapflow.audit.checktype import read_only
-
-        return None if v is None else read_only(sqlguard.check_expression_text, v, str(info.field_name))
+        return _read_only_condition(v, str(info.field_name))
 
     @model_validator(mode="after")
     def _mode(self) -> TableConfig:
-        """The keys a write mode needs, and only with that mode (write.modes holds what each mode does)."""
+        self.check_mode()
+        return self
+
+    def check_mode(self) -> None:
+        """The keys a write mode needs, and only with that mode (write.modes holds what each mode does); a
+        ValueError says what is missing. Also for a table's settings as a source changes them (WapConfig.table)."""
         if self.mode == "merge" and not self.key:
             raise ValueError('mode = "merge" needs key = [...], the columns matching a batch row to a table row')
         if self.mode != "merge" and (self.delete_when or self.order_by):
@@ -348,7 +358,6 @@ class TableConfig(_Strict):
             raise ValueError(f'mode = "{self.mode}" cannot be combined with on_row_failure = "quarantine" yet')
         if self.mode != "append" and self.schema_policy == "add_columns":
             raise ValueError(f'mode = "{self.mode}" cannot be combined with schema = "add_columns" yet')
-        return self
 
     def sample_key(self) -> list[str]:
         """Columns that identify a row in audit samples: `key`, else the first unique check's columns."""
@@ -436,6 +445,33 @@ class SourceConfig(_Strict):
     # endpoint, or the queue's https:// URL); listing still runs every [watch] relist_seconds to catch
     # missed events.
     events: str | None = None
+    # The write mode of this source's files, where it differs from the table's (a change feed merged into a
+    # table that full loads replace); the keys that go with it as on a table. Unset: the table's.
+    mode: Literal["append", "merge", "replace"] | None = Field(
+        default=None,
+        description="this source's write mode when it differs from the table's (append, merge or replace; see "
+        "the Write modes guide); key, delete_when, order_by and replace_where below go with it, as on a table",
+    )
+    key: list[str] | None = Field(default=None, description='the merge key of this source\'s files (mode = "merge")')
+    delete_when: str | None = Field(
+        default=None, min_length=1, description='mode = "merge": this source\'s delete condition (see the table key)'
+    )
+    order_by: list[str] | None = Field(
+        default=None, description='mode = "merge": this source\'s change order within a batch (see the table key)'
+    )
+    replace_where: str | None = Field(
+        default=None, min_length=1, description='mode = "replace": this source\'s replace condition (see the table key)'
+    )
+
+    @field_validator("delete_when", "replace_where")
+    @classmethod
+    def _pure_condition(cls, v: str | None, info: Any) -> str | None:
+        return _read_only_condition(v, str(info.field_name))
+
+    def write_overrides(self) -> dict[str, Any]:
+        """The table keys this source sets for its runs (mode and the keys that go with it)."""
+        keys = ("mode", "key", "delete_when", "order_by", "replace_where")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
     @field_validator("schedule")
     @classmethod
@@ -620,11 +656,19 @@ class WapConfig(_Strict):
     def _modes_need_table_branches(self) -> WapConfig:
         """Merge and replace re-apply their change on a moved main through Iceberg table branches; the Nessie
         backend publishes by a catalog merge that cannot re-apply them yet (docs/status.md)."""
+        for src_name, src in self.sources.items():
+            if src.write_overrides():
+                try:
+                    self.table(src.table, source=src_name)
+                except ValueError as e:
+                    raise ValueError(f"[sources.{src_name}] (its table {src.table}): {e}") from None
         if self.lakehouse.catalog == "nessie":
-            for name, t in self.tables.items():
-                if t.mode != "append":
+            modes = [(f'[tables."{n}"]', t.mode) for n, t in self.tables.items()]
+            modes += [(f"[sources.{n}]", s.mode) for n, s in self.sources.items() if s.mode is not None]
+            for where, mode in modes:
+                if mode != "append":
                     raise ValueError(
-                        f'[tables."{name}"] mode = "{t.mode}" is not supported with catalog = "nessie" yet '
+                        f'{where} mode = "{mode}" is not supported with catalog = "nessie" yet '
                         '(only mode = "append"); use an Iceberg catalog with table branches for merge and replace'
                     )
         return self
@@ -634,9 +678,20 @@ class WapConfig(_Strict):
         tbl = self.tables.get(name)
         return self.maintenance.merged(tbl.maintenance if tbl is not None else None)
 
-    def table(self, name: str) -> TableConfig:
-        """The table's section, or defaults for a table wap.toml does not mention."""
-        return self.tables.get(name, TableConfig())
+    def table(self, name: str, source: str | None = None) -> TableConfig:
+        """The table's section, or defaults for a table wap.toml does not mention; for a run of [sources.SOURCE]'s
+        files, with the write mode that source sets (checked by the table's own rules)."""
+        base = self.tables.get(name, TableConfig())
+        src = self.sources.get(source) if source else None
+        overrides = src.write_overrides() if src is not None else {}
+        if not overrides:
+            return base
+        if overrides.get("mode", base.mode) != base.mode:
+            # A source's own mode does not inherit the table's mode-specific keys.
+            base = base.model_copy(update={"delete_when": None, "order_by": [], "replace_where": None})
+        merged = base.model_copy(update=overrides)
+        merged.check_mode()
+        return merged
 
     def warehouse_location(self) -> str:
         """Absolute warehouse URI or path (relative paths resolve against the config's folder)."""

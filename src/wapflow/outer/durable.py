@@ -78,7 +78,7 @@ def state_step(source: str, run_id: str, keys: list[str]) -> str:
     lh = _lh()
     table = lh.config.resolve_source(source).table
     uris = [r.uri for r in lh.ledger.rows(keys=keys)]
-    return new_state(table, uris, run_id=run_id).to_json()
+    return new_state(table, uris, run_id=run_id, source=source).to_json()
 
 
 @DBOS.step()

@@ -368,7 +368,7 @@ class Ingest:
         for k in keys:
             self._ran[k] = None
         self.lh.progress(f"run {run_id}: {len(batch)} file(s) of source {self.name}")
-        state = drive(self.lh, new_state(self.src.table, [r.uri for r in batch], run_id=run_id))
+        state = drive(self.lh, new_state(self.src.table, [r.uri for r in batch], run_id=run_id, source=self.name))
         res = run_result(self.lh, state)
         crash_point("ingest:ran")
         self.out.runs.append(res)

@@ -74,6 +74,7 @@ class RunState:
     patterns: list[str]  # the files, globs or URIs the caller named
     branch: str | None = None  # chosen by prepare when None (wap_<run_id>)
     extra_checks: list[dict[str, Any]] = field(default_factory=list)  # checks added by the caller (CLI/API)
+    source: str | None = None  # the [sources.NAME] whose files these are (its write mode applies), if any
     # the run store's row, as JSON data
     record: dict[str, Any] = field(
         metadata=_hydrated(lambda d: record_from_data(d), lambda r: record_to_data(r)), default_factory=dict
@@ -178,6 +179,7 @@ def new_state(
     run_id: str | None = None,
     extra_checks: list[Check] | None = None,
     not_null: list[str] | None = None,
+    source: str | None = None,
 ) -> RunState:
     """The state of a run nothing has happened to yet (names are validated by prepare)."""
     rid = validate_run_id(run_id) if run_id else new_run_id()
@@ -190,6 +192,7 @@ def new_state(
         patterns=list(files),
         branch=branch,
         extra_checks=[c.model_dump(mode="json") for c in checks],
+        source=source,
         record=record_to_data(rec),
     )
 

@@ -61,6 +61,7 @@ class Run:
     patterns: list[str]
     branch: str  # wap_<run id> unless the caller chose one
     extra_checks: list[dict[str, Any]]
+    source: str | None
     record: RunRecord
     done: list[str]
     files: list[FileIdentity]
@@ -106,7 +107,7 @@ class Run:
     def derive(self) -> None:
         """Names and checks that follow from the state and wap.toml."""
         self.target = TableName.parse(self.table)
-        self.table_cfg: TableConfig = self.lh.config.table(self.target.dotted)
+        self.table_cfg: TableConfig = self.lh.config.table(self.target.dotted, source=self.source)
         self.checks = list(self.table_cfg.checks) + [_check(c) for c in self.extra_checks]
         if self.table_cfg.on_row_failure == "quarantine":
             self.quarantine = quarantine_of(self.target)
