@@ -106,10 +106,19 @@ def test_published_blocked_and_discarded_runs_send_their_events(
     assert "version" not in fail["outputs"][0]["facets"]
     assert Reader(tmp_path, "ol_pub").main("nyc.trips") == main
 
+    # The same run resumed by its id (another attempt, as after a crash) keeps its OpenLineage run id.
+    again = _invoke("run", "nyc.trips", str(dirty), "-c", str(cfg), "--run-id", blocked["run_id"], WAP_T_OL_KEY=API_KEY)
+    assert again.exit_code == 1, again.output
+    resumed = [_shape(x) for x in receiver.bodies[4:]]
+    assert [(e["eventType"], e["run"]["runId"]) for e in resumed] == [
+        ("START", fail["run"]["runId"]),
+        ("FAIL", fail["run"]["runId"]),
+    ]
+
     # Discarding its branch ends it: ABORT, the same run id.
     d = _invoke("discard", blocked["branch"], "-c", str(cfg), WAP_T_OL_KEY=API_KEY)
     assert d.exit_code == 0, d.output
-    (abort,) = (_shape(x) for x in receiver.bodies[4:])
+    (abort,) = (_shape(x) for x in receiver.bodies[6:])
     assert abort["eventType"] == "ABORT" and abort["run"]["runId"] == fail["run"]["runId"]
 
 
