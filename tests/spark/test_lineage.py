@@ -195,3 +195,30 @@ def test_a_receiver_down_or_failing_changes_nothing_but_a_warning(
     if receiver_state == "500":
         assert receiver.count == 4  # two attempts of each event
     assert took < 120
+
+
+@pytest.mark.spark
+def test_an_ingest_batch_is_one_run_with_its_files_as_inputs(
+    spark: Any, tmp_path: Path, landing: Path, receiver: Receiver
+) -> None:
+    """`wap ingest` runs go through the same driver: one batch, one OpenLineage run, every file an input."""
+    from support.cli_harness import Reader
+    from support.data import trips_file
+
+    cfg = _config(
+        tmp_path,
+        "ol_ingest",
+        f'transport = "http"\nurl = "{receiver.base_url}"\n\n'
+        f'[sources.trips]\ntable = "nyc.trips"\nlocation = "{landing}"\nsettle_seconds = 0',
+    )
+    files = [trips_file(landing, "a.parquet", 20), trips_file(landing, "b.parquet", 20, start_id=100)]
+    r = _invoke("ingest", "trips", "-c", str(cfg), "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    (run_id,) = {f["run_id"] for f in doc["files"]}
+    start, complete = (_shape(b) for b in receiver.bodies)
+    assert [start["eventType"], complete["eventType"]] == ["START", "COMPLETE"]
+    assert complete["run"]["runId"] == run_uuid(run_id)
+    assert sorted(i["name"] for i in complete["inputs"]) == sorted(str(f) for f in files)
+    version = complete["outputs"][0]["facets"]["version"]["datasetVersion"]
+    assert version == str(Reader(tmp_path, "ol_ingest").main("nyc.trips"))
