@@ -24,6 +24,8 @@ class Receiver:
         self.default = "200"
         self.hang_seconds = 5.0
         self.bodies: list[Any] = []
+        self.paths: list[str] = []  # each POST's path
+        self.auth: list[str | None] = []  # each POST's Authorization header
         self.times: list[float] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -34,6 +36,8 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver._lock:
                     receiver.bodies.append(json.loads(body))
+                    receiver.paths.append(self.path)
+                    receiver.auth.append(self.headers.get("Authorization"))
                     receiver.times.append(time.monotonic())
                     how = receiver.plan.pop(0) if receiver.plan else receiver.default
                 if how == "hang":
@@ -58,6 +62,10 @@ class Receiver:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}/services/{SECRET}"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     @property
     def count(self) -> int:

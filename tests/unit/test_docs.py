@@ -49,6 +49,7 @@ def test_config_reference_names_every_section_and_key_with_its_default() -> None
         "alerts",
         "alerts.sinks.NAME",
         "maintenance",
+        "lineage",
     ]
     for key in WapConfig.model_fields["lakehouse"].annotation.model_fields:  # type: ignore[union-attr]  # a model
         assert f"| `{key}` |" in page

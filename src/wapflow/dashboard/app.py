@@ -9,6 +9,7 @@ The config is $WAP_CONFIG (set by `wap dashboard --config`), else ./wap.toml, el
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from typing import Any
 
 import streamlit as st
@@ -78,10 +79,10 @@ def recent_runs(config: str | None, version: str) -> list[str]:
 
 
 def _cell(v: Any) -> Any:
-    """Numbers, text and None as they are; anything else (lists, dicts, dates) as text, so Arrow can hold it."""
+    """Numbers, text, times and None as they are; anything else (lists, dicts) as text, so Arrow can hold it."""
     if isinstance(v, int) and abs(v) > 2**53:  # snapshot ids: a browser's numbers would round them
         return str(v)
-    return v if v is None or isinstance(v, str | int | float | bool) else str(v)
+    return v if v is None or isinstance(v, str | int | float | bool | datetime) else str(v)
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> dict[str, list[Any]]:
@@ -181,17 +182,17 @@ def show_table(config: str | None, tok: str, table: str) -> None:
     if not checks:
         st.caption("no audited runs")
     else:
-        st.caption("failing rows per run and check")
-        failing, names = _pivot(checks, "run_id", "check", "failing_rows")
-        st.line_chart(failing, x="run_id", y=names)
-        st.caption("rows written per run")
+        st.caption("failing rows per check, by the time each run started")
+        failing, names = _pivot(checks, "started_at", "check", "failing_rows")
+        st.line_chart(failing, x="started_at", y=names)
+        st.caption("rows written per run, by the time it started")
         runs = list({c["run_id"]: c for c in checks}.values())
-        st.line_chart(_frame(runs, ["run_id", "rows_written"]), x="run_id", y="rows_written")
+        st.line_chart(_frame(runs, ["started_at", "rows_written"]), x="started_at", y="rows_written")
         rates = [c for c in checks if c["null_rate"] is not None]
         if rates:
-            st.caption("null rate per run (null_rate checks)")
-            rate, names = _pivot(rates, "run_id", "check", "null_rate")
-            st.line_chart(rate, x="run_id", y=names)
+            st.caption("null rate per check (null_rate checks), by the time each run started")
+            rate, names = _pivot(rates, "started_at", "check", "null_rate")
+            st.line_chart(rate, x="started_at", y=names)
         st.dataframe(_frame(checks), hide_index=True)
     st.subheader("Schema changes")
     if doc["schema_changes"]:
@@ -227,12 +228,14 @@ def show_run(config: str | None, tok: str, run_id: str) -> None:
     if doc["ledger_files"]:
         st.dataframe(_frame(doc["ledger_files"]), hide_index=True)
     st.subheader("Timings (seconds)")
-    if doc["timings"]:
-        timings = [{"step": k, "seconds": v} for k, v in doc["timings"].items()]
-        st.bar_chart(_frame(timings), x="step", y="seconds")
+    if doc["timing_rows"]:
+        st.bar_chart(_frame(doc["timing_rows"]), x="step", y="seconds", sort=False)  # in step order
     st.caption(f"started {doc['started_at']}, finished {doc['finished_at'] or '-'}")
     st.subheader("Branch and commands")
-    st.write(f"branch {doc['branch']} ({'kept for inspection' if doc['branch_kept'] else 'not kept'})")
+    if doc["branch"]:
+        st.write(f"branch {doc['branch']} ({'kept for inspection' if doc['branch_kept'] else 'not kept'})")
+    else:
+        st.write("no branch (the run ended before it wrote one)")
     for what, command in doc["commands"].items():
         st.caption(what)
         st.code(command, language="bash")

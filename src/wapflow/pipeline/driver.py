@@ -19,8 +19,9 @@ from typing import Any, Protocol, TypeVar, cast
 from wapflow.errors import UsageError, WapError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline import lineage
 from wapflow.pipeline.result import RunResult
-from wapflow.pipeline.state import STEPS, RunState, Step, new_state
+from wapflow.pipeline.state import STEPS, RunState, Step, new_state, record_from_data
 from wapflow.pipeline.steps import audit as audit_step
 from wapflow.pipeline.steps import prepare as prepare_step
 from wapflow.pipeline.steps import publish as publish_module
@@ -28,7 +29,7 @@ from wapflow.pipeline.steps import write as write_step
 from wapflow.pipeline.steps.context import Run
 from wapflow.pipeline.steps.publish import MAX_REAPPLY
 from wapflow.pipeline.steps.record import fail, result, unexpected
-from wapflow.runs.store import current_owner
+from wapflow.runs.store import RunRecord, current_owner
 
 # How one step is applied: in this process by default; a DBOS step, or any executor's task, instead.
 RunStep = Callable[[Step, RunState], RunState]
@@ -60,18 +61,41 @@ def drive(
     """Every step of `steps` the state has not done yet, in order, until the run ends (a failed step;
     blocked or published: publish, or a multi-table run found published by prepare). A publish may send a
     merge or replace back to write (main moved: the change is applied again on a fresh branch); the loop then
-    goes on from there, as many times as publish allows (pipeline.steps.publish.MAX_REAPPLY)."""
+    goes on from there, as many times as publish allows (pipeline.steps.publish.MAX_REAPPLY).
+
+    Lineage ([lineage]) is sent here, for every run of one table: START once prepare ran, COMPLETE or FAIL
+    when a step of this call ended the run (wapflow.pipeline.lineage; never raises)."""
     apply = run_step or cast(Callable[[Step, S], S], in_process(lakehouse))
     budget = len(steps) * (MAX_REAPPLY + 2)  # a bound even if a step ever neither ended nor advanced the run
+    applied = False
     while state.status == "running" and budget > 0:
         name = next((n for n in steps if n not in state.done), None)
         if name is None:
             break
         state = apply(name, state)
+        applied = True
         budget -= 1
+        if name == "prepare" and isinstance(state, RunState) and state.already_published is None:
+            _lineage(lakehouse, "START", state)
     if state.status == "published":
         crash_point("publish:recorded")
+    if applied and isinstance(state, RunState) and (ended := _ENDS.get(state.status)) is not None:
+        _lineage(lakehouse, ended, state)
     return state
+
+
+# The OpenLineage event of each way a run ends (a status not named here, e.g. one waiting for a person, sends
+# nothing: whatever ends it later sends its event).
+_ENDS: dict[str, lineage.EventType] = {"published": "COMPLETE", "blocked": "FAIL", "failed": "FAIL"}
+
+
+def _lineage(lakehouse: Lakehouse, event_type: lineage.EventType, state: RunState) -> None:
+    if lakehouse.config.lineage is None:
+        return
+    rec = record_from_data(state.record) if state.record else None
+    if rec is None:  # prepare failed before the run had a record: what the caller named
+        rec = RunRecord(run_id=state.run_id, table_name=state.table, status=state.status)
+    lineage.emit(lakehouse.config, event_type, rec, progress=lakehouse.progress)
 
 
 def in_process(lakehouse: Lakehouse) -> RunStep:

@@ -26,10 +26,11 @@ from wapflow.config import WapConfig, load_config
 from wapflow.errors import NotFound, WapError, did_you_mean
 from wapflow.lakehouse.lineage import run_id_of, run_of
 from wapflow.lakehouse.metadata import CatalogTables
+from wapflow.pipeline.state import STEPS
 from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
 from wapflow.service.alerts import recent_alerts
-from wapflow.service.runs import failed_checks, run_report
+from wapflow.service.runs import failed_checks, run_report, shown_check_name, shown_checks
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
@@ -325,19 +326,25 @@ def _schema_changes(tbl: Table, main: list[Snapshot]) -> list[dict[str, Any]]:
     return out
 
 
+def _utc(t: datetime) -> datetime:
+    """A run store time as UTC (SQLite hands it back naive; it was written in UTC)."""
+    return t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
+
+
 def check_metrics(src: Sources, table: str, limit: int = 200) -> list[dict[str, Any]]:
-    """One row per (run, check), oldest run first: failing rows, observed value, rows the run wrote."""
+    """One row per (run, check), oldest run first: failing rows, observed value, rows the run wrote. Runs are
+    placed in time by `started_at` (a datetime: the charts' time axis), never by their ids."""
     rows: list[dict[str, Any]] = []
-    for rec in reversed(src.store.list(table, limit)):
+    for rec in sorted(src.store.list(table, limit), key=lambda r: _utc(r.started_at)):
         for c in rec.checks:
             observed = c.get("observed")
             rows.append(
                 {
                     "run_id": rec.run_id,
-                    "started_at": _iso(rec.started_at),
+                    "started_at": _utc(rec.started_at),
                     "status": rec.status,
                     "rows_written": rec.rows_written,
-                    "check": c.get("name"),
+                    "check": shown_check_name(str(c.get("name"))),
                     "check_status": c.get("status"),
                     "failing_rows": c.get("failing_rows"),
                     "observed": observed if isinstance(observed, int | float) else None,
@@ -398,10 +405,19 @@ def run_detail(src: Sources, run_id: str) -> dict[str, Any]:
         # A blocked run's kept branch is audited again by the same run id once the data or checks are fixed.
         commands["publish after a fix"] = f"wap retry {run_id}" if from_ledger else rec.resume_command()
     rep["commands"] = commands
+    rep["timing_rows"] = timing_rows(rec.timings)
     rep["ledger_files"] = [f.to_dict() for f in src.ledger.rows(run_id=run_id)]
     rep["started_at"] = _iso(rec.started_at)
     rep["finished_at"] = _iso(rec.finished_at)
     return rep
+
+
+def timing_rows(timings: dict[str, float]) -> list[dict[str, Any]]:
+    """A run's timings as (step, seconds) rows in the order the pipeline runs its steps (pipeline.state.STEPS),
+    then any other timed part (e.g. cleanup) in the order it was recorded."""
+    order: dict[str, int] = {name: i for i, name in enumerate(STEPS)}
+    keys = sorted(timings, key=lambda k: (order.get(k, len(order)), list(timings).index(k)))
+    return [{"step": k, "seconds": timings[k]} for k in keys]
 
 
 def branch_names(src: Sources) -> list[str]:
@@ -477,7 +493,7 @@ def branch_detail(src: Sources, branch: str) -> dict[str, Any]:
             "run_id": run.run_id,
             "status": run.status,
             "kept": run.branch_kept,
-            "failed_checks": [c for c in run.checks if c.get("status") == "failed"],
+            "failed_checks": [c for c in shown_checks(run.checks) if c.get("status") == "failed"],
             "rows_added": run.rows_written,
             "null_counts": [],
             "head_snapshot_id": None,

@@ -6,6 +6,7 @@ store. Keep it that way: nothing here may import pyspark or wapflow.lakehouse (t
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -50,9 +51,34 @@ def _resume(rec: RunRecord) -> str | None:
     return rec.resume_command() if rec.interrupted else None
 
 
+_CALL = re.compile(r"^(?P<type>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*?)\)(?P<rest>.*)$", re.DOTALL)
+
+_NUMBER = re.compile(r"^(None-?[0-9.eE+-]+|-?[0-9.eE+-]+None)$")  # one bound given, one not
+
+
+def shown_check_name(name: str) -> str:
+    """A check's name with only the parameters that were given. Runs recorded before names left out unset
+    bounds say `row_count(1, None)` or `between(fare, None, 100)`: shown as a run names them today
+    (`row_count(min=1)`, `between(fare, max=100)`, wapflow.audit.checktype.range_name)."""
+    m = _CALL.match(name)
+    if m is None or "None" not in m["args"].split(", "):
+        return name
+    args = m["args"].split(", ")
+    if len(args) >= 2 and (args[-2] == "None") != (args[-1] == "None") and _NUMBER.match(args[-2] + args[-1]):
+        lo, hi = args[-2:]
+        args[-2:] = [f"max={hi}" if lo == "None" else f"min={lo}"]
+    args = [a for a in args if a != "None"]
+    return f"{m['type']}({', '.join(args)}){m['rest']}"
+
+
+def shown_checks(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's recorded check results with their names as people read them (shown_check_name)."""
+    return [{**c, "name": shown_check_name(str(c["name"]))} if "name" in c else dict(c) for c in checks]
+
+
 def failed_checks(rec: RunRecord) -> list[str]:
     """Names of the checks that failed (blocked the publish) in a run."""
-    return [c["name"] for c in rec.checks if c.get("status") == "failed"]
+    return [shown_check_name(str(c["name"])) for c in rec.checks if c.get("status") == "failed"]
 
 
 def run_row(rec: RunRecord) -> RunRow:
@@ -93,7 +119,7 @@ def run_report(store: RunStore, run_id: str) -> RunReport:
         "files": rec.files,
         "rows_written": rec.rows_written,
         "snapshot_id": rec.snapshot_id,
-        "checks": rec.checks,
+        "checks": shown_checks(rec.checks),
         "error": rec.error,
         "timings": rec.timings,
         "started_at": rec.started_at,

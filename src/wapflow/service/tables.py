@@ -15,6 +15,7 @@ from wapflow.errors import NotFound, WapError, did_you_mean
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import SOURCES_PROP, origin, picked_from, run_of
 from wapflow.lakehouse.metadata import TableMetadata
+from wapflow.pipeline import lineage
 from wapflow.runs.store import RunRecord
 from wapflow.service.runs import failed_checks
 from wapflow.spark import errors as spark_errors
@@ -127,9 +128,12 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
     for r in runs:
         if r.branch_kept and (dropped.whole_branch or r.table_name in names):
             r.branch_kept = False
-            if r.status == "blocked":
+            aborted = r.status == "blocked"
+            if aborted:
                 r.status = "discarded"
             lh.store.save(r)
+            if aborted:  # lineage: the run ends without publishing (a failed run's FAIL was its end already)
+                lineage.emit(lh.config, "ABORT", r, progress=lh.progress)
     shown = sorted({r.table_name for r in runs}) if dropped.whole_branch else sorted(names)
     return {
         "table": ", ".join(shown) or "(all tables)",

@@ -1,0 +1,234 @@
+"""Lineage out: OpenLineage run events of every run, built here and sent here ([lineage] in wap.toml).
+
+One place sends them, as one place sends alerts: the driver (wapflow.pipeline.driver.drive), which every run
+goes through, sends START once a run is prepared and COMPLETE (published) or FAIL (blocked or failed) when it
+ends; `wap discard` sends ABORT for a run it discards. The job is the table (in the configured namespace);
+the OpenLineage run id is a UUID derived from wapflow's run id, so a resumed run keeps it; the inputs are the
+run's files, the output is the Iceberg table with the published snapshot (a `version` facet) and each
+check's verdict (the `dataQualityAssertions` facet).
+
+Events go through the `openlineage-python` client (imported here only, when [lineage] is set). Sending never
+raises: a receiver that is down, slow or answers 5xx costs at most `max_attempts` x `timeout` seconds and one
+warning line, never a run's outcome or exit code. The URL from `url_env` and the API key are never printed.
+Delivery is at least once per event: a run resumed or replayed after a crash may send an event again, with
+the same run id (receivers key on run id and event type).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlparse
+
+from wapflow.config import LineageConfig, WapConfig
+from wapflow.runs.store import RunRecord
+
+if TYPE_CHECKING:
+    from openlineage.client.client import OpenLineageClient
+    from openlineage.client.event_v2 import RunEvent
+
+EventType = Literal["START", "COMPLETE", "FAIL", "ABORT"]
+
+# The namespace of the run UUIDs: uuid5(RUN_UUID_NAMESPACE, wapflow run id), the same on every machine.
+RUN_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/wapflow/openlineage-run")
+PRODUCER = "https://pypi.org/project/wapflow/"
+
+
+def run_uuid(run_id: str) -> str:
+    """The OpenLineage run id of a wapflow run: deterministic, so every event of the run (and of its resumption,
+    in any process) carries the same one."""
+    return str(uuid.uuid5(RUN_UUID_NAMESPACE, run_id))
+
+
+def file_dataset(uri: str) -> tuple[str, str]:
+    """(namespace, name) of an input file, by OpenLineage's naming: s3://bucket + key, or file + the path."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("s3", "s3a", "s3n"):
+        return f"s3://{parsed.netloc}", parsed.path.lstrip("/")
+    if parsed.scheme == "file":
+        return "file", parsed.path
+    if parsed.scheme and parsed.netloc:
+        return f"{parsed.scheme}://{parsed.netloc}", parsed.path
+    return "file", os.path.abspath(uri)
+
+
+def table_namespace(cfg: WapConfig) -> str:
+    """The output dataset's namespace: the warehouse, as a URI (file:///abs/path or s3://bucket/prefix)."""
+    wh = cfg.warehouse_location()
+    if "://" in wh:
+        return wh.rstrip("/")
+    if wh.startswith("file:"):
+        wh = wh[len("file:") :]
+    return Path(wh).as_uri()
+
+
+def assertions(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each check's verdict as an OpenLineage assertion: success only when it passed (a warned or quarantining
+    check found issues), the column when the check has one."""
+    out: list[dict[str, Any]] = []
+    for c in checks:
+        columns = [str(x) for x in c.get("columns") or []]
+        out.append(
+            {
+                "assertion": str(c.get("check") or c.get("name")),
+                "name": str(c.get("name")),
+                "success": c.get("status") == "passed",
+                "column": columns[0] if len(columns) == 1 else None,
+                "severity": c.get("severity"),
+                "expected": str(c["threshold"]) if c.get("threshold") not in (None, "") else None,
+                "actual": str(c["observed"]) if c.get("observed") is not None else None,
+            }
+        )
+    return out
+
+
+def _message(event_type: EventType, rec: RunRecord) -> str | None:
+    """Why a run did not complete: its error, or the checks that blocked it."""
+    if event_type == "FAIL" and rec.status == "blocked":
+        failed = [str(c.get("name")) for c in rec.checks if c.get("status") == "failed"]
+        return "blocked by its audit" + (f": failed checks {', '.join(failed)}" if failed else "")
+    if event_type == "FAIL":
+        return str((rec.error or {}).get("message") or "failed")
+    if event_type == "ABORT":
+        return f"run {rec.status}: its branch was dropped, nothing was published"
+    return None
+
+
+def build_event(cfg: WapConfig, event_type: EventType, rec: RunRecord, *, now: datetime | None = None) -> RunEvent:
+    """The OpenLineage RunEvent of `rec` at this transition (the client's own classes: it validates the shape)."""
+    from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
+    from openlineage.client.facet_v2 import (
+        data_quality_assertions_dataset,
+        dataset_version_dataset,
+        error_message_run,
+    )
+
+    namespace = cfg.lineage.namespace if cfg.lineage is not None else "wapflow"
+    run_facets: dict[str, Any] = {}
+    if (message := _message(event_type, rec)) is not None:
+        run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
+            message=message, programmingLanguage="python"
+        )
+    output_facets: dict[str, Any] = {}
+    if rec.checks and event_type != "START":
+        output_facets["dataQualityAssertions"] = data_quality_assertions_dataset.DataQualityAssertionsDatasetFacet(
+            assertions=[data_quality_assertions_dataset.Assertion(**a) for a in assertions(rec.checks)]
+        )
+    if event_type == "COMPLETE" and rec.snapshot_id is not None:
+        output_facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
+            datasetVersion=str(rec.snapshot_id)
+        )
+    inputs = [InputDataset(namespace=ns, name=name) for ns, name in (file_dataset(u) for u in rec.files)]
+    return RunEvent(
+        eventType=RunState[event_type],
+        eventTime=(now or datetime.now(UTC)).isoformat(),
+        run=Run(runId=run_uuid(rec.run_id), facets=run_facets),
+        job=Job(namespace=namespace, name=rec.table_name),
+        inputs=inputs,
+        outputs=[OutputDataset(namespace=table_namespace(cfg), name=rec.table_name, facets=output_facets)],
+        producer=PRODUCER,
+    )
+
+
+def _secrets(lineage: LineageConfig, env: Mapping[str, str]) -> list[str]:
+    """What must never be printed: the API key, and the URL from url_env with its path and query (an error of
+    the HTTP library names the path alone)."""
+    out = [env.get(lineage.api_key_env, "").strip()] if lineage.api_key_env else []
+    if lineage.url_env and (url := env.get(lineage.url_env, "").strip()):
+        parsed = urlparse(url)
+        out += [url, parsed.path.rstrip("/"), parsed.query, parsed.password or ""]
+    return sorted((s for s in out if len(s) > 1), key=len, reverse=True)
+
+
+def client_for(cfg: WapConfig, env: Mapping[str, str] | None = None) -> OpenLineageClient:
+    """The OpenLineage client of [lineage]: its transport given explicitly, so no openlineage.yml or
+    OPENLINEAGE_* variable changes where wapflow's events go."""
+    from openlineage.client.client import OpenLineageClient
+    from openlineage.client.transport.file import FileConfig, FileTransport
+    from openlineage.client.transport.http import ApiKeyTokenProvider, HttpConfig, HttpTransport, TokenProvider
+
+    lineage = cfg.lineage
+    if lineage is None:
+        raise ValueError("no [lineage] section")
+    env = os.environ if env is None else env
+    if lineage.transport == "file":
+        assert lineage.path is not None  # the config's validator requires it
+        path = Path(lineage.path).expanduser()
+        path = path if path.is_absolute() else cfg.base_dir / path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return OpenLineageClient(transport=FileTransport(FileConfig(log_file_path=str(path), append=True)))
+    url = lineage.url or env.get(lineage.url_env or "", "").strip()
+    if not url:
+        raise ValueError(f"environment variable {lineage.url_env} (the receiver's URL) is not set")
+    key = env.get(lineage.api_key_env, "").strip() if lineage.api_key_env else ""
+    if lineage.api_key_env and not key:
+        raise ValueError(f"environment variable {lineage.api_key_env} (the receiver's API key) is not set")
+    retries = lineage.max_attempts - 1
+    http = HttpConfig(
+        url=url,
+        endpoint=lineage.endpoint,
+        timeout=lineage.timeout,
+        auth=ApiKeyTokenProvider({"api_key": key}) if key else TokenProvider({}),
+        retry={
+            "total": retries,
+            "read": retries,
+            "connect": retries,
+            "backoff_factor": 0.2,
+            "status_forcelist": [500, 502, 503, 504],
+            "allowed_methods": ["POST"],
+        },
+    )
+    return OpenLineageClient(transport=HttpTransport(http))
+
+
+# The loggers of the client and its HTTP library: their retry and error records name the URL's path (a secret
+# from url_env may be in it) and would print beside wapflow's one warning line.
+_LIBRARY_LOGGERS = ("openlineage", "urllib3", "requests")
+
+
+@contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _LIBRARY_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def emit(
+    cfg: WapConfig,
+    event_type: EventType,
+    rec: RunRecord,
+    *,
+    progress: Callable[[str], None],
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """Send one event of `rec` to [lineage] (nothing without it). True when sent; a failure is one warning
+    line through `progress`, never an exception."""
+    lineage = cfg.lineage
+    if lineage is None:
+        return False
+    env = os.environ if env is None else env
+    try:
+        with _quiet_libraries():
+            client = client_for(cfg, env)
+            client.emit(build_event(cfg, event_type, rec))
+            client.close(timeout=0)
+    except Exception as e:  # noqa: BLE001 - lineage must never change, hide or delay a run's outcome
+        text = f"{type(e).__name__}: {e}"
+        for secret in _secrets(lineage, env):
+            text = text.replace(secret, "<redacted>")
+        where = lineage.path if lineage.transport == "file" else "the http receiver"
+        progress(f"warning: lineage event {event_type} of run {rec.run_id} not sent to {where}: {text[:300]}")
+        return False
+    return True
