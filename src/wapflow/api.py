@@ -135,12 +135,21 @@ def report(lh: Lakehouse, run_id: str) -> RunReport:
 
 
 def metrics(
-    lh: Lakehouse, table: str, *, column: str | None = None, metric: str | None = None, limit: int = 20
+    lh: Lakehouse,
+    table: str,
+    *,
+    column: str | None = None,
+    metric: str | None = None,
+    limit: int = 20,
+    backfill: bool = False,
 ) -> list[MetricRowDoc]:
     """A table's metric history as `wap metrics` shows it: each of its last `limit` audited runs' row count,
-    null fractions, min, max... with the run's time and status, newest run first. No Spark."""
-    from wapflow.service.metrics import metric_rows
+    null fractions, min, max... with the run's time and status, newest run first. No Spark. `backfill` first
+    gives the appends on main with no recorded metrics their row count from the snapshots (`--backfill`)."""
+    from wapflow.service.metrics import backfill_metrics, metric_rows
 
+    if backfill:
+        backfill_metrics(lh, table)
     return metric_rows(lh.store, table, column=column, metric=metric, limit=limit)
 
 

@@ -131,3 +131,48 @@ def test_an_anomaly_check_that_cannot_fit_the_data_is_a_config_error_before_any_
     for w in words:
         assert w in res.message
     assert not lh.tables.exists(T)  # nothing written
+
+
+def test_a_table_adopted_mid_life_gets_its_history_from_main_snapshots(lakehouse_factory, landing: Path):
+    import wapflow
+
+    lh = lakehouse_factory({"nyc.trips": {"checks": [{"check": "anomaly", "metric": "row_count", "min_history": 3}]}})
+    ident = lh.tables.ident(T)
+    lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {T.namespace_sql(lh.catalog)}")
+    for day, rows in enumerate([100, 104, 98]):  # another writer's appends, before wapflow
+        df = lh.spark.read.parquet(
+            str(trips_file(landing, f"old{day}.parquet", rows, start_id=1000 * day + 1, seed=day))
+        )
+        (df.writeTo(ident).using("iceberg").create() if day == 0 else df.writeTo(ident).append())
+
+    blind = run_wap(lh, "nyc.trips", [str(trips_file(landing, "tiny.parquet", 10, start_id=90000))])
+    assert blind.status == "published" and blind.checks[0]["threshold"].startswith("0 of 3 runs of history")
+
+    got = wapflow.metrics(lh, "nyc.trips", metric="row_count", backfill=True)
+    assert [(r["status"], r["value"]) for r in got] == [
+        ("published", 10.0),
+        ("published", 98.0),
+        ("published", 104.0),
+        ("published", 100.0),
+    ]
+    assert all(r["run_id"].startswith("snapshot-") for r in got[1:])
+    again = CliRunner().invoke(
+        app, ["metrics", "nyc.trips", "--backfill", "--json", "--config", str(write_config_for(lh, landing))]
+    )
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["backfill"] == {"table": "nyc.trips", "recorded": 0, "already": 4}
+
+    drop = run_wap(lh, "nyc.trips", [str(trips_file(landing, "drop.parquet", 10, start_id=95000))])
+    assert drop.status == "blocked", drop.message
+    assert drop.checks[0]["observed"]["history"] == 4 and drop.checks[0]["observed"]["band"][0] > 10
+
+
+def write_config_for(lh, folder: Path) -> Path:
+    """A wap.toml on the lakehouse of `lh` (its warehouse, catalog and run store), for the CLI."""
+    cfg = folder / "wap.toml"
+    lake = lh.config.lakehouse
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{lake.warehouse}"\ncatalog_name = "{lh.catalog}"\nmaster = "local[2]"\n'
+        f'run_store = "{lh.config.run_store_url()}"\n'
+    )
+    return cfg

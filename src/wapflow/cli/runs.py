@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from wapflow.cli.common import ConfigOpt, JsonOpt, open_store
+from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_store
 from wapflow.cli.output import STATUS_COLOR, Output, checks_table, out, render_failures, rows_table
 from wapflow.errors import WapError
-from wapflow.service.metrics import MetricRowDoc, metric_rows
+from wapflow.service.metrics import MetricRowDoc, backfill_metrics, metric_rows
 from wapflow.service.runs import RunReport, RunRow, list_runs, run_report
 
 
@@ -76,16 +76,30 @@ def metrics(
         str | None, typer.Option("--metric", help="Only this metric (row_count, null_fraction, min, max, mean...).")
     ] = None,
     limit: Annotated[int, typer.Option("--limit", help="How many of the table's last audited runs.")] = 20,
+    backfill: Annotated[
+        bool,
+        typer.Option(
+            "--backfill",
+            help="First give the appends on main that have no recorded metrics (other writers', older wapflow "
+            "runs') their row count from the snapshots' summaries: history for a table adopted mid-life.",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """A table's metric history: each audited run's row count, null fractions, min, max... (no Spark needed)."""
     o = Output(as_json)
+    doc: dict[str, object] = {"table": table}
+    if backfill:
+        done = on_lakehouse(config, o, lambda lh: backfill_metrics(lh, table))
+        o.progress(f"backfilled the row count of {done['recorded']} run(s) from main's snapshots")
+        doc["backfill"] = done
     try:
         rows = metric_rows(open_store(config), table, column=column, metric=metric, limit=limit)
     except WapError as e:
         o.fail(e)
-    o.result({"table": table, "metrics": rows}, lambda: _show_metrics(table, rows))
+    doc["metrics"] = rows
+    o.result(doc, lambda: _show_metrics(table, rows))
 
 
 def _show_metrics(table: str, rows: list[MetricRowDoc]) -> None:

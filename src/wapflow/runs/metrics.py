@@ -83,6 +83,26 @@ class MetricHistory:
             if rows:
                 conn.execute(t.insert(), rows)
 
+    def record_missing(self, table: str, metric: str, values: dict[str, tuple[datetime, float]]) -> int:
+        """A batch metric for runs that have none recorded (run id -> (its time, value)): backfilled history.
+        Returns how many were recorded; what a run recorded itself is never replaced."""
+        t = metrics_table
+        with self.engine.begin() as conn:
+            have = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(t.c.run_id).where(t.c.table_name == table, t.c.metric == metric, t.c.column_name == "")
+                ).all()
+            }
+            rows = [
+                {"run_id": rid, "table_name": table, "metric": metric, "column_name": "", "value": v, "run_at": at}
+                for rid, (at, v) in values.items()
+                if rid not in have
+            ]
+            if rows:
+                conn.execute(t.insert(), rows)
+        return len(rows)
+
     def published(self, table: str, metric: str, column: str, limit: int) -> list[float]:
         """The metric's values over the table's last `limit` published runs, newest first."""
         t = metrics_table

@@ -6,13 +6,17 @@ wapflow.audit.anomaly's. A dashboard's quality trends read the same rows.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from datetime import datetime
+from typing import TYPE_CHECKING, TypedDict
 
 from wapflow.audit.anomaly import CHANGE_METRICS, METRICS, SCHEMA_METRIC
 from wapflow.errors import NotFound, UsageError, did_you_mean
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunStore
 from wapflow.sql.identifiers import TableName
+
+if TYPE_CHECKING:
+    from wapflow.lakehouse.lakehouse import Lakehouse
 
 KNOWN_METRICS = (*METRICS, *CHANGE_METRICS, SCHEMA_METRIC)
 
@@ -67,3 +71,38 @@ def metric_rows(
         )
         for r in rows
     ]
+
+
+class BackfillDoc(TypedDict):
+    """What `wap metrics TABLE --backfill` recorded."""
+
+    table: str
+    recorded: int  # runs (or other writers' snapshots) given a row_count from main's history
+    already: int  # appends on main whose run had recorded its metrics already
+
+
+def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
+    """History for a table adopted mid-life, from main's snapshots (metadata only, no JVM where the catalog
+    allows): each append on main whose run recorded no row count (another writer's commit, a run of a wapflow
+    before the metric history) gets its added-records as row_count at its commit time. Other writers'
+    snapshots are recorded under `snapshot-<id>` and count as published. Doing it again records nothing new."""
+    from wapflow.lakehouse.lineage import run_of
+    from wapflow.service.tables import reading, require_table
+
+    name = TableName.parse(table)
+    with reading(f"reading the metadata of {name}"):
+        md = lh.metadata
+        require_table(md, name)
+        snaps = md.snapshots(name)
+        main = md.ancestry(snaps, md.head(name, "main"))
+    rows: dict[str, tuple[datetime, int]] = {}  # run id -> (its first commit, rows it added)
+    for s in reversed(main):  # oldest first: a run's time is its first snapshot's
+        if s.operation != "append":
+            continue  # overwrites, deletes, compaction (replace): not a batch's row count
+        rid = run_of(snaps, s) or f"snapshot-{s.snapshot_id}"
+        at, n = rows.get(rid, (s.committed_at, 0))
+        rows[rid] = (at, n + s.added_records)
+    recorded = MetricHistory(lh.store.engine).record_missing(
+        name.dotted, "row_count", {rid: (at, float(n)) for rid, (at, n) in rows.items()}
+    )
+    return BackfillDoc(table=name.dotted, recorded=recorded, already=len(rows) - recorded)
