@@ -141,24 +141,26 @@ class MetricHistory:
     def read(
         self, table: str, *, metric: str | None = None, column: str | None = None, runs: int = 20
     ) -> list[MetricRow]:
-        """The metrics of the table's last `runs` runs that have any (of `metric`, `column`), newest run first."""
+        """The metrics (of `metric`, of `column`) of the table's last `runs` runs, newest run first.
+
+        A run is in the history by its row count (every audit records one, and so does a backfill): the last
+        runs are found on the series index, not by sorting every row of the table."""
         t = metrics_table
-        cond = [t.c.table_name == table]
+        last = (
+            sa.select(t.c.run_id)
+            .where(t.c.table_name == table, t.c.metric == "row_count", t.c.column_name == "")
+            .order_by(t.c.run_at.desc(), t.c.run_id.desc())
+            .limit(runs)
+            .scalar_subquery()
+        )
+        cond = [t.c.table_name == table, t.c.run_id.in_(last)]
         if metric:
             cond.append(t.c.metric == metric)
         if column:
             cond.append(t.c.column_name == column.lower())
-        last = (
-            sa.select(t.c.run_id, sa.func.max(t.c.run_at).label("at"))
-            .where(*cond)
-            .group_by(t.c.run_id)
-            .order_by(sa.desc("at"), t.c.run_id.desc())
-            .limit(runs)
-            .subquery()
-        )
         q = (
             sa.select(t, _status().label("status"))
-            .select_from(_joined().join(last, last.c.run_id == t.c.run_id))
+            .select_from(_joined())
             .where(*cond)
             .order_by(t.c.run_at.desc(), t.c.run_id.desc(), t.c.metric, t.c.column_name)
         )
