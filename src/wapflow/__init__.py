@@ -23,6 +23,7 @@ _EXPORTS = {
     "start": "wapflow.api",
     "result": "wapflow.api",
     "report": "wapflow.api",
+    "metrics": "wapflow.api",
     "read": "wapflow.api",
     "ingest": "wapflow.api",
     "backfill": "wapflow.api",
@@ -69,6 +70,7 @@ __all__ = [
     "checks",
     "connect",
     "ingest",
+    "metrics",
     "read",
     "report",
     "result",
@@ -79,7 +81,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from wapflow import checks, steps
-    from wapflow.api import backfill, connect, ingest, read, report, result, run, start
+    from wapflow.api import backfill, connect, ingest, metrics, read, report, result, run, start
     from wapflow.config import WapConfig
     from wapflow.errors import (
         BugError,

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from wapflow.outer.ingest import IngestResult
     from wapflow.pipeline.result import RunResult
     from wapflow.pipeline.state import RunState
+    from wapflow.service.metrics import MetricRowDoc
     from wapflow.service.runs import RunReport
 
 
@@ -131,6 +132,25 @@ def report(lh: Lakehouse, run_id: str) -> RunReport:
     from wapflow.service.runs import run_report
 
     return run_report(lh.store, run_id)
+
+
+def metrics(
+    lh: Lakehouse,
+    table: str,
+    *,
+    column: str | None = None,
+    metric: str | None = None,
+    limit: int = 20,
+    backfill: bool = False,
+) -> list[MetricRowDoc]:
+    """A table's metric history as `wap metrics` shows it: each of its last `limit` audited runs' row count,
+    null fractions, min, max... with the run's time and status, newest run first. No Spark. `backfill` first
+    gives the appends on main with no recorded metrics their row count from the snapshots (`--backfill`)."""
+    from wapflow.service.metrics import backfill_metrics, metric_rows
+
+    if backfill:
+        backfill_metrics(lh, table)
+    return metric_rows(lh.store, table, column=column, metric=metric, limit=limit)
 
 
 def read(lh: Lakehouse, table: str, *, branch: str | None = None) -> DataFrame:

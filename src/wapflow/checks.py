@@ -98,8 +98,52 @@ def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> B.FreshnessCh
     return B.FreshnessCheck(check="freshness", column=column, max_age=max_age, **kw)
 
 
-def volume(runs: int = 10, tolerance: float = 0.5, min_history: int = 3, **kw: Unpack[Options]) -> B.VolumeCheck:
-    return B.VolumeCheck(check="volume", runs=runs, tolerance=tolerance, min_history=min_history, **kw)
+def volume(
+    runs: int = 10,
+    tolerance: float | None = None,
+    min_history: int = 3,
+    *,
+    sensitivity: float = 3.0,
+    on_short_history: Literal["pass", "warn"] = "pass",
+    **kw: Unpack[Options],
+) -> B.VolumeCheck:
+    return B.VolumeCheck(
+        check="volume",
+        runs=runs,
+        tolerance=tolerance,
+        min_history=min_history,
+        sensitivity=sensitivity,
+        on_short_history=on_short_history,
+        **kw,
+    )
+
+
+def anomaly(
+    metric: Literal["row_count", "null_fraction", "min", "max", "mean", "sum", "mean_length"],
+    column: str | None = None,
+    *,
+    min_history: int = 7,
+    sensitivity: float = 3.0,
+    window: int = 30,
+    on_short_history: Literal["pass", "warn"] = "pass",
+    **kw: Unpack[Options],
+) -> B.AnomalyCheck:
+    return B.AnomalyCheck(
+        check="anomaly",
+        metric=metric,
+        column=column,
+        min_history=min_history,
+        sensitivity=sensitivity,
+        window=window,
+        on_short_history=on_short_history,
+        **kw,
+    )
+
+
+def schema_change(
+    allow: list[Literal["added", "dropped", "retyped"]] | None = None, **kw: Unpack[Options]
+) -> B.SchemaChangeCheck:
+    return B.SchemaChangeCheck(check="schema_change", allow=allow or [], **kw)
 
 
 def max_change(

@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+import wapflow
 from support.data import write_parquet
 from wapflow.config import parse_config
 from wapflow.errors import ConfigError
@@ -83,6 +84,9 @@ def test_merge_inserts_updates_and_deletes_row_by_row(lakehouse_factory, landing
     }
     assert res.rows_written == 3
     assert "inserted 1, updated 2, deleted 1" in res.message
+    # The metric history keeps the change with the run (`wap metrics`, issue 23).
+    history = {m["metric"]: m["value"] for m in wapflow.metrics(lh, T, limit=1) if m["column"] is None}
+    assert [history[m] for m in ("row_count", "rows_inserted", "rows_updated", "rows_deleted")] == [3, 1, 2, 1]
     # One commit on main, carrying the run id; fast-forwarded from the branch made at `before`.
     snap = lh.tables.snapshots(TN)[lh.tables.head(TN)]
     assert snap.run_id == "merge_one" and snap.parent_id == before

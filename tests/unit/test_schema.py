@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from wapflow.cli import app
 from wapflow.errors import ConfigError
-from wapflow.runs import alerts, ledger, maintenance, schema  # noqa: F401 - their tables join METADATA
+from wapflow.runs import alerts, ledger, maintenance, metrics, schema  # noqa: F401 - their tables join METADATA
 from wapflow.runs.store import RunStore
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "stores"
@@ -92,6 +92,46 @@ def test_a_store_from_before_migrations_is_upgraded_with_every_row(tmp_path: Pat
 
     after = {t: sqlite3.connect(db).execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in before}
     assert after == before  # every row as it was, to the byte
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM wap_metrics").fetchone() == (0,)  # 0003: empty
+
+
+def test_a_store_at_0002_gains_the_metric_history_with_its_rows_intact(tmp_path: Path) -> None:
+    """A store of the release before the metric history (revision 0002) upgrades to head, rows untouched."""
+    from alembic import command
+    from alembic.config import Config
+
+    db = tmp_path / "runs.db"
+    engine = sa.create_engine(f"sqlite:///{db}")
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema.MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "INSERT INTO wap_runs (run_id, table_name, status, files, checks, timings, started_at) "
+                "VALUES ('r1', 'nyc.trips', 'published', '[]', '[]', '{}', '2026-11-20 10:00:00')"
+            )
+        )
+        conn.execute(
+            sa.text(
+                "INSERT INTO wap_maintenance (id, pass_id, table_name, action, status, figures, started_at) "
+                "VALUES ('p.1', 'p', 'nyc.trips', 'compact', 'done', '{}', '2026-11-20 11:00:00')"
+            )
+        )
+    engine.dispose()
+    assert versions(db) == ["0002"]
+    tables = ("wap_runs", "wap_maintenance")
+    before = {t: sqlite3.connect(db).execute(f"SELECT * FROM {t}").fetchall() for t in tables}
+
+    res = runner.invoke(app, ["runs", "--config", str(config(tmp_path, db)), "--json"])
+    assert res.exit_code == 0, res.output
+    assert [r["run_id"] for r in json.loads(res.output)["runs"]] == ["r1"]
+    assert versions(db) == [schema.head()] and schema.head() == "0003"
+    assert {t: sqlite3.connect(db).execute(f"SELECT * FROM {t}").fetchall() for t in tables} == before
+    got = runner.invoke(app, ["metrics", "nyc.trips", "--config", str(config(tmp_path, db))])
+    assert got.exit_code == 2 and "no metric history for nyc.trips" in got.output  # the new table, empty
 
 
 def versions_table_absent(db: Path) -> bool:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from wapflow.audit import sqlguard
+from wapflow.audit.anomaly import METRICS, as_number, band
 from wapflow.audit.checktype import (
     Against,
     CheckType,
@@ -309,24 +310,35 @@ class FreshnessCheck(ColumnCheck):
 
 
 class VolumeCheck(CheckType):
-    """Row count within a band around the median of the table's last published runs."""
+    """Row count within a band around the median of the table's last published runs (Iceberg's history)."""
 
     check: Literal["volume"]
     runs: int = Field(default=10, ge=1, le=1000, description="how many of the table's last published runs")
-    tolerance: float = Field(default=0.5, gt=0, description="the band around their median (0.5: ±50%)")
-    min_history: int = Field(default=3, ge=1, description="passes until this many published runs exist")
+    sensitivity: float = Field(
+        default=3.0, gt=0, description="the band: median ± sensitivity x the runs' scaled MAD (see anomaly)"
+    )
+    tolerance: float | None = Field(
+        default=None, gt=0, description="instead of the MAD band: a fixed band around their median (0.5: ±50%)"
+    )
+    min_history: int = Field(default=3, ge=1, description="passes (or warns) until this many published runs exist")
+    on_short_history: Literal["pass", "warn"] = Field(
+        default="pass", description="what the check does until min_history published runs exist"
+    )
 
     description: ClassVar[str] = (
-        "Fails when the row count is outside ±tolerance of the median of the table's last published runs."
+        "Fails when the row count is outside the band of the table's last published runs: median ± sensitivity x "
+        "MAD (the anomaly check on row_count), or ±tolerance of the median."
     )
-    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "volume"\nruns = 10\ntolerance = 0.5\n'
+    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "volume"\nruns = 30\nsensitivity = 3.0\n'
     computed: ClassVar[tuple[Evidence, ...]] = ("metadata",)
 
     def default_name(self) -> str:
-        return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs)"
+        if self.tolerance is not None:
+            return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs)"
+        return f"volume(median ± {self.sensitivity:g} MAD of last {self.runs} runs)"
 
     def compile(self, mapping: dict[str, str]) -> Rule:
-        return Rule(None, None, f"within ±{self.tolerance:.0%} of the median of the last {self.runs} runs")
+        return Rule(None, None, f"within the band of the last {self.runs} runs")
 
     def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
         return {}, "metadata"  # the batch's row count, which every audit has, and the table's history
@@ -334,15 +346,194 @@ class VolumeCheck(CheckType):
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
         history = ctx.history()[: self.runs] if ctx.history else []
         if len(history) < self.min_history:
-            c.threshold = f"not enough history ({len(history)} of {self.min_history} runs): passes"
-            return Verdict(True, rows, 0)
-        med = statistics.median(history)
-        lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
-        c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs)"
-        return Verdict(lo <= rows <= hi, rows, 0)
+            return short_history(c, rows, len(history), self.min_history, self.on_short_history)
+        if self.tolerance is not None:
+            med = statistics.median(history)
+            lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
+            c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs)"
+            return Verdict(lo <= rows <= hi, rows, 0)
+        b = band(history, self.sensitivity)
+        c.threshold = b.describe(self.sensitivity)
+        return Verdict(b.contains(rows), b.evidence(rows), 0)
 
     def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
         return {this}
+
+
+def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str) -> Verdict:
+    """The verdict of a history check before `need` published runs exist: passes, or warns, and says so."""
+    c.threshold = f"{have} of {need} runs of history: {'passes' if on_short == 'pass' else 'warns'} until then"
+    return Verdict(on_short == "pass", {"value": value, "history": have, "min_history": need}, 0, warn_only=True)
+
+
+class AnomalyCheck(CheckType):
+    """A batch metric within the band the table's last published runs make (wapflow.audit.anomaly)."""
+
+    check: Literal["anomaly"]
+    metric: Literal["row_count", "null_fraction", "min", "max", "mean", "sum", "mean_length"] = Field(
+        description="row_count (the batch), null_fraction (any column), min, max, mean, sum (numeric columns), "
+        "mean_length (string columns)"
+    )
+    column: str | None = Field(default=None, description="the column (every metric but row_count)")
+    min_history: int = Field(default=7, ge=1, description="passes (or warns) until this many published runs exist")
+    sensitivity: float = Field(
+        default=3.0,
+        gt=0,
+        description="the band: median ± sensitivity x max(1.4826 x MAD, 5% of |median|, 0.001) of the window",
+    )
+    window: int = Field(default=30, ge=1, le=1000, description="how many of the table's last published runs")
+    on_short_history: Literal["pass", "warn"] = Field(
+        default="pass", description="what the check does until min_history published runs exist"
+    )
+
+    description: ClassVar[str] = (
+        "Fails when a batch metric (row count, a column's null fraction, min, max, mean, sum, mean length) is "
+        "outside median ± sensitivity x MAD of the table's last published runs."
+    )
+    example: ClassVar[str] = (
+        '[[tables."nyc.trips".checks]]\ncheck = "anomaly"\nmetric = "null_fraction"\ncolumn = "passenger_count"\n'
+        "min_history = 7\nsensitivity = 3.0\n"
+    )
+    computed: ClassVar[tuple[Evidence, ...]] = ("metadata", "write")
+
+    @model_validator(mode="after")
+    def _column_fits_metric(self) -> AnomalyCheck:
+        if self.metric == "row_count" and self.column is not None:
+            raise ValueError("anomaly: row_count is the batch's, it takes no column")
+        if self.metric != "row_count" and self.column is None:
+            raise ValueError(f"anomaly: metric {self.metric} needs a column")
+        if self.filter:
+            raise ValueError("anomaly compares whole batches with the table's history: it takes no filter")
+        return self
+
+    def columns(self) -> list[str]:
+        return [self.column] if self.column else []
+
+    def default_name(self) -> str:
+        on = f"({self.column})" if self.column else ""
+        return f"anomaly({self.metric}{on})"
+
+    def validate_on(self, on: Against) -> None:
+        from pyspark.sql.types import NumericType, StringType
+
+        kind = METRICS[self.metric]
+        wants = {"numeric": NumericType, "string": StringType}.get(kind)
+        if wants is None or isinstance(on.col_type, wants):
+            return
+        got = on.col_type.simpleString() if on.col_type else "?"
+        raise ConfigError(
+            f"{on.where}: metric {self.metric} needs a {kind} column; '{self.column}' is {got}",
+            hint="null_fraction fits any column, min/max/mean/sum numeric ones, mean_length strings",
+        )
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, f"within the band of the last {self.window} published runs")
+
+    def _column_key(self, c: Compiled) -> str:
+        """The column as the metric history names it: the batch's spelling, lower-cased ("" for row_count)."""
+        return c.mapping[self.column].lower() if self.column else ""
+
+    def aggregates(self, c: Compiled) -> list[Column]:
+        from pyspark.sql import functions as F
+
+        rows = F.count(F.lit(1))
+        if self.metric == "row_count":
+            return [rows.alias(f"{c.key}_n")]
+        col = c.col(self.column or "")
+        if self.metric == "null_fraction":
+            return [count_if(col.isNull()).alias(f"{c.key}_f"), rows.alias(f"{c.key}_n")]
+        agg = {"min": F.min, "max": F.max, "mean": F.avg, "sum": F.sum}.get(self.metric)
+        value = agg(col) if agg is not None else F.avg(F.length(col))  # mean_length
+        return [value.alias(f"{c.key}_v")]
+
+    def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
+        if self.metric == "row_count":
+            return {f"{c.key}_n": fm.rows}
+        if self.metric == "null_fraction":
+            return null_counts(self, c, fm)
+        if self.metric in ("min", "max"):
+            bounds = fm.lower if self.metric == "min" else fm.upper
+            v = bounds.get(self._column_key(c))
+            return {f"{c.key}_v": v} if as_number(v) is not None else None
+        return None
+
+    def value(self, c: Compiled, values: dict[str, Any]) -> float | None:
+        """The batch's metric from the gathered values (None: no value, e.g. the mean of no rows)."""
+        if self.metric == "row_count":
+            return float(int(values.get(f"{c.key}_n") or 0))
+        if self.metric == "null_fraction":
+            n = int(values.get(f"{c.key}_n") or 0)
+            return int(values.get(f"{c.key}_f") or 0) / n if n else 0.0
+        return as_number(values.get(f"{c.key}_v"))
+
+    def measured(self, c: Compiled, values: dict[str, Any], rows: int) -> dict[tuple[str, str], float]:
+        v = self.value(c, values)
+        return {} if v is None else {(self.metric, self._column_key(c)): v}
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        value = self.value(c, values)
+        history = ctx.metric_history(self.metric, self._column_key(c), self.window) if ctx.metric_history else []
+        if len(history) < self.min_history:
+            return short_history(c, value, len(history), self.min_history, self.on_short_history)
+        b = band(history, self.sensitivity)
+        c.threshold = b.describe(self.sensitivity)
+        return Verdict(value is not None and b.contains(value), b.evidence(value), 0)
+
+
+class SchemaChangeCheck(CheckType):
+    """The batch's columns and types against those of the table's last published run (the metric history)."""
+
+    check: Literal["schema_change"]
+    allow: list[Literal["added", "dropped", "retyped"]] = Field(
+        default_factory=list, description="kinds of change that pass: added, dropped, retyped"
+    )
+
+    description: ClassVar[str] = (
+        "Fails when a column is new, dropped or retyped compared with the table's last published run."
+    )
+    example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "schema_change"\nseverity = "warn"\n'
+    computed: ClassVar[tuple[Evidence, ...]] = ("metadata",)
+
+    @model_validator(mode="after")
+    def _no_filter(self) -> SchemaChangeCheck:
+        if self.filter:
+            raise ValueError("schema_change judges the batch's columns: it takes no filter")
+        return self
+
+    def default_name(self) -> str:
+        return f"schema_change(allow {', '.join(self.allow)})" if self.allow else "schema_change"
+
+    def compile(self, mapping: dict[str, str]) -> Rule:
+        return Rule(None, None, "the columns and types of the last published run")
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        return {f"{c.key}_v": schema_of(added)}, "metadata"  # the DataFrame's schema: analysis, no job
+
+    def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        now: dict[str, str] = values.get(f"{c.key}_v") or {}
+        last = ctx.last_schema() if ctx.last_schema else None
+        if last is None:
+            c.threshold = "no published run to compare with: passes"
+            return Verdict(True, "no published run yet", 0)
+        changes = schema_diff(last, now)
+        bad = [text for kind, text in changes if kind not in self.allow]
+        c.threshold = "the columns and types of the last published run" + (
+            f" (allowed: {', '.join(self.allow)})" if self.allow else ""
+        )
+        return Verdict(not bad, "; ".join(t for _, t in changes) or "no change", 0)
+
+
+def schema_of(df: DataFrame) -> dict[str, str]:
+    """A batch's columns (lower-cased) and their Spark SQL types, as the metric history records them."""
+    return {f.name.lower(): f.dataType.simpleString() for f in df.schema.fields}
+
+
+def schema_diff(last: dict[str, str], now: dict[str, str]) -> list[tuple[str, str]]:
+    """(kind, description) of each column new, dropped or retyped in `now` compared with `last`."""
+    out = [("added", f"new column {c} ({t})") for c, t in now.items() if c not in last]
+    out += [("dropped", f"dropped column {c} ({t})") for c, t in last.items() if c not in now]
+    out += [("retyped", f"column {c} {last[c]} -> {t}") for c, t in now.items() if c in last and last[c] != t]
+    return out
 
 
 class CustomSqlCheck(CheckType):

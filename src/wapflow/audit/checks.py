@@ -218,6 +218,10 @@ class AuditContext:
     file_metrics: Callable[[], FileMetrics | None] | None = None
     # What the run changes (write.modes.Changes as a dict: rows_inserted, ..., main_rows), for max_change.
     changes: dict[str, int] | None = None
+    # The metric history of the table's published runs, newest first: (metric, column, how many) -> values
+    # (column "" for table metrics), and the columns and types of the last published run (anomaly checks).
+    metric_history: Callable[[str, str, int], list[float]] | None = None
+    last_schema: Callable[[], dict[str, str] | None] | None = None
 
 
 def evaluate(
@@ -245,13 +249,9 @@ def evaluate(
         for k, v in observed.items():
             values.setdefault(k, v)
         for c in plan.compiled:
-            if c.index not in source and ({f"{c.key}_n", f"{c.key}_max"} & set(observed)):
+            if c.index not in source and (_value_keys(c) & set(observed)):
                 source[c.index] = "write"
-    needed = [
-        c
-        for c in plan.compiled
-        if c.check.observable and not ({f"{c.key}_n", f"{c.key}_f", f"{c.key}_max"} & set(values))
-    ]
+    needed = [c for c in plan.compiled if c.check.observable and not (_value_keys(c) & set(values))]
     if needed or "_rows" not in values:
         values.update(added.agg(*plain_aggregates(needed)).collect()[0].asDict())  # a global aggregate: one row
         for c in needed:
@@ -264,18 +264,26 @@ def evaluate(
     results = [_result(c, values, rows, ctx) for c in plan.compiled]
     for c, r in zip(plan.compiled, results, strict=True):
         r.source = source.get(c.index, "scan")
+    measured = {k: v for c in plan.compiled for k, v in c.check.measured(c, values, rows).items()}
+    metrics = [{"metric": m, "column": col, "value": v} for (m, col), v in measured.items()]
     if samples:
         for c, r in zip(plan.compiled, results, strict=True):
             if r.status in ("failed", "warned", "quarantined"):
                 r.sql = _reproduce_sql(c, ctx)
                 r.samples = _samples(added, c, plan, ctx)
-    return AuditReport(rows=rows, checks=results)
+    return AuditReport(rows=rows, checks=results, metrics=metrics)
+
+
+def _value_keys(c: Compiled) -> set[str]:
+    """The keys of values a check type's aggregates produce: any of them present means it was measured."""
+    return {f"{c.key}_n", f"{c.key}_f", f"{c.key}_max", f"{c.key}_v"}
 
 
 def _result(c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> CheckResult:
     chk = c.check
     verdict = chk.verdict(c, values, rows, ctx)
-    status: Status = "passed" if verdict.ok else ("warned" if chk.severity == "warn" else "failed")
+    warns = chk.severity == "warn" or verdict.warn_only
+    status: Status = "passed" if verdict.ok else ("warned" if warns else "failed")
     return CheckResult(
         name=chk.display_name(),
         check=chk.type_name(),

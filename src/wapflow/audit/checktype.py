@@ -98,6 +98,8 @@ class Verdict(NamedTuple):
     ok: bool
     observed: Any
     failing_rows: int
+    # A failure that only warns whatever the check's severity (an anomaly check short of history, set to warn).
+    warn_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,10 @@ class CheckType(BaseModel):
         """Default: a count of offending rows (c<i>_f), which must be 0."""
         failing = int(values.get(f"{c.key}_f") or 0)
         return Verdict(failing == 0, failing, failing)
+
+    def measured(self, c: Compiled, values: dict[str, Any], rows: int) -> dict[tuple[str, str], float]:
+        """Batch metrics it computed that the run store's metric history keeps: (metric, column) -> value."""
+        return {}
 
     def reproduce_sql(self, c: Compiled, src: str) -> str | None:
         """SQL a person runs against the kept branch `src` to see the offending rows (types without fail_sql)."""

@@ -35,6 +35,8 @@ class AuditReport:
     checks: list[CheckResult]
     quarantined_rows: int = 0
     schema_changes: list[str] = field(default_factory=list)
+    # Batch metrics the checks computed beyond their verdicts ({metric, column, value}), for the metric history.
+    metrics: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

@@ -12,12 +12,14 @@ from typing import TYPE_CHECKING, Annotated, Union
 from pydantic import Field
 
 from wapflow.audit.batch_checks import (
+    AnomalyCheck,
     CustomSqlCheck,
     ForeignKeyCheck,
     FreshnessCheck,
     MaxChangeCheck,
     NullRateCheck,
     RowCountCheck,
+    SchemaChangeCheck,
     UniqueCheck,
     UniqueInTableCheck,
     VolumeCheck,
@@ -37,6 +39,7 @@ __all__ = [
     "CHECK_MODELS",
     "CHECK_TYPES",
     "AcceptedValuesCheck",
+    "AnomalyCheck",
     "BetweenCheck",
     "Check",
     "CustomSqlCheck",
@@ -49,6 +52,7 @@ __all__ = [
     "NullRateCheck",
     "RegexCheck",
     "RowCountCheck",
+    "SchemaChangeCheck",
     "UniqueCheck",
     "UniqueInTableCheck",
     "VolumeCheck",
@@ -70,6 +74,8 @@ _BUILTIN: tuple[type[CheckType], ...] = (
     ForeignKeyCheck,
     FreshnessCheck,
     VolumeCheck,
+    AnomalyCheck,
+    SchemaChangeCheck,
     MaxChangeCheck,
     CustomSqlCheck,
 )

@@ -1,4 +1,4 @@
-"""`wap runs` and `wap report`: runs read from the run store (no Spark), rows from wapflow.service.runs."""
+"""`wap runs`, `wap report` and `wap metrics`: read from the run store (no Spark), rows from wapflow.service."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 
-from wapflow.cli.common import ConfigOpt, JsonOpt, open_store
+from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_store
 from wapflow.cli.output import STATUS_COLOR, Output, checks_table, out, render_failures, rows_table
 from wapflow.errors import WapError
+from wapflow.service.metrics import MetricRowDoc, backfill_metrics, metric_rows
 from wapflow.service.runs import RunReport, RunRow, list_runs, run_report
 
 
@@ -66,3 +67,48 @@ def _show_report(doc: RunReport) -> None:
         out.print(f"[red]error[/red] ({error.get('step')}): {error.get('message')}")
         if error.get("hint"):
             out.print(f"  hint: {error['hint']}")
+
+
+def metrics(
+    table: Annotated[str, typer.Argument(help="The table, namespace.name.")],
+    column: Annotated[str | None, typer.Option("--column", help="Only metrics of this column.")] = None,
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="Only this metric (row_count, null_fraction, min, max, mean...).")
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", help="How many of the table's last audited runs.")] = 20,
+    backfill: Annotated[
+        bool,
+        typer.Option(
+            "--backfill",
+            help="First give the appends on main that have no recorded metrics (other writers', older wapflow "
+            "runs') their row count from the snapshots' summaries: history for a table adopted mid-life.",
+        ),
+    ] = False,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """A table's metric history: each audited run's row count, null fractions, min, max... (no Spark needed)."""
+    o = Output(as_json)
+    doc: dict[str, object] = {"table": table}
+    if backfill:
+        done = on_lakehouse(config, o, lambda lh: backfill_metrics(lh, table))
+        o.progress(f"backfilled the row count of {done['recorded']} run(s) from main's snapshots")
+        doc["backfill"] = done
+    try:
+        rows = metric_rows(open_store(config), table, column=column, metric=metric, limit=limit)
+    except WapError as e:
+        o.fail(e)
+    doc["metrics"] = rows
+    o.result(doc, lambda: _show_metrics(table, rows))
+
+
+def _show_metrics(table: str, rows: list[MetricRowDoc]) -> None:
+    shown = [{**r, "value": _value(r)} for r in rows]
+    out.print(rows_table(f"metrics of {table}", shown, ["run_at", "run_id", "status", "metric", "column", "value"]))
+
+
+def _value(r: MetricRowDoc) -> str:
+    v = r["value"]
+    if v is None:
+        return r["text"] or ""
+    return f"{v:.0f}" if v.is_integer() else f"{v:.6g}"

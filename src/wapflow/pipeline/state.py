@@ -246,6 +246,7 @@ def report_from_data(d: dict[str, Any]) -> AuditReport:
         checks=[CheckResult(**c) for c in d.get("checks", [])],
         quarantined_rows=int(d.get("quarantined_rows") or 0),
         schema_changes=list(d.get("schema_changes") or []),
+        metrics=list(d.get("metrics") or []),
     )
 
 

@@ -22,7 +22,7 @@ from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
 
 
-def _require_table(tables: TableMetadata, table: TableName) -> None:
+def require_table(tables: TableMetadata, table: TableName) -> None:
     if not tables.exists(table):
         known = [t.dotted for t in tables.list_tables()]
         raise NotFound(
@@ -32,7 +32,7 @@ def _require_table(tables: TableMetadata, table: TableName) -> None:
 
 
 @contextmanager
-def _reading(doing: str) -> Iterator[None]:
+def reading(doing: str) -> Iterator[None]:
     """An exception of Spark or the catalog while reading metadata, as the WapError `wap run` would name
     (an unreachable catalog is transient, refused credentials the environment); unnamed ones stay bugs."""
     try:
@@ -49,9 +49,9 @@ def _reading(doing: str) -> Iterator[None]:
 def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str, Any]]:
     """main's snapshots, newest first, with the run that produced each (cherry-picks resolved)."""
     table = TableName.parse(table_text)
-    with _reading(f"reading the metadata of {table}"):
+    with reading(f"reading the metadata of {table}"):
         md = lh.metadata
-        _require_table(md, table)
+        require_table(md, table)
         snaps = md.snapshots(table)
         main = md.ancestry(snaps, md.head(table, "main"))
     out: list[dict[str, Any]] = []
@@ -77,9 +77,9 @@ def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str
     """Branches other than main, with the run that left each and its failed checks. A branch of one table
     shows its latest run; a branch spanning the catalog (Nessie) shows every run that wrote on it."""
     table = TableName.parse(table_text) if table_text else None
-    with _reading(f"listing the branches of {table or 'the catalog'}"):
+    with reading(f"listing the branches of {table or 'the catalog'}"):
         if table is not None:
-            _require_table(lh.metadata, table)
+            require_table(lh.metadata, table)
         found = lh.list_branches(table)
     out: list[dict[str, Any]] = []
     for b in found:
@@ -117,7 +117,7 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
     dropped = lh.branches.discard(branch, tables)
     if not dropped.found:
         if table_text:
-            _require_table(lh.tables, tables[0])  # (a table a run created on its Nessie branch is not on main)
+            require_table(lh.tables, tables[0])  # (a table a run created on its Nessie branch is not on main)
         where = tables[0] if len(tables) == 1 else "the lakehouse"
         kept = [b.name for b in (lh.branches.list(tables[0]) if len(tables) == 1 else lh.branches.all_branches())]
         hint = "see kept branches with `wap branches`"

@@ -3,10 +3,13 @@ scan), main read at pinned heads by the checks that depend on it, re-checked und
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, as_number
+from wapflow.audit.batch_checks import schema_of
 from wapflow.audit.checks import AuditContext, AuditPlan, FileMetrics, evaluate
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check
@@ -16,6 +19,7 @@ from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse.lineage import run_of
 from wapflow.pipeline.steps.context import Run
 from wapflow.pipeline.steps.record import unexpected
+from wapflow.runs.metrics import MetricHistory
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 from wapflow.write.modes import Changes, WriteMode, changes_result, write_mode
@@ -70,6 +74,9 @@ def audit(run: Run) -> AuditReport:
                 else sum(s.added_records for s in run.run_snapshots)
             )
         quarantined = sum(s.added_records for s in run.q_snapshots)
+        history = MetricHistory(run.lh.store.engine)
+        file_metrics = _once(lambda: _file_metrics(run))
+        added = None
         if not run.checks:
             run.report = AuditReport(rows=run.record.rows_written, checks=[])
         else:
@@ -90,8 +97,10 @@ def audit(run: Run) -> AuditReport:
                 this_table=run.target,
                 history=lambda: _history(run),
                 branch_sql=branch_sql,
-                file_metrics=lambda: _file_metrics(run),
+                file_metrics=file_metrics,
                 changes=changes.to_dict() if changes is not None else None,
+                metric_history=lambda metric, column, n: history.published(run.target.dotted, metric, column, n),
+                last_schema=lambda: history.last_published_schema(run.target.dotted),
             )
             try:
                 run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
@@ -102,6 +111,12 @@ def audit(run: Run) -> AuditReport:
             _apply_quarantine(run, quarantined)
         if mode.reapplies and changes is not None:
             run.report.checks.append(changes_result(mode, changes))
+        history.record(
+            run.run_id,
+            run.target.dotted,
+            run.record.started_at,
+            batch_metrics(run.report, file_metrics(), changes if mode.reapplies else None, added),
+        )
         run.report.schema_changes = list(run.schema_changes)
         run.record.checks = [c.to_dict() for c in run.report.checks]
         run.save()
@@ -150,6 +165,45 @@ def added_rows(run: Run) -> Any:
         q = tables.read_increment(run.quarantine, run.q_base, run.q_snapshots[-1].snapshot_id)
         added = added.unionByName(q.select(*added.columns))
     return added
+
+
+def _once(fn: Callable[[], FileMetrics | None]) -> Callable[[], FileMetrics | None]:
+    """The file metrics read once per audit: the checks and the metric history both use them."""
+    got: list[FileMetrics | None] = []
+
+    def once() -> FileMetrics | None:
+        if not got:
+            got.append(fn())
+        return got[0]
+
+    return once
+
+
+def batch_metrics(
+    report: AuditReport, fm: FileMetrics | None, changes: Changes | None, added: Any
+) -> dict[tuple[str, str], float | str]:
+    """What the metric history keeps of a run, all of it already at hand (no extra scan): the row count;
+    per column the null fraction, min and max of the files the run added (Iceberg metadata); what the
+    checks measured (anomaly checks: means, sums...); a merge's rows inserted, updated and deleted; the
+    audited rows' columns and types (for schema_change)."""
+    out: dict[tuple[str, str], float | str] = {("row_count", ""): float(report.rows)}
+    if fm is not None:
+        for col, nulls in fm.null_counts.items():
+            if nulls is not None and fm.rows:
+                out[("null_fraction", col)] = nulls / fm.rows
+        for name, bounds in (("min", fm.lower), ("max", fm.upper)):
+            for col, v in bounds.items():
+                number = as_number(v)
+                if number is not None:
+                    out[(name, col)] = number
+    for m in report.metrics:
+        out[(str(m["metric"]), str(m["column"]))] = float(m["value"])
+    if changes is not None:
+        figures = changes.to_dict()
+        out.update({(m, ""): float(figures.get(m) or 0) for m in CHANGE_METRICS})
+    if added is not None:
+        out[(SCHEMA_METRIC, "")] = json.dumps(schema_of(added), sort_keys=True)
+    return out
 
 
 def _file_metrics(run: Run) -> FileMetrics | None:

@@ -1,0 +1,176 @@
+"""The metric history: a table's batch metrics per audited run (row count, per column null fraction, min, max...).
+
+Anomaly checks learn what is normal for a table from it, and `wap metrics` reads it back. One row per run,
+table, metric and column (column "" for the batch's own metrics: row_count, rows_inserted...), with the run's
+time. Which runs count as history is the run's status in wap_runs (one owner of statuses): published runs;
+rows of no run in wap_runs are history backfilled from the table's snapshots, published by definition.
+
+A table of its own (`wap_metrics`, added by migration 0003 of wapflow/runs/migrations).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from wapflow.runs.schema import METADATA, ensure_schema
+from wapflow.runs.store import runs_table
+
+metrics_table = sa.Table(
+    "wap_metrics",
+    METADATA,
+    sa.Column("run_id", sa.String(256), primary_key=True),
+    sa.Column("table_name", sa.String(512), primary_key=True),
+    sa.Column("metric", sa.String(64), primary_key=True),  # wapflow.audit.anomaly: METRICS, CHANGE_METRICS...
+    sa.Column("column_name", sa.String(256), primary_key=True),  # lower-cased; "" for the batch's own metrics
+    sa.Column("value", sa.Float),  # numeric metrics
+    sa.Column("text", sa.Text),  # the others (the batch's schema as JSON)
+    sa.Column("run_at", sa.DateTime(timezone=True), nullable=False),  # when the run started (a snapshot: committed)
+    sa.Index("ix_wap_metrics_series", "table_name", "metric", "column_name", "run_at"),
+)
+
+# The status of runs that are a table's history (and of backfilled rows, which have no run record).
+PUBLISHED = "published"
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    run_id: str
+    table: str
+    metric: str
+    column: str
+    value: float | None
+    text: str | None
+    run_at: datetime
+    status: str  # the run's status in wap_runs; "published" for backfilled history
+
+
+def _status() -> sa.ColumnElement[str]:
+    return sa.func.coalesce(runs_table.c.status, sa.literal(PUBLISHED))
+
+
+def _joined() -> sa.FromClause:
+    return metrics_table.outerjoin(runs_table, runs_table.c.run_id == metrics_table.c.run_id)
+
+
+class MetricHistory:
+    """Batch metrics in the run store's database (any SQLAlchemy engine the store uses)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+        ensure_schema(engine)
+
+    def record(self, run_id: str, table: str, run_at: datetime, values: dict[tuple[str, str], float | str]) -> None:
+        """The run's metrics, replacing any it recorded before (an audit done again after a resume or rewind)."""
+        rows = [
+            {
+                "run_id": run_id,
+                "table_name": table,
+                "metric": metric,
+                "column_name": column.lower(),
+                "value": None if isinstance(v, str) else float(v),
+                "text": v if isinstance(v, str) else None,
+                "run_at": run_at,
+            }
+            for (metric, column), v in values.items()
+        ]
+        t = metrics_table
+        with self.engine.begin() as conn:
+            conn.execute(t.delete().where(t.c.run_id == run_id, t.c.table_name == table))
+            if rows:
+                conn.execute(t.insert(), rows)
+
+    def record_missing(self, table: str, metric: str, values: dict[str, tuple[datetime, float]]) -> int:
+        """A batch metric for runs that have none recorded (run id -> (its time, value)): backfilled history.
+        Returns how many were recorded; what a run recorded itself is never replaced."""
+        t = metrics_table
+        with self.engine.begin() as conn:
+            have = {
+                r[0]
+                for r in conn.execute(
+                    sa.select(t.c.run_id).where(t.c.table_name == table, t.c.metric == metric, t.c.column_name == "")
+                ).all()
+            }
+            rows = [
+                {"run_id": rid, "table_name": table, "metric": metric, "column_name": "", "value": v, "run_at": at}
+                for rid, (at, v) in values.items()
+                if rid not in have
+            ]
+            if rows:
+                conn.execute(t.insert(), rows)
+        return len(rows)
+
+    def published(self, table: str, metric: str, column: str, limit: int) -> list[float]:
+        """The metric's values over the table's last `limit` published runs, newest first."""
+        t = metrics_table
+        q = (
+            sa.select(t.c.value)
+            .select_from(_joined())
+            .where(
+                t.c.table_name == table,
+                t.c.metric == metric,
+                t.c.column_name == column.lower(),
+                t.c.value.is_not(None),
+                _status() == PUBLISHED,
+            )
+            .order_by(t.c.run_at.desc(), t.c.run_id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [float(v) for (v,) in conn.execute(q).all()]
+
+    def last_published_schema(self, table: str) -> dict[str, str] | None:
+        """The columns and types of the table's last published run that recorded them."""
+        from wapflow.audit.anomaly import SCHEMA_METRIC
+
+        t = metrics_table
+        q = (
+            sa.select(t.c.text)
+            .select_from(_joined())
+            .where(t.c.table_name == table, t.c.metric == SCHEMA_METRIC, _status() == PUBLISHED)
+            .order_by(t.c.run_at.desc(), t.c.run_id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            text = conn.execute(q).scalar()
+        return dict(json.loads(text)) if text else None
+
+    def read(
+        self, table: str, *, metric: str | None = None, column: str | None = None, runs: int = 20
+    ) -> list[MetricRow]:
+        """The metrics (of `metric`, of `column`) of the table's last `runs` runs, newest run first.
+
+        A run is in the history by its row count (every audit records one, and so does a backfill): the last
+        runs are found on the series index, not by sorting every row of the table."""
+        t = metrics_table
+        last = (
+            sa.select(t.c.run_id)
+            .where(t.c.table_name == table, t.c.metric == "row_count", t.c.column_name == "")
+            .order_by(t.c.run_at.desc(), t.c.run_id.desc())
+            .limit(runs)
+            .scalar_subquery()
+        )
+        cond = [t.c.table_name == table, t.c.run_id.in_(last)]
+        if metric:
+            cond.append(t.c.metric == metric)
+        if column:
+            cond.append(t.c.column_name == column.lower())
+        q = (
+            sa.select(t, _status().label("status"))
+            .select_from(_joined())
+            .where(*cond)
+            .order_by(t.c.run_at.desc(), t.c.run_id.desc(), t.c.metric, t.c.column_name)
+        )
+        with self.engine.connect() as conn:
+            return [
+                MetricRow(r.run_id, r.table_name, r.metric, r.column_name, r.value, r.text, r.run_at, str(r.status))
+                for r in conn.execute(q).all()
+            ]
+
+    def tables(self) -> list[str]:
+        """Tables with any metric history (for a did-you-mean on an unknown table)."""
+        with self.engine.connect() as conn:
+            return [r[0] for r in conn.execute(sa.select(metrics_table.c.table_name).distinct()).all()]

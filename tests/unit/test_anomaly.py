@@ -1,0 +1,138 @@
+"""Anomaly checks without a JVM: the robust band (median ± sensitivity x scaled MAD, with its floor), the
+verdicts of `anomaly`, `volume` and `schema_change` over a given history, and what a declaration may not say.
+The checks over real runs: tests/spark/test_anomaly.py."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pytest
+
+from wapflow import checks as C
+from wapflow.audit.anomaly import FLOOR_ABSOLUTE, MAD_SCALE, band
+from wapflow.audit.batch_checks import schema_diff
+from wapflow.audit.checks import AuditContext, Compiled
+from wapflow.audit.spec import CheckType
+from wapflow.errors import EXIT_USAGE, ConfigError
+
+
+def compiled(chk: CheckType, mapping: dict[str, str] | None = None) -> Compiled:
+    """The check as the engine holds it; these verdicts read no Spark column (applies/fail are unused)."""
+    return Compiled(0, chk, None, None, None, "", mapping or {})  # type: ignore[arg-type]
+
+
+def test_the_band_is_median_plus_minus_sensitivity_times_scaled_mad() -> None:
+    history = [100, 110, 90, 102, 98, 108, 92]
+    b = band(history, 3.0)
+    med = statistics.median(history)
+    mad = MAD_SCALE * statistics.median(abs(x - med) for x in history)
+    assert (b.median, b.history) == (100, 7)
+    assert b.mad == pytest.approx(mad) and b.spread == pytest.approx(mad)
+    assert (b.lo, b.hi) == (pytest.approx(100 - 3 * mad), pytest.approx(100 + 3 * mad))
+    assert b.contains(130) and not b.contains(140) and not b.contains(10)
+
+
+def test_one_outlier_in_the_history_barely_moves_the_band() -> None:
+    calm = band([200, 198, 202, 201, 199, 200, 203, 197], 3.0)
+    spiked = band([200, 198, 202, 201, 199, 200, 203, 5000], 3.0)  # a mean and a stdev would explode
+    assert spiked.median == pytest.approx(calm.median, abs=1)
+    assert spiked.hi < 260 and not spiked.contains(20)
+
+
+def test_a_constant_history_allows_the_floor_not_nothing() -> None:
+    rows = band([200] * 10, 3.0)
+    assert rows.mad == 0 and rows.spread == pytest.approx(10)  # 5% of the median
+    assert rows.contains(225) and not rows.contains(240)
+    nulls = band([0.0] * 10, 3.0)
+    assert nulls.spread == FLOOR_ABSOLUTE and nulls.contains(0.002) and not nulls.contains(0.3)
+
+
+def test_a_band_needs_history() -> None:
+    with pytest.raises(ValueError, match="at least one value"):
+        band([], 3.0)
+
+
+def history_of(values: dict[tuple[str, str], list[float]]) -> AuditContext:
+    """An audit context whose metric history holds `values` (newest first) per (metric, column)."""
+    return AuditContext(metric_history=lambda m, col, n: values.get((m, col), [])[:n])
+
+
+def test_anomaly_reports_value_band_and_history_size() -> None:
+    chk = C.anomaly("null_fraction", "passenger_count", min_history=5)
+    c = compiled(chk, {"passenger_count": "Passenger_Count"})
+    ctx = history_of({("null_fraction", "passenger_count"): [0.01, 0.012, 0.011, 0.009, 0.01, 0.013]})
+    spike = chk.verdict(c, {"c0_f": 30, "c0_n": 100}, 100, ctx)
+    assert not spike.ok
+    assert spike.observed["value"] == 0.3 and spike.observed["history"] == 6
+    lo, hi = spike.observed["band"]
+    assert lo < 0.011 < hi < 0.3
+    assert "over the last 6 published runs" in c.threshold
+    normal = chk.verdict(c, {"c0_f": 1, "c0_n": 100}, 100, ctx)
+    assert normal.ok and chk.measured(c, {"c0_f": 1, "c0_n": 100}, 100) == {("null_fraction", "passenger_count"): 0.01}
+
+
+def test_the_window_limits_the_history_used() -> None:
+    chk = C.anomaly("mean", "fare", min_history=3, window=3)
+    c = compiled(chk, {"fare": "fare"})
+    ctx = history_of({("mean", "fare"): [10.0, 10.5, 9.5, 1000.0, 1000.0, 1000.0, 1000.0]})
+    v = chk.verdict(c, {"c0_v": 10.2}, 100, ctx)
+    assert v.ok and v.observed["history"] == 3
+
+
+@pytest.mark.parametrize("on_short, status_ok", [("pass", True), ("warn", False)])
+def test_short_history_passes_or_warns_and_says_so(on_short: Any, status_ok: bool) -> None:
+    chk = C.anomaly("row_count", min_history=7, on_short_history=on_short)
+    c = compiled(chk)
+    v = chk.verdict(c, {"c0_n": 3}, 3, history_of({("row_count", ""): [200.0, 210.0]}))
+    assert v.ok is status_ok and v.warn_only  # never blocks, whatever the severity
+    assert c.threshold.startswith("2 of 7 runs of history")
+    assert v.observed == {"value": 3.0, "history": 2, "min_history": 7}
+
+
+def test_volume_is_the_row_count_band_over_icebergs_history() -> None:
+    chk = C.volume(runs=10)
+    c = compiled(chk)
+    ctx = AuditContext(history=lambda: [200, 190, 210, 205, 195, 200, 198, 202, 201, 199, 5, 5])
+    drop = chk.verdict(c, {}, 20, ctx)
+    assert not drop.ok and drop.observed["value"] == 20 and drop.observed["history"] == 10
+    assert "median 200" in c.threshold
+    assert chk.verdict(c, {}, 204, ctx).ok
+    fixed = C.volume(runs=10, tolerance=0.5)  # the fixed band of earlier releases stays
+    assert fixed.verdict(compiled(fixed), {}, 120, ctx).ok and not fixed.verdict(compiled(fixed), {}, 90, ctx).ok
+
+
+def test_schema_change_names_new_dropped_and_retyped_columns() -> None:
+    last = {"id": "bigint", "fare": "double", "zone": "string"}
+    now = {"id": "bigint", "fare": "decimal(10,2)", "tip": "double"}
+    assert schema_diff(last, now) == [
+        ("added", "new column tip (double)"),
+        ("dropped", "dropped column zone (string)"),
+        ("retyped", "column fare double -> decimal(10,2)"),
+    ]
+    chk = C.schema_change(allow=["added"])
+    c = compiled(chk)
+    ctx = AuditContext(last_schema=lambda: last)
+    only_added = chk.verdict(c, {"c0_v": {**last, "tip": "double"}}, 1, ctx)
+    assert only_added.ok and only_added.observed == "new column tip (double)"
+    assert not chk.verdict(c, {"c0_v": now}, 1, ctx).ok
+    first = chk.verdict(c, {"c0_v": now}, 1, AuditContext(last_schema=lambda: None))
+    assert first.ok and "no published run" in c.threshold
+
+
+@pytest.mark.parametrize(
+    "decl, words",
+    [
+        ({"metric": "row_count", "column": "fare"}, "takes no column"),
+        ({"metric": "mean"}, "needs a column"),
+        ({"metric": "mean", "column": "fare", "filter": "fare > 0"}, "takes no filter"),
+        ({"metric": "median", "column": "fare"}, "'row_count', 'null_fraction'"),
+        ({"metric": "row_count", "sensitivity": 0}, "greater than 0"),
+    ],
+)
+def test_a_declaration_that_cannot_work_is_refused(decl: dict[str, Any], words: str) -> None:
+    from wapflow.config import parse_config
+
+    with pytest.raises(ConfigError, match=words) as e:
+        parse_config({"tables": {"nyc.trips": {"checks": [{"check": "anomaly", **decl}]}}})
+    assert e.value.exit_code == EXIT_USAGE
