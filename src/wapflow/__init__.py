@@ -26,6 +26,8 @@ _EXPORTS = {
     "read": "wapflow.api",
     "ingest": "wapflow.api",
     "backfill": "wapflow.api",
+    "approve": "wapflow.api",
+    "reject": "wapflow.api",
     "steps": "wapflow.steps:",
     "Lakehouse": "wapflow.lakehouse.lakehouse",
     "WapConfig": "wapflow.config",
@@ -45,8 +47,10 @@ _EXPORTS = {
     "CommitConflict": "wapflow.errors",
     "PublishConflict": "wapflow.errors",
     "BugError": "wapflow.errors",
+    "AlreadyDecided": "wapflow.errors",
 }
 __all__ = [
+    "AlreadyDecided",
     "BugError",
     "CommitConflict",
     "ConfigError",
@@ -65,11 +69,13 @@ __all__ = [
     "WapConfig",
     "WapError",
     "__version__",
+    "approve",
     "backfill",
     "checks",
     "connect",
     "ingest",
     "read",
+    "reject",
     "report",
     "result",
     "run",
@@ -79,9 +85,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from wapflow import checks, steps
-    from wapflow.api import backfill, connect, ingest, read, report, result, run, start
+    from wapflow.api import approve, backfill, connect, ingest, read, reject, report, result, run, start
     from wapflow.config import WapConfig
     from wapflow.errors import (
+        AlreadyDecided,
         BugError,
         CommitConflict,
         ConfigError,

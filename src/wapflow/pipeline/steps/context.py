@@ -26,7 +26,7 @@ from wapflow.lakehouse import lineage
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import Snapshot
 from wapflow.pipeline.state import RunState, hydration
-from wapflow.runs.store import RunRecord
+from wapflow.runs.store import APPROVED, RunRecord
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity, SkippedFile
@@ -135,10 +135,14 @@ class Run:
             )
 
     def snapshot_properties(self) -> dict[str, str]:
-        """What every snapshot the run commits carries: its run id, files and their fingerprint."""
-        return lineage.run_properties(
+        """What every snapshot the run commits carries: its run id, files and their fingerprint (and, once a
+        person approved the run, who and why)."""
+        props = lineage.run_properties(
             self.run_id, (f.uri for f in self.files), lineage.files_fingerprint(self.record.file_ids)
         )
+        if self.record.review == APPROVED and self.record.review_by:
+            props |= lineage.approval_properties(self.record.review_by, self.record.review_reason or "")
+        return props
 
     def write_options(self, writer: Any) -> Any:
         return lineage.with_properties(writer, self.snapshot_properties())
