@@ -202,3 +202,34 @@ def test_approve_after_main_moved_publishes_both_once_or_is_refused(spark, tmp_p
     assert len(ids) == 310 and ids[-10:] == list(range(1001, 1011))  # the refused run's rows never reached main
     rec = _store(cfg).get(held.run_id)
     assert rec is not None and rec.status == "blocked" and rec.review == "approved" and rec.branch_kept
+
+
+@pytest.mark.spark
+def test_ingest_holds_files_as_awaiting_review_until_decided(spark, tmp_path, landing):
+    cfg = _config(tmp_path, "rv_ingest", "always")
+    src = tmp_path / "land"
+    src.mkdir()
+    trips_file(src, "a.parquet", 20)
+    trips_file(src, "b.parquet", 20, start_id=21)
+    with cfg.open("a") as f:
+        f.write(
+            f'\n[sources.trips]\ntable = "nyc.trips"\nlocation = "{src}"\nsettle_seconds = 0\nmax_files_per_run = 1\n'
+        )
+    r = wap("ingest", "trips", "--config", str(cfg), "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == EXIT_REVIEW and doc["status"] == "awaiting_review", r.output
+    assert doc["counts"] == {"awaiting_review": 2}  # the pass went on after the first file was held
+    runs = {Path(f["uri"]).name: f["run_id"] for f in doc["files"]}
+    assert _main_ids(cfg) == []
+
+    again = wap("ingest", "trips", "--config", str(cfg), "--json")
+    assert again.exit_code == 0 and json.loads(again.stdout)["runs"] == []  # held files are not picked up again
+
+    assert wap("approve", runs["a.parquet"], "--reason", "fine", "--config", str(cfg)).exit_code == 0
+    assert wap("reject", runs["b.parquet"], "--reason", "duplicate", "--config", str(cfg)).exit_code == 0
+    files = json.loads(wap("files", "trips", "--config", str(cfg), "--json").stdout)["files"]
+    states = {Path(f["uri"]).name: f["state"] for f in files}
+    assert states == {"a.parquet": "published", "b.parquet": "rejected"}
+    assert _main_ids(cfg) == list(range(1, 21))
+    last = wap("ingest", "trips", "--config", str(cfg), "--json")
+    assert last.exit_code == 0 and json.loads(last.stdout)["runs"] == [] and _main_ids(cfg) == list(range(1, 21))
