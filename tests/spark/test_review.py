@@ -233,3 +233,24 @@ def test_ingest_holds_files_as_awaiting_review_until_decided(spark, tmp_path, la
     assert _main_ids(cfg) == list(range(1, 21))
     last = wap("ingest", "trips", "--config", str(cfg), "--json")
     assert last.exit_code == 0 and json.loads(last.stdout)["runs"] == [] and _main_ids(cfg) == list(range(1, 21))
+
+
+@pytest.mark.spark
+def test_an_approved_run_whose_publish_failed_is_completed_by_its_resume_command(spark, tmp_path, landing, monkeypatch):
+    cfg = _config(tmp_path, "rv_resume", "always")
+    code, held = _run(cfg, trips_file(landing, "a.parquet", 30))
+    assert code == EXIT_REVIEW
+    monkeypatch.setenv("WAP_RAISE_AT", "publish:locked")  # the approval is recorded, the publish fails
+    r = wap("approve", held["run_id"], "--reason", "ok", "--by", "fay", "--config", str(cfg), "--json")
+    assert r.exit_code == 3 and json.loads(r.stdout)["status"] == "failed", r.output
+    monkeypatch.delenv("WAP_RAISE_AT")
+    assert _main_ids(cfg) == [] and held["branch"] in _branches(cfg)
+    again = wap("approve", held["run_id"], "--reason", "ok", "--config", str(cfg), "--json")
+    err = json.loads(again.stdout)["error"]
+    assert again.exit_code == EXIT_CONFLICT and "already approved by fay" in err["message"]
+    resume = err["hint"].split("`")[1]
+    assert resume.startswith(f"wap run nyc.trips {landing / 'a.parquet'} --run-id {held['run_id']}"), err["hint"]
+    r = wap(*resume.split()[1:], "--config", str(cfg), "--json")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0 and doc["status"] == "published" and "approved by fay: ok" in doc["message"], r.output
+    assert _main_ids(cfg) == list(range(1, 31)) and _published_summary(cfg)[APPROVED_BY_PROP] == "fay"
