@@ -172,3 +172,17 @@ def test_a_store_at_revision_0002_gains_the_review_columns_with_its_runs(tmp_pat
     columns = {r[1] for r in con.execute("PRAGMA table_info(wap_runs)")}
     con.close()
     assert {"review", "review_by", "review_reason", "reviewed_at"} <= columns
+
+
+def test_the_dashboard_run_page_offers_approve_and_reject_for_a_held_run(tmp_path: Path) -> None:
+    from wapflow.runs.ledger import Ledger
+    from wapflow.service.dashboard import Sources, run_detail
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    held = _held(store)
+    src = Sources(parse_config({}), store, Ledger(store.engine), None, "no catalog here")
+    doc = run_detail(src, held.run_id)
+    assert doc["commands"]["approve"] == f"wap approve {held.run_id} --reason ..."
+    assert doc["commands"]["reject"] == f"wap reject {held.run_id} --reason ..."
+    assert "discard" not in doc["commands"]  # dropping its branch behind the review's back is not offered
+    assert doc["review"] == {"decision": None, "by": None, "reason": None, "at": None}
