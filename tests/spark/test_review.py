@@ -254,3 +254,37 @@ def test_an_approved_run_whose_publish_failed_is_completed_by_its_resume_command
     doc = json.loads(r.stdout)
     assert r.exit_code == 0 and doc["status"] == "published" and "approved by fay: ok" in doc["message"], r.output
     assert _main_ids(cfg) == list(range(1, 31)) and _published_summary(cfg)[APPROVED_BY_PROP] == "fay"
+
+
+@pytest.mark.spark
+def test_a_staged_batch_with_new_columns_is_held_then_approved_or_rejected(spark, tmp_path, landing):
+    import pyarrow as pa
+
+    from support.data import write_parquet
+    from wapflow.demo.generate import generate_trips
+
+    cfg = _config(tmp_path, "rv_staged", "always")
+    cfg.write_text(cfg.read_text().replace('review = "always"', 'review = "always"\nschema = "add_columns"'))
+    lh = api.connect(str(cfg))
+    first = api.run(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 20))])
+    assert first.status == "awaiting_review"
+    assert api.approve(lh, first.run_id, reason="first day").status == "published"
+
+    def wider(name: str, start: int) -> str:
+        t = generate_trips(20, start_id=start)
+        return str(write_parquet(landing / name, t.append_column("tip", pa.array([1.0] * 20))))
+
+    held = api.run(lh, "nyc.trips", [wider("b.parquet", 21)])
+    assert held.status == "awaiting_review" and held.staging_table is not None, held.message
+    assert "staging table" in held.message and "tip" not in _main(cfg).schema().column_names
+    dropped = api.reject(lh, held.run_id, reason="no tips yet", by="gus")
+    assert dropped["dropped"] is True and "staging table" in dropped["message"]
+    assert not lh.tables.exists(TableName.parse(held.staging_table))
+    assert "tip" not in _main(cfg).schema().column_names and _main_ids(cfg) == list(range(1, 21))
+
+    again = api.run(lh, "nyc.trips", [wider("c.parquet", 41)])
+    assert again.status == "awaiting_review"
+    res = api.approve(lh, again.run_id, reason="tips agreed", by="gus")
+    assert res.status == "published", res.message
+    assert "tip" in _main(cfg).schema().column_names and _main_ids(cfg) == [*range(1, 21), *range(41, 61)]
+    assert _published_summary(cfg)[APPROVED_BY_PROP] == "gus"

@@ -135,8 +135,9 @@ def _settle_files(lh: Lakehouse, run_id: str, res: RunResult) -> None:
 
 
 def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = None) -> dict[str, Any]:
-    """Drop a run awaiting review: its branch goes (as `wap discard` drops it), its files are `rejected`."""
-    from wapflow.pipeline.steps.context import quarantine_of
+    """Drop a run awaiting review: its branch goes (as `wap discard` drops it; a staged batch's staging table
+    too), its files are `rejected`."""
+    from wapflow.pipeline.steps.context import quarantine_of, staging_of
     from wapflow.service.tables import discard
     from wapflow.sql.identifiers import TableName
 
@@ -144,6 +145,7 @@ def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = N
     rec = awaiting(lh.store, run_id, "reject")
     _decide(lh.store, rec, REJECTED, who, why, status=RUN_REJECTED, finished_at=datetime.now(UTC))
     dropped = False
+    where = f"branch {rec.branch} dropped"
     if rec.branch and rec.branch_kept:
         try:
             dropped = bool(discard(lh, rec.branch, rec.table_name)["dropped"])
@@ -152,6 +154,10 @@ def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = N
         quarantine = quarantine_of(TableName.parse(rec.table_name))
         if lh.tables.exists(quarantine):
             lh.branches.discard(rec.branch, [quarantine])
+        staging = staging_of(TableName.parse(rec.table_name), run_id)  # schema = "add_columns": no branch
+        if lh.tables.exists(staging):
+            lh.tables.drop(staging)
+            dropped, where = True, f"staging table {staging} dropped"
         after = lh.store.get(run_id)
         if after is not None and after.branch_kept:
             after.branch_kept = False
@@ -159,7 +165,7 @@ def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = N
     rows = lh.ledger.rows(run_id=run_id, state="awaiting_review")
     if rows:
         lh.ledger.settle([r.key for r in rows], "rejected", run_id=run_id, reason=f"rejected by {who}: {why}")
-    where = f"branch {rec.branch} dropped" if dropped else "no branch left to drop"
+    where = where if dropped else "no branch left to drop"
     return {
         "run_id": run_id,
         "table": rec.table_name,

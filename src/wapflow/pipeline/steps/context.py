@@ -52,6 +52,11 @@ def quarantine_of(table: TableName) -> TableName:
     return TableName(table.namespace, f"{table.name}__quarantine")
 
 
+def staging_of(table: TableName, run_id: str) -> TableName:
+    """Where a run's batch waits under schema = "add_columns" until publish (its new columns are not on main)."""
+    return TableName(table.namespace, f"{table.name}__wap_{run_id}")
+
+
 class Run:
     """A run's state, hydrated for one step (typed values rebuilt from a RunState, and back: freeze)."""
 
@@ -164,7 +169,7 @@ class Run:
         return [self.target] + ([self.quarantine] if self.quarantine is not None else [])
 
     def staging_name(self) -> TableName:
-        return TableName(self.target.namespace, f"{self.target.name}__wap_{self.run_id}")
+        return staging_of(self.target, self.run_id)
 
     def written(self) -> bool:
         """The run's rows are on its branch or staging table (False when blocked before writing)."""

@@ -88,8 +88,9 @@ def _hold(run: Run) -> None:
     run.record.branch_kept = run.written()
     warned = ", ".join(c.name for c in run.report.warned)
     why = f"warning(s) {warned}" if warned else f'review = "{run.table_cfg.review}" for {run.target}'
+    where = f"staging table {run.staging}" if run.staging is not None else run.lh.branches.describe(run.branch)
     run.message = (
-        f"awaiting review ({why}); main unchanged; rows kept on {run.lh.branches.describe(run.branch)} "
+        f"awaiting review ({why}); main unchanged; rows kept on {where} "
         f"(report: wap report {run.run_id}; publish: wap approve {run.run_id} --reason ...; "
         f"drop: wap reject {run.run_id} --reason ...)"
     )
