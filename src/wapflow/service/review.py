@@ -114,7 +114,10 @@ def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = 
     _decide(lh.store, rec, APPROVED, who, why, status="running", owner=current_owner())
     lh.progress(f"run {run_id} approved by {who}: auditing it again against main, then publishing")
     files = [f["uri"] for f in rec.file_ids] or rec.files
-    res = result(lh, drive(lh, new_state(rec.table_name, files, run_id=run_id, branch=rec.branch)))
+    # An ingested batch's source (its write mode applies): the ledger says whose files they are.
+    source = next((r.source for r in lh.ledger.rows(run_id=run_id)), None)
+    state = new_state(rec.table_name, files, run_id=run_id, branch=rec.branch, source=source)
+    res = result(lh, drive(lh, state))
     if res.status == "blocked":
         res.message = f"approval refused: run {run_id} no longer passes its error checks; {res.message}"
     _settle_files(lh, run_id, res)
