@@ -27,6 +27,8 @@ _EXPORTS = {
     "read": "wapflow.api",
     "ingest": "wapflow.api",
     "backfill": "wapflow.api",
+    "approve": "wapflow.api",
+    "reject": "wapflow.api",
     "steps": "wapflow.steps:",
     "Lakehouse": "wapflow.lakehouse.lakehouse",
     "WapConfig": "wapflow.config",
@@ -46,8 +48,10 @@ _EXPORTS = {
     "CommitConflict": "wapflow.errors",
     "PublishConflict": "wapflow.errors",
     "BugError": "wapflow.errors",
+    "AlreadyDecided": "wapflow.errors",
 }
 __all__ = [
+    "AlreadyDecided",
     "BugError",
     "CommitConflict",
     "ConfigError",
@@ -66,12 +70,14 @@ __all__ = [
     "WapConfig",
     "WapError",
     "__version__",
+    "approve",
     "backfill",
     "checks",
     "connect",
     "ingest",
     "metrics",
     "read",
+    "reject",
     "report",
     "result",
     "run",
@@ -81,9 +87,22 @@ __all__ = [
 
 if TYPE_CHECKING:
     from wapflow import checks, steps
-    from wapflow.api import backfill, connect, ingest, metrics, read, report, result, run, start
+    from wapflow.api import (
+        approve,
+        backfill,
+        connect,
+        ingest,
+        metrics,
+        read,
+        reject,
+        report,
+        result,
+        run,
+        start,
+    )
     from wapflow.config import WapConfig
     from wapflow.errors import (
+        AlreadyDecided,
         BugError,
         CommitConflict,
         ConfigError,

@@ -5,7 +5,8 @@
 
     lh = wapflow.connect("wap.toml")                     # or connect(warehouse="lake", master="local[2]")
     res = wapflow.run(lh, "nyc.trips", ["landing/a.parquet"], checks=[C.not_null("passenger_count")])
-    res.status, res.snapshot_id, res.report              # "published" | "blocked" | "failed"
+    res.status, res.snapshot_id, res.report              # "published" | "blocked" | "failed" | "awaiting_review"
+    wapflow.approve(lh, res.run_id, reason="checked")    # a run its table's `review` held (or wapflow.reject)
 
     state = wapflow.start("nyc.trips", ["landing/a.parquet"])   # or step by step, one task per step:
     for step in wapflow.steps.ALL:                       # prepare, write, audit, publish
@@ -151,6 +152,24 @@ def metrics(
     if backfill:
         backfill_metrics(lh, table)
     return metric_rows(lh.store, table, column=column, metric=metric, limit=limit)
+
+
+def approve(lh: Lakehouse, run_id: str, *, reason: str, by: str | None = None) -> RunResult:
+    """Publish a run awaiting review (its table's `review` held it): audited again against main as it is now,
+    then published, or blocked if it no longer passes its error checks (the result says which). `by`: who
+    approves (default: the OS user); `reason` is required. Raises UsageError (a blank reason, a run not
+    awaiting review), NotFound (no such run), AlreadyDecided (another approve or reject decided it first)."""
+    from wapflow.service.review import approve as _approve
+
+    return _approve(lh, run_id, reason=reason, by=by)
+
+
+def reject(lh: Lakehouse, run_id: str, *, reason: str, by: str | None = None) -> dict[str, Any]:
+    """Drop a run awaiting review: its branch goes, its ledger files are `rejected`, main is unchanged. The
+    same errors as approve()."""
+    from wapflow.service.review import reject as _reject
+
+    return _reject(lh, run_id, reason=reason, by=by)
 
 
 def read(lh: Lakehouse, table: str, *, branch: str | None = None) -> DataFrame:

@@ -7,7 +7,8 @@ Every failure is one of six kinds, and the kind alone says what an automaton sho
 - environment: Java, jars, credentials or permissions are missing (terminal until someone acts);
 - transient: a named condition a retry may clear (commit conflict after the built-in retries,
   connection refused/reset/timeout, throttling, a 5xx of the catalog or storage);
-- conflict: main moved in a way this run's snapshots cannot be re-applied onto (terminal);
+- conflict: main moved in a way this run's snapshots cannot be re-applied onto, or another process decided
+  a run awaiting review first (terminal);
 - bug: an exception nobody named; terminal, because retrying code that is wrong does not help.
 
 Errors are classified where what failed is known (see `wapflow.spark.errors.classify`),
@@ -28,6 +29,7 @@ EXIT_USAGE = 2
 EXIT_RUNTIME = 3
 EXIT_CONFLICT = 4
 EXIT_TRANSIENT = 5
+EXIT_REVIEW = 6
 EXIT_STOPPED = 130  # 128 + SIGINT, the shell's convention for "interrupted"
 
 _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
@@ -43,20 +45,37 @@ _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
         "blocked by the audit or the schema contract: main unchanged, the branch kept for inspection "
         "(or dropped); for ingest, backfill and watch --once: a file blocked",
     ),
-    (EXIT_USAGE, "usage", "bad wap.toml or option, unknown check, column, table or branch, invalid name"),
+    (
+        EXIT_USAGE,
+        "usage",
+        "bad wap.toml or option, unknown check, column, table, branch or run, invalid name; approve or reject "
+        "of a run that is not awaiting review (published, blocked, failed), or with a blank --reason",
+    ),
     (
         EXIT_RUNTIME,
         "runtime",
         "input (a missing, empty, corrupt or unparseable file), environment (Java, jars, credentials, "
         "permissions, a missing bucket) or a bug; for ingest, backfill and watch --once: a file failed",
     ),
-    (EXIT_CONFLICT, "conflict", "main moved and the run's snapshots cannot be re-applied onto it; the branch is kept"),
+    (
+        EXIT_CONFLICT,
+        "conflict",
+        "main moved and the run's snapshots cannot be re-applied onto it; the branch is kept; for approve and "
+        "reject: another approve or reject decided the run first (exactly one of them wins)",
+    ),
     (
         EXIT_TRANSIENT,
         "transient",
         "a retry may help: a commit conflict after the built-in retries, a connection refused, reset or timed "
         "out, throttling, a 5xx of the catalog or storage, the publish lock's wait timed out; for ingest and "
         "backfill: files still being written after waiting settle_seconds once (run again)",
+    ),
+    (
+        EXIT_REVIEW,
+        "review",
+        'the audit passed and the table\'s `review` ("always", or "on_warn" with a warning) holds the run for a '
+        "person: main unchanged, the branch kept until `wap approve RUN` or `wap reject RUN`; for ingest, "
+        "backfill and watch --once: a file awaits review (and none failed or was blocked)",
     ),
     (
         EXIT_STOPPED,
@@ -209,6 +228,13 @@ class SchemaMismatch(InputError):
 
 class PublishConflict(TerminalError):
     """Main moved in a way this run's snapshots cannot be re-applied onto; a plain retry meets the same main."""
+
+    exit_code = EXIT_CONFLICT
+    kind = "conflict"
+
+
+class AlreadyDecided(TerminalError):
+    """An approve or reject found the run decided by another one (a race: exactly one of them wins)."""
 
     exit_code = EXIT_CONFLICT
     kind = "conflict"

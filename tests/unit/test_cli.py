@@ -10,15 +10,15 @@ from support.cli_harness import WAP
 from support.data import trips_file
 from support.typer_cli import as_json, clean_env, runner, wap, write_config
 from wapflow.cli import app
-from wapflow.errors import EXIT_CONFLICT, EXIT_STOPPED, EXIT_TRANSIENT, exit_code_table
+from wapflow.errors import EXIT_CONFLICT, EXIT_REVIEW, EXIT_STOPPED, EXIT_TRANSIENT, exit_code_table
 
 
 def test_help_lists_every_exit_code_of_the_one_table() -> None:
     """`wap --help` prints the exit codes from errors.exit_code_table, so it cannot omit one (it once left out 5)."""
     table = exit_code_table()
-    assert [code for code, _, _ in table] == [*range(6), 130]
+    assert [code for code, _, _ in table] == [*range(7), 130]
     assert (EXIT_CONFLICT, "conflict") in [(c, n) for c, n, _ in table] and table[5][0] == EXIT_TRANSIENT
-    assert table[-1][:2] == (EXIT_STOPPED, "stopped")
+    assert table[-1][:2] == (EXIT_STOPPED, "stopped") and table[6][:2] == (EXIT_REVIEW, "review")
     out = " ".join(runner.invoke(app, ["--help"], terminal_width=300).output.split())
     for code, name, meaning in table:
         assert f"{code} {name}" in out and meaning

@@ -61,7 +61,7 @@ def test_config_reference_names_every_section_and_key_with_its_default() -> None
 
 def test_exit_code_reference_has_every_code_and_kind() -> None:
     rows = _docs.exit_code_rows()
-    assert [code for code, _, _ in rows] == [0, 1, 2, 3, 4, 5, 130]
+    assert [code for code, _, _ in rows] == [0, 1, 2, 3, 4, 5, 6, 130]
     text = {code: meaning for code, _, meaning in rows}
     assert "`transient`" in text[errors.EXIT_TRANSIENT]
     assert all(f"`{kind}`" in text[3] for kind in ("input", "environment", "bug"))

@@ -64,9 +64,14 @@ def test_a_new_store_is_made_at_head_and_matches_the_models(tmp_path: Path) -> N
 
 def test_a_store_from_before_migrations_is_upgraded_with_every_row(tmp_path: Path) -> None:
     db = v0_store(tmp_path)
-    before = {
-        t: sqlite3.connect(db).execute(f"SELECT * FROM {t} ORDER BY 1").fetchall()
+    # The columns each table had then: later revisions add columns (0004: a run's review), never change these.
+    old_columns = {
+        t: ", ".join(r[1] for r in sqlite3.connect(db).execute(f"PRAGMA table_info({t})"))
         for t in ("wap_runs", "wap_files", "wap_alerts")
+    }
+    before = {
+        t: sqlite3.connect(db).execute(f"SELECT {cols} FROM {t} ORDER BY 1").fetchall()
+        for t, cols in old_columns.items()
     }
     assert versions_table_absent(db)
     cfg = config(tmp_path, db)
@@ -90,7 +95,10 @@ def test_a_store_from_before_migrations_is_upgraded_with_every_row(tmp_path: Pat
     states = {Path(f["uri"]).name: f["state"] for f in json.loads(files.output)["files"]}
     assert states == {"a.parquet": "published", "b.parquet": "blocked", "c.parquet": "claimed", "d.parquet": "pending"}
 
-    after = {t: sqlite3.connect(db).execute(f"SELECT * FROM {t} ORDER BY 1").fetchall() for t in before}
+    after = {
+        t: sqlite3.connect(db).execute(f"SELECT {cols} FROM {t} ORDER BY 1").fetchall()
+        for t, cols in old_columns.items()
+    }
     assert after == before  # every row as it was, to the byte
     assert sqlite3.connect(db).execute("SELECT count(*) FROM wap_metrics").fetchone() == (0,)  # 0003: empty
 
@@ -123,13 +131,15 @@ def test_a_store_at_0002_gains_the_metric_history_with_its_rows_intact(tmp_path:
     engine.dispose()
     assert versions(db) == ["0002"]
     tables = ("wap_runs", "wap_maintenance")
-    before = {t: sqlite3.connect(db).execute(f"SELECT * FROM {t}").fetchall() for t in tables}
+    # The columns each table had at 0002 (later revisions may add columns; these rows must stay as they were).
+    cols = {t: ", ".join(r[1] for r in sqlite3.connect(db).execute(f"PRAGMA table_info({t})")) for t in tables}
+    before = {t: sqlite3.connect(db).execute(f"SELECT {cols[t]} FROM {t}").fetchall() for t in tables}
 
     res = runner.invoke(app, ["runs", "--config", str(config(tmp_path, db)), "--json"])
     assert res.exit_code == 0, res.output
     assert [r["run_id"] for r in json.loads(res.output)["runs"]] == ["r1"]
-    assert versions(db) == [schema.head()] and schema.head() == "0003"
-    assert {t: sqlite3.connect(db).execute(f"SELECT * FROM {t}").fetchall() for t in tables} == before
+    assert versions(db) == [schema.head()]
+    assert {t: sqlite3.connect(db).execute(f"SELECT {cols[t]} FROM {t}").fetchall() for t in tables} == before
     got = runner.invoke(app, ["metrics", "nyc.trips", "--config", str(config(tmp_path, db))])
     assert got.exit_code == 2 and "no metric history for nyc.trips" in got.output  # the new table, empty
 

@@ -29,7 +29,13 @@ if TYPE_CHECKING:
 out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-STATUS_COLOR = {"published": "green", "blocked": "yellow", "failed": "red"}
+STATUS_COLOR = {
+    "published": "green",
+    "blocked": "yellow",
+    "failed": "red",
+    "awaiting_review": "cyan",
+    "rejected": "magenta",
+}
 CHECK_STYLE = {"passed": "green", "failed": "bold red", "warned": "yellow", "quarantined": "magenta"}
 
 

@@ -22,6 +22,7 @@ from wapflow.cli import (
     ingest,
     maintain,
     nessie,
+    review,
     run,
     runs,
     serve,
@@ -52,6 +53,8 @@ app.command("history")(tables.history)
 app.command("runs")(runs.runs)
 app.command("report")(runs.report)
 app.command("metrics")(runs.metrics)
+app.command("approve")(review.approve)
+app.command("reject")(review.reject)
 app.command("query")(tables.query)
 app.command("ingest")(ingest.ingest)
 app.command("backfill")(ingest.backfill)

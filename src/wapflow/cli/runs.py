@@ -30,7 +30,10 @@ def runs(
 
 
 def _show_runs(rows: list[RunRow]) -> None:
-    out.print(rows_table("runs", rows, ["run_id", "table", "status", "rows", "branch", "failed_checks", "started_at"]))
+    columns = ["run_id", "table", "status", "rows", "branch", "failed_checks", "started_at"]
+    if any(r["review"] for r in rows):
+        columns.append("review")
+    out.print(rows_table("runs", rows, columns))
     for r in rows:
         if r["resume"]:
             out.print(f"run {r['run_id']} was interrupted (its process is gone); resume it with: {r['resume']}")
@@ -59,6 +62,13 @@ def _show_report(doc: RunReport) -> None:
     out.print(f"files: {', '.join(doc['files'])}")
     if doc["branch_kept"]:
         out.print(f"kept for inspection: branch {doc['branch']}")
+    review = doc["review"]
+    if review is not None and review["decision"] is None:
+        out.print(
+            f"awaiting review: wap approve {doc['run_id']} --reason ...  or  wap reject {doc['run_id']} --reason ..."
+        )
+    elif review is not None:
+        out.print(f"{review['decision']} by {review['by']} at {review['at']}: {review['reason']}")
     if doc["checks"]:
         out.print(checks_table(doc["checks"]))
         render_failures(doc["checks"])

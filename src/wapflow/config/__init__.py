@@ -307,6 +307,11 @@ class TableConfig(_Strict):
     maintenance: MaintenanceConfig | None = Field(
         default=None, description="this table's overrides of [maintenance] (any of its keys)"
     )
+    # A person looks before main changes: "never" publishes a run whose audit passed; "on_warn" holds it as
+    # awaiting_review (branch kept, main unchanged, exit 6) when a warn-severity check failed; "always" holds
+    # every run that passed. `wap approve RUN --reason ...` publishes it (audited again against main as it is
+    # then), `wap reject RUN --reason ...` drops its branch. See the Review guide.
+    review: Literal["never", "on_warn", "always"] = "never"
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -322,6 +327,10 @@ class TableConfig(_Strict):
             return [s.text() for s in parse_sort_by(v)]
         except ConfigError as e:
             raise ValueError(f"{e.message} ({e.hint})" if e.hint else e.message) from None
+
+    def holds_for_review(self, warned: bool) -> bool:
+        """A run whose audit passed (`warned`: with a warn-severity check failed) waits for a person first."""
+        return self.review == "always" or (self.review == "on_warn" and warned)
 
     def layout(self) -> Layout:
         """partition_by and sort_by as typed values (wapflow.sql.layout)."""

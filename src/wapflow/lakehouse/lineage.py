@@ -28,6 +28,9 @@ SOURCE_SNAPSHOT_PROP = "source-snapshot-id"  # set by Iceberg on cherry-picked s
 # A Nessie merge commit's properties: the run (RUN_ID_PROP), the tables it published and the branch merged.
 TABLES_PROP = "wapflow.tables"
 BRANCH_PROP = "wapflow.branch"
+# A run held for review and approved: who approved it and why (on the snapshot main is published to).
+APPROVED_BY_PROP = "wapflow.approved-by"
+APPROVAL_REASON_PROP = "wapflow.approval-reason"
 
 # Property values travel in every commit's metadata: a run of thousands of files keeps a prefix only.
 _TEXT_LIMIT = 4000
@@ -44,6 +47,17 @@ def files_fingerprint(ids: list[dict[str, Any]]) -> str:
 def run_properties(run_id: str, files: Iterable[str], fingerprint: str) -> dict[str, str]:
     """What every snapshot a run commits carries: its run id, its files and their fingerprint."""
     return {RUN_ID_PROP: run_id, SOURCES_PROP: ",".join(files)[:_TEXT_LIMIT], FILES_HASH_PROP: fingerprint}
+
+
+def approval_properties(by: str, reason: str) -> dict[str, str]:
+    """What the snapshot publishing an approved run carries besides its run properties."""
+    return {APPROVED_BY_PROP: by[:_TEXT_LIMIT], APPROVAL_REASON_PROP: reason[:_TEXT_LIMIT]}
+
+
+def approval_of(summary: Summary) -> tuple[str, str] | None:
+    """(who, why) of an approved run's snapshot; None for a run published without review."""
+    by = summary.get(APPROVED_BY_PROP)
+    return (by, summary.get(APPROVAL_REASON_PROP, "")) if by else None
 
 
 def revert_properties(run_id: str) -> dict[str, str]:

@@ -14,7 +14,8 @@ about 2*log2(n) extra runs instead of n. A file that blocks alone is `blocked` (
 kept); one that fails alone on its input is `failed`. A transient failure runs the same batch again (same
 run id: it resumes), at most max_attempts times, then its files are `failed`. Other terminal failures
 (configuration, environment, conflict, a bug) fail the batch's files: splitting would meet the same
-error; `wap retry` after the fix.
+error; `wap retry` after the fix. A batch whose table's `review` held its run is `awaiting_review` as a
+whole (never split: it passed) until `wap approve` or `wap reject` decides it.
 
 Alerts ([alerts] in wap.toml) are collected while the ledger is settled and sent after it is: a file
 alone blocked (`blocked`) or failed (`file_failed`, and `retries_exhausted` or `failed` by the cause), a
@@ -35,23 +36,27 @@ from typing import Any
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
 from wapflow.config import Source, SourceConfig
-from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, EXIT_TRANSIENT, UsageError
+from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_RUNTIME, EXIT_TRANSIENT, UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, drive, new_state, quarantine_of
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.retry import RetryPolicy, backoff, retryable
+from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity
 
 
 def files_exit_code(states: set[str]) -> int:
-    """The exit code of a pass over files, by the ledger states they ended in: failed before blocked."""
+    """The exit code of a pass over files, by the ledger states they ended in: failed before blocked, blocked
+    before awaiting review."""
     if "failed" in states:
         return EXIT_RUNTIME
     if "blocked" in states:
         return EXIT_BLOCKED
+    if "awaiting_review" in states:
+        return EXIT_REVIEW
     return EXIT_PUBLISHED
 
 
@@ -91,9 +96,13 @@ class IngestResult:
 
     @property
     def status(self) -> str:
-        return {EXIT_PUBLISHED: "ok", EXIT_BLOCKED: "blocked", EXIT_RUNTIME: "failed", EXIT_TRANSIENT: "unsettled"}[
-            self.exit_code
-        ]
+        return {
+            EXIT_PUBLISHED: "ok",
+            EXIT_BLOCKED: "blocked",
+            EXIT_RUNTIME: "failed",
+            EXIT_TRANSIENT: "unsettled",
+            EXIT_REVIEW: "awaiting_review",
+        }[self.exit_code]
 
     def message(self) -> str:
         if self.planned:
@@ -392,6 +401,11 @@ class Ingest:
                 limit = self.lh.config.alerts.quarantine_rate_above
                 key = self._occurrence(res.run_id, batch)
                 self.alerts += events_for_run(res, quarantine_rate_above=limit, source=self.name, key=key)
+            return
+        if res.status == AWAITING_REVIEW:
+            # The whole batch passed its audit: it waits as one for a person (`wap approve` / `wap reject`);
+            # the files are settled, so this pass, and a watch, go on with other files.
+            self.ledger.settle(keys, "awaiting_review", run_id=res.run_id, reason=res.message)
             return
         error = res.error or {}
         kind = error.get("kind")

@@ -21,7 +21,7 @@ from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import lineage
 from wapflow.pipeline.result import RunResult
-from wapflow.pipeline.state import STEPS, RunState, Step, new_state, record_from_data
+from wapflow.pipeline.state import HALTED, STEPS, RunState, Step, new_state, record_from_data
 from wapflow.pipeline.steps import audit as audit_step
 from wapflow.pipeline.steps import prepare as prepare_step
 from wapflow.pipeline.steps import publish as publish_module
@@ -59,9 +59,9 @@ def drive(
     steps: Sequence[Step] = STEPS,
 ) -> S:
     """Every step of `steps` the state has not done yet, in order, until the run ends (a failed step;
-    blocked or published: publish, or a multi-table run found published by prepare). A publish may send a
-    merge or replace back to write (main moved: the change is applied again on a fresh branch); the loop then
-    goes on from there, as many times as publish allows (pipeline.steps.publish.MAX_REAPPLY).
+    blocked, published or held for review: publish, or a multi-table run found published by prepare). A
+    publish may send a merge or replace back to write (main moved: the change is applied again on a fresh
+    branch); the loop then goes on from there, as many times as publish allows (steps.publish.MAX_REAPPLY).
 
     Lineage ([lineage]) is sent here, for every run of one table: START once prepare ran, COMPLETE or FAIL
     when a step of this call ended the run (wapflow.pipeline.lineage; never raises)."""
@@ -126,7 +126,7 @@ def _step(name: Step, body: Callable[[Run], object]) -> Callable[[Lakehouse, Run
         missing = [n for n in needs if n not in state.done]
         if missing:
             raise UsageError(f"step {name} of run {state.run_id} needs step {missing[0]} first")
-        if state.status in ("failed", "published", "blocked") and name != "prepare":
+        if state.status in HALTED and name != "prepare":
             return state  # the run has ended: a replayed later step changes nothing
         lakehouse.on_this_thread()
         run = Run(lakehouse, state)

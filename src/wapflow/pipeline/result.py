@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_RUNTIME, EXIT_TRANSIENT
+from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_RUNTIME, EXIT_TRANSIENT
 
 
 def exit_code_for(status: str, failure_codes: list[int]) -> int:
-    """0 published, 1 blocked, else the most serious failure's code (3 when none is known).
+    """0 published, 1 blocked, 6 awaiting review, else the most serious failure's code (3 when none is known).
 
     Transient (5) only when every failure is transient: a retry cannot fix a bad file beside it.
     """
@@ -17,6 +17,8 @@ def exit_code_for(status: str, failure_codes: list[int]) -> int:
         return EXIT_PUBLISHED
     if status == "blocked":
         return EXIT_BLOCKED
+    if status == "awaiting_review":
+        return EXIT_REVIEW
     terminal = [c for c in failure_codes if c != EXIT_TRANSIENT]
     if terminal:
         return max(terminal)
@@ -27,7 +29,7 @@ def exit_code_for(status: str, failure_codes: list[int]) -> int:
 class RunResult:
     run_id: str
     table: str
-    status: str  # published | blocked | failed
+    status: str  # published | blocked | failed | awaiting_review
     branch: str | None
     rows_written: int | None = None
     snapshot_id: int | None = None

@@ -30,7 +30,14 @@ from wapflow.sql.identifiers import TableName, validate_branch
 from wapflow.storage.files import FileIdentity, SkippedFile
 
 # A run's outcome as people and exit codes see it; "running" until publish (or a failure) ends it.
-Status = Literal["running", "published", "blocked", "failed"]
+# awaiting_review: audited and passed, held before publish by the table's `review` setting until `wap approve`
+# (then running again, and published or blocked) or `wap reject` (rejected: its branch dropped).
+Status = Literal["running", "published", "blocked", "failed", "awaiting_review", "rejected"]
+# The statuses at which a run's steps stop (a replayed later step changes nothing).
+HALTED: frozenset[str] = frozenset({"published", "blocked", "failed", "awaiting_review", "rejected"})
+# The one status `wap approve` and `wap reject` act on, and the status `wap reject` leaves.
+AWAITING_REVIEW: Status = "awaiting_review"
+RUN_REJECTED: Status = "rejected"
 # The steps, in order; RunState.done lists the ones that completed.
 Step = Literal["prepare", "write", "audit", "publish"]
 STEPS: tuple[Step, ...] = ("prepare", "write", "audit", "publish")
@@ -204,6 +211,7 @@ def record_to_data(rec: RunRecord) -> dict[str, Any]:
     d = asdict(rec)
     d["started_at"] = rec.started_at.isoformat()
     d["finished_at"] = rec.finished_at.isoformat() if rec.finished_at else None
+    d["reviewed_at"] = rec.reviewed_at.isoformat() if rec.reviewed_at else None
     data: dict[str, Any] = json.loads(json.dumps(d, default=str))
     return data
 
@@ -212,6 +220,7 @@ def record_from_data(d: dict[str, Any]) -> RunRecord:
     kw = dict(d)
     kw["started_at"] = _when(kw.get("started_at")) or datetime.now(UTC)
     kw["finished_at"] = _when(kw.get("finished_at"))
+    kw["reviewed_at"] = _when(kw.get("reviewed_at"))
     return RunRecord(**kw)
 
 

@@ -7,8 +7,9 @@ claim is a conditional UPDATE that exactly one process wins.
 
 States: pending (seen, not yet run) -> claimed (by run X, owned by a process) -> published (snapshot id)
 | blocked (the audit said no; branch or report kept) | failed (terminal error, or retries used up) |
-pending again (a split batch, a transient error, `wap retry`); skipped (`wap skip`); reverted
-(`wap revert`).
+awaiting_review (the audit passed, the table's `review` holds the run for a person) -> published
+(`wap approve`) | rejected (`wap reject`) | pending again (a split batch, a transient error, `wap retry`);
+skipped (`wap skip`); reverted (`wap revert`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.runs.store import current_owner, owner_alive
 from wapflow.storage.files import FileIdentity
 
-FileState = Literal["pending", "claimed", "published", "blocked", "failed", "skipped", "reverted"]
+FileState = Literal[
+    "pending", "claimed", "published", "blocked", "failed", "skipped", "reverted", "awaiting_review", "rejected"
+]
 FILE_STATES: tuple[str, ...] = get_args(FileState)
-# A file in one of these states is done: listing it again does nothing until `wap retry`.
-SETTLED = frozenset({"published", "blocked", "failed", "skipped", "reverted"})
+# A file in one of these states is done: listing it again does nothing until `wap retry` (or, awaiting review,
+# until `wap approve` or `wap reject` decides its run).
+SETTLED = frozenset({"published", "blocked", "failed", "skipped", "reverted", "awaiting_review", "rejected"})
 
 
 files_table = sa.Table(

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlalchemy as sa
 
@@ -32,7 +32,8 @@ runs_table = sa.Table(
     sa.Column("run_id", sa.String(256), primary_key=True),
     sa.Column("table_name", sa.String(512), nullable=False, index=True),
     sa.Column("branch", sa.String(256)),
-    sa.Column("status", sa.String(32), nullable=False),  # running / published / blocked / failed / discarded / reverted
+    # running / published / blocked / failed / awaiting_review / rejected (pipeline.state.Status) / discarded / reverted
+    sa.Column("status", sa.String(32), nullable=False),
     sa.Column("files", sa.Text, nullable=False, default="[]"),
     sa.Column("rows_written", sa.BigInteger),
     sa.Column("base_snapshot_id", sa.BigInteger),
@@ -48,6 +49,11 @@ runs_table = sa.Table(
     sa.Column("file_ids", sa.Text),  # JSON list of {uri, size, version}
     sa.Column("owner", sa.Text),  # JSON {host, pid, start} of the process while status is running
     sa.Column("reverted", sa.Text),  # JSON {at, snapshots: {table: snapshot id}} after `wap revert`
+    # A person's decision on a run held for review (migration 0004): approved / rejected, by whom, why, when.
+    sa.Column("review", sa.String(16)),
+    sa.Column("review_by", sa.String(256)),
+    sa.Column("review_reason", sa.Text),
+    sa.Column("reviewed_at", sa.DateTime(timezone=True)),
 )
 
 
@@ -82,6 +88,12 @@ def owner_alive(owner: dict[str, Any] | None) -> bool | None:
     return start is None or owner.get("start") in (None, start)
 
 
+# A person's decision on a run held for review (RunRecord.review).
+Decision = Literal["approved", "rejected"]
+APPROVED: Decision = "approved"
+REJECTED: Decision = "rejected"
+
+
 @dataclass
 class RunRecord:
     run_id: str
@@ -102,6 +114,10 @@ class RunRecord:
     file_ids: list[dict[str, Any]] = field(default_factory=list)  # {uri, size, version} of each file read
     owner: dict[str, Any] | None = None  # the process running it (while status is running)
     reverted: dict[str, Any] | None = None  # when and by which snapshots `wap revert` took its rows off main
+    review: Decision | None = None  # a person's decision on a run held for review
+    review_by: str | None = None  # who decided (the OS user, or `--by`)
+    review_reason: str | None = None  # why, in their words
+    reviewed_at: datetime | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -140,6 +156,10 @@ class RunRecord:
             "file_ids": json.dumps(self.file_ids),
             "owner": json.dumps(self.owner) if self.owner else None,
             "reverted": json.dumps(self.reverted) if self.reverted else None,
+            "review": self.review,
+            "review_by": self.review_by,
+            "review_reason": self.review_reason,
+            "reviewed_at": self.reviewed_at,
         }
 
     @classmethod
@@ -164,6 +184,10 @@ class RunRecord:
             file_ids=json.loads(m["file_ids"] or "[]"),
             owner=json.loads(m["owner"]) if m["owner"] else None,
             reverted=json.loads(m["reverted"]) if m["reverted"] else None,
+            review=m["review"],
+            review_by=m["review_by"],
+            review_reason=m["review_reason"],
+            reviewed_at=m["reviewed_at"],
         )
 
 
@@ -216,6 +240,19 @@ class RunStore:
     def save(self, rec: RunRecord) -> None:
         with self.engine.begin() as conn:
             upsert(conn, runs_table, rec.to_row(), "run_id")
+
+    def transition(self, run_id: str, expected: str, **values: Any) -> bool:
+        """Change a run's record only if its status is still `expected`: one conditional UPDATE, so of two
+        processes deciding the same run at once exactly one wins (True); the other gets False."""
+        known = set(runs_table.c.keys())
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"no run store column(s) {sorted(unknown)}")
+        row = {k: (json.dumps(v) if k == "owner" and v is not None else v) for k, v in values.items()}
+        t = runs_table
+        with self.engine.begin() as conn:
+            res = conn.execute(t.update().where(t.c.run_id == run_id, t.c.status == expected).values(**row))
+        return res.rowcount == 1
 
     def get(self, run_id: str) -> RunRecord | None:
         with self.engine.connect() as conn:

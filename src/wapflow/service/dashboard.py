@@ -399,6 +399,10 @@ def run_detail(src: Sources, run_id: str) -> dict[str, Any]:
     branch = rec.branch if rec.branch_kept else None
     if branch:
         commands["inspect"] = f"wap query {shlex.quote(f'SELECT * FROM {rec.table_name}')} --branch {branch}"
+    if rec.status == "awaiting_review":  # pipeline.state.AWAITING_REVIEW: a person decides (service.review)
+        commands["approve"] = f"wap approve {run_id} --reason ..."
+        commands["reject"] = f"wap reject {run_id} --reason ..."
+    elif branch:
         commands["discard"] = f"wap discard {branch} --table {rec.table_name}"
     if rec.status in ("blocked", "failed") or rep["resume"]:
         from_ledger = bool(src.ledger.rows(run_id=run_id))

@@ -26,6 +26,7 @@ class RunRow(TypedDict):
     failed_checks: list[str]
     error: str | None
     started_at: str
+    review: str | None  # awaiting / approved by WHO / rejected by WHO (a run held for review), else None
 
 
 class RunReport(TypedDict):
@@ -45,6 +46,16 @@ class RunReport(TypedDict):
     timings: dict[str, float]
     started_at: datetime
     finished_at: datetime | None
+    review: Review | None  # a run held for review: awaiting, or who decided it, why and when
+
+
+class Review(TypedDict):
+    """A run held for review: the decision (None while it awaits one), who made it, why, when."""
+
+    decision: str | None  # approved | rejected | None (awaiting review)
+    by: str | None
+    reason: str | None
+    at: datetime | None
 
 
 def _resume(rec: RunRecord) -> str | None:
@@ -81,6 +92,23 @@ def failed_checks(rec: RunRecord) -> list[str]:
     return [shown_check_name(str(c["name"])) for c in rec.checks if c.get("status") == "failed"]
 
 
+def review_of(rec: RunRecord) -> Review | None:
+    """The review of a run held for it (None for a run its table never held)."""
+    if rec.review is None and rec.status != "awaiting_review":  # pipeline.state.AWAITING_REVIEW (no lakehouse here)
+        return None
+    return {"decision": rec.review, "by": rec.review_by, "reason": rec.review_reason, "at": rec.reviewed_at}
+
+
+def review_line(rec: RunRecord) -> str | None:
+    """The review in a few words, for one line of the runs list."""
+    review = review_of(rec)
+    if review is None:
+        return None
+    if review["decision"] is None:
+        return "awaiting"
+    return f"{review['decision']} by {review['by']}: {review['reason']}"
+
+
 def run_row(rec: RunRecord) -> RunRow:
     """A run as one line of the runs list."""
     return {
@@ -93,6 +121,7 @@ def run_row(rec: RunRecord) -> RunRow:
         "failed_checks": failed_checks(rec),
         "error": (rec.error or {}).get("message"),
         "started_at": rec.started_at.isoformat(sep=" ", timespec="seconds"),
+        "review": review_line(rec),
     }
 
 
@@ -101,14 +130,20 @@ def list_runs(store: RunStore, table: str | None = None, limit: int = 20) -> lis
     return [run_row(r) for r in store.list(table, limit)]
 
 
-def run_report(store: RunStore, run_id: str) -> RunReport:
-    """The full record of one run; NotFound (with near matches among recent runs) if the store has none."""
+def find_run(store: RunStore, run_id: str) -> RunRecord:
+    """One run's record; NotFound (with near matches among recent runs) if the store has none."""
     rec = store.get(run_id)
     if rec is None:
         recent = [r.run_id for r in store.list(limit=50)]
         raise NotFound(
             f"no run {run_id} in the run store{did_you_mean(run_id, recent)}", hint="list runs with `wap runs`"
         )
+    return rec
+
+
+def run_report(store: RunStore, run_id: str) -> RunReport:
+    """The full record of one run; NotFound (with near matches among recent runs) if the store has none."""
+    rec = find_run(store, run_id)
     return {
         "run_id": rec.run_id,
         "table": rec.table_name,
@@ -124,4 +159,5 @@ def run_report(store: RunStore, run_id: str) -> RunReport:
         "timings": rec.timings,
         "started_at": rec.started_at,
         "finished_at": rec.finished_at,
+        "review": review_of(rec),
     }

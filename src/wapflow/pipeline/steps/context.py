@@ -26,7 +26,7 @@ from wapflow.lakehouse import lineage
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.tables import Snapshot
 from wapflow.pipeline.state import RunState, hydration
-from wapflow.runs.store import RunRecord
+from wapflow.runs.store import APPROVED, RunRecord
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity, SkippedFile
@@ -50,6 +50,11 @@ def _check(data: dict[str, Any]) -> Check:
 def quarantine_of(table: TableName) -> TableName:
     """Where rows failing a table's row-level checks go under on_row_failure = "quarantine"."""
     return TableName(table.namespace, f"{table.name}__quarantine")
+
+
+def staging_of(table: TableName, run_id: str) -> TableName:
+    """Where a run's batch waits under schema = "add_columns" until publish (its new columns are not on main)."""
+    return TableName(table.namespace, f"{table.name}__wap_{run_id}")
 
 
 class Run:
@@ -135,10 +140,14 @@ class Run:
             )
 
     def snapshot_properties(self) -> dict[str, str]:
-        """What every snapshot the run commits carries: its run id, files and their fingerprint."""
-        return lineage.run_properties(
+        """What every snapshot the run commits carries: its run id, files and their fingerprint (and, once a
+        person approved the run, who and why)."""
+        props = lineage.run_properties(
             self.run_id, (f.uri for f in self.files), lineage.files_fingerprint(self.record.file_ids)
         )
+        if self.record.review == APPROVED and self.record.review_by:
+            props |= lineage.approval_properties(self.record.review_by, self.record.review_reason or "")
+        return props
 
     def write_options(self, writer: Any) -> Any:
         return lineage.with_properties(writer, self.snapshot_properties())
@@ -160,7 +169,7 @@ class Run:
         return [self.target] + ([self.quarantine] if self.quarantine is not None else [])
 
     def staging_name(self) -> TableName:
-        return TableName(self.target.namespace, f"{self.target.name}__wap_{self.run_id}")
+        return staging_of(self.target, self.run_id)
 
     def written(self) -> bool:
         """The run's rows are on its branch or staging table (False when blocked before writing)."""

@@ -10,7 +10,7 @@ from wapflow.faults import crash_point
 from wapflow.files.resolve import resolve_files
 from wapflow.lakehouse.lineage import FILES_HASH_PROP, SOURCES_PROP, files_fingerprint, find_published, origin
 from wapflow.pipeline.steps.context import Run
-from wapflow.runs.store import RunRecord, current_owner, owner_alive
+from wapflow.runs.store import REJECTED, RunRecord, current_owner, owner_alive
 from wapflow.sql.identifiers import validate_branch
 from wapflow.write.read import detect_format
 
@@ -38,8 +38,19 @@ def prepare(run: Run) -> None:
                     f"run {run.run_id} is running right now (process {owner.get('pid')} on {owner.get('host')})",
                     hint="wait for it to finish; `wap report " + run.run_id + "` shows its outcome",
                 )
+            if previous.review == REJECTED:
+                run.record_owned = False
+                raise UsageError(
+                    f"run {run.run_id} was rejected by {previous.review_by} ({previous.review_reason}); "
+                    "its branch is gone and it does not run again",
+                    hint="to ingest these files after all, start a new run (leave out --run-id)",
+                )
             run.record.started_at = previous.started_at
             run.base = previous.base_snapshot_id
+            # A person's decision goes on with the run: an approved run resumed after a crash publishes.
+            rec = run.record
+            rec.review, rec.review_by = previous.review, previous.review_by
+            rec.review_reason, rec.reviewed_at = previous.review_reason, previous.reviewed_at
         run.record.status = "running"
         run.record.owner = current_owner()
         run.save()

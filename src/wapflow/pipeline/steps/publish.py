@@ -1,7 +1,9 @@
 """The publish step: under the table's publish lock, main moves to the run's rows (after re-checking what
 depends on main), or the run is blocked and its sandbox kept or dropped as the table says. A publish replayed
 after the run reached main only cleans up. A merge or replace is never cherry-picked onto a moved main: its
-branch is dropped and the run goes back to write (a fresh branch of the new main), audit and publish again."""
+branch is dropped and the run goes back to write (a fresh branch of the new main), audit and publish again.
+A table with `review` holds a run that passed as awaiting_review instead (its branch kept); once a person
+approves it (wapflow.service.review), the run resumes through these same steps and publishes here."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from datetime import UTC, datetime
 from wapflow.errors import CommitConflict, UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.branches import MainMoved, PublishedRun, RunSlice
-from wapflow.lakehouse.lineage import find_published
+from wapflow.lakehouse.lineage import approval_of, find_published
+from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.pipeline.steps.audit import recheck_main
 from wapflow.pipeline.steps.context import Run
+from wapflow.runs.store import APPROVED
 from wapflow.write.modes import Changes, write_mode
 
 # A merge or replace re-applied this many times on a main that kept moving fails as a transient conflict.
@@ -20,7 +24,8 @@ MAX_REAPPLY = 3
 
 
 def publish(run: Run) -> None:
-    """Publish (or block), and record the outcome: a caller driving the steps one by one needs no run()."""
+    """Publish (or block, or hold for review), and record the outcome: a caller driving the steps one by one
+    needs no run()."""
     if run.already_published is None and run.lh.tables.exists(run.target):
         # A publish replayed after a crash (or a retried step) finds its rows on main: nothing twice.
         run.already_published = find_published(run.lh.tables, run.target, run.run_id)
@@ -36,7 +41,10 @@ def publish(run: Run) -> None:
         assert run.report is not None
         done = None
         moved = False
-        if run.report.passed:
+        held = run.report.passed and _held_for_review(run)
+        if held:
+            _hold(run)
+        elif run.report.passed:
             with (
                 run.timer("publish"),
                 run.lh.store.publish_lock(run.target.dotted, timeout=run.lh.config.lakehouse.publish_lock_timeout),
@@ -47,6 +55,7 @@ def publish(run: Run) -> None:
                     recheck_main(run)
                 if not moved and run.report.passed:
                     try:
+                        _record_approval(run)
                         done = _publish_locked(run)
                     except MainMoved:
                         moved = True  # main moved after the look above (a writer that takes no wapflow lock)
@@ -60,9 +69,45 @@ def publish(run: Run) -> None:
                     f"warning: published, but {done.leftover}; drop it with `wap discard {run.branch}"
                     f" --table {run.target}`"
                 )
-        else:
+        elif not held:
             _block(run)
     run.record.finished_at = datetime.now(UTC)
+    run.save()
+
+
+def _held_for_review(run: Run) -> bool:
+    """The table's `review` holds this run for a person (not yet approved by one)."""
+    assert run.report is not None
+    return run.record.review != APPROVED and run.table_cfg.holds_for_review(bool(run.report.warned))
+
+
+def _hold(run: Run) -> None:
+    """Stop before publish as awaiting_review: the branch kept, main unchanged, the commands to decide."""
+    assert run.report is not None
+    run.record.status, run.record.snapshot_id = AWAITING_REVIEW, None
+    run.record.branch_kept = run.written()
+    warned = ", ".join(c.name for c in run.report.warned)
+    why = f"warning(s) {warned}" if warned else f'review = "{run.table_cfg.review}" for {run.target}'
+    where = f"staging table {run.staging}" if run.staging is not None else run.lh.branches.describe(run.branch)
+    run.message = (
+        f"awaiting review ({why}); main unchanged; rows kept on {where} "
+        f"(report: wap report {run.run_id}; publish: wap approve {run.run_id} --reason ...; "
+        f"drop: wap reject {run.run_id} --reason ...)"
+    )
+
+
+def _record_approval(run: Run) -> None:
+    """An approved run's rows were written before the approval: one more commit on its branch, with no rows,
+    carries who approved it and why (lineage.approval_properties), so the snapshot main moves to says so.
+    A run written after its approval (re-applied on a moved main) carries them on its own commits already."""
+    if run.record.review != APPROVED or run.staging is not None or not run.run_snapshots:
+        return
+    if approval_of(run.run_snapshots[-1].summary) is not None:
+        return
+    tables = run.wt()
+    empty = run.lh.spark.createDataFrame([], tables.schema(run.target))
+    run.write_options(empty.writeTo(run.lh.branches.write_target(run.target, run.branch))).append()
+    run.run_snapshots = run.branch_snapshots()
     run.save()
 
 
@@ -145,6 +190,8 @@ def mark_published(run: Run, snapshot_id: int | None, via: str) -> None:
     run.message = f"published {what}{again}" + (f" with {warned} warning(s)" if warned else "")
     if run.report.quarantined_rows:
         run.message += f"; {run.report.quarantined_rows} row(s) quarantined in {run.quarantine}"
+    if run.record.review == APPROVED:
+        run.message += f"; approved by {run.record.review_by}: {run.record.review_reason}"
 
 
 def _publish_staged(run: Run) -> PublishedRun:

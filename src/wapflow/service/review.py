@@ -1,0 +1,187 @@
+"""A person's decision on a run held for review: `wap approve` publishes it, `wap reject` drops it.
+
+A table with `review = "always"` (or `"on_warn"` and a warning) stops a run whose audit passed as
+`awaiting_review`: its branch kept, main unchanged. Deciding is one conditional change of the run's record
+(`RunStore.transition`: only while it is still awaiting review), so of two approvals, or an approval racing a
+rejection, exactly one wins; the other gets AlreadyDecided (exit 4). Who and why go into the run store and,
+for an approved run, into the snapshot main is published to (wapflow.lakehouse.lineage).
+
+Approving does not publish by itself: the run goes on through the same steps `wap run --run-id` resumes it
+with (prepare, write finds its rows on the branch, audit again against main as it is now, publish: fast-forward,
+or cherry-pick / re-apply when main moved). A run that no longer passes its error checks is blocked, not
+published. The CLI and the Python API (wapflow.api.approve / reject) call these functions.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from wapflow.errors import AlreadyDecided, NotFound, UsageError
+from wapflow.pipeline.state import AWAITING_REVIEW, RUN_REJECTED, new_state
+from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner
+from wapflow.service.runs import find_run
+
+if TYPE_CHECKING:
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.pipeline.result import RunResult
+
+_BY_LIMIT = 256  # the run store's review_by column
+
+
+def reviewer(by: str | None) -> str:
+    """Who decides: `--by`, else the OS user running the command."""
+    if by is not None:
+        who = by.strip()
+        if not who or len(who) > _BY_LIMIT:
+            raise UsageError(
+                f"--by {by!r} names nobody" if not who else f"--by is longer than {_BY_LIMIT} characters",
+                hint='e.g. --by "alice@example.com"',
+            )
+        return who
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container): say which uid it was
+        return f"uid {os.getuid()}"
+
+
+def _reason(reason: str | None, verb: str) -> str:
+    text = (reason or "").strip()
+    if not text:
+        raise UsageError(
+            f"say why the run is {verb}: --reason is empty",
+            hint=f'e.g. --reason "row count checked with the source team" (it is recorded with the {verb} run)',
+        )
+    return text
+
+
+def awaiting(store: RunStore, run_id: str, verb: str) -> RunRecord:
+    """The run's record if it awaits review; else the error that says what it is instead (no Spark)."""
+    rec = find_run(store, run_id)
+    if rec.status == AWAITING_REVIEW:
+        return rec
+    if rec.review is not None:
+        raise decided(rec)
+    raise UsageError(
+        f"run {run_id} is {rec.shown_status}, not awaiting review: there is nothing to {verb}",
+        hint='only a run held by its table\'s `review` setting ("always", "on_warn") can be approved or '
+        f"rejected; see it with `wap report {run_id}`",
+    )
+
+
+def decided(rec: RunRecord) -> AlreadyDecided:
+    """A run another approve or reject decided first."""
+    when = rec.reviewed_at.isoformat(sep=" ", timespec="seconds") if rec.reviewed_at else "?"
+    now = f"; it is {rec.shown_status} now" if rec.shown_status != rec.review else ""
+    hint = f"see it with `wap report {rec.run_id}`"
+    if rec.review == APPROVED and (rec.status == "failed" or rec.interrupted):
+        hint = f"its publish did not finish: complete it with `{rec.resume_command()}`"
+    return AlreadyDecided(
+        f"run {rec.run_id} was already {rec.review} by {rec.review_by} at {when} ({rec.review_reason}){now}",
+        hint=hint,
+    )
+
+
+def _decide(store: RunStore, rec: RunRecord, decision: Decision, by: str, reason: str, **values: Any) -> None:
+    """The one conditional change deciding a run (exactly one of racing decisions wins), else AlreadyDecided."""
+    won = store.transition(
+        rec.run_id,
+        AWAITING_REVIEW,
+        review=decision,
+        review_by=by,
+        review_reason=reason,
+        reviewed_at=datetime.now(UTC),
+        **values,
+    )
+    if not won:
+        now = store.get(rec.run_id)
+        if now is not None and now.review is not None:
+            raise decided(now)
+        raise UsageError(f"run {rec.run_id} is no longer awaiting review", hint=f"see `wap report {rec.run_id}`")
+
+
+def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = None) -> RunResult:
+    """Publish a run awaiting review: audited again against main as it is now, then published (or blocked if
+    it no longer passes its error checks). Its files in the ledger follow the outcome."""
+    from wapflow.pipeline.driver import drive
+    from wapflow.pipeline.steps.record import result
+
+    why, who = _reason(reason, "approved"), reviewer(by)
+    rec = awaiting(lh.store, run_id, "approve")
+    # status running, owned by this process: prepare lets the owner resume it, and no one else meanwhile.
+    _decide(lh.store, rec, APPROVED, who, why, status="running", owner=current_owner())
+    lh.progress(f"run {run_id} approved by {who}: auditing it again against main, then publishing")
+    files = [f["uri"] for f in rec.file_ids] or rec.files
+    # An ingested batch's source (its write mode applies): the ledger says whose files they are.
+    source = next((r.source for r in lh.ledger.rows(run_id=run_id)), None)
+    state = new_state(rec.table_name, files, run_id=run_id, branch=rec.branch, source=source)
+    res = result(lh, drive(lh, state))
+    if res.status == "blocked":
+        res.message = f"approval refused: run {run_id} no longer passes its error checks; {res.message}"
+    _settle_files(lh, run_id, res)
+    return res
+
+
+def _settle_files(lh: Lakehouse, run_id: str, res: RunResult) -> None:
+    """The ledger's files of an approved run: published or blocked with it (a failed publish leaves them
+    awaiting review: resuming the run completes it)."""
+    rows = lh.ledger.rows(run_id=run_id, state="awaiting_review")
+    keys = [r.key for r in rows]
+    if not keys:
+        return
+    if res.status == "published":
+        lh.ledger.settle(keys, "published", run_id=run_id, snapshot_id=res.snapshot_id)
+    elif res.status == "blocked":
+        lh.ledger.settle(keys, "blocked", run_id=run_id, reason=res.message)
+
+
+def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = None) -> dict[str, Any]:
+    """Drop a run awaiting review: its branch goes (as `wap discard` drops it; a staged batch's staging table
+    too), its files are `rejected`."""
+    from wapflow.pipeline.steps.context import quarantine_of, staging_of
+    from wapflow.service.tables import discard
+    from wapflow.sql.identifiers import TableName
+
+    why, who = _reason(reason, "rejected"), reviewer(by)
+    rec = awaiting(lh.store, run_id, "reject")
+    _decide(lh.store, rec, REJECTED, who, why, status=RUN_REJECTED, finished_at=datetime.now(UTC))
+    dropped = False
+    where = f"branch {rec.branch} dropped"
+    if rec.branch and rec.branch_kept:
+        try:
+            dropped = bool(discard(lh, rec.branch, rec.table_name)["dropped"])
+        except NotFound:
+            dropped = False  # gone already (dropped by hand): nothing left to drop
+        quarantine = quarantine_of(TableName.parse(rec.table_name))
+        if lh.tables.exists(quarantine):
+            lh.branches.discard(rec.branch, [quarantine])
+        staging = staging_of(TableName.parse(rec.table_name), run_id)  # schema = "add_columns": no branch
+        if lh.tables.exists(staging):
+            lh.tables.drop(staging)
+            dropped, where = True, f"staging table {staging} dropped"
+        after = lh.store.get(run_id)
+        if after is not None and after.branch_kept:
+            after.branch_kept = False
+            lh.store.save(after)
+    rows = lh.ledger.rows(run_id=run_id, state="awaiting_review")
+    if rows:
+        lh.ledger.settle([r.key for r in rows], "rejected", run_id=run_id, reason=f"rejected by {who}: {why}")
+    ended = lh.store.get(run_id)
+    if ended is not None:  # lineage: the run ends without publishing (OpenLineage ABORT), as `wap discard` says
+        from wapflow.pipeline import lineage
+
+        lineage.emit(lh.config, "ABORT", ended, progress=lh.progress)
+    where = where if dropped else "no branch left to drop"
+    return {
+        "run_id": run_id,
+        "table": rec.table_name,
+        "status": RUN_REJECTED,
+        "branch": rec.branch,
+        "dropped": dropped,
+        "review_by": who,
+        "review_reason": why,
+        "files": [r.uri for r in rows],
+        "message": f"run {run_id} rejected by {who} ({why}); {where}; main unchanged",
+    }

@@ -1,0 +1,188 @@
+"""Review without Spark: the `review` key of a table, the exit code of a run left awaiting review (one table,
+errors.exit_code_table), the run store's conditional decision (exactly one of racing deciders wins), the
+migration that adds the review columns to a store of revision 0002, and the refusals of approve / reject that
+need only the run store. The runs themselves: tests/spark/test_review.py, tests/process/test_review_race.py."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from wapflow.cli import app
+from wapflow.config import TableConfig, parse_config
+from wapflow.errors import (
+    EXIT_BLOCKED,
+    EXIT_CONFLICT,
+    EXIT_PUBLISHED,
+    EXIT_REVIEW,
+    AlreadyDecided,
+    ConfigError,
+    NotFound,
+    UsageError,
+    exit_code_table,
+)
+from wapflow.outer.ingest import IngestResult, files_exit_code
+from wapflow.pipeline.result import RunResult, exit_code_for
+from wapflow.runs import schema
+from wapflow.runs.ledger import FILE_STATES, SETTLED, LedgerRow
+from wapflow.runs.store import RunRecord, RunStore
+from wapflow.service.review import awaiting, reviewer
+from wapflow.service.runs import list_runs, run_report
+
+runner = CliRunner()
+
+
+def test_review_defaults_to_never_and_takes_three_values() -> None:
+    assert TableConfig().review == "never"
+    for value in ("never", "on_warn", "always"):
+        cfg = parse_config({"tables": {"nyc.trips": {"review": value}}})
+        assert cfg.tables["nyc.trips"].review == value
+    with pytest.raises(ConfigError, match="review") as e:
+        parse_config({"tables": {"nyc.trips": {"review": "sometimes"}}})
+    assert e.value.exit_code == 2 and "on_warn" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("review", "warned", "held"),
+    [
+        ("never", False, False),
+        ("never", True, False),
+        ("on_warn", False, False),
+        ("on_warn", True, True),
+        ("always", False, True),
+        ("always", True, True),
+    ],
+)
+def test_which_runs_a_table_holds_for_review(review: str, warned: bool, held: bool) -> None:
+    assert TableConfig.model_validate({"review": review}).holds_for_review(warned) is held
+
+
+def test_a_run_left_awaiting_review_exits_6_everywhere() -> None:
+    assert (EXIT_REVIEW, "review") in [(c, n) for c, n, _ in exit_code_table()]
+    assert exit_code_for("awaiting_review", []) == EXIT_REVIEW
+    res = RunResult(run_id="r", table="nyc.trips", status="awaiting_review", branch="wap_r")
+    assert res.exit_code == EXIT_REVIEW and res.to_dict()["exit_code"] == EXIT_REVIEW
+    # A pass over files: a held file makes it 6, unless one was blocked (1) or failed (3).
+    assert files_exit_code({"published", "awaiting_review"}) == EXIT_REVIEW
+    assert files_exit_code({"blocked", "awaiting_review"}) == EXIT_BLOCKED
+    assert files_exit_code({"published", "rejected"}) == EXIT_PUBLISHED
+    assert {"awaiting_review", "rejected"} <= set(FILE_STATES) and {"awaiting_review", "rejected"} <= SETTLED
+    assert AlreadyDecided("x").exit_code == EXIT_CONFLICT and AlreadyDecided("x").kind == "conflict"
+    out = " ".join(runner.invoke(app, ["--help"], terminal_width=300).output.split())
+    assert "6 review" in out
+    held = IngestResult("s", "nyc.trips", files=[LedgerRow("k", "s", "/land/a.parquet", 1, "v", "awaiting_review")])
+    assert (held.status, held.exit_code) == ("awaiting_review", EXIT_REVIEW)
+
+
+def _held(store: RunStore, run_id: str = "20261125t120000_aaaaaa") -> RunRecord:
+    rec = RunRecord(run_id=run_id, table_name="nyc.trips", status="awaiting_review", branch=f"wap_{run_id}")
+    rec.branch_kept = True
+    store.save(rec)
+    return rec
+
+
+def test_of_racing_decisions_exactly_one_changes_the_run(tmp_path: Path) -> None:
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    rec = _held(store)
+    start = threading.Barrier(8)
+    won: list[str] = []
+
+    def decide(i: int) -> None:
+        other = RunStore(store.url)  # each its own engine, as each process has
+        start.wait()
+        if other.transition(
+            rec.run_id, "awaiting_review", status="running", review="approved", review_by=f"u{i}", review_reason="ok"
+        ):
+            won.append(f"u{i}")
+        other.close()
+
+    threads = [threading.Thread(target=decide, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1
+    after = store.get(rec.run_id)
+    assert after is not None and (after.status, after.review, after.review_by) == ("running", "approved", won[0])
+    with pytest.raises(ValueError, match="no run store column"):
+        store.transition(rec.run_id, "running", not_a_column=1)
+
+
+def test_approve_and_reject_refuse_what_is_not_awaiting_review(tmp_path: Path) -> None:
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    held = _held(store)
+    assert awaiting(store, held.run_id, "approve").run_id == held.run_id
+    store.save(RunRecord(run_id="20261125t110000_bbbbbb", table_name="nyc.trips", status="published"))
+    with pytest.raises(UsageError, match="is published, not awaiting review"):
+        awaiting(store, "20261125t110000_bbbbbb", "approve")
+    with pytest.raises(NotFound, match=r"no run 20261125t120000_aaaaab.*did you mean"):
+        awaiting(store, "20261125t120000_aaaaab", "reject")
+    assert store.transition(
+        held.run_id,
+        "awaiting_review",
+        status="rejected",
+        review="rejected",
+        review_by="dana",
+        review_reason="wrong day",
+        reviewed_at=datetime(2026, 11, 25, 12, tzinfo=UTC),
+    )
+    with pytest.raises(AlreadyDecided, match=r"already rejected by dana at 2026-11-25 12:00:00.*wrong day"):
+        awaiting(store, held.run_id, "approve")
+    rows = {r["run_id"]: r["review"] for r in list_runs(store)}
+    assert rows == {held.run_id: "rejected by dana: wrong day", "20261125t110000_bbbbbb": None}
+    report = run_report(store, held.run_id)["review"]
+    assert report is not None and (report["decision"], report["by"]) == ("rejected", "dana")
+    with pytest.raises(UsageError, match="names nobody"):
+        reviewer("  ")
+    assert reviewer(" erin ") == "erin" and reviewer(None)
+
+
+def test_a_store_at_revision_0002_gains_the_review_columns_with_its_runs(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    db = tmp_path / "runs.db"
+    engine = sa.create_engine(f"sqlite:///{db}")
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema.MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+    engine.dispose()
+    con = sqlite3.connect(db)
+    con.execute(
+        "INSERT INTO wap_runs (run_id, table_name, status, files, checks, timings, started_at) "
+        "VALUES ('20261124t120000_aaaaaa', 'nyc.trips', 'published', '[]', '[]', '{}', '2026-11-24 12:00:00')"
+    )
+    con.commit()
+    assert "review" not in {r[1] for r in con.execute("PRAGMA table_info(wap_runs)")}
+    con.close()
+
+    store = RunStore(f"sqlite:///{db}")  # what every wap process does on open: upgrade to head
+    assert schema.version(store.engine).up_to_date
+    rec = store.get("20261124t120000_aaaaaa")
+    assert rec is not None and rec.status == "published" and rec.review is None and rec.review_by is None
+    con = sqlite3.connect(db)
+    columns = {r[1] for r in con.execute("PRAGMA table_info(wap_runs)")}
+    con.close()
+    assert {"review", "review_by", "review_reason", "reviewed_at"} <= columns
+
+
+def test_the_dashboard_run_page_offers_approve_and_reject_for_a_held_run(tmp_path: Path) -> None:
+    from wapflow.runs.ledger import Ledger
+    from wapflow.service.dashboard import Sources, run_detail
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    held = _held(store)
+    src = Sources(parse_config({}), store, Ledger(store.engine), None, "no catalog here")
+    doc = run_detail(src, held.run_id)
+    assert doc["commands"]["approve"] == f"wap approve {held.run_id} --reason ..."
+    assert doc["commands"]["reject"] == f"wap reject {held.run_id} --reason ..."
+    assert "discard" not in doc["commands"]  # dropping its branch behind the review's back is not offered
+    assert doc["review"] == {"decision": None, "by": None, "reason": None, "at": None}
