@@ -87,14 +87,10 @@ def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
     before the metric history) gets its added-records as row_count at its commit time. Other writers'
     snapshots are recorded under `snapshot-<id>` and count as published. Doing it again records nothing new."""
     from wapflow.lakehouse.lineage import run_of
-    from wapflow.service.tables import reading, require_table
+    from wapflow.service.tables import main_snapshots
 
     name = TableName.parse(table)
-    with reading(f"reading the metadata of {name}"):
-        md = lh.metadata
-        require_table(md, name)
-        snaps = md.snapshots(name)
-        main = md.ancestry(snaps, md.head(name, "main"))
+    snaps, main = main_snapshots(lh, name)
     rows: dict[str, tuple[datetime, int]] = {}  # run id -> (its first commit, rows it added)
     for s in reversed(main):  # oldest first: a run's time is its first snapshot's
         if s.operation != "append":

@@ -46,14 +46,20 @@ def reading(doing: str) -> Iterator[None]:
         raise known from e
 
 
-def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str, Any]]:
-    """main's snapshots, newest first, with the run that produced each (cherry-picks resolved)."""
-    table = TableName.parse(table_text)
+def main_snapshots(lh: Lakehouse, table: TableName) -> tuple[dict[int, Any], list[Any]]:
+    """An existing table's snapshots by id, and main's of them newest first (what lineage reads through: a
+    cherry-pick's origin); a missing table is NotFound with close names."""
     with reading(f"reading the metadata of {table}"):
         md = lh.metadata
         require_table(md, table)
         snaps = md.snapshots(table)
-        main = md.ancestry(snaps, md.head(table, "main"))
+        return snaps, list(md.ancestry(snaps, md.head(table, "main")))
+
+
+def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str, Any]]:
+    """main's snapshots, newest first, with the run that produced each (cherry-picks resolved)."""
+    table = TableName.parse(table_text)
+    snaps, main = main_snapshots(lh, table)
     out: list[dict[str, Any]] = []
     for s in main[:limit]:
         files = (origin(snaps, s) or s).summary.get(SOURCES_PROP)
