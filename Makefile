@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain serve bench-connect bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly serve bench-connect bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -76,6 +76,10 @@ bench-merge: setup
 	$(BIN)/python benchmarks/bench_merge.py
 bench-maintain: setup
 	$(BIN)/python benchmarks/bench_maintain.py
+# A run with 10 anomaly checks vs none on one batch (10M rows; --rows for fewer), and anomaly evaluation and
+# `wap metrics` over a history of 10,000 runs.
+bench-anomaly: setup
+	$(BIN)/python benchmarks/bench_anomaly.py
 
 # WAP / plain append at 1M and 10M rows on local[2] and on a two-worker standalone cluster (127.0.0.1).
 bench-cluster: setup
