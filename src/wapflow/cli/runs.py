@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -120,5 +121,11 @@ def _show_metrics(table: str, rows: list[MetricRowDoc]) -> None:
 def _value(r: MetricRowDoc) -> str:
     v = r["value"]
     if v is None:
-        return r["text"] or ""
+        text = r["text"] or ""
+        if r["metric"] == "schema":  # the batch's columns and types as JSON: a count here, the whole in --json
+            try:
+                return f"{len(json.loads(text))} column(s) (--json shows them)"
+            except (ValueError, TypeError):
+                return text
+        return text
     return f"{v:.0f}" if v.is_integer() else f"{v:.6g}"
