@@ -94,7 +94,9 @@ def _changes(landing: Path, name: str, rows: list[tuple[int, str | None, str]]) 
 
 def test_diff_of_a_blocked_merge_shows_its_updates_and_deletes(lakehouse_factory, landing):
     guard = {"check": "max_change", "metric": "rows_deleted+rows_updated", "max_fraction": 0.3}
-    lh = lakehouse_factory({"crm.customers": {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'", "checks": [guard]}})
+    lh = lakehouse_factory(
+        {"crm.customers": {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'", "checks": [guard]}}
+    )
     seed = run_wap(lh, "crm.customers", [_changes(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])])
     assert seed.status == "published", seed.message
     # Deletes 1 and 2, updates 3, inserts 9: 3 of main's 5 rows changed, more than 30%: blocked.
