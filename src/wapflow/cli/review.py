@@ -78,13 +78,18 @@ def _show_diff(doc: DiffDoc) -> None:
         return
     figures = [{"rows": k, "count": rows[k]} for k in ("added", "updated", "deleted", "replaced")]
     out.print(rows_table("rows", [f for f in figures if f["count"] or f["rows"] == "added"], ["rows", "count"]))
+    # The mean only where the batch's audit measured one (an anomaly check on it): main's is never in metadata.
+    means = any(
+        side is not None and side["mean"] is not None for c in doc["columns"] for side in (c["main"], c["batch"])
+    )
+    stats = ["null_fraction", "min", "max", *(["mean"] if means else [])]
     shown: list[dict[str, Any]] = []
     for c in doc["columns"]:
         line: dict[str, Any] = {"column": c["column"], "on": c["on"]}
-        for stat in ("null_fraction", "min", "max", "mean"):
+        for stat in stats:
             line[stat] = f"{_stat(c['main'], stat)} → {_stat(c['batch'], stat)}"
         shown.append(line)
-    out.print(rows_table("columns (main → batch)", shown, ["column", "on", "null_fraction", "min", "max", "mean"]))
+    out.print(rows_table("columns (main → batch; ? not recorded, - no such column)", shown, ["column", "on", *stats]))
 
 
 def _stat(side: SideDoc | None, stat: str) -> str:
