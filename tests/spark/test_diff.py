@@ -65,6 +65,13 @@ def test_diff_of_a_blocked_append_shows_rows_and_the_null_spike_main_vs_batch(sp
     assert f"publishing run {blocked['run_id']} (blocked) would add 100 row(s) on main of nyc.trips" in r.stdout
     assert "passenger_count" in r.stdout and "0 → 0.3" in r.stdout
 
+    # `wap report` says it in one line, from the record alone.
+    report = as_json(wap("report", blocked["run_id"], "--config", cfg, "--json"))
+    assert (
+        report["would_change"]
+        == f"publishing it would add 100 row(s) (main vs the batch per column: wap diff {blocked['run_id']})"
+    )
+
     # A published run is already on main; an unknown run is exit 2 with near names.
     r = wap("diff", first["run_id"], "--config", cfg, "--json")
     assert r.exit_code == 0, r.output

@@ -19,7 +19,8 @@ from wapflow.errors import NotFound, UsageError
 from wapflow.lakehouse.tables import summed_file_metrics
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
-from wapflow.service.diff import diff, run_rows, side_by_side, target
+from wapflow.service.diff import diff, side_by_side, target
+from wapflow.service.runs import run_rows
 
 runner = CliRunner()
 
@@ -161,3 +162,31 @@ def test_published_unknown_and_gone_runs_need_no_spark(tmp_path: Path) -> None:
     res = runner.invoke(app, ["diff", "run_pub_9", "--config", str(toml)])
     assert res.exit_code == 2
     assert "no run or kept branch run_pub_9" in res.stderr and "run_pub_1" in res.stderr
+
+
+def test_wap_report_says_what_publishing_a_pending_run_would_change(tmp_path: Path) -> None:
+    from wapflow.service.runs import run_report
+
+    store = _store(tmp_path)
+    merge = RunRecord(
+        run_id="run_mrg_4",
+        table_name="crm.c",
+        status="awaiting_review",
+        branch="wap_m",
+        checks=[{"check": "changes", "observed": {"rows_inserted": 2, "rows_updated": 5, "rows_deleted": 1}}],
+    )
+    store.save(merge)
+    assert run_report(store, "run_mrg_4")["would_change"] == (
+        "publishing it would add 2 row(s), update 5, delete 1 (main vs the batch per column: wap diff run_mrg_4)"
+    )
+    store.save(
+        RunRecord(run_id="run_blk_5", table_name="nyc.trips", status="blocked", branch_kept=True, rows_written=30)
+    )
+    toml = tmp_path / "wap.toml"
+    toml.write_text(f'[lakehouse]\nrun_store = "sqlite:///{tmp_path / "state" / "wapflow_runs.db"}"\n')
+    res = runner.invoke(app, ["report", "run_blk_5", "--config", str(toml)])
+    assert res.exit_code == 0, res.output
+    assert "publishing it would add 30 row(s) (main vs the batch per column: wap diff run_blk_5)" in res.stdout
+    # Published, or its branch gone: nothing it would change.
+    assert run_report(store, "run_pub_1")["would_change"] is None
+    assert run_report(store, "run_old_2")["would_change"] is None

@@ -18,12 +18,12 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, as_number
+from wapflow.audit.anomaly import SCHEMA_METRIC, as_number
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import NotFound, UsageError, did_you_mean
-from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.runs.metrics import PUBLISHED, MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
+from wapflow.service.runs import AWAITING_REVIEW, RowsDoc, change_words, pending, run_rows
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
@@ -45,16 +45,6 @@ class ColumnDiffDoc(TypedDict):
     on: Literal["both", "new", "missing"]
     main: SideDoc | None
     batch: SideDoc | None
-
-
-class RowsDoc(TypedDict):
-    """What publishing does to main's rows (a merge's and replace's figures from its commit's summary)."""
-
-    added: int
-    updated: int
-    deleted: int
-    replaced: int
-    main_rows: int  # main's rows now (its live data files' records)
 
 
 class DiffDoc(TypedDict):
@@ -135,36 +125,6 @@ def side_by_side(main: FileMetrics, batch: Mapping[tuple[str, str], float | str]
     return out
 
 
-def run_rows(rec: RunRecord, batch: Mapping[tuple[str, str], float | str], main_rows: int) -> RowsDoc:
-    """The run's change: its audit's `changes` line (a merge or replace), else its change metrics, else the
-    rows it wrote (an append adds them all)."""
-    change = next((c.get("observed") for c in rec.checks if c.get("check") == "changes"), None)
-    if isinstance(change, dict):
-        figures = {
-            k: int(change.get(k) or 0) for k in ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced")
-        }
-    elif any((m, "") in batch for m in CHANGE_METRICS):
-        figures = {m: int(float(batch.get((m, ""), 0) or 0)) for m in CHANGE_METRICS}
-    else:
-        written = rec.rows_written if rec.rows_written is not None else batch.get(("row_count", ""), 0)
-        figures = {"rows_inserted": int(float(written or 0))}
-    return {
-        "added": figures.get("rows_inserted", 0),
-        "updated": figures.get("rows_updated", 0),
-        "deleted": figures.get("rows_deleted", 0),
-        "replaced": figures.get("rows_replaced", 0),
-        "main_rows": main_rows,
-    }
-
-
-def _change_words(rows: RowsDoc) -> str:
-    words = [f"add {rows['added']} row(s)"]
-    for n, verb in ((rows["updated"], "update"), (rows["deleted"], "delete"), (rows["replaced"], "replace")):
-        if n:
-            words.append(f"{verb} {n}")
-    return ", ".join(words)
-
-
 def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
     """What publishing the run (or the run that left the branch) would change on its table's main.
 
@@ -192,7 +152,7 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
             "message": f"run {rec.run_id} is already on main of {rec.table_name} (snapshot {rec.snapshot_id}): "
             "publishing it changes nothing",
         }
-    if not rec.branch_kept and rec.status != AWAITING_REVIEW:
+    if not pending(rec):
         raise UsageError(
             f"run {rec.run_id} is {rec.shown_status} and its branch is not kept: there is nothing to publish, "
             "so nothing to diff",
@@ -209,6 +169,6 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
         **base,
         "rows": rows,
         "columns": side_by_side(main, batch),
-        "message": f"publishing run {rec.run_id} ({rec.shown_status}) would {_change_words(rows)} on main of "
+        "message": f"publishing run {rec.run_id} ({rec.shown_status}) would {change_words(rows)} on main of "
         f"{rec.table_name} ({rows['main_rows']} row(s) now){measured}{then}",
     }
