@@ -6,6 +6,7 @@
     lh = wapflow.connect("wap.toml")                     # or connect(warehouse="lake", master="local[2]")
     res = wapflow.run(lh, "nyc.trips", ["landing/a.parquet"], checks=[C.not_null("passenger_count")])
     res.status, res.snapshot_id, res.report              # "published" | "blocked" | "failed" | "awaiting_review"
+    wapflow.diff(lh, res.run_id)                         # what publishing a held run would change on main
     wapflow.approve(lh, res.run_id, reason="checked")    # a run its table's `review` held (or wapflow.reject)
 
     state = wapflow.start("nyc.trips", ["landing/a.parquet"])   # or step by step, one task per step:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from wapflow.outer.ingest import IngestResult
     from wapflow.pipeline.result import RunResult
     from wapflow.pipeline.state import RunState
+    from wapflow.service.diff import DiffDoc
     from wapflow.service.metrics import MetricRowDoc
     from wapflow.service.runs import RunReport
 
@@ -152,6 +154,17 @@ def metrics(
     if backfill:
         backfill_metrics(lh, table)
     return metric_rows(lh.store, table, column=column, metric=metric, limit=limit)
+
+
+def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
+    """What publishing a run not on main yet (blocked, awaiting review, failed after its write; or the run that
+    left a kept branch) would change there, as `wap diff` shows it: rows added (updated, deleted, replaced by a
+    merge or replace), and per column main beside the batch (null fraction, min, max; mean where recorded).
+    Metadata and the run store only, no data scan. A published run says so (`published`, its snapshot).
+    Raises NotFound (no such run or branch), UsageError (a run whose branch is gone)."""
+    from wapflow.service.diff import diff as _diff
+
+    return _diff(lh, run_or_branch)
 
 
 def approve(lh: Lakehouse, run_id: str, *, reason: str, by: str | None = None) -> RunResult:

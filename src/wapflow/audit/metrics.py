@@ -12,10 +12,10 @@ from typing import Any
 
 @dataclass
 class FileMetrics:
-    """Per-column metrics summed over the data files a run added (from Iceberg metadata).
+    """Per-column metrics summed over the data files a run added, or live on main (from Iceberg metadata).
 
-    Produced by wapflow.lakehouse.tables from the `entries` metadata table; the audit reads them to answer
-    checks without a scan.
+    Produced by wapflow.lakehouse.tables (summed_file_metrics) from the `entries` or `files` metadata table; the
+    audit reads them to answer checks without a scan, `wap diff` to show main beside a batch.
     Keys are lower-cased column names.
     """
 
@@ -25,3 +25,4 @@ class FileMetrics:
     # Bounds are whatever Spark returns for the column's type (int, float, date, datetime, Decimal, str...).
     lower: dict[str, Any] = field(default_factory=dict)  # None: unknown for some file
     upper: dict[str, Any] = field(default_factory=dict)
+    columns: set[str] = field(default_factory=set)  # columns some file holds values of (a value count)

@@ -1,13 +1,17 @@
-"""`wap approve` and `wap reject`: a person's decision on a run its table's `review` held (wapflow.service.review)."""
+"""`wap diff`, `wap approve` and `wap reject`: what publishing a held run would change on main
+(wapflow.service.diff), and a person's decision on it (wapflow.service.review)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse
-from wapflow.cli.output import Output, out, render_run, run_doc
+from wapflow.cli.output import Output, out, render_run, rows_table, run_doc
+
+if TYPE_CHECKING:
+    from wapflow.service.diff import DiffDoc, SideDoc
 
 RunIdArg = Annotated[str, typer.Argument(help="The run awaiting review (see `wap runs`).")]
 ByOpt = Annotated[
@@ -48,3 +52,50 @@ def reject(
     o = Output(as_json)
     doc = on_lakehouse(config, o, lambda lh: api.reject(lh, run_id, reason=reason, by=by))
     o.result(doc, lambda: out.print(doc["message"]))
+
+
+def diff(
+    run_or_branch: Annotated[
+        str, typer.Argument(help="A run not on main yet (see `wap runs`), or a kept branch (see `wap branches`).")
+    ],
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What publishing a run would change on main: rows added (updated, deleted, replaced by a merge or replace),
+    and per column main beside the batch: null fraction, min, max (mean where the audit measured it). From
+    Iceberg metadata and the run store, no data scan. A published run: says so, with its snapshot (exit 0)."""
+    from wapflow import api
+
+    o = Output(as_json)
+    doc = on_lakehouse(config, o, lambda lh: api.diff(lh, run_or_branch))
+    o.result(doc, lambda: _show_diff(doc))
+
+
+def _show_diff(doc: DiffDoc) -> None:
+    out.print(doc["message"])
+    rows = doc["rows"]
+    if rows is None:
+        return
+    figures = [{"rows": k, "count": rows[k]} for k in ("added", "updated", "deleted", "replaced")]
+    out.print(rows_table("rows", [f for f in figures if f["count"] or f["rows"] == "added"], ["rows", "count"]))
+    # The mean only where the batch's audit measured one (an anomaly check on it): main's is never in metadata.
+    means = any(
+        side is not None and side["mean"] is not None for c in doc["columns"] for side in (c["main"], c["batch"])
+    )
+    stats = ["null_fraction", "min", "max", *(["mean"] if means else [])]
+    shown: list[dict[str, Any]] = []
+    for c in doc["columns"]:
+        line: dict[str, Any] = {"column": c["column"], "on": c["on"]}
+        for stat in stats:
+            line[stat] = f"{_stat(c['main'], stat)} → {_stat(c['batch'], stat)}"
+        shown.append(line)
+    out.print(rows_table("columns (main → batch; ? not recorded, - no such column)", shown, ["column", "on", *stats]))
+
+
+def _stat(side: SideDoc | None, stat: str) -> str:
+    if side is None:
+        return "-"
+    v = side.get(stat)
+    if v is None:
+        return "?"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)

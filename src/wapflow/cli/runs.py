@@ -63,6 +63,8 @@ def _show_report(doc: RunReport) -> None:
     out.print(f"files: {', '.join(doc['files'])}")
     if doc["branch_kept"]:
         out.print(f"kept for inspection: branch {doc['branch']}")
+    if doc["would_change"]:
+        out.print(doc["would_change"])
     review = doc["review"]
     if review is not None and review["decision"] is None:
         out.print(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -306,28 +306,20 @@ class Tables(SnapshotReads):
             f"FROM {table.metadata_sql(self.catalog, 'entries')} VERSION AS OF {sql_string(branch)} "
             f"WHERE status = 1 AND data_file.content = 0 AND snapshot_id IN ({ids})"
         ).collect()
-        fm = FileMetrics(rows=sum(int(r["rc"]) for r in rows))
-        first = True
-        for r in rows:
-            metrics = r["m"].asDict() if r["m"] is not None else {}
-            for col, met in metrics.items():
-                key = col.lower()
-                met = met.asDict() if met is not None else {}
-                for target, name in ((fm.null_counts, "null_value_count"), (fm.nan_counts, "nan_value_count")):
-                    v = met.get(name)
-                    if first:
-                        target[key] = v
-                    elif target.get(key) is not None:
-                        target[key] = None if v is None else target[key] + v
-                lo, hi = met.get("lower_bound"), met.get("upper_bound")
-                if first:
-                    fm.lower[key], fm.upper[key] = lo, hi
-                else:
-                    cur_lo, cur_hi = fm.lower.get(key), fm.upper.get(key)
-                    fm.lower[key] = None if lo is None or cur_lo is None else min(lo, cur_lo)
-                    fm.upper[key] = None if hi is None or cur_hi is None else max(hi, cur_hi)
-            first = False
-        return fm
+        return summed_file_metrics((int(r["rc"]), r["m"].asDict() if r["m"] is not None else {}) for r in rows)
+
+    def live_file_metrics(self, table: TableName, branch: str = "main") -> FileMetrics:
+        """Column metrics summed over every data file live at a branch's head (what `wap diff` compares a batch
+        with): the `files` metadata table, no data file is read. Delete files are not counted."""
+        if branch != "main":
+            validate_branch(branch)
+        if self.head(table, branch) is None:
+            return FileMetrics(rows=0)
+        rows = self.spark.sql(
+            f"SELECT record_count AS rc, readable_metrics AS m "
+            f"FROM {table.metadata_sql(self.catalog, 'files')} VERSION AS OF {sql_string(branch)} WHERE content = 0"
+        ).collect()
+        return summed_file_metrics((int(r["rc"]), r["m"].asDict() if r["m"] is not None else {}) for r in rows)
 
     def list_tables(self) -> list[TableName]:
         found: list[TableName] = []
@@ -347,3 +339,33 @@ class Tables(SnapshotReads):
 
     def row_count(self, table: TableName, branch: str | None = None) -> int:
         return int(self.read(table, branch).count())
+
+
+def summed_file_metrics(files: Iterable[tuple[int, Mapping[str, Any]]]) -> FileMetrics:
+    """Per-column metrics of data files (each: its record count, its `readable_metrics` as a dict of Rows or
+    dicts) summed: null and NaN counts added, bounds widened; None where some file does not track one. A
+    column is in `columns` when some file holds values of it (a value count)."""
+    fm = FileMetrics(rows=0)
+    first = True
+    for count, metrics in files:
+        fm.rows += count
+        for col, met in metrics.items():
+            key = col.lower()
+            met = met.asDict() if hasattr(met, "asDict") else dict(met or {})
+            if met.get("value_count") is not None:
+                fm.columns.add(key)
+            for target, name in ((fm.null_counts, "null_value_count"), (fm.nan_counts, "nan_value_count")):
+                v = met.get(name)
+                if first:
+                    target[key] = v
+                elif target.get(key) is not None:
+                    target[key] = None if v is None else target[key] + v
+            lo, hi = met.get("lower_bound"), met.get("upper_bound")
+            if first:
+                fm.lower[key], fm.upper[key] = lo, hi
+            else:
+                cur_lo, cur_hi = fm.lower.get(key), fm.upper.get(key)
+                fm.lower[key] = None if lo is None or cur_lo is None else min(lo, cur_lo)
+                fm.upper[key] = None if hi is None or cur_hi is None else max(hi, cur_hi)
+        first = False
+    return fm

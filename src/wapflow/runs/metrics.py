@@ -170,6 +170,19 @@ class MetricHistory:
                 for r in conn.execute(q).all()
             ]
 
+    def of_run(self, run_id: str, table: str) -> dict[tuple[str, str], float | str]:
+        """What one run recorded for its table: (metric, column) -> value (text for the schema)."""
+        t = metrics_table
+        q = sa.select(t.c.metric, t.c.column_name, t.c.value, t.c.text).where(
+            t.c.run_id == run_id, t.c.table_name == table
+        )
+        with self.engine.connect() as conn:
+            return {
+                (r.metric, r.column_name): (r.value if r.value is not None else r.text)
+                for r in conn.execute(q).all()
+                if r.value is not None or r.text is not None
+            }
+
     def tables(self) -> list[str]:
         """Tables with any metric history (for a did-you-mean on an unknown table)."""
         with self.engine.connect() as conn:

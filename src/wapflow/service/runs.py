@@ -7,11 +7,16 @@ store. Keep it that way: nothing here may import pyspark or wapflow.lakehouse (t
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, TypedDict
 
+from wapflow.audit.anomaly import CHANGE_METRICS
 from wapflow.errors import NotFound, did_you_mean
+from wapflow.runs.metrics import PUBLISHED
 from wapflow.runs.store import RunRecord, RunStore
+
+AWAITING_REVIEW = "awaiting_review"  # wapflow.pipeline.state's status (that module loads the lakehouse)
 
 
 class RunRow(TypedDict):
@@ -47,6 +52,7 @@ class RunReport(TypedDict):
     started_at: datetime
     finished_at: datetime | None
     review: Review | None  # a run held for review: awaiting, or who decided it, why and when
+    would_change: str | None  # a run not on main that could still be: what publishing it would change (wap diff)
 
 
 class Review(TypedDict):
@@ -94,7 +100,7 @@ def failed_checks(rec: RunRecord) -> list[str]:
 
 def review_of(rec: RunRecord) -> Review | None:
     """The review of a run held for it (None for a run its table never held)."""
-    if rec.review is None and rec.status != "awaiting_review":  # pipeline.state.AWAITING_REVIEW (no lakehouse here)
+    if rec.review is None and rec.status != AWAITING_REVIEW:
         return None
     return {"decision": rec.review, "by": rec.review_by, "reason": rec.review_reason, "at": rec.reviewed_at}
 
@@ -141,6 +147,61 @@ def find_run(store: RunStore, run_id: str) -> RunRecord:
     return rec
 
 
+class RowsDoc(TypedDict):
+    """What publishing does to main's rows (a merge's and replace's figures from its commit's summary)."""
+
+    added: int
+    updated: int
+    deleted: int
+    replaced: int
+    main_rows: int  # main's rows now (its live data files' records)
+
+
+def run_rows(rec: RunRecord, batch: Mapping[tuple[str, str], float | str], main_rows: int) -> RowsDoc:
+    """The run's change: its audit's `changes` line (a merge or replace), else its change metrics, else the
+    rows it wrote (an append adds them all)."""
+    change = next((c.get("observed") for c in rec.checks if c.get("check") == "changes"), None)
+    if isinstance(change, dict):
+        figures = {
+            k: int(change.get(k) or 0) for k in ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced")
+        }
+    elif any((m, "") in batch for m in CHANGE_METRICS):
+        figures = {m: int(float(batch.get((m, ""), 0) or 0)) for m in CHANGE_METRICS}
+    else:
+        written = rec.rows_written if rec.rows_written is not None else batch.get(("row_count", ""), 0)
+        figures = {"rows_inserted": int(float(written or 0))}
+    return {
+        "added": figures.get("rows_inserted", 0),
+        "updated": figures.get("rows_updated", 0),
+        "deleted": figures.get("rows_deleted", 0),
+        "replaced": figures.get("rows_replaced", 0),
+        "main_rows": main_rows,
+    }
+
+
+def change_words(rows: RowsDoc) -> str:
+    """The change in a few words: "add 1 row(s), update 3, delete 2"."""
+    words = [f"add {rows['added']} row(s)"]
+    for n, verb in ((rows["updated"], "update"), (rows["deleted"], "delete"), (rows["replaced"], "replace")):
+        if n:
+            words.append(f"{verb} {n}")
+    return ", ".join(words)
+
+
+def pending(rec: RunRecord) -> bool:
+    """The run is not on main and could still be published (its branch kept, or held for review)."""
+    return rec.status != PUBLISHED and (rec.branch_kept or rec.status == AWAITING_REVIEW)
+
+
+def pending_change(rec: RunRecord) -> str | None:
+    """`wap report`'s line for a run that could still be published: its change from the record alone (no
+    Spark, no metadata), and the command that shows main beside the batch. None for any other run."""
+    if not pending(rec):
+        return None
+    rows = run_rows(rec, {}, 0)
+    return f"publishing it would {change_words(rows)} (main vs the batch per column: wap diff {rec.run_id})"
+
+
 def run_report(store: RunStore, run_id: str) -> RunReport:
     """The full record of one run; NotFound (with near matches among recent runs) if the store has none."""
     rec = find_run(store, run_id)
@@ -160,4 +221,5 @@ def run_report(store: RunStore, run_id: str) -> RunReport:
         "started_at": rec.started_at,
         "finished_at": rec.finished_at,
         "review": review_of(rec),
+        "would_change": pending_change(rec),
     }

@@ -1,0 +1,174 @@
+"""`wap diff RUN|BRANCH`: what publishing a run that is not on main yet would change there.
+
+The evidence a reviewer needs before `wap approve`: the rows the run adds (a merge's or replace's rows inserted,
+updated, deleted, replaced), and per column main beside the batch: null fraction, min, max (mean where the
+batch's metric history has it). Nothing here scans data:
+- the batch side is what the run's audit recorded: its change (the `changes` line of its audit, else its
+  change metrics) and its rows in the metric history (wapflow.runs.metrics);
+- main's side is Iceberg metadata: the column metrics of main's live data files (the `files` metadata table,
+  summed as the audit sums a run's added files: wapflow.lakehouse.tables.summed_file_metrics), one Spark
+  job over metadata. Iceberg keeps no mean, so main's mean is not shown.
+
+The CLI and the Python API (wapflow.api.diff) call `diff`; `side_by_side` is the assembly alone (no Spark).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
+
+from wapflow.audit.anomaly import SCHEMA_METRIC, as_number
+from wapflow.audit.metrics import FileMetrics
+from wapflow.errors import NotFound, UsageError, did_you_mean
+from wapflow.runs.metrics import PUBLISHED, MetricHistory
+from wapflow.runs.store import RunRecord, RunStore
+from wapflow.service.runs import AWAITING_REVIEW, RowsDoc, change_words, pending, run_rows
+
+if TYPE_CHECKING:
+    from wapflow.lakehouse.lakehouse import Lakehouse
+
+
+class SideDoc(TypedDict):
+    """One column on one side (main, or the batch)."""
+
+    null_fraction: float | None
+    min: Any  # a number; main's bounds of other types (dates, strings) as Iceberg keeps them
+    max: Any
+    mean: float | None  # the batch's, where an anomaly check measured it; never main's (not in metadata)
+
+
+class ColumnDiffDoc(TypedDict):
+    """A column main vs the batch; `on`: both, new (only the batch has it), missing (only main has it)."""
+
+    column: str
+    on: Literal["both", "new", "missing"]
+    main: SideDoc | None
+    batch: SideDoc | None
+
+
+class DiffDoc(TypedDict):
+    """Everything `wap diff` shows (and its JSON document)."""
+
+    run_id: str
+    table: str
+    status: str
+    branch: str | None
+    published: bool  # already on main: nothing left to diff (snapshot_id says where)
+    snapshot_id: int | None
+    rows: RowsDoc | None
+    columns: list[ColumnDiffDoc]
+    message: str
+
+
+def target(store: RunStore, run_or_branch: str) -> RunRecord:
+    """The run named, or the newest run that left the named branch kept; NotFound with near matches."""
+    rec = store.get(run_or_branch)
+    if rec is not None:
+        return rec
+    on_branch = store.by_branch(run_or_branch)
+    kept = [r for r in on_branch if r.branch_kept]
+    if kept or on_branch:
+        return (kept or on_branch)[0]
+    recent = store.list(limit=50)
+    names = [r.run_id for r in recent] + sorted({r.branch for r in recent if r.branch and r.branch_kept})
+    raise NotFound(
+        f"no run or kept branch {run_or_branch} in the run store{did_you_mean(run_or_branch, names)}",
+        hint="list runs with `wap runs`, kept branches with `wap branches`",
+    )
+
+
+def _side(null_fraction: float | None, lo: Any, hi: Any, mean: float | None = None) -> SideDoc:
+    return {"null_fraction": null_fraction, "min": _shown(lo), "max": _shown(hi), "mean": mean}
+
+
+def _shown(v: Any) -> Any:
+    """A bound as JSON can carry it: numbers as floats or ints, other values (dates, strings) as text."""
+    if v is None or isinstance(v, (int, float, str)):  # (bools too)
+        return v
+    number = as_number(v)
+    return number if number is not None else str(v)
+
+
+def side_by_side(main: FileMetrics, batch: Mapping[tuple[str, str], float | str]) -> list[ColumnDiffDoc]:
+    """main's live file metrics beside a run's recorded metrics ((metric, column) -> value), one row per column:
+    the batch's columns in its schema's order (then any other it measured), then the columns only main has."""
+    schema = batch.get((SCHEMA_METRIC, ""))
+    batch_cols = [c.lower() for c in json.loads(schema)] if isinstance(schema, str) else []
+    for _metric, col in batch:
+        if col and col not in batch_cols:
+            batch_cols.append(col)
+
+    def num(metric: str, col: str) -> float | None:
+        v = batch.get((metric, col))
+        return float(v) if isinstance(v, (int, float)) else None
+
+    def main_side(col: str) -> SideDoc:
+        nulls = main.null_counts.get(col)
+        frac = nulls / main.rows if nulls is not None and main.rows else None
+        return _side(frac, main.lower.get(col), main.upper.get(col))
+
+    out: list[ColumnDiffDoc] = []
+    for col in batch_cols:
+        mine = _side(num("null_fraction", col), num("min", col), num("max", col), num("mean", col))
+        on_main = col in main.columns
+        out.append(
+            {
+                "column": col,
+                "on": "both" if on_main else "new",
+                "main": main_side(col) if on_main else None,
+                "batch": mine,
+            }
+        )
+    for col in sorted(main.columns - set(batch_cols)):
+        out.append({"column": col, "on": "missing", "main": main_side(col), "batch": None})
+    return out
+
+
+def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
+    """What publishing the run (or the run that left the branch) would change on its table's main.
+
+    A published run: already on main (its snapshot), nothing read but the record. A run whose branch is gone
+    (discarded, rejected, failed before writing): UsageError, there is nothing left to publish."""
+    from wapflow.service.tables import reading
+    from wapflow.sql.identifiers import TableName
+
+    rec = target(lh.store, run_or_branch)
+    base: DiffDoc = {
+        "run_id": rec.run_id,
+        "table": rec.table_name,
+        "status": rec.shown_status,
+        "branch": rec.branch,
+        "published": False,
+        "snapshot_id": rec.snapshot_id,
+        "rows": None,
+        "columns": [],
+        "message": "",
+    }
+    if rec.status == PUBLISHED:
+        return {
+            **base,
+            "published": True,
+            "message": f"run {rec.run_id} is already on main of {rec.table_name} (snapshot {rec.snapshot_id}): "
+            "publishing it changes nothing",
+        }
+    if not pending(rec):
+        raise UsageError(
+            f"run {rec.run_id} is {rec.shown_status} and its branch is not kept: there is nothing to publish, "
+            "so nothing to diff",
+            hint=f"see what it did with `wap report {rec.run_id}`",
+        )
+    batch = MetricHistory(lh.store.engine).of_run(rec.run_id, rec.table_name)
+    table = TableName.parse(rec.table_name)
+    with reading(f"reading the file metrics of {table}'s main"):
+        main = lh.tables.live_file_metrics(table) if lh.tables.exists(table) else FileMetrics(rows=0)
+    rows = run_rows(rec, batch, main.rows)
+    then = f"; approve with `wap approve {rec.run_id} --reason ...`" if rec.status == AWAITING_REVIEW else ""
+    measured = "" if batch else " (its audit recorded no column metrics)"
+    return {
+        **base,
+        "rows": rows,
+        "columns": side_by_side(main, batch),
+        "message": f"publishing run {rec.run_id} ({rec.shown_status}) would {change_words(rows)} on main of "
+        f"{rec.table_name} ({rows['main_rows']} row(s) now){measured}{then}",
+    }
