@@ -56,3 +56,34 @@ def test_two_approvals_at_once_exactly_one_publishes(tmp_path: Path) -> None:
     report = wap("report", run_id, "--config", str(cfg), "--json").doc
     assert report["status"] == "published" and report["review"]["by"] == who
     assert report["review"]["reason"] == f"checked by {who}"
+
+
+def test_an_approval_killed_before_or_after_main_moved_resumes_and_publishes_once(tmp_path: Path) -> None:
+    """SIGKILL of `wap approve` after its second audit (nothing published yet) and after main moved (the run
+    store not told): `wap runs` shows the run interrupted with its resume command, which publishes it exactly
+    once, approval recorded."""
+    import shlex
+
+    cfg = write_config(tmp_path, TABLES)
+    expected: list[int] = []
+    for i, point in enumerate(("audit", "publish:moved")):
+        f = trips_file(tmp_path / "landing", f"k{i}.parquet", 50, start_id=1 + 1000 * i, seed=i)
+        held = wap("run", "nyc.trips", str(f), "--config", str(cfg), "--json")
+        assert held.code == EXIT_REVIEW, held.text
+        run_id = held.doc["run_id"]
+        reader = Reader(tmp_path)  # the catalog exists once the first run made the table
+        killed = wap("approve", run_id, "--reason", "looked fine", "--config", str(cfg), WAP_CRASH_AT=point)
+        assert killed.code == -9, killed.text  # SIGKILL at the crash point: nothing after it ran
+        runs = wap("runs", "--config", str(cfg), "--json")
+        (row,) = [r for r in runs.doc["runs"] if r["run_id"] == run_id]
+        assert row["status"] == "interrupted", row
+        resume = wap("report", run_id, "--config", str(cfg), "--json").doc["resume"]
+        assert resume and f"--run-id {run_id}" in resume, resume
+        again = wap(*shlex.split(resume)[1:], "--config", str(cfg), "--json")
+        assert again.code == 0 and again.doc["status"] == "published", again.text
+        expected += list(range(1 + 1000 * i, 51 + 1000 * i))
+        rows = reader.rows("nyc.trips")
+        assert sorted(r["trip_id"] for r in rows) == expected  # every approved row on main, once
+        report = wap("report", run_id, "--config", str(cfg), "--json").doc
+        assert report["status"] == "published" and report["review"]["reason"] == "looked fine", report
+    assert reader.branches("nyc.trips") == []

@@ -186,3 +186,36 @@ def test_the_dashboard_run_page_offers_approve_and_reject_for_a_held_run(tmp_pat
     assert doc["commands"]["reject"] == f"wap reject {held.run_id} --reason ..."
     assert "discard" not in doc["commands"]  # dropping its branch behind the review's back is not offered
     assert doc["review"] == {"decision": None, "by": None, "reason": None, "at": None}
+
+
+def test_held_files_follow_a_run_that_ended_outside_wap_approve(tmp_path: Path) -> None:
+    """An approval killed after it was given completes by the run's resume command (`wap run ... --run-id`), which
+    does not touch the ledger: the next ingest pass settles the held files as their run ended. Real run store
+    and ledger (SQLite), no Spark."""
+    from wapflow.config import parse_config
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.outer.ingest import Ingest
+    from wapflow.runs.store import RunRecord
+    from wapflow.storage.files import FileIdentity
+
+    cfg = parse_config(
+        {
+            "lakehouse": {"warehouse": str(tmp_path / "lakehouse")},
+            "sources": {"trips": {"table": "nyc.trips", "location": str(tmp_path / "landing")}},
+        }
+    )
+    lh = Lakehouse(cfg)
+    ing = Ingest(lh, lh.config.resolve_source("trips"))
+    files = [FileIdentity(uri=str(tmp_path / "landing" / f"{n}.parquet"), size=10, version="1") for n in "ab"]
+    keys = [ing.key(f) for f in files]
+    lh.ledger.add("trips", list(zip(keys, files, strict=True)))
+    for key, run_id in zip(keys, ("ing_held_a", "ing_held_b"), strict=True):
+        assert lh.ledger.claim([key], run_id) == [key]
+        lh.ledger.settle([key], "awaiting_review", run_id=run_id, reason="held")
+    lh.store.save(RunRecord(run_id="ing_held_a", table_name="nyc.trips", status="published", snapshot_id=42))
+    lh.store.save(RunRecord(run_id="ing_held_b", table_name="nyc.trips", status="awaiting_review"))
+
+    ing.resume_orphans()
+
+    states = {r.run_id: (r.state, r.snapshot_id) for r in lh.ledger.rows(keys=keys)}
+    assert states == {"ing_held_a": ("published", 42), "ing_held_b": ("awaiting_review", None)}

@@ -319,7 +319,9 @@ class Ingest:
         return self.out
 
     def resume_orphans(self) -> None:
-        """Claims left by a killed process: take them over and run the same batch again (it resumes)."""
+        """Claims left by a killed process: take them over and run the same batch again (it resumes). And files
+        held for review whose run has ended since (settle_reviewed)."""
+        self.settle_reviewed()
         orphans: dict[str, list[LedgerRow]] = {}
         for row in self.ledger.rows(self.name, state="claimed"):
             if row.orphaned and row.run_id:
@@ -332,6 +334,24 @@ class Ingest:
                 self._recovered(run_id, batch)
                 self.runner(run_id, batch)
                 self.flush_alerts()
+
+    def settle_reviewed(self) -> None:
+        """Files held for review (`awaiting_review`) whose run the run store says has ended: `wap approve` settles
+        them itself, but an approval killed after it was given completes by the run's resume command, which
+        knows nothing of the ledger; the next pass makes the files follow their run."""
+        held = {r.run_id for r in self.ledger.rows(self.name, state="awaiting_review") if r.run_id}
+        for run_id in sorted(held):
+            rec = self.lh.store.get(run_id)
+            if rec is None or rec.status not in ("published", "blocked", "rejected"):
+                continue
+            keys = [r.key for r in self.ledger.rows(run_id=run_id, state="awaiting_review")]
+            if rec.status == "published":
+                self.ledger.settle(keys, "published", run_id=run_id, snapshot_id=rec.snapshot_id)
+            elif rec.status == "blocked":
+                self.ledger.settle(keys, "blocked", run_id=run_id, reason=f"run {run_id} was blocked after review")
+            else:
+                self.ledger.settle(keys, "rejected", run_id=run_id, reason=f"run {run_id} was rejected")
+            self.lh.progress(f"run {run_id} was {rec.status} after review: {len(keys)} file(s) settled with it")
 
     # --- alerts ----------------------------------------------------------------------------
 
