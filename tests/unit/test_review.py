@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from typer.testing import CliRunner
 
+from support.stores import store_at
 from wapflow.cli import app
 from wapflow.config import TableConfig, parse_config
 from wapflow.errors import (
@@ -144,17 +144,8 @@ def test_approve_and_reject_refuse_what_is_not_awaiting_review(tmp_path: Path) -
 
 
 def test_a_store_at_revision_0002_gains_the_review_columns_with_its_runs(tmp_path: Path) -> None:
-    from alembic import command
-    from alembic.config import Config
-
     db = tmp_path / "runs.db"
-    engine = sa.create_engine(f"sqlite:///{db}")
-    cfg = Config()
-    cfg.set_main_option("script_location", str(schema.MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
-    engine.dispose()
+    store_at(db, "0002")
     con = sqlite3.connect(db)
     con.execute(
         "INSERT INTO wap_runs (run_id, table_name, status, files, checks, timings, started_at) "

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
+from support.stores import store_at
 from wapflow.cli import app
 from wapflow.errors import ConfigError
 from wapflow.runs import alerts, ledger, maintenance, metrics, schema  # noqa: F401 - their tables join METADATA
@@ -105,16 +106,9 @@ def test_a_store_from_before_migrations_is_upgraded_with_every_row(tmp_path: Pat
 
 def test_a_store_at_0002_gains_the_metric_history_with_its_rows_intact(tmp_path: Path) -> None:
     """A store of the release before the metric history (revision 0002) upgrades to head, rows untouched."""
-    from alembic import command
-    from alembic.config import Config
-
     db = tmp_path / "runs.db"
+    store_at(db, "0002")
     engine = sa.create_engine(f"sqlite:///{db}")
-    cfg = Config()
-    cfg.set_main_option("script_location", str(schema.MIGRATIONS))
-    with engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
     with engine.begin() as conn:
         conn.execute(
             sa.text(
