@@ -288,3 +288,32 @@ def test_a_staged_batch_with_new_columns_is_held_then_approved_or_rejected(spark
     assert res.status == "published", res.message
     assert "tip" in _main(cfg).schema().column_names and _main_ids(cfg) == [*range(1, 21), *range(41, 61)]
     assert _published_summary(cfg)[APPROVED_BY_PROP] == "gus"
+
+
+@pytest.mark.spark
+def test_discarding_the_branch_of_a_held_run_rejects_it(spark, tmp_path, landing):
+    """`wap discard` of a held run's branch is its rejection: no run left awaiting review on a branch that is
+    gone, its ledger files `rejected` (not held forever), the decision recorded."""
+    cfg = _config(tmp_path, "rv_discard", "always")
+    src = tmp_path / "land"
+    src.mkdir()
+    trips_file(src, "a.parquet", 20)
+    with cfg.open("a") as f:
+        f.write(f'\n[sources.trips]\ntable = "nyc.trips"\nlocation = "{src}"\nsettle_seconds = 0\n')
+    doc = json.loads(wap("ingest", "trips", "--config", str(cfg), "--json").stdout)
+    assert doc["status"] == "awaiting_review", doc
+    run_id = doc["files"][0]["run_id"]
+    rec = _store(cfg).get(run_id)
+    assert rec is not None and rec.branch in _branches(cfg)
+
+    r = wap("discard", rec.branch, "--config", str(cfg))
+    assert r.exit_code == 0, r.output
+    assert f"rejected: {run_id}" in " ".join(r.stdout.split())
+    assert _branches(cfg) == set() and _main_ids(cfg) == []
+    after = _store(cfg).get(run_id)
+    assert after is not None and (after.status, after.review) == ("rejected", "rejected")
+    assert after.branch_kept is False and "wap discard" in (after.review_reason or "")
+    files = json.loads(wap("files", "trips", "--config", str(cfg), "--json").stdout)["files"]
+    assert [f["state"] for f in files] == ["rejected"]
+    r = wap("approve", run_id, "--reason", "too late", "--config", str(cfg))
+    assert r.exit_code == EXIT_CONFLICT and "already rejected" in " ".join(r.output.split())

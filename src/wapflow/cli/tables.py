@@ -43,12 +43,18 @@ def discard(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Drop a kept branch; its rows were never on main."""
+    """Drop a kept branch; its rows were never on main. A run awaiting review on it is rejected (as `wap reject`)."""
     from wapflow.service.tables import discard as discard_branch
 
     o = Output(as_json)
     res = on_lakehouse(config, o, lambda lh: discard_branch(lh, branch, table))
-    o.result(res, lambda: out.print(f"dropped branch {res['branch']} of {res['table']}"))
+    o.result(
+        res,
+        lambda: out.print(
+            f"dropped branch {res['branch']} of {res['table']}"
+            + (f"; run(s) awaiting review rejected: {', '.join(res['rejected'])}" if res.get("rejected") else "")
+        ),
+    )
 
 
 def history(

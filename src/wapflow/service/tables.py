@@ -16,6 +16,7 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import SOURCES_PROP, origin, picked_from, run_of
 from wapflow.lakehouse.metadata import TableMetadata
 from wapflow.pipeline import lineage
+from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.runs.store import RunRecord
 from wapflow.service.runs import failed_checks
 from wapflow.spark import errors as spark_errors
@@ -120,6 +121,10 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
         tables = [TableName.parse(table_text)]
     else:
         tables = [TableName.parse(t) for t in sorted({r.table_name for r in runs})]
+    names = {t.dotted for t in tables}
+    held = [r for r in runs if r.status == AWAITING_REVIEW and r.table_name in names]
+    if held:
+        return _reject_held(lh, branch, held)
     dropped = lh.branches.discard(branch, tables)
     if not dropped.found:
         if table_text:
@@ -130,7 +135,6 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
         if not tables and not dropped.whole_branch:
             hint = f"no recorded run used branch {branch}; name its table: wap discard {branch} --table ns.table"
         raise NotFound(f"{where} has no branch {branch}{did_you_mean(branch, kept)}", hint=hint)
-    names = {t.dotted for t in tables}
     for r in runs:
         if r.branch_kept and (dropped.whole_branch or r.table_name in names):
             r.branch_kept = False
@@ -146,4 +150,20 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
         "branch": branch,
         "dropped": True,
         "run_ids": [r.run_id for r in runs],
+    }
+
+
+def _reject_held(lh: Lakehouse, branch: str, held: list[RunRecord]) -> dict[str, Any]:
+    """A branch that holds a run awaiting review: discarding it is that run's rejection (the same path as
+    `wap reject`: its files `rejected` in the ledger, the decision recorded), never a run left waiting on a
+    branch that is gone."""
+    from wapflow.service import review
+
+    done = [review.reject(lh, r.run_id, reason=f"its branch {branch} was discarded with `wap discard`") for r in held]
+    return {
+        "table": ", ".join(sorted({d["table"] for d in done})),
+        "branch": branch,
+        "dropped": any(d["dropped"] for d in done),
+        "run_ids": [d["run_id"] for d in done],
+        "rejected": [d["run_id"] for d in done],
     }
