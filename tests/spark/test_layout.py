@@ -96,6 +96,18 @@ def test_new_table_is_partitioned_and_writes_one_file_per_partition(lakehouse_fa
     assert day3.num_rows == 40 and {i % 30 for i in day3["id"].to_pylist()} == {3}
 
 
+def test_identity_only_partitioning_is_kept_run_after_run(lakehouse_factory, landing, tmp_path):
+    """Spark describes identity-only partitioning in another form than transforms ("# Partition Information"):
+    a second run reads it as the declared layout and changes nothing (it once added the field again)."""
+    lh = lakehouse_factory({T.dotted: {"partition_by": ["region"], "checks": []}})
+    for name, start in (("a", 0), ("b", 1000)):
+        res = run_wap(lh, T.dotted, files_of(landing, name, 1, 300, start_id=start))
+        assert res.status == "published", res.message
+    tbl = reader(lh, tmp_path).cat.load_table(T.dotted)
+    assert spec_of(tbl) == [("identity", "region")] and len(tbl.metadata.partition_specs) == 1
+    assert tbl.scan().to_arrow().num_rows == 600
+
+
 def _partitions(tbl: Any) -> list[dict[str, Any]]:
     out = []
     for r in tbl.inspect.partitions().to_pylist():

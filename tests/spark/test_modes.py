@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import wapflow
-from support.data import write_parquet
+from support.data import changes_file, write_parquet
 from wapflow.config import parse_config
 from wapflow.errors import ConfigError
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -21,18 +21,6 @@ pytestmark = pytest.mark.spark
 T = "crm.customers"
 TN = TableName.parse(T)
 CDC = {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'"}
-
-
-def changes_file(landing: Path, name: str, rows: list[tuple[Any, ...]], *, seq: bool = False) -> str:
-    """A change feed file: id, name, op (I/U/D) and, with seq, the change's sequence number."""
-    cols: dict[str, Any] = {
-        "id": pa.array([r[0] for r in rows], pa.int64()),
-        "name": pa.array([r[1] for r in rows], pa.string()),
-        "op": pa.array([r[2] for r in rows], pa.string()),
-    }
-    if seq:
-        cols["seq"] = pa.array([r[3] for r in rows], pa.int64())
-    return str(write_parquet(landing / name, pa.table(cols)))
 
 
 def main_rows(lh: Lakehouse, table: str = T) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from support.data import TRIPS_CHECKS, make_config, trips_file, write_parquet
+from support.data import TRIPS_CHECKS, changes_file, make_config, trips_file, write_parquet
 from wapflow.cli import app
 from wapflow.config import TableConfig
 from wapflow.demo.generate import generate_trips
@@ -464,3 +464,88 @@ def test_sigkill_after_quarantined_rows_then_resume_on_nessie(nessie_server, spa
     assert ids(t) == sorted(r["trip_id"] for r in good)  # each good row once
     assert ids(q) == sorted(r["trip_id"] for r in bad)  # each diverted row once, the killed attempt's gone
     assert lh.nessie.get_reference(done.doc["branch"]) is None
+
+
+CDC = {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'"}
+
+
+def nessie_main_rows(lh: Lakehouse, table: str) -> list[dict[str, Any]]:
+    """main of a table read without wapflow's Spark: the metadata location from Nessie's content API, the rows
+    by PyIceberg's StaticTable."""
+    from pyiceberg.table import StaticTable
+
+    t = TableName.parse(table)
+    content = lh.nessie.content("main", (*t.namespace, t.name))
+    assert content is not None, f"{table} is not on main"
+    rows = StaticTable.from_metadata(content["metadataLocation"]).scan().to_arrow().to_pylist()
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def test_merge_on_a_nessie_branch_reaches_main_with_the_merge(nessie_lh, landing, ns):
+    table = f"{ns}.customers"
+    lh = nessie_lh({table: CDC})
+    seed = run_wap(lh, table, [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])])
+    assert seed.status == "published", seed.message
+    before = main_hash(lh)
+    batch = [(1, "one", "U"), (3, None, "D"), (6, "six", "I")]
+    res = run_wap(lh, table, [changes_file(landing, "b1.parquet", batch)], run_id="nm_one")
+    assert res.status == "published" and res.published_via == "merge", res.message
+    assert "inserted 1, updated 1, deleted 1" in res.message
+    assert main_hash(lh) != before and lh.nessie.get_reference(res.branch) is None
+    assert [(r["id"], r["name"]) for r in nessie_main_rows(lh, table)] == [
+        (1, "one"), (2, "n2"), (4, "n4"), (5, "n5"), (6, "six")
+    ]  # fmt: skip
+    again = run_wap(lh, table, [str(landing / "b1.parquet")], run_id="nm_one")
+    assert again.published_via == "already" and len(nessie_main_rows(lh, table)) == 5
+
+
+def test_a_blocked_merge_on_nessie_leaves_main_as_it_was(nessie_lh, landing, ns):
+    table = f"{ns}.customers"
+    lh = nessie_lh({table: {**CDC, "checks": [{"check": "max_change", "metric": "rows_deleted", "max_rows": 1}]}})
+    seed = run_wap(lh, table, [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])])
+    assert seed.status == "published", seed.message
+    before = main_hash(lh)
+    res = run_wap(lh, table, [changes_file(landing, "d.parquet", [(1, None, "D"), (2, None, "D")])])
+    assert res.status == "blocked" and res.exit_code == 1, res.message
+    assert main_hash(lh) == before and [r["id"] for r in nessie_main_rows(lh, table)] == [1, 2, 3, 4, 5]
+
+
+def test_a_merge_on_nessie_is_applied_again_when_main_moved(nessie_lh, landing, ns):
+    """An append publishes id 50 while a merge that upserts id 50 waits between audit and publish: the merge
+    is applied again on a fresh branch of the new main, never its rows re-appended."""
+    table = f"{ns}.customers"
+    lh = nessie_lh({table: CDC})
+    seed = run_wap(lh, table, [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])])
+    assert seed.status == "published", seed.message
+    m = WapRun(lh, table, [changes_file(landing, "m.parquet", [(1, "merged", "U"), (50, "from merge", "U")])])
+    m.prepare()
+    m.write()
+    m.audit()
+    other = run_wap(lh, table, [changes_file(landing, "a.parquet", [(50, "from other", "I"), (51, "x", "I")])])
+    assert other.status == "published", other.message
+    res = m.run()
+    assert res.status == "published", res.message
+    assert "applied again 1 time(s)" in res.message
+    rows = {r["id"]: r["name"] for r in nessie_main_rows(lh, table)}
+    assert sorted(rows) == [1, 2, 3, 4, 5, 50, 51] and rows[50] == "from merge" and rows[1] == "merged"
+
+
+def test_replace_on_a_nessie_branch_overwrites_the_partitions_the_batch_touches(nessie_lh, landing, ns):
+    table = f"{ns}.daily"
+    lh = nessie_lh({table: {"mode": "replace", "partition_by": ["day"]}})
+
+    def day_file(name: str, rows: list[tuple[int, int]]) -> str:
+        t = pa.table(
+            {"id": pa.array([r[0] for r in rows], pa.int64()), "day": pa.array([r[1] for r in rows], pa.int32())}
+        )
+        return str(write_parquet(landing / name, t))
+
+    first = run_wap(lh, table, [day_file("all.parquet", [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3)])])
+    assert first.status == "published", first.message
+    res = run_wap(lh, table, [day_file("day2.parquet", [(30, 2), (31, 2), (32, 2)])])
+    assert res.status == "published" and res.published_via == "merge", res.message
+    assert [(r["id"], r["day"]) for r in nessie_main_rows(lh, table)] == [
+        (1, 1), (2, 1), (5, 3), (30, 2), (31, 2), (32, 2)
+    ]  # fmt: skip
+    (change,) = [c for c in res.checks if c["check"] == "changes"]
+    assert (change["observed"]["rows_inserted"], change["observed"]["rows_replaced"]) == (3, 2)

@@ -54,3 +54,15 @@ def trips_file(
     landing: Path, name: str, rows: int = 200, *, null_rate: float = 0.0, start_id: int = 1, seed: int = 0
 ) -> Path:
     return write_parquet(landing / name, generate_trips(rows, null_rate=null_rate, start_id=start_id, seed=seed))
+
+
+def changes_file(landing: Path, name: str, rows: list[tuple[Any, ...]], *, seq: bool = False) -> str:
+    """A change feed file for merge tests: id, name, op (I/U/D) and, with seq, the change's sequence number."""
+    cols: dict[str, Any] = {
+        "id": pa.array([r[0] for r in rows], pa.int64()),
+        "name": pa.array([r[1] for r in rows], pa.string()),
+        "op": pa.array([r[2] for r in rows], pa.string()),
+    }
+    if seq:
+        cols["seq"] = pa.array([r[3] for r in rows], pa.int64())
+    return str(write_parquet(landing / name, pa.table(cols)))

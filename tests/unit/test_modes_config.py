@@ -41,10 +41,10 @@ def test_a_mode_without_what_it_needs_is_a_config_error(keys: dict[str, Any], sa
     assert f'[tables."{T}"]' in str(e.value)
 
 
-def test_modes_other_than_append_are_refused_on_nessie() -> None:
-    with pytest.raises(ConfigError) as e:
-        parse_config({"lakehouse": {"catalog": "nessie"}, "tables": {T: {"mode": "merge", "key": ["id"]}}})
-    assert 'not supported with catalog = "nessie"' in str(e.value)
+def test_merge_and_replace_are_accepted_on_nessie() -> None:
+    """Nessie branches hold a merge or replace like table branches do (tests/spark/test_nessie.py runs them)."""
+    cfg = parse_config({"lakehouse": {"catalog": "nessie"}, "tables": {T: {"mode": "merge", "key": ["id"]}}})
+    assert cfg.tables[T].mode == "merge"
     assert parse_config({"lakehouse": {"catalog": "nessie"}, "tables": {T: {}}}).tables[T].mode == "append"
 
 
@@ -139,7 +139,6 @@ def test_a_source_mode_without_what_it_needs_is_a_config_error(
     assert says in str(e.value) and e.value.exit_code == 2, str(e.value)
 
 
-def test_a_source_mode_other_than_append_is_refused_on_nessie() -> None:
-    with pytest.raises(ConfigError) as e:
-        _with_source({}, {"mode": "merge", "key": ["id"]}, catalog="nessie")
-    assert '[sources.cdc] mode = "merge" is not supported with catalog = "nessie" yet' in str(e.value)
+def test_a_source_mode_merge_is_accepted_on_nessie() -> None:
+    cfg = _with_source({}, {"mode": "merge", "key": ["id"]}, catalog="nessie")
+    assert cfg.table(T, source="cdc").mode == "merge"

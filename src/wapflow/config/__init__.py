@@ -721,24 +721,14 @@ class WapConfig(_Strict):
         return Source(name, src.model_copy(update={"location": loc}))
 
     @model_validator(mode="after")
-    def _modes_need_table_branches(self) -> WapConfig:
-        """Merge and replace re-apply their change on a moved main through Iceberg table branches; the Nessie
-        backend publishes by a catalog merge that cannot re-apply them yet (docs/status.md)."""
+    def _source_modes_fit_their_tables(self) -> WapConfig:
+        """A source's mode / key / replace_where overrides are checked against its table's section."""
         for src_name, src in self.sources.items():
             if src.write_overrides():
                 try:
                     self.table(src.table, source=src_name)
                 except ValueError as e:
                     raise ValueError(f"[sources.{src_name}] (its table {src.table}): {e}") from None
-        if self.lakehouse.catalog == "nessie":
-            modes = [(f'[tables."{n}"]', t.mode) for n, t in self.tables.items()]
-            modes += [(f"[sources.{n}]", s.mode) for n, s in self.sources.items() if s.mode is not None]
-            for where, mode in modes:
-                if mode != "append":
-                    raise ValueError(
-                        f'{where} mode = "{mode}" is not supported with catalog = "nessie" yet '
-                        '(only mode = "append"); use an Iceberg catalog with table branches for merge and replace'
-                    )
         return self
 
     def maintenance_for(self, name: str) -> MaintenanceConfig:

@@ -115,17 +115,26 @@ def current(tables: Tables, table: TableName) -> Current:
     ident = tables.ident(table)
     parts: list[PartitionField] = []
     foreign: list[str] = []
-    in_partitioning = False
+    in_partitioning = identity_only = False
     for row in tables.spark.sql(f"DESCRIBE TABLE {ident}").collect():
         name, text = str(row[0] or "").strip(), str(row[1] or "").strip()
-        if name == "# Partitioning":
-            in_partitioning = True
+        if name in ("# Partitioning", "# Partition Information"):
+            # Spark lists identity-only partitioning as "# Partition Information" (a header row, then one
+            # column per row), any transform as "# Partitioning" ("Part 0 | days(ts)").
+            in_partitioning, identity_only = True, name == "# Partition Information"
             continue
-        if in_partitioning:
+        if in_partitioning and identity_only:
+            if name == "# col_name":
+                continue
+            if not name or name.startswith("#"):
+                break
+            text = name
+        elif in_partitioning:
             if not name or name.startswith("#"):
                 break
             if not name.startswith("Part ") or not text:
                 continue  # "Part 0 | days(ts)"; anything else (a "Not partitioned" line) names no field
+        if in_partitioning:
             try:
                 f = parse_partition_field(text, allow_void=True)
             except ConfigError:

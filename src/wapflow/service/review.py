@@ -141,7 +141,6 @@ def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = N
     """Drop a run awaiting review: its branch goes (as `wap discard` drops it; a staged batch's staging table
     too), its files are `rejected`."""
     from wapflow.pipeline.steps.context import quarantine_of, staging_of
-    from wapflow.service.tables import discard
     from wapflow.sql.identifiers import TableName
 
     why, who = _reason(reason, "rejected"), reviewer(by)
@@ -151,7 +150,7 @@ def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = N
     where = f"branch {rec.branch} dropped"
     if rec.branch and rec.branch_kept:
         try:
-            dropped = bool(discard(lh, rec.branch, rec.table_name)["dropped"])
+            dropped = lh.branches.discard(rec.branch, [TableName.parse(rec.table_name)]).found
         except NotFound:
             dropped = False  # gone already (dropped by hand): nothing left to drop
         quarantine = quarantine_of(TableName.parse(rec.table_name))

@@ -139,6 +139,8 @@ def _main_moved_under_change(run: Run) -> bool:
     if run.staging is not None or not run.run_snapshots or not write_mode(run.table_cfg).reapplies:
         return False
     tables = run.lh.tables
+    if not tables.exists(run.target):  # a table the run created on its Nessie branch: main has none to move
+        return False
     tables.refresh(run.target)  # other processes' publishes, not this process's cached metadata
     return tables.head(run.target, "main") != run.base
 
