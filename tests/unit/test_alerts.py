@@ -128,9 +128,26 @@ def test_webhook_payload_v1() -> None:
     p = webhook_payload(ev)
     assert p["schema"] == SCHEMA == "wapflow.alert/v1"
     assert set(p) == {
-        "schema", "event", "title", "table", "run_id", "branch", "status", "message", "source", "files",
-        "failed_checks", "samples", "commands", "error", "occurred_at", "wapflow_version",
-    }  # fmt: skip
+        "schema",
+        "event",
+        "title",
+        "table",
+        "run_id",
+        "branch",
+        "status",
+        "message",
+        "source",
+        "files",
+        "failed_checks",
+        "warned_checks",
+        "diff",
+        "samples",
+        "commands",
+        "error",
+        "occurred_at",
+        "wapflow_version",
+    }  # fmt: skip  (v1 only ever gains fields: warned_checks and diff came with awaiting_review)
+    assert (p["warned_checks"], p["diff"]) == ([], None)
     assert (p["event"], p["table"], p["run_id"], p["branch"], p["status"], p["source"]) == (
         "blocked", "nyc.trips", "r1", "wap_r1", "blocked", "trips"
     )  # fmt: skip
