@@ -120,12 +120,14 @@ def test_review_timeout_reject_drops_the_run_and_refuses_its_approval(
     src = tmp_path / "land"
     src.mkdir()
     trips_file(src, "a.parquet", 200)
-    source = f'[sources.trips]\ntable = "nyc.trips"\nlocation = "{src}"\nsettle_seconds = 0\n'
-    cfg = _config(tmp_path, "rva_reject", 'review_timeout = "1h"\non_review_timeout = "reject"', source)
+    trips_file(src, "b.parquet", 200, start_id=201)
+    source = f'[sources.trips]\ntable = "nyc.trips"\nlocation = "{src}"\nsettle_seconds = 0\nmax_files_per_run = 1\n'
+    table_keys = 'review_timeout = "1h"\non_review_timeout = "reject"\nmaintenance = { enabled = false }'
+    cfg = _config(tmp_path, "rva_reject", table_keys, source)
     r = wap("ingest", "trips", "--config", str(cfg), "--json")
     assert r.exit_code == EXIT_REVIEW, r.output
-    (f,) = json.loads(r.stdout)["files"]
-    run = f["run_id"]
+    runs = {Path(f["uri"]).name: f["run_id"] for f in json.loads(r.stdout)["files"]}
+    run, other = runs["a.parquet"], runs["b.parquet"]
     store = RunStore(load_config(str(cfg)).run_store_url())
     rec = store.get(run)
     assert rec is not None and rec.branch_kept and rec.branch in _main(cfg).metadata.refs
@@ -156,5 +158,27 @@ def test_review_timeout_reject_drops_the_run_and_refuses_its_approval(
     table = _main(cfg)
     assert rec.branch not in table.metadata.refs and len(table.scan().to_arrow()) == 0  # main never had its rows
     files = json.loads(wap("files", "trips", "--config", str(cfg), "--json").stdout)["files"]
-    assert [fl["state"] for fl in files] == ["rejected"]
+    assert {Path(fl["uri"]).name: fl["state"] for fl in files} == {
+        "a.parquet": "rejected",
+        "b.parquet": "awaiting_review",
+    }
     assert json.loads(wap("expire-reviews", "--config", str(cfg), "--json").stdout) == {"runs": []}
+
+    # `wap watch` applies it on its ticks: the other run, once its wait is past the timeout too.
+    from wapflow.outer.watch import Watcher
+
+    said: list[str] = []
+    watcher = Watcher(Lakehouse(load_config(str(cfg)), spark=spark), ["trips"], say=said.append)
+    watcher.tick()
+    assert store.get(other).status == "awaiting_review"  # type: ignore[union-attr]
+    assert store.transition(other, "awaiting_review", finished_at=then)
+    watcher.tick()
+    rec = store.get(other)
+    assert rec is not None and (rec.status, rec.review_by, rec.review_reason) == (
+        "rejected",
+        "wapflow",
+        "review timed out after 1h",
+    )
+    assert any(f"run {other} rejected by wapflow (review timed out after 1h)" in m for m in said), said
+    files = json.loads(wap("files", "trips", "--config", str(cfg), "--json").stdout)["files"]
+    assert {fl["state"] for fl in files} == {"rejected"} and len(_main(cfg).scan().to_arrow()) == 0
