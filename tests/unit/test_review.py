@@ -21,6 +21,7 @@ from wapflow.errors import (
     EXIT_CONFLICT,
     EXIT_PUBLISHED,
     EXIT_REVIEW,
+    EXIT_USAGE,
     AlreadyDecided,
     ConfigError,
     NotFound,
@@ -266,3 +267,24 @@ def test_notable_column_changes_of_a_diff() -> None:
     assert s["text"] == "add 5 row(s); pax: null fraction 0 → 0.3; tip: max 10 → 250; note: new column"
     first = summary({**doc, "columns": [cols[4]]})  # type: ignore[arg-type,typeddict-item]
     assert first["notable"] == [] and first["text"] == "add 5 row(s)"  # a first batch: every column is new
+
+
+def test_who_may_decide_on_the_dashboard() -> None:
+    from wapflow.service.review_queue import token_matches, writes_allowed
+
+    assert writes_allowed("127.0.0.1", {}) == (True, False, None)
+    assert writes_allowed("localhost", {}) == (True, False, None)
+    allowed, login, why = writes_allowed("0.0.0.0", {})
+    assert (allowed, login) == (False, False) and why is not None and "WAP_DASHBOARD_TOKEN is not set" in why
+    assert writes_allowed(None, {})[0] is False  # Streamlit's default binds every interface
+    assert writes_allowed("0.0.0.0", {"WAP_DASHBOARD_TOKEN": "t0k"}) == (True, True, None)
+    assert token_matches("t0k", {"WAP_DASHBOARD_TOKEN": "t0k"})
+    assert not token_matches("t0K", {"WAP_DASHBOARD_TOKEN": "t0k"}) and not token_matches("", {})
+
+
+def test_wap_dashboard_refuses_the_network_without_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WAP_DASHBOARD_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["dashboard", "--host", "0.0.0.0", "--port", "1"])
+    assert r.exit_code == EXIT_USAGE, r.output
+    assert "set WAP_DASHBOARD_TOKEN" in r.output and "approves and rejects" in r.output

@@ -17,14 +17,12 @@ from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypedDict
 
-import sqlalchemy as sa
-
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import held_for_review
 from wapflow.errors import AlreadyDecided, WapError
 from wapflow.runs.alerts import AlertLog
-from wapflow.runs.store import RunRecord, runs_table
-from wapflow.service.review import age_words, overdue, timed_out_reason
+from wapflow.runs.store import RunRecord
+from wapflow.service.review import age_words, awaiting_runs, overdue, timed_out_reason
 from wapflow.service.runs import AWAITING_REVIEW
 
 if TYPE_CHECKING:
@@ -82,16 +80,6 @@ class ExpiryDoc(TypedDict):
     message: str
 
 
-def awaiting_runs(lh: Lakehouse, tables: Collection[str] | None = None) -> list[RunRecord]:
-    """Runs awaiting review, oldest first (of `tables` only, when given)."""
-    t = runs_table.c
-    q = sa.select(runs_table).where(t.status == AWAITING_REVIEW).order_by(t.started_at)
-    if tables is not None:
-        q = q.where(t.table_name.in_(list(tables)))
-    with lh.store.engine.connect() as conn:
-        return [RunRecord.from_row(r) for r in conn.execute(q).all()]
-
-
 def expire_reviews(
     lh: Lakehouse,
     *,
@@ -105,7 +93,7 @@ def expire_reviews(
 
     now = now or datetime.now(UTC)
     out: list[ExpiryDoc] = []
-    for rec in awaiting_runs(lh, tables):
+    for rec in awaiting_runs(lh.store, tables):
         cfg = lh.config.table(rec.table_name)
         waited = overdue(rec, cfg, now)
         if waited is None or cfg.review_timeout is None:

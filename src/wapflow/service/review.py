@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
 
 from wapflow.config import TableConfig
 from wapflow.errors import AlreadyDecided, NotFound, UsageError
 from wapflow.pipeline.state import AWAITING_REVIEW, RUN_REJECTED, new_state
-from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner
+from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner, runs_table
 from wapflow.service.runs import find_run
 
 if TYPE_CHECKING:
@@ -70,6 +73,16 @@ def awaiting(store: RunStore, run_id: str, verb: str) -> RunRecord:
         hint='only a run held by its table\'s `review` setting ("always", "on_warn") can be approved or '
         f"rejected; see it with `wap report {run_id}`",
     )
+
+
+def awaiting_runs(store: RunStore, tables: Collection[str] | None = None) -> list[RunRecord]:
+    """Runs awaiting review, oldest first (of `tables` only, when given): one query of the run store."""
+    t = runs_table.c
+    q = sa.select(runs_table).where(t.status == AWAITING_REVIEW).order_by(t.started_at)
+    if tables is not None:
+        q = q.where(t.table_name.in_(list(tables)))
+    with store.engine.connect() as conn:
+        return [RunRecord.from_row(r) for r in conn.execute(q).all()]
 
 
 def held_since(rec: RunRecord) -> datetime:
