@@ -218,12 +218,16 @@ def notable_change(col: ColumnDiffDoc) -> str | None:
 
 def summary(doc: DiffDoc) -> SummaryDoc:
     """A diff for a person deciding: the rows it changes and at most NOTABLE_MAX notable column changes."""
+    return summarize(doc["run_id"], doc["rows"], doc["columns"], doc["message"])
+
+
+def summarize(run_id: str, rows: RowsDoc | None, columns: list[ColumnDiffDoc], fallback: str = "") -> SummaryDoc:
+    """summary() of a diff's parts (the dashboard assembles them from PyIceberg, without Spark)."""
     # A table main has no columns of yet (a first batch): every column would be "new", which says nothing.
-    first = all(c["on"] == "new" for c in doc["columns"])
-    notable = [] if first else [n for c in doc["columns"] if (n := notable_change(c)) is not None]
-    rows = doc["rows"]
-    words = change_words(rows) if rows is not None else doc["message"]
+    first = all(c["on"] == "new" for c in columns)
+    notable = [] if first else [n for c in columns if (n := notable_change(c)) is not None]
+    words = change_words(rows) if rows is not None else fallback
     shown = notable[:NOTABLE_MAX]
     more = len(notable) - len(shown)
-    text = "; ".join([words, *shown]) + (f"; {more} more column change(s) (wap diff {doc['run_id']})" if more else "")
+    text = "; ".join([words, *shown]) + (f"; {more} more column change(s) (wap diff {run_id})" if more else "")
     return {"rows": rows, "notable": shown, "more_notable": more, "text": text}

@@ -26,7 +26,7 @@ from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import UsageError
 from wapflow.runs.metrics import PUBLISHED, MetricHistory
 from wapflow.runs.store import RunRecord
-from wapflow.service.diff import SummaryDoc, side_by_side, summary
+from wapflow.service.diff import SummaryDoc, side_by_side, summarize
 from wapflow.service.review import age_words, awaiting_runs, held_since
 from wapflow.service.runs import run_rows, shown_check_name
 
@@ -87,14 +87,8 @@ def run_summary(src: Sources, rec: RunRecord) -> SummaryDoc:
     batch = MetricHistory(src.store.engine).of_run(rec.run_id, rec.table_name)
     tbl = src.table(rec.table_name)
     main = _main_metrics(tbl) if tbl is not None else FileMetrics(rows=0)
-    rows = run_rows(rec, batch, main.rows)
-    doc: dict[str, Any] = {
-        "run_id": rec.run_id,
-        "rows": rows,
-        "columns": side_by_side(main, batch) if tbl is not None else [],
-        "message": "",
-    }
-    return summary(doc)  # type: ignore[arg-type]
+    columns = side_by_side(main, batch) if tbl is not None else []
+    return summarize(rec.run_id, run_rows(rec, batch, main.rows), columns)
 
 
 def review_queue(src: Sources, now: datetime | None = None) -> list[QueueRow]:
