@@ -35,6 +35,7 @@ def _config(tmp: Path, catalog: str, table: str, tail: str = "") -> Path:
 
 
 SINKS = (
+    '[alerts]\ndashboard_url = "https://wap.example.com/"\n\n'
     '[alerts.sinks.team]\ntype = "slack"\nurl_env = "WAP_T_SLACK"\nevents = ["awaiting_review"]\n\n'
     '[alerts.sinks.ops]\ntype = "webhook"\nurl_env = "WAP_T_HOOK"\nevents = ["awaiting_review"]\n'
 )
@@ -94,6 +95,8 @@ def test_a_held_run_alerts_with_its_warnings_diff_and_commands_then_again_once_p
     assert "rows: 200 added (main has 100)" in changes and "passenger_count: null fraction 0 →" in changes
     assert any(t.startswith("*Decide*") and f"wap approve {run} --reason" in t for t in texts), texts
     assert slack["text"].startswith("wapflow: Run awaiting review: nyc.trips run")
+    assert body["link"] == "https://wap.example.com/?page=Review"
+    assert "<https://wap.example.com/?page=Review|Open the review queue> in the dashboard" in texts
 
     # The timeout: nothing before it; past it one alert per period, however often it is looked at.
     lh = Lakehouse(load_config(str(cfg)), spark=spark)

@@ -68,6 +68,7 @@ class AlertEvent:
     # rows added / updated / deleted / replaced, notable column changes, one line of text).
     warned_checks: list[FailedCheck] = field(default_factory=list)
     diff: dict[str, Any] | None = None
+    link: str | None = None  # awaiting_review: the dashboard's Review page ([alerts] dashboard_url)
     key: str = ""
     occurred_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
@@ -121,6 +122,7 @@ def held_for_review(
     message: str | None = None,
     source: str | None = None,
     key: str | None = None,
+    dashboard_url: str | None = None,
 ) -> AlertEvent:
     """A run the table's `review` holds: its warned checks, what publishing would change (`diff`: a
     service.diff summary, None when it could not be read) and the commands to approve or reject it."""
@@ -151,6 +153,7 @@ def held_for_review(
         ],
         diff=dict(diff) if diff is not None else None,
         commands=review_commands(rec.run_id),
+        link=f"{dashboard_url.rstrip('/')}/?page=Review" if dashboard_url else None,
         key=key or rec.run_id,
     )
 

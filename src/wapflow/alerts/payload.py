@@ -105,6 +105,8 @@ def slack_payload(ev: AlertEvent) -> dict[str, Any]:
         blocks.append(
             _section(_cut(f"*{verb}*\n```" + "\n".join(_esc(c) for c in ev.commands), SECTION_MAX - 3) + "```")
         )
+    if ev.link:
+        blocks.append(_section(f"<{_esc(ev.link)}|Open the review queue> in the dashboard"))
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": f"wapflow {__version__} · {ev.occurred_at}"}]}
     )
@@ -134,6 +136,7 @@ def webhook_payload(ev: AlertEvent) -> dict[str, Any]:
             for c in ev.warned_checks
         ],
         "diff": ev.diff,
+        "link": ev.link,
         "samples": ev.samples,
         "commands": ev.commands,
         "error": ev.error,

@@ -629,6 +629,9 @@ class AlertsConfig(_Strict):
     quarantine_rate_above: float | None = Field(default=None, ge=0, le=1)
     # `wap alerts check`: a branch kept for inspection longer than this many days sends `branch_kept`.
     branch_kept_days: int | None = Field(default=None, ge=0)
+    # The dashboard's address as people open it (e.g. https://wap.example.com): `awaiting_review` alerts then link
+    # to its Review page beside the approve / reject commands.
+    dashboard_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
 
     @field_validator("sinks")
     @classmethod

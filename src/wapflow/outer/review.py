@@ -54,7 +54,9 @@ def held_event(
     lh: Lakehouse, rec: RunRecord, *, source: str | None = None, key: str | None = None, message: str | None = None
 ) -> AlertEvent:
     """The `awaiting_review` alert of a held run, with its diff summary."""
-    return held_for_review(rec, diff_summary(lh, rec.run_id), source=source, key=key, message=message)
+    url = lh.config.alerts.dashboard_url
+    summary = diff_summary(lh, rec.run_id)
+    return held_for_review(rec, summary, source=source, key=key, message=message, dashboard_url=url)
 
 
 def alert_held(lh: Lakehouse, run_id: str, *, source: str | None = None) -> None:
