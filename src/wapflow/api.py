@@ -110,8 +110,8 @@ def run(
     sources: Sequence[str | os.PathLike[str]] | None = None,
 ) -> RunResult:
     """Write, audit and publish in one call; the result says which (never raises for a blocked or failed run).
-    A blocked or terminally failed run is alerted to the [alerts] sinks after its outcome is recorded (a sink
-    that is down never changes the result)."""
+    A blocked or terminally failed run, or one held for review, is alerted to the [alerts] sinks after its outcome
+    is recorded (a sink that is down never changes the result)."""
     from wapflow.alerts import alert_run
     from wapflow.deprecation import renamed
     from wapflow.pipeline.driver import drive
@@ -119,6 +119,10 @@ def run(
     named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.run()")
     res = result(lh, drive(lh, start(table, named, checks=checks, branch=branch, run_id=run_id)))
     alert_run(lh, res)
+    if res.status == "awaiting_review":  # a person is asked to decide, with what publishing would change
+        from wapflow.outer.review import alert_held
+
+        alert_held(lh, res.run_id)
     return res
 
 

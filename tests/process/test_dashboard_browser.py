@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,13 +45,13 @@ def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
     return build(spark, tmp_path_factory.mktemp("dashboard"))
 
 
-@pytest.fixture
-def server(lake: Lake, tmp_path: Path) -> Iterator[str]:
+@contextmanager
+def _serve(config: Path, tmp_path: Path) -> Iterator[str]:
     """`wap dashboard` on a free port, up once its health endpoint answers; stopped afterwards."""
     port = free_port()
     log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
-        [WAP, "dashboard", "--config", str(lake.config), "--port", str(port), "--refresh", "3"],
+        [WAP, "dashboard", "--config", str(config), "--port", str(port), "--refresh", "3"],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -80,6 +81,12 @@ def server(lake: Lake, tmp_path: Path) -> Iterator[str]:
     # `wap dashboard` is the server (it execs Streamlit): stopping it leaves nothing serving the port.
     with pytest.raises(httpx.TransportError):
         httpx.get(f"{url}/_stcore/health", timeout=2)
+
+
+@pytest.fixture
+def server(lake: Lake, tmp_path: Path) -> Iterator[str]:
+    with _serve(lake.config, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
@@ -175,3 +182,56 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
         store.close()
     if os.environ.get("WAP_DASHBOARD_SCREENSHOTS"):  # how docs/dashboard.png is refreshed
         shutil.copy(tmp_path / "overview.png", Path(os.environ["WAP_DASHBOARD_SCREENSHOTS"]) / "dashboard.png")
+
+
+def test_a_person_approves_a_held_run_with_one_click(spark: Any, browser: Any, tmp_path: Path, landing: Path):
+    """The Review page in Chromium: Approve, a reason, Confirm; the dashboard's process publishes the run (its own
+    JVM starts for it), main read back with PyIceberg, who and why in the run store."""
+    import json
+
+    from pyiceberg.catalog.sql import SqlCatalog
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from support.data import trips_file
+    from support.typer_cli import wap
+
+    _need_chromium()
+    cfg = tmp_path / "wap.toml"
+    wh = tmp_path / "lakehouse"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{wh}"\ncatalog_name = "rv_browser"\nmaster = "local[1]"\n\n'
+        '[tables."nyc.trips"]\nreview = "always"\n'
+    )
+    r = wap("run", "nyc.trips", str(trips_file(landing, "held.parquet", 50)), "--config", str(cfg), "--json")
+    run = json.loads(r.stdout)["run_id"]
+    assert r.exit_code == 6, r.output
+    with _serve(cfg, tmp_path) as url:
+        browser.get(f"{url}/?{urlencode({'page': 'Review'})}")
+        _wait_for(browser, "Runs awaiting review", f"run {run}")
+
+        def button(text: str) -> Any:
+            """The button labelled `text`, once Streamlit has drawn it."""
+            deadline = time.monotonic() + 60
+            while not (found := browser.find_elements(By.XPATH, f"//button[normalize-space()='{text}']")):
+                assert time.monotonic() < deadline, f"no button {text!r} on {browser.page_source[-3000:]}"
+                time.sleep(0.3)
+            return found[0]
+
+        button("Approve").click()
+        _wait_for(browser, f"Why approve run {run}?")
+        box = browser.find_element(By.CSS_SELECTOR, f"input[aria-label^='Why approve run {run}']")
+        box.send_keys("checked in the browser", Keys.ENTER)
+        time.sleep(1.5)  # the entered reason reaches the server before the confirmation
+        button("Confirm approve").click()
+        _wait_for(browser, "no run awaits review", timeout=240)  # the dashboard's own Spark publishes it
+        browser.save_screenshot(str(tmp_path / "review.png"))
+    store = RunStore(f"sqlite:///{wh / 'wapflow_runs.db'}")
+    rec = store.get(run)
+    assert rec is not None and (rec.status, rec.review, rec.review_reason) == (
+        "published",
+        "approved",
+        "checked in the browser",
+    )
+    catalog = SqlCatalog("rv_browser", uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
+    assert len(catalog.load_table("nyc.trips").scan().to_arrow()) == 50

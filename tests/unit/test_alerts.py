@@ -127,10 +127,13 @@ def test_webhook_payload_v1() -> None:
     ev = from_run(_blocked_result(), "blocked", source="trips", key="r1.c1")
     p = webhook_payload(ev)
     assert p["schema"] == SCHEMA == "wapflow.alert/v1"
+    # v1 only ever gains fields: warned_checks, diff and link came with awaiting_review.
     assert set(p) == {
         "schema", "event", "title", "table", "run_id", "branch", "status", "message", "source", "files",
-        "failed_checks", "samples", "commands", "error", "occurred_at", "wapflow_version",
+        "failed_checks", "warned_checks", "diff", "link", "samples", "commands", "error", "occurred_at",
+        "wapflow_version",
     }  # fmt: skip
+    assert (p["warned_checks"], p["diff"], p["link"]) == ([], None, None)
     assert (p["event"], p["table"], p["run_id"], p["branch"], p["status"], p["source"]) == (
         "blocked", "nyc.trips", "r1", "wap_r1", "blocked", "trips"
     )  # fmt: skip

@@ -21,6 +21,7 @@ from wapflow.errors import (
     EXIT_CONFLICT,
     EXIT_PUBLISHED,
     EXIT_REVIEW,
+    EXIT_USAGE,
     AlreadyDecided,
     ConfigError,
     NotFound,
@@ -210,3 +211,80 @@ def test_held_files_follow_a_run_that_ended_outside_wap_approve(tmp_path: Path) 
 
     states = {r.run_id: (r.state, r.snapshot_id) for r in lh.ledger.rows(keys=keys)}
     assert states == {"ing_held_a": ("published", 42), "ing_held_b": ("awaiting_review", None)}
+
+
+def test_review_timeout_is_a_duration_and_on_review_timeout_two_values() -> None:
+    t = TableConfig(review="always", review_timeout="48h", on_review_timeout="reject")
+    assert t.review_timeout_seconds() == 48 * 3600 and t.on_review_timeout == "reject"
+    assert TableConfig().review_timeout is None and TableConfig().on_review_timeout == "alert"
+    for bad in ("soon", "0s"):
+        with pytest.raises(ValueError, match="review_timeout"):
+            TableConfig(review_timeout=bad)
+    with pytest.raises(ValueError, match="on_review_timeout"):
+        TableConfig(on_review_timeout="delete")
+
+
+def test_a_held_run_is_overdue_from_when_it_was_held() -> None:
+    from datetime import timedelta
+
+    from wapflow.service.review import age_words, overdue
+
+    held = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+    rec = RunRecord("r1", "nyc.trips", "awaiting_review", started_at=held - timedelta(hours=5), finished_at=held)
+    table = TableConfig(review="always", review_timeout="2h")
+    assert overdue(rec, table, held + timedelta(minutes=119)) is None  # counted from the hold, not the start
+    assert overdue(rec, table, held + timedelta(hours=3)) == 3 * 3600
+    assert overdue(rec, TableConfig(review="always"), held + timedelta(days=30)) is None  # no timeout: waits
+    rec.status = "published"
+    assert overdue(rec, table, held + timedelta(hours=3)) is None
+    assert [age_words(s) for s in (600, 3 * 3600, 2 * 86400 + 3600, 86400)] == ["10m", "3h", "2d 1h", "1d"]
+
+
+def test_notable_column_changes_of_a_diff() -> None:
+    from wapflow.service.diff import notable_change, summary
+
+    def side(nulls: float, lo: float, hi: float) -> dict[str, object]:
+        return {"null_fraction": nulls, "min": lo, "max": hi, "mean": None}
+
+    cols = [
+        {"column": "fare", "on": "both", "main": side(0.0, 1, 30), "batch": side(0.0, 2, 28)},
+        {"column": "ids", "on": "both", "main": side(0.0, 1, 100), "batch": side(0.0, 101, 150)},  # grows: normal
+        {"column": "pax", "on": "both", "main": side(0.0, 1, 6), "batch": side(0.3, 1, 6)},
+        {"column": "tip", "on": "both", "main": side(0.0, 0, 10), "batch": side(0.0, 0, 250)},
+        {"column": "note", "on": "new", "main": None, "batch": side(0.0, 0, 0)},
+    ]
+    assert [notable_change(c) for c in cols] == [  # type: ignore[arg-type]
+        None,
+        None,
+        "pax: null fraction 0 → 0.3",
+        "tip: max 10 → 250",
+        "note: new column",
+    ]
+    rows = {"added": 5, "updated": 0, "deleted": 0, "replaced": 0, "main_rows": 10}
+    doc = {"run_id": "r1", "rows": rows, "columns": cols, "message": ""}
+    s = summary(doc)  # type: ignore[arg-type]
+    assert s["notable"] == ["pax: null fraction 0 → 0.3", "tip: max 10 → 250", "note: new column"]
+    assert s["text"] == "add 5 row(s); pax: null fraction 0 → 0.3; tip: max 10 → 250; note: new column"
+    first = summary({**doc, "columns": [cols[4]]})  # type: ignore[arg-type,typeddict-item]
+    assert first["notable"] == [] and first["text"] == "add 5 row(s)"  # a first batch: every column is new
+
+
+def test_who_may_decide_on_the_dashboard() -> None:
+    from wapflow.service.review_queue import token_matches, writes_allowed
+
+    assert writes_allowed("127.0.0.1", {}) == (True, False, None)
+    assert writes_allowed("localhost", {}) == (True, False, None)
+    allowed, login, why = writes_allowed("0.0.0.0", {})
+    assert (allowed, login) == (False, False) and why is not None and "WAP_DASHBOARD_TOKEN is not set" in why
+    assert writes_allowed(None, {})[0] is False  # Streamlit's default binds every interface
+    assert writes_allowed("0.0.0.0", {"WAP_DASHBOARD_TOKEN": "t0k"}) == (True, True, None)
+    assert token_matches("t0k", {"WAP_DASHBOARD_TOKEN": "t0k"})
+    assert not token_matches("t0K", {"WAP_DASHBOARD_TOKEN": "t0k"}) and not token_matches("", {})
+
+
+def test_wap_dashboard_refuses_the_network_without_a_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WAP_DASHBOARD_TOKEN", raising=False)
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["dashboard", "--host", "0.0.0.0", "--port", "1"])
+    assert r.exit_code == EXIT_USAGE, r.output
+    assert "set WAP_DASHBOARD_TOKEN" in r.output and "approves and rejects" in r.output

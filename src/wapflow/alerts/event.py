@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.retry import retryable
+from wapflow.runs.store import RunRecord
 
 EventName = Literal[
     "blocked",
@@ -19,6 +21,7 @@ EventName = Literal[
     "branch_kept",
     "recovered",
     "maintenance_failed",
+    "awaiting_review",
 ]
 
 TITLES: dict[str, str] = {
@@ -30,6 +33,7 @@ TITLES: dict[str, str] = {
     "branch_kept": "Branch kept too long",
     "recovered": "Recovered after a crash",
     "maintenance_failed": "Table maintenance failed",
+    "awaiting_review": "Run awaiting review",
     "test": "Test alert",
 }
 
@@ -60,6 +64,11 @@ class AlertEvent:
     samples: list[dict[str, Any]] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
     error: dict[str, Any] | None = None
+    # awaiting_review: the warn-severity checks that failed, and what publishing would change (service.diff.summary:
+    # rows added / updated / deleted / replaced, notable column changes, one line of text).
+    warned_checks: list[FailedCheck] = field(default_factory=list)
+    diff: dict[str, Any] | None = None
+    link: str | None = None  # awaiting_review: the dashboard's Review page ([alerts] dashboard_url)
     key: str = ""
     occurred_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
@@ -78,6 +87,7 @@ class AlertEvent:
     def from_dict(cls, d: dict[str, Any]) -> AlertEvent:
         d = dict(d)
         d["failed_checks"] = [FailedCheck(**c) for c in d.get("failed_checks") or []]
+        d["warned_checks"] = [FailedCheck(**c) for c in d.get("warned_checks") or []]
         return cls(**d)
 
 
@@ -92,6 +102,60 @@ def commands_for(table: str | None, run_id: str | None, branch: str | None, *, s
     if source and run_id:
         out.append(shlex.join(["wap", "retry", run_id]))
     return out
+
+
+def review_commands(run_id: str) -> list[str]:
+    """What a reviewer runs: see the change, then approve or reject it (a reason is required by both)."""
+    run = shlex.quote(run_id)
+    return [
+        f"wap diff {run}",
+        f'wap approve {run} --reason "..."',
+        f'wap reject {run} --reason "..."',
+        f"wap report {run}",
+    ]
+
+
+def held_for_review(
+    rec: RunRecord,
+    diff: Mapping[str, Any] | None,
+    *,
+    message: str | None = None,
+    source: str | None = None,
+    key: str | None = None,
+    dashboard_url: str | None = None,
+) -> AlertEvent:
+    """A run the table's `review` holds: its warned checks, what publishing would change (`diff`: a
+    service.diff summary, None when it could not be read) and the commands to approve or reject it."""
+    warned = [c for c in rec.checks if c.get("status") == "warned"]
+    change = f"; publishing would {diff['text']}" if diff and diff.get("text") else ""
+    default = (
+        f"run {rec.run_id} of {rec.table_name} passed its audit and awaits review"
+        + (f" (warning(s): {', '.join(str(c.get('name')) for c in warned)})" if warned else "")
+        + f"{change}; main unchanged until someone approves it"
+    )
+    return AlertEvent(
+        event="awaiting_review",
+        table=rec.table_name,
+        run_id=rec.run_id,
+        status=rec.status,
+        message=message or default,
+        branch=rec.branch if rec.branch_kept else None,
+        source=source,
+        files=[f["uri"] for f in rec.file_ids] or list(rec.files),
+        warned_checks=[
+            FailedCheck(
+                name=str(c.get("name")),
+                observed=c.get("observed"),
+                threshold=str(c.get("threshold") or ""),
+                failing_rows=c.get("failing_rows"),
+            )
+            for c in warned
+        ],
+        diff=dict(diff) if diff is not None else None,
+        commands=review_commands(rec.run_id),
+        link=f"{dashboard_url.rstrip('/')}/?page=Review" if dashboard_url else None,
+        key=key or rec.run_id,
+    )
 
 
 def from_run(

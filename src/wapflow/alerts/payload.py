@@ -44,6 +44,20 @@ def _section(text: str) -> dict[str, Any]:
     return {"type": "section", "text": {"type": "mrkdwn", "text": _cut(text, SECTION_MAX)}}
 
 
+def _diff_text(diff: dict[str, Any]) -> str:
+    """What publishing a held run would change: its rows, then the notable column changes (service.diff.summary)."""
+    rows = diff.get("rows")
+    if not rows:  # no figures recorded: the summary's own words
+        return "*What publishing changes*\n" + _esc(str(diff.get("text") or "?"))
+    kinds = ("added", "updated", "deleted", "replaced")
+    figures = [f"{rows.get(k, 0)} {k}" for k in kinds if rows.get(k) or k == "added"]
+    lines = ["*What publishing changes*", "rows: " + ", ".join(figures) + f" (main has {rows.get('main_rows', '?')})"]
+    lines += [f"• {_esc(n)}" for n in diff.get("notable") or []]
+    if diff.get("more_notable"):
+        lines.append(f"• … {diff['more_notable']} more column change(s)")
+    return "\n".join(lines)
+
+
 def slack_payload(ev: AlertEvent) -> dict[str, Any]:
     """Block Kit: header, the run's fields, the message, failed checks (observed vs threshold), a few failing
     rows, the commands to inspect; `text` is the fallback."""
@@ -75,13 +89,24 @@ def slack_payload(ev: AlertEvent) -> dict[str, Any]:
             for c in ev.failed_checks
         ]
         blocks.append(_section("*Failed checks*\n" + "\n".join(lines)))
+    if ev.warned_checks:
+        lines = [
+            f"• `{_esc(c.name)}`: observed *{_esc(_value(c.observed))}*, threshold {_esc(c.threshold or '-')}"
+            for c in ev.warned_checks
+        ]
+        blocks.append(_section("*Warned checks*\n" + "\n".join(lines)))
+    if ev.diff is not None:
+        blocks.append(_section(_diff_text(ev.diff)))
     if ev.samples:
         rows = "\n".join(_esc(json.dumps(s, default=str)) for s in ev.samples)
         blocks.append(_section(_cut("*Sample values*\n```" + rows, SECTION_MAX - 3) + "```"))
     if ev.commands:
+        verb = "Decide" if ev.event == "awaiting_review" else "Inspect"
         blocks.append(
-            _section(_cut("*Inspect*\n```" + "\n".join(_esc(c) for c in ev.commands), SECTION_MAX - 3) + "```")
+            _section(_cut(f"*{verb}*\n```" + "\n".join(_esc(c) for c in ev.commands), SECTION_MAX - 3) + "```")
         )
+    if ev.link:
+        blocks.append(_section(f"<{_esc(ev.link)}|Open the review queue> in the dashboard"))
     blocks.append(
         {"type": "context", "elements": [{"type": "mrkdwn", "text": f"wapflow {__version__} · {ev.occurred_at}"}]}
     )
@@ -106,6 +131,12 @@ def webhook_payload(ev: AlertEvent) -> dict[str, Any]:
             {"name": c.name, "observed": c.observed, "threshold": c.threshold, "failing_rows": c.failing_rows}
             for c in ev.failed_checks
         ],
+        "warned_checks": [
+            {"name": c.name, "observed": c.observed, "threshold": c.threshold, "failing_rows": c.failing_rows}
+            for c in ev.warned_checks
+        ],
+        "diff": ev.diff,
+        "link": ev.link,
         "samples": ev.samples,
         "commands": ev.commands,
         "error": ev.error,

@@ -5,7 +5,7 @@ root.py     the root Typer app          stop.py     how a command stopped by a s
 output.py   the one output layer: console or JSON, progress, the error block, tables, run rendering
 common.py   --config / --json options; opening the lakehouse or the run store from wap.toml
 run.py      run, run-tables          runs.py     runs, report, metrics (no Spark)
-review.py   approve, reject (a run its table's `review` held)
+review.py   approve, reject (a run its table's `review` held), diff, expire-reviews (review_timeout)
 tables.py   branches, discard, history, query
 setup.py    init, setup              demo.py     demo, demo generate
 nessie.py   nessie up|down|status|log              storage.py  storage init|ls

@@ -46,11 +46,20 @@ def streamlit_command(host: str, port: int) -> list[str]:
 def dashboard(
     config: ConfigOpt = None,
     port: Annotated[int, typer.Option("--port", help="Port to serve on.")] = 8501,
-    host: Annotated[str, typer.Option("--host", help="Address to bind (0.0.0.0: every interface).")] = "127.0.0.1",
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to bind (0.0.0.0: every interface). Beyond 127.0.0.1 / localhost it needs "
+            "$WAP_DASHBOARD_TOKEN: approving or rejecting a run then asks for it once per session.",
+        ),
+    ] = "127.0.0.1",
     refresh: Annotated[float, typer.Option("--refresh", help="Seconds between the page's own refreshes.")] = 10.0,
 ) -> None:
-    """The dashboard (Streamlit): tables, runs, checks, kept branches, the file ledger. No Spark needed."""
+    """The dashboard (Streamlit): tables, runs, checks, quality trends, kept branches, the file ledger, and the
+    review queue, where held runs are approved or rejected. No Spark needed, except to approve or reject."""
     from wapflow.config import find_config_path, load_config
+    from wapflow.service import review_queue as rq
 
     o = Output(False)
     try:
@@ -61,9 +70,15 @@ def dashboard(
             )
         path = find_config_path(config)
         load_config(path)  # a broken wap.toml is reported here, not as a page of errors
+        if not rq.loopback(host) and not os.environ.get(rq.TOKEN_ENV):
+            raise ConfigError(  # the Review page can publish and drop runs: never open to the network unguarded
+                f"--host {host} serves the dashboard beyond this machine, and its Review page approves and rejects "
+                f"runs: set {rq.TOKEN_ENV} (a secret people enter once per session) to serve it there",
+                hint=f"export {rq.TOKEN_ENV}=$(openssl rand -hex 24), or serve on --host 127.0.0.1 (the default)",
+            )
     except WapError as e:
         o.fail(e)
-    env = dict(os.environ, WAP_DASHBOARD_REFRESH=str(refresh))
+    env = dict(os.environ, WAP_DASHBOARD_REFRESH=str(refresh), WAP_DASHBOARD_HOST=host)
     if path is not None:
         env["WAP_CONFIG"] = str(Path(path).resolve())
     else:

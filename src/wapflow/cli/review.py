@@ -54,6 +54,41 @@ def reject(
     o.result(doc, lambda: out.print(doc["message"]))
 
 
+def expire_reviews(
+    table: Annotated[
+        list[str] | None, typer.Option("--table", help="Only runs of this table (repeatable; default: all).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would be done; change and send nothing.")
+    ] = False,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Apply each table's `review_timeout` once (what `wap watch` does on every tick; run it from cron without a
+    watcher): a run awaiting review longer is rejected (on_review_timeout = "reject", by "wapflow") or alerted
+    again, once per timeout period (on_review_timeout = "alert"). Starts Spark only to reject or to read a diff."""
+    from wapflow.outer.review import expire_reviews as expire
+
+    o = Output(as_json)
+    docs = on_lakehouse(config, o, lambda lh: expire(lh, tables=table or None, dry_run=dry_run))
+
+    def show() -> None:
+        if not docs:
+            out.print("no run awaits review past its table's review_timeout")
+            return
+        out.print(
+            rows_table(
+                "runs past review_timeout",
+                [dict(d) for d in docs],
+                ["run_id", "table", "waited", "review_timeout", "action"],
+            )
+        )
+        for d in docs:
+            out.print(d["message"])
+
+    o.result({"runs": docs}, show)
+
+
 def diff(
     run_or_branch: Annotated[
         str, typer.Argument(help="A run not on main yet (see `wap runs`), or a kept branch (see `wap branches`).")

@@ -312,6 +312,18 @@ class TableConfig(_Strict):
     # every run that passed. `wap approve RUN --reason ...` publishes it (audited again against main as it is
     # then), `wap reject RUN --reason ...` drops its branch. See the Review guide.
     review: Literal["never", "on_warn", "always"] = "never"
+    review_timeout: str | None = Field(
+        default=None,
+        description="how long a run may await review (a duration: 48h, 7d), counted from when it was held; then "
+        "`on_review_timeout` applies, enforced by `wap watch` on every tick and by `wap expire-reviews`; unset: "
+        "a held run waits until someone decides",
+    )
+    on_review_timeout: Literal["reject", "alert"] = Field(
+        default="alert",
+        description='a held run past `review_timeout`: "alert" sends `awaiting_review` again, once per timeout '
+        'period; "reject" rejects it as `wap reject` does (branch dropped, files `rejected`, by "wapflow", reason '
+        '"review timed out after 48h"), and `wap approve` of it is refused',
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -327,6 +339,18 @@ class TableConfig(_Strict):
             return [s.text() for s in parse_sort_by(v)]
         except ConfigError as e:
             raise ValueError(f"{e.message} ({e.hint})" if e.hint else e.message) from None
+
+    @field_validator("review_timeout", mode="before")
+    @classmethod
+    def _review_timeout(cls, v: Any) -> Any:
+        v = _duration(v)
+        if v is not None and parse_duration(v) <= 0:
+            raise ValueError(f"{v!r}: use a positive duration (48h, 7d), or leave it unset")
+        return v
+
+    def review_timeout_seconds(self) -> float | None:
+        """review_timeout in seconds (None: a held run waits until someone decides)."""
+        return None if self.review_timeout is None else parse_duration(self.review_timeout)
 
     def holds_for_review(self, warned: bool) -> bool:
         """A run whose audit passed (`warned`: with a warn-severity check failed) waits for a person first."""
@@ -562,6 +586,9 @@ ALERT_EVENTS: tuple[str, ...] = (
     "branch_kept",  # a kept branch is older than [alerts] branch_kept_days (`wap alerts check`)
     "recovered",  # a run left by a dead process was resumed
     "maintenance_failed",  # an action of `wap maintain` (or of `wap watch`'s maintenance) failed on a table
+    # a run is held for review (the table's `review`), with its warned checks, what publishing would change and
+    # the approve / reject commands; sent again once per `review_timeout` while it waits (on_review_timeout = "alert")
+    "awaiting_review",
 )
 SINK_TYPES = ("slack", "webhook")
 
@@ -602,6 +629,9 @@ class AlertsConfig(_Strict):
     quarantine_rate_above: float | None = Field(default=None, ge=0, le=1)
     # `wap alerts check`: a branch kept for inspection longer than this many days sends `branch_kept`.
     branch_kept_days: int | None = Field(default=None, ge=0)
+    # The dashboard's address as people open it (e.g. https://wap.example.com): `awaiting_review` alerts then link
+    # to its Review page beside the approve / reject commands.
+    dashboard_url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
 
     @field_validator("sinks")
     @classmethod

@@ -1,7 +1,10 @@
 """The wapflow dashboard: `wap dashboard` runs this file with `streamlit run`.
 
-It only renders. Every number comes from wapflow.service.dashboard (run store, ledger, and Iceberg metadata
-through PyIceberg: no Spark, no JVM). Reads are cached, keyed on the run store's change token, so a new run
+It only renders. Every number comes from wapflow.service.dashboard and service.review_queue (run store, ledger,
+and Iceberg metadata through PyIceberg: no Spark, no JVM). The one write, approving or rejecting a held run on
+the Review page, calls the functions `wap approve` / `wap reject` call (Spark starts in this process then); bound
+beyond loopback it needs $WAP_DASHBOARD_TOKEN entered once per session (service.review_queue.writes_allowed).
+Reads are cached, keyed on the run store's change token, so a new run
 shows at the next refresh, and the page body refreshes on its own every $WAP_DASHBOARD_REFRESH seconds.
 The config is $WAP_CONFIG (set by `wap dashboard --config`), else ./wap.toml, else the defaults.
 """
@@ -16,8 +19,9 @@ import streamlit as st
 
 from wapflow.errors import WapError
 from wapflow.service import dashboard as svc
+from wapflow.service import review_queue as rq
 
-PAGES = ("Overview", "Table", "Run", "Branch")
+PAGES = ("Overview", "Review", "Table", "Run", "Branch")
 REFRESH_SECONDS = float(os.environ.get("WAP_DASHBOARD_REFRESH", "10"))
 # The CLI's colours (wapflow.cli.output.STATUS_COLOR) as chart colours; other statuses grey.
 STATUS_COLORS = {"published": "#2e9d4f", "blocked": "#e0a500", "failed": "#d33c3c", "interrupted": "#8e44ad"}
@@ -66,6 +70,27 @@ def run_detail(config: str | None, version: str, run_id: str) -> dict[str, Any]:
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def branch_detail(config: str | None, version: str, branch: str) -> dict[str, Any]:
     return svc.branch_detail(sources(config), branch)
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def review_queue(config: str | None, version: str) -> list[dict[str, Any]]:
+    return [dict(r) for r in rq.review_queue(sources(config))]
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def trend(config: str | None, version: str, table: str, metric: str, column: str) -> dict[str, Any]:
+    return rq.trend(sources(config), table, metric, column)
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def trend_choices(config: str | None, version: str, table: str) -> list[str]:
+    return rq.trend_choices(sources(config), table)
+
+
+@st.cache_resource
+def decider(config: str | None) -> Any:
+    """One lakehouse for every session's decisions (its Spark starts at the first)."""
+    return rq.open_lakehouse(sources(config))
 
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
@@ -194,11 +219,147 @@ def show_table(config: str | None, tok: str, table: str) -> None:
             rate, names = _pivot(rates, "started_at", "check", "null_rate")
             st.line_chart(rate, x="started_at", y=names)
         st.dataframe(_frame(checks), hide_index=True)
+    show_trends(config, tok, table)
     st.subheader("Schema changes")
     if doc["schema_changes"]:
         st.dataframe(_frame(doc["schema_changes"]), hide_index=True)
     else:
         st.caption("none")
+
+
+def bind_address() -> str | None:
+    """Where this server listens: Streamlit's own option (what `wap dashboard --host` sets), else
+    $WAP_DASHBOARD_HOST; unknown means every interface (Streamlit's default)."""
+    return st.get_option("server.address") or os.environ.get("WAP_DASHBOARD_HOST") or None
+
+
+def _sign_in() -> None:
+    """The token form's callback: the token is checked, then cleared from the session either way."""
+    name = str(st.session_state.get("login_name") or "").strip()
+    given = str(st.session_state.get("login_token") or "")
+    st.session_state["login_token"] = ""
+    if name and rq.token_matches(given):
+        st.session_state["wap_user"] = name
+        st.session_state.pop("login_error", None)
+    else:
+        st.session_state["login_error"] = "not signed in: the token is wrong, or your name is empty"
+
+
+def signed_in() -> str | None:
+    """Who is deciding on a dashboard bound beyond loopback: a name, after the token was entered this session."""
+    user = st.session_state.get("wap_user")
+    if user:
+        st.caption(f"signed in as {user}")
+        return str(user)
+    st.markdown("**Sign in to approve or reject** (the dashboard is reachable from the network)")
+    st.text_input("Your name (recorded with your decisions)", key="login_name")
+    st.text_input("Dashboard token ($WAP_DASHBOARD_TOKEN)", type="password", key="login_token")
+    st.button("Sign in", key="login", on_click=_sign_in)
+    if st.session_state.get("login_error"):
+        st.error(st.session_state["login_error"])
+    return None
+
+
+def _ask(run_id: str, decision: str) -> None:
+    st.session_state["confirm"] = {"run_id": run_id, "decision": decision}
+
+
+def _cancel() -> None:
+    st.session_state.pop("confirm", None)
+
+
+def _decide(config: str | None, run_id: str, decision: str, user: str | None) -> None:
+    """The confirmation's callback: the same service call as `wap approve` / `wap reject`; the outcome is kept
+    for the page to show."""
+    reason = str(st.session_state.get(f"reason_{run_id}") or "")
+    by = user or str(st.session_state.get(f"by_{run_id}") or "").strip() or None
+    try:
+        with st.spinner(f"{decision} run {run_id}: auditing and publishing can take a minute"):
+            done = rq.decide(decider(config), run_id, decision, reason=reason, by=f"{by} (dashboard)" if by else None)
+        st.session_state["review_outcome"] = {"ok": done["status"] in ("published", "rejected"), **done}
+        st.session_state.pop("confirm", None)
+    except WapError as e:
+        st.session_state["review_outcome"] = {"ok": False, "run_id": run_id, "message": str(e)}
+
+
+def show_review(config: str | None, tok: str) -> None:
+    st.header("Runs awaiting review")
+    outcome = st.session_state.get("review_outcome")
+    if outcome:
+        (st.success if outcome["ok"] else st.error)(f"{outcome['run_id']}: {outcome['message']}")
+    allowed, needs_login, why = rq.writes_allowed(bind_address())
+    if why:
+        st.warning(why)
+    rows = review_queue(config, tok)
+    if not rows:
+        st.caption("no run awaits review (a table's `review` setting holds runs here)")
+        return
+    shown = [
+        {
+            "table": r["table"],
+            "run_id": r["run_id"],
+            "waiting": r["age"],
+            "warned checks": ", ".join(r["warned_checks"]) or "-",
+            "publishing would": r["diff"]["text"],
+        }
+        for r in rows
+    ]
+    st.dataframe(_frame(shown), hide_index=True)
+    user = signed_in() if allowed and needs_login else None
+    may = allowed and (user is not None or not needs_login)
+    pending = st.session_state.get("confirm") or {}
+    for r in rows:
+        run_id = r["run_id"]
+        with st.container(border=True):
+            st.markdown(f"**{r['table']}** · run `{run_id}` · waiting {r['age']}")
+            st.caption(f"warned checks: {', '.join(r['warned_checks']) or 'none'}")
+            rows_doc = r["diff"]["rows"] or {}
+            cols = st.columns(4)
+            for col, what in zip(cols, ("added", "updated", "deleted", "main_rows"), strict=True):
+                col.metric("rows on main now" if what == "main_rows" else f"rows {what}", rows_doc.get(what, "-"))
+            for change in r["diff"]["notable"]:
+                st.markdown(f"- {change}")
+            if r["diff"]["more_notable"]:
+                st.caption(f"{r['diff']['more_notable']} more column change(s): wap diff {run_id}")
+            if not may:
+                continue
+            left, right = st.columns(2)
+            left.button("Approve", key=f"approve_{run_id}", on_click=_ask, args=(run_id, "approve"))
+            right.button("Reject", key=f"reject_{run_id}", on_click=_ask, args=(run_id, "reject"))
+            if pending.get("run_id") == run_id:
+                decision = pending["decision"]
+                st.text_input(f"Why {decision} run {run_id}? (required, recorded)", key=f"reason_{run_id}")
+                if user is None:
+                    st.text_input("Your name (recorded; empty: the user running the dashboard)", key=f"by_{run_id}")
+                ok, no = st.columns(2)
+                ok.button(
+                    f"Confirm {decision}",
+                    key=f"confirm_{run_id}",
+                    type="primary",
+                    on_click=_decide,
+                    args=(config, run_id, decision, user),
+                )
+                no.button("Cancel", key=f"cancel_{run_id}", on_click=_cancel)
+
+
+def show_trends(config: str | None, tok: str, table: str) -> None:
+    """Row count and one chosen column metric over the last runs, with the band an anomaly check would use."""
+    st.subheader("Quality trends")
+    choices = trend_choices(config, tok, table)
+    picked = st.selectbox("column metric", choices, key="trend_metric") if choices else None
+    for metric, column in [("row_count", ""), *([tuple(picked[:-1].split("(", 1))] if picked else [])]:
+        doc = trend(config, tok, table, metric, column)
+        if not doc["points"]:
+            st.caption(f"no history of {doc['metric']} yet")
+            continue
+        st.caption(f"{doc['metric']} per run by the time it ran; band: {doc['band']}")
+        series = ["value", "band_low", "median", "band_high"]
+        st.line_chart(_frame(doc["points"], ["run_at", *series]), x="run_at", y=series)
+        marked = [p for p in doc["points"] if p["status"] != "published" or p["outside"]]
+        if marked:
+            st.dataframe(
+                _frame(marked, ["run_at", "run_id", "status", "value", "band_low", "band_high"]), hide_index=True
+            )
 
 
 def show_run(config: str | None, tok: str, run_id: str) -> None:
@@ -306,6 +467,8 @@ def body(config: str | None, page: str, choice: str) -> None:
         tok = token()
         if page == "Overview":
             show_overview(config, tok)
+        elif page == "Review":
+            show_review(config, tok)
         elif page == "Table":
             show_table(config, tok, choice)
         elif page == "Run":

@@ -426,6 +426,7 @@ class Ingest:
             # The whole batch passed its audit: it waits as one for a person (`wap approve` / `wap reject`);
             # the files are settled, so this pass, and a watch, go on with other files.
             self.ledger.settle(keys, "awaiting_review", run_id=res.run_id, reason=res.message)
+            self._alert_held(res, batch)
             return
         error = res.error or {}
         kind = error.get("kind")
@@ -455,6 +456,14 @@ class Ingest:
         self.ledger.settle(keys, "failed", run_id=res.run_id, error=error, reason=res.message)
         self._alert(res, "failed", batch)
         self._alert(res, "file_failed", batch)
+
+    def _alert_held(self, res: RunResult, batch: list[LedgerRow]) -> None:
+        """A batch held for review: the `awaiting_review` alert (its diff read only when a sink wants it)."""
+        from wapflow.outer.review import held_event, wanted
+
+        rec = self.lh.store.get(res.run_id) if wanted(self.lh) else None
+        if rec is not None:
+            self.alerts.append(held_event(self.lh, rec, source=self.name, key=self._occurrence(res.run_id, batch)))
 
     def _swapped(self, res: RunResult, batch: list[LedgerRow]) -> dict[str, FileIdentity]:
         """Files rewritten between the listing and the run: the run read (and published) another version."""

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wapflow.config import Source, WatchConfig
-from wapflow.errors import UsageError
+from wapflow.errors import UsageError, WapError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.outer.events import Landed, SqsEvents
 from wapflow.outer.ingest import Ingest, files_exit_code
@@ -32,6 +32,7 @@ from wapflow.storage.files import FileIdentity, glob_regex, has_glob, skipped_as
 from wapflow.storage.settings import is_s3_uri, parse_s3_uri
 
 TICK_SECONDS = 0.25  # how often pending files and finished workflows are looked at (cheap ledger queries)
+REVIEW_RETRY_SECONDS = 60.0  # after review timeouts could not be applied (e.g. the catalog unreachable)
 
 
 def in_location(location: str, landed: Landed) -> bool:
@@ -112,6 +113,13 @@ class Watcher:
                 self.maintenance_every[table] = every
         self.next_maintenance: dict[str, float] = {}
         self.maintenance_inflight: dict[str, Any] = {}
+        # Tables with a review_timeout: their runs awaiting review past it are rejected or alerted on each tick.
+        self.review_tables = [
+            t
+            for t in dict.fromkeys(s.source.table for s in self.sources)
+            if lh.config.table(t).review_timeout is not None
+        ]
+        self.next_review_check = 0.0
 
     def _source(self, src: Source) -> _Source:
         self.lh.storage.scan(src.location, what=f"source {src.name}")
@@ -195,7 +203,25 @@ class Watcher:
                 if self.stopping.is_set():
                     return
         self._maintain_due(now)
+        self._expire_reviews(now)
         self._collect()
+
+    def _expire_reviews(self, now: float) -> None:
+        """review_timeout of the watched tables (wapflow.outer.review): one run store query while nothing is due.
+        A failure (the catalog down while rejecting) is said and tried again a minute later, never fatal."""
+        if not self.review_tables or now < self.next_review_check or self.stopping.is_set():
+            return
+        from wapflow.outer.review import expire_reviews
+
+        try:
+            done = expire_reviews(self.lh, tables=self.review_tables)
+        except WapError as e:
+            self.next_review_check = now + REVIEW_RETRY_SECONDS
+            self.say(f"warning: review timeouts not applied now ({e.message}); trying again in a minute")
+            return
+        for d in done:
+            if d["action"] in ("rejected", "alerted", "decided meanwhile"):
+                self.say(d["message"])
 
     def _maintain_due(self, now: float) -> None:
         """Enqueue the maintenance of each table whose `every` has come round (one workflow per slot)."""

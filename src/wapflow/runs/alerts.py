@@ -86,6 +86,13 @@ class AlertLog:
         except sa.exc.IntegrityError:
             return None
 
+    def seen(self, *, key: str, event: str) -> bool:
+        """Whether this occurrence of the event was claimed for any sink already (a repeated alert's cheap test
+        before building it: what it carries may cost a Spark job)."""
+        t = alerts_table.c
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(t.id).where(t.key == key, t.event == event).limit(1)).first() is not None
+
     def finish(self, row_id: int, *, status: str, attempts: int, http_status: int | None, error: str | None) -> None:
         with self.engine.begin() as conn:
             conn.execute(

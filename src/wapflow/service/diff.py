@@ -172,3 +172,62 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
         "message": f"publishing run {rec.run_id} ({rec.shown_status}) would {change_words(rows)} on main of "
         f"{rec.table_name} ({rows['main_rows']} row(s) now){measured}{then}",
     }
+
+
+# A column's change is notable (shown in alerts and the dashboard's review queue) when it is new or missing, its
+# null fraction moved by at least this much, or the batch's bound lies outside main's range by more than main's
+# own width (a shift of scale; a time or id column that grows past main's max by a batch's worth is not notable).
+NOTABLE_NULL_SHIFT = 0.05
+NOTABLE_MAX = 5  # columns named in a summary; the rest are counted
+
+
+class SummaryDoc(TypedDict):
+    """A diff in a few lines: the rows publishing changes, and the notable column changes."""
+
+    rows: RowsDoc | None
+    notable: list[str]  # e.g. "passenger_count: null fraction 0 → 0.3"
+    more_notable: int  # notable columns beyond NOTABLE_MAX, not named
+    text: str  # one line: "add 100 row(s); passenger_count: null fraction 0 → 0.3"
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def notable_change(col: ColumnDiffDoc) -> str | None:
+    """What changed notably in one column main → batch, in words (None: nothing notable)."""
+    name, main, batch = col["column"], col["main"], col["batch"]
+    if col["on"] == "new":
+        return f"{name}: new column"
+    if col["on"] == "missing" or main is None or batch is None:
+        return f"{name}: not in the batch"
+    parts: list[str] = []
+    before, after = main["null_fraction"], batch["null_fraction"]
+    if before is not None and after is not None and abs(after - before) >= NOTABLE_NULL_SHIFT:
+        parts.append(f"null fraction {_fmt(before)} → {_fmt(after)}")
+    lo, hi = as_number(main["min"]), as_number(main["max"])
+    if lo is not None and hi is not None:
+        width = hi - lo
+        b_lo, b_hi = as_number(batch["min"]), as_number(batch["max"])
+        if b_lo is not None and b_lo < lo - width:
+            parts.append(f"min {_fmt(main['min'])} → {_fmt(batch['min'])}")
+        if b_hi is not None and b_hi > hi + width:
+            parts.append(f"max {_fmt(main['max'])} → {_fmt(batch['max'])}")
+    return f"{name}: {', '.join(parts)}" if parts else None
+
+
+def summary(doc: DiffDoc) -> SummaryDoc:
+    """A diff for a person deciding: the rows it changes and at most NOTABLE_MAX notable column changes."""
+    return summarize(doc["run_id"], doc["rows"], doc["columns"], doc["message"])
+
+
+def summarize(run_id: str, rows: RowsDoc | None, columns: list[ColumnDiffDoc], fallback: str = "") -> SummaryDoc:
+    """summary() of a diff's parts (the dashboard assembles them from PyIceberg, without Spark)."""
+    # A table main has no columns of yet (a first batch): every column would be "new", which says nothing.
+    first = all(c["on"] == "new" for c in columns)
+    notable = [] if first else [n for c in columns if (n := notable_change(c)) is not None]
+    words = change_words(rows) if rows is not None else fallback
+    shown = notable[:NOTABLE_MAX]
+    more = len(notable) - len(shown)
+    text = "; ".join([words, *shown]) + (f"; {more} more column change(s) (wap diff {run_id})" if more else "")
+    return {"rows": rows, "notable": shown, "more_notable": more, "text": text}

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+
+from wapflow.config import TableConfig
 from wapflow.errors import AlreadyDecided, NotFound, UsageError
 from wapflow.pipeline.state import AWAITING_REVIEW, RUN_REJECTED, new_state
-from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner
+from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner, runs_table
 from wapflow.service.runs import find_run
 
 if TYPE_CHECKING:
@@ -71,6 +75,45 @@ def awaiting(store: RunStore, run_id: str, verb: str) -> RunRecord:
     )
 
 
+def awaiting_runs(store: RunStore, tables: Collection[str] | None = None) -> list[RunRecord]:
+    """Runs awaiting review, oldest first (of `tables` only, when given): one query of the run store."""
+    t = runs_table.c
+    q = sa.select(runs_table).where(t.status == AWAITING_REVIEW).order_by(t.started_at)
+    if tables is not None:
+        q = q.where(t.table_name.in_(list(tables)))
+    with store.engine.connect() as conn:
+        return [RunRecord.from_row(r) for r in conn.execute(q).all()]
+
+
+def held_since(rec: RunRecord) -> datetime:
+    """When the run was held: the end of the run that stopped before publish (its start if none recorded)."""
+    t = rec.finished_at or rec.started_at
+    return t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def age_words(seconds: float) -> str:
+    """A wait as people say it: 50h, 3d 4h, 12m."""
+    minutes = int(seconds // 60)
+    days, hours = divmod(minutes // 60, 24)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    return f"{minutes // 60}h" if minutes >= 60 else f"{minutes}m"
+
+
+def overdue(rec: RunRecord, table: TableConfig, now: datetime | None = None) -> float | None:
+    """Seconds the run has awaited review when that is past its table's review_timeout, else None."""
+    limit = table.review_timeout_seconds()
+    if limit is None or rec.status != AWAITING_REVIEW:
+        return None
+    age = ((now or datetime.now(UTC)) - held_since(rec)).total_seconds()
+    return age if age >= limit else None
+
+
+def timed_out_reason(table: TableConfig) -> str:
+    """The reason recorded with a run rejected for waiting too long."""
+    return f"review timed out after {table.review_timeout}"
+
+
 def decided(rec: RunRecord) -> AlreadyDecided:
     """A run another approve or reject decided first."""
     when = rec.reviewed_at.isoformat(sep=" ", timespec="seconds") if rec.reviewed_at else "?"
@@ -110,6 +153,15 @@ def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = 
 
     why, who = _reason(reason, "approved"), reviewer(by)
     rec = awaiting(lh.store, run_id, "approve")
+    table = lh.config.table(rec.table_name)
+    waited = overdue(rec, table)
+    if waited is not None and table.on_review_timeout == "reject":
+        raise UsageError(
+            f"approval refused: run {run_id} has awaited review for {age_words(waited)}, past review_timeout = "
+            f'"{table.review_timeout}" of {rec.table_name} (on_review_timeout = "reject"): it is rejected at the next '
+            "`wap watch` tick or `wap expire-reviews`",
+            hint="to publish its files after all, run them again (a new run); or raise review_timeout in wap.toml",
+        )
     # status running, owned by this process: prepare lets the owner resume it, and no one else meanwhile.
     _decide(lh.store, rec, APPROVED, who, why, status="running", owner=current_owner())
     lh.progress(f"run {run_id} approved by {who}: auditing it again against main, then publishing")

@@ -1,0 +1,180 @@
+"""The dashboard's Review page and quality trends (AppTest): a person approves one held run and rejects another
+with the same service calls as `wap approve / reject`; on a dashboard bound beyond loopback only after entering
+$WAP_DASHBOARD_TOKEN. The lakehouse comes from real runs (four published batches of 100 rows, two held for review
+by a warning at 200 rows); main is read back with PyIceberg, the run store as `wap report` shows it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.data import trips_file
+from support.typer_cli import wap
+from wapflow.config import load_config
+from wapflow.errors import EXIT_REVIEW
+from wapflow.runs.store import RunStore
+
+pytestmark = pytest.mark.spark
+APP = Path(__file__).resolve().parents[2] / "src" / "wapflow" / "dashboard" / "app.py"
+TOKEN = "s3cret-token-for-the-test"
+
+
+@dataclass(frozen=True)
+class Held:
+    config: Path
+    published: list[str]
+    held: list[str]
+
+
+@pytest.fixture(scope="module")
+def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Held:
+    tmp = tmp_path_factory.mktemp("review_dash")
+    landing = tmp / "landing"
+    landing.mkdir()
+    cfg = tmp / "wap.toml"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{tmp / "lakehouse"}"\ncatalog_name = "rv_dash"\nmaster = "local[2]"\n\n'
+        '[tables."nyc.trips"]\nreview = "on_warn"\nchecks = [{ check = "row_count", max = 150, severity = "warn" }]\n'
+    )
+    published, held = [], []
+    for i in range(4):
+        f = trips_file(landing, f"p{i}.parquet", 100, start_id=1 + 100 * i, seed=i)
+        r = wap("run", "nyc.trips", str(f), "--config", str(cfg), "--json")
+        assert r.exit_code == 0, r.output
+        published.append(json.loads(r.stdout)["run_id"])
+    for i, nulls in enumerate((0.0, 0.3)):
+        f = trips_file(landing, f"h{i}.parquet", 200, start_id=1000 + 200 * i, null_rate=nulls, seed=10 + i)
+        r = wap("run", "nyc.trips", str(f), "--config", str(cfg), "--json")
+        assert r.exit_code == EXIT_REVIEW, r.output
+        held.append(json.loads(r.stdout)["run_id"])
+    return Held(cfg, published, held)
+
+
+def _app(lake: Held, monkeypatch: pytest.MonkeyPatch, host: str, token: str | None = None) -> Any:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("WAP_CONFIG", str(lake.config))
+    monkeypatch.setenv("WAP_DASHBOARD_HOST", host)
+    if token is None:
+        monkeypatch.delenv("WAP_DASHBOARD_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("WAP_DASHBOARD_TOKEN", token)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(APP), default_timeout=240)
+    at.run()
+    at.sidebar.radio(key="page").set_value("Review").run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture(autouse=True)
+def _clean_caches() -> Iterator[None]:
+    yield
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _main_ids(cfg: Path) -> list[int]:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    c = load_config(str(cfg))
+    wh = Path(c.warehouse_location())
+    catalog = SqlCatalog(c.lakehouse.catalog_name, uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
+    return sorted(catalog.load_table("nyc.trips").scan().to_arrow().column("trip_id").to_pylist())
+
+
+def _texts(at: Any) -> list[str]:
+    return [e.value for kind in (at.success, at.error, at.warning, at.markdown, at.caption) for e in kind]
+
+
+def test_beyond_loopback_decisions_need_the_token(lake: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = lake.held[0]
+    at = _app(lake, monkeypatch, "0.0.0.0")
+    assert any("approve and reject are off" in w.value for w in at.warning)
+    assert not [b for b in at.button if b.key == f"approve_{first}"]  # read-only: the queue, no buttons
+    assert sorted(at.dataframe[0].value["run_id"]) == sorted(lake.held)
+
+    at = _app(lake, monkeypatch, "0.0.0.0", token=TOKEN)
+    assert not [b for b in at.button if b.key == f"approve_{first}"]
+    at.text_input(key="login_name").input("carol").run()
+    at.text_input(key="login_token").input("wrong").run()
+    at.button(key="login").click().run()
+    assert any("the token is wrong" in e.value for e in at.error)
+    assert not [b for b in at.button if b.key == f"approve_{first}"]
+    at.text_input(key="login_token").input(TOKEN).run()
+    at.button(key="login").click().run()
+    assert any("signed in as carol" in c.value for c in at.caption)
+    assert [b for b in at.button if b.key == f"approve_{first}"]  # now a person may decide
+    assert TOKEN not in json.dumps(_texts(at))
+
+
+def test_approve_one_held_run_and_reject_another(lake: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    ok, bad = lake.held
+    before = _main_ids(lake.config)
+    assert len(before) == 400
+    at = _app(lake, monkeypatch, "127.0.0.1")
+    queue = at.dataframe[0].value
+    assert list(queue["run_id"]) == [ok, bad] and list(queue["warned checks"]) == ["row_count(max=150)"] * 2
+    changes = dict(zip(queue["run_id"], queue["publishing would"], strict=True))
+    assert changes[ok].startswith("add 200 row(s)") and "passenger_count: null fraction 0 → " in changes[bad]
+
+    at.button(key=f"approve_{ok}").click().run()
+    at.text_input(key=f"reason_{ok}").input("volume confirmed").run()
+    at.text_input(key=f"by_{ok}").input("alice").run()
+    at.button(key=f"confirm_{ok}").click().run()
+    assert not at.exception, at.exception
+    assert any(s.value.startswith(f"{ok}: ") for s in at.success), _texts(at)
+    assert _main_ids(lake.config) == sorted(before + list(range(1000, 1200)))
+
+    at.button(key=f"reject_{bad}").click().run()
+    at.button(key=f"confirm_{bad}").click().run()  # no reason: refused, nothing changes
+    assert any("--reason is empty" in e.value for e in at.error), _texts(at)
+    store = RunStore(load_config(str(lake.config)).run_store_url())
+    assert store.get(bad).status == "awaiting_review"  # type: ignore[union-attr]
+    at.text_input(key=f"reason_{bad}").input("null spike in passenger_count").run()
+    at.text_input(key=f"by_{bad}").input("bob").run()
+    at.button(key=f"confirm_{bad}").click().run()
+    assert any(f"run {bad} rejected by bob (dashboard)" in s.value for s in at.success), _texts(at)
+    assert _main_ids(lake.config) == sorted(before + list(range(1000, 1200)))
+
+    approved, rejected = store.get(ok), store.get(bad)
+    assert approved is not None and rejected is not None
+    assert (approved.status, approved.review, approved.review_by, approved.review_reason) == (
+        "published",
+        "approved",
+        "alice (dashboard)",
+        "volume confirmed",
+    )
+    assert (rejected.status, rejected.review_by, rejected.review_reason) == (
+        "rejected",
+        "bob (dashboard)",
+        "null spike in passenger_count",
+    )
+    assert not rejected.branch_kept
+    at.run()
+    assert any("no run awaits review" in c.value for c in at.caption)  # the queue is empty now
+
+    # Quality trends of the table: row count per run with the band the anomaly check would have used.
+    at.sidebar.radio(key="page").set_value("Table").run()
+    assert not at.exception, at.exception
+    assert any(s.value == "Quality trends" for s in at.subheader)
+    from wapflow.service import review_queue as rq
+    from wapflow.service.dashboard import open_sources
+
+    doc = rq.trend(open_sources(lake.config), "nyc.trips")
+    points = doc["points"]
+    assert [p["value"] for p in points] == [100, 100, 100, 100, 200, 200]
+    assert [p["status"] for p in points][-2:] == ["published", "rejected"]
+    # No band until 3 published runs; then median 100 ± 3 x max(MAD 0, 5% of 100) = [85, 115]; 200 is outside.
+    assert [p["band_low"] for p in points[:3]] == [None] * 3
+    assert (points[3]["band_low"], points[3]["median"], points[3]["band_high"]) == (85, 100, 115)
+    assert [p["outside"] for p in points] == [False] * 4 + [True, True]
