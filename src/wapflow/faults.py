@@ -8,6 +8,9 @@ command again and check that the run completes exactly once. Unset, a point cost
 WAP_RAISE_AT names points where a plain RuntimeError is raised instead: an exception no part of
 wapflow names, so tests can check that it comes out as a bug (terminal, naming the run and step),
 never as something a scheduler would retry.
+
+WAP_PAUSE_AT names points where the process stops itself (SIGSTOP) until it is continued (SIGCONT): a test
+changes the world at that exact moment (fills a disk, moves main) and lets the run go on.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import signal
 
 ENV = "WAP_CRASH_AT"
 RAISE_ENV = "WAP_RAISE_AT"
+PAUSE_ENV = "WAP_PAUSE_AT"
 
 # Every point, in the order a run passes them (README "Crash safety" lists what each one leaves behind).
 POINTS = (
@@ -45,7 +49,10 @@ def _named(var: str, name: str) -> bool:
 
 
 def crash_point(name: str) -> None:
-    """SIGKILL this process if WAP_CRASH_AT names this point; raise RuntimeError if WAP_RAISE_AT does."""
+    """SIGKILL this process if WAP_CRASH_AT names this point; raise RuntimeError if WAP_RAISE_AT does; stop
+    until continued if WAP_PAUSE_AT does."""
+    if _named(PAUSE_ENV, name):
+        os.kill(os.getpid(), signal.SIGSTOP)
     if _named(ENV, name):
         os.kill(os.getpid(), signal.SIGKILL)
     if _named(RAISE_ENV, name):

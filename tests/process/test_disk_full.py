@@ -6,13 +6,15 @@ rows exactly once (read back by PyIceberg)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.cli_harness import Reader, wap, write_config
+from support.cli_harness import WAP, Proc, Reader, env, wap, write_config
 from support.data import trips_file
 
 pytestmark = pytest.mark.spark
@@ -20,22 +22,32 @@ pytestmark = pytest.mark.spark
 TRIPS = '[tables."nyc.trips"]\nchecks = [{ check = "not_null", column = "trip_id" }]\n'
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """tmp_path/lake on a 24 MiB tmpfs of its own (root only: CI runs as root; elsewhere skipped)."""
-    lake = tmp_path / "lake"
-    lake.mkdir()
+def _tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """`path` on a size-limited tmpfs of its own (root only: CI runs as root; elsewhere skipped)."""
+    path.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a size-limited tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(lake)], capture_output=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
     if done.returncode != 0:
         if os.environ.get("CI"):
             pytest.fail(f"could not mount a tmpfs: {done.stderr!r}")
         pytest.skip(f"could not mount a tmpfs: {done.stderr!r}")
     try:
-        yield lake
+        yield path
     finally:
-        subprocess.run(["umount", "-l", str(lake)], check=False)
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path/lake on a 24 MiB tmpfs."""
+    yield from _tmpfs(tmp_path / "lake", "24m")
+
+
+@pytest.fixture
+def store_disk(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path/store on a 1 MiB tmpfs: a run store on a disk of its own."""
+    yield from _tmpfs(tmp_path / "store", "1m")
 
 
 def _fill(path: Path, leave: int) -> None:
@@ -86,3 +98,77 @@ def test_a_full_warehouse_fails_cleanly_and_the_rerun_publishes_once(tmp_path: P
     assert runs.code == 0, runs.text
     statuses = {r["run_id"]: r["status"] for r in runs.doc["runs"]}
     assert statuses["full1"] == "published", statuses
+
+
+def _paused(pid: int, timeout: float = 120) -> bool:
+    """Whether process `pid` stopped itself (WAP_PAUSE_AT) within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        if state == "T":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_run_store_on_a_full_disk_gets_the_outcome_at_the_next_command(
+    tmp_path: Path, small_disk: Path, store_disk: Path
+) -> None:
+    """The warehouse fills up during the write and the run store's own disk is full too (filled while the run
+    is paused just after its branch was made): the failure cannot be recorded when it happens. The record is
+    kept aside (another filesystem) and the next command that can write the store records it: the run reads
+    failed with DiskFull, not interrupted; the rerun publishes once."""
+    landing = tmp_path / "landing"
+    seed = trips_file(landing, "seed.parquet", 100)
+    big = trips_file(landing, "big.parquet", 250_000, start_id=1_000_000, seed=7)
+    store_url = f"sqlite:///{store_disk / 'runs.db'}"
+    cfg = write_config(small_disk, TRIPS, lakehouse=f'run_store = "{store_url}"', catalog="fullstore")
+    spool = tmp_path / "pending"  # runs.pending's folder, a test's own (by default: runtime dir, /dev/shm, ...)
+    assert wap("run", "nyc.trips", str(seed), "--config", str(cfg), "--json", WAP_PENDING_DIR=str(spool)).code == 0
+    reader = Reader(small_disk, catalog="fullstore")
+    main_before = reader.main("nyc.trips")
+
+    args = ["run", "nyc.trips", str(big), "--config", str(cfg), "--json", "--run-id", "full2"]
+    proc = subprocess.Popen(
+        [WAP, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(WAP_PENDING_DIR=str(spool), WAP_PAUSE_AT="write:branch-created"),
+    )
+    try:
+        assert _paused(proc.pid), "the run never reached write:branch-created"
+        store_filler, lake_filler = store_disk / "filler.bin", small_disk / "filler.bin"
+        _fill(store_filler, leave=0)
+        _fill(lake_filler, leave=2 * 2**20)
+        os.kill(proc.pid, signal.SIGCONT)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    p = Proc(proc.returncode, stdout, stderr)
+    assert p.code == 3, p.text
+    assert p.doc["error"]["type"] == "DiskFull", p.text
+    assert "could not record run full2 in the run store" in p.text and str(spool) in p.text, p.text
+    assert [f.name for f in spool.rglob("*.json")] == ["full2.json"]
+    for noise in ("Traceback", "\tat org.", "bug in wapflow"):
+        assert noise not in p.text, p.text
+
+    store_filler.unlink()
+    lake_filler.unlink()  # space freed
+    runs = wap("runs", "--config", str(cfg), "--json", WAP_PENDING_DIR=str(spool))  # the next command: no data
+    assert runs.code == 0, runs.text
+    (rec,) = [r for r in runs.doc["runs"] if r["run_id"] == "full2"]
+    assert rec["status"] == "failed", rec  # not interrupted
+    report = wap("report", "full2", "--config", str(cfg), "--json")
+    assert report.doc["error"]["type"] == "DiskFull", report.text
+    assert list(spool.rglob("*.json")) == []  # applied once, then gone
+    assert reader.main("nyc.trips") == main_before
+
+    again = wap("run", "nyc.trips", str(big), "--config", str(cfg), "--json", "--run-id", "full2")
+    assert again.code == 0, again.text
+    ids = [r["trip_id"] for r in reader.rows("nyc.trips")]
+    assert len(ids) == 100 + 250_000 and len(set(ids)) == len(ids)

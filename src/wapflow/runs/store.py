@@ -7,6 +7,7 @@ When that process is gone, whatever killed it (SIGKILL, OOM, power cut), the rec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -212,6 +213,13 @@ def upsert(conn: sa.Connection, table: sa.Table, row: dict[str, Any], key: str) 
         conn.execute(table.insert().values(**row))
 
 
+class _Row:
+    """What RunRecord.from_row reads of a row (its `_mapping`), for a record kept outside the database."""
+
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self._mapping = mapping
+
+
 class RunStore:
     """Run records in one database; every `wap` process opens its own and they share the file (WAL)."""
 
@@ -236,6 +244,30 @@ class RunStore:
                 cur.close()
 
         ensure_schema(self.engine)
+        self.applied_pending = self._apply_pending()
+
+    def _apply_pending(self) -> list[str]:
+        """Write the records earlier processes kept aside because this store could not take them (runs.pending)
+        while they still describe their run: the store has none, or the same attempt still `running`; a record
+        that moved on meanwhile wins. Returns the run ids written."""
+        from wapflow.runs import pending
+
+        written: list[str] = []
+        for path in pending.waiting(self.url):
+            try:
+                kept = RunRecord.from_row(_Row(pending.read(path)))  # type: ignore[arg-type]
+            except (OSError, ValueError, KeyError):
+                continue
+            try:
+                now = self.get(kept.run_id)
+                if now is None or (now.status == "running" and now.owner == kept.owner):
+                    self.save(kept)
+                    written.append(kept.run_id)
+            except Exception:  # noqa: BLE001 - the store still cannot take it: tried again at the next open
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
+        return written
 
     def save(self, rec: RunRecord) -> None:
         with self.engine.begin() as conn:

@@ -130,10 +130,12 @@ _ENVIRONMENT_JAVA = {
 
 # A full filesystem or quota. The JVM reports ENOSPC / EDQUOT only as the OS's text (strerror) inside an
 # IOException, FSError or whatever wraps them, so there, and only there, the text decides; Python has the errno,
-# SQLite its result code SQLITE_FULL (13).
+# SQLite its result code SQLITE_FULL (13), or SQLITE_IOERR_SHMSIZE (4874: a WAL database's shared-memory file
+# could not grow, which is what opening one on a full filesystem gives).
 _DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
 _DISK_FULL_ERRNO = frozenset({errno.ENOSPC, errno.EDQUOT})
 _SQLITE_FULL = 13
+_SQLITE_IOERR_SHMSIZE = 4874
 _DISK_FULL_HINT = (
     "free space on that filesystem (or raise its quota), then run again: a run resumes by its run id and a "
     "file ledger retries the file; nothing was published"
@@ -308,13 +310,15 @@ def _postgres(link: Link, doing: str) -> WapError | None:
 def disk_full(link: Link) -> bool:
     """The link says a filesystem is full or over quota (see _DISK_FULL_TEXT for why the JVM's text decides)."""
     if link.java:
-        return (link.cls in SQLITE and link.status is not None and link.status & 0xFF == _SQLITE_FULL) or any(
-            t in link.message for t in _DISK_FULL_TEXT
-        )
+        return (link.cls in SQLITE and _sqlite_full(link.status)) or any(t in link.message for t in _DISK_FULL_TEXT)
     e = link.error
     if isinstance(e, OSError) and e.errno in _DISK_FULL_ERRNO:
         return True
-    return getattr(e, "sqlite_errorcode", None) == _SQLITE_FULL  # Python's sqlite3 (3.11+)
+    return _sqlite_full(getattr(e, "sqlite_errorcode", None))  # Python's sqlite3 (3.11+)
+
+
+def _sqlite_full(code: int | None) -> bool:
+    return code is not None and (code & 0xFF == _SQLITE_FULL or code == _SQLITE_IOERR_SHMSIZE)
 
 
 def _one(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:

@@ -132,11 +132,18 @@ class Run:
         try:
             self.lh.store.save(self.record)
         except Exception as e:  # noqa: BLE001 - the run's own outcome matters more than its record
+            from wapflow.runs import pending
+
             why = spark_errors.classify(e, doing="recording the run")
+            kept = pending.keep(self.lh.config.run_store_url(), self.run_id, self.record.to_row())  # store may not open
+            later = (
+                f"kept in {kept.parent} until the next wap command that can write the store records it"
+                if kept is not None
+                else "until a command records it, `wap runs` shows it as interrupted, with the command that resumes it"
+            )
             self.lh.progress(
                 f"warning: could not record run {self.run_id} in the run store: "
-                f"{why.message if why is not None else spark_errors.describe(e)}; until a command records it, "
-                "`wap runs` shows it as interrupted, with the command that resumes it"
+                f"{why.message if why is not None else spark_errors.describe(e)}; {later}"
             )
 
     def snapshot_properties(self) -> dict[str, str]:
