@@ -18,11 +18,12 @@ from typer.testing import CliRunner
 
 from support.data import TRIPS_CHECKS, changes_file, make_config, trips_file, write_parquet
 from wapflow.cli import app
-from wapflow.config import TableConfig
+from wapflow.config import LineageConfig, TableConfig
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie import NessieClient
 from wapflow.pipeline import MultiWapRun, WapRun, run_wap
+from wapflow.pipeline.lineage import run_uuid
 from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
@@ -168,8 +169,10 @@ def test_multi_table_run_publishes_both_tables_in_one_nessie_commit(nessie_lh, l
     assert lh.nessie.get_reference(res.branch) is None
 
 
-def test_one_failing_audit_blocks_every_table(nessie_lh, landing, ns):
+def test_one_failing_audit_blocks_every_table(nessie_lh, landing, ns, tmp_path):
     lh = nessie_lh(_shop(ns))
+    events_file = tmp_path / "lineage.jsonl"  # lineage of multi-table runs: one OpenLineage run per table
+    lh.config.lineage = LineageConfig(transport="file", path=str(events_file))
     first = MultiWapRun(
         lh,
         [
@@ -198,6 +201,20 @@ def test_one_failing_audit_blocks_every_table(nessie_lh, landing, ns):
     # `wap discard` drops the whole branch.
     lh.branches.discard(res.branch, [])
     assert lh.nessie.get_reference(res.branch) is None
+    # Lineage: START then COMPLETE (first run) / FAIL (the blocked one) for each table, the group as parent.
+    events = [json.loads(line) for line in events_file.read_text().splitlines()]
+    seen = [(e["eventType"], e["job"]["name"], e["run"]["facets"]["parent"]["run"]["runId"]) for e in events]
+    group1, group2 = run_uuid(first.run_id), run_uuid(res.run_id)
+    assert seen == [
+        ("START", f"{ns}.orders", group1), ("START", f"{ns}.items", group1),
+        ("COMPLETE", f"{ns}.orders", group1), ("COMPLETE", f"{ns}.items", group1),
+        ("START", f"{ns}.orders", group2), ("START", f"{ns}.items", group2),
+        ("FAIL", f"{ns}.orders", group2), ("FAIL", f"{ns}.items", group2),
+    ]  # fmt: skip
+    assert {e["run"]["runId"] for e in events[:2]} == {run_uuid(r.run_id) for r in first.tables}
+    assert all(e["run"]["facets"]["parent"]["job"]["name"] == "run-tables" for e in events)
+    fail_items = events[-1]
+    assert "blocked by its audit" in fail_items["run"]["facets"]["errorMessage"]["message"]
 
 
 def test_concurrent_runs_both_publish(nessie_lh, landing, ns):

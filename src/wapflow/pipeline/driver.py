@@ -79,14 +79,9 @@ def drive(
             _lineage(lakehouse, "START", state)
     if state.status == "published":
         crash_point("publish:recorded")
-    if applied and isinstance(state, RunState) and (ended := _ENDS.get(state.status)) is not None:
+    if applied and isinstance(state, RunState) and (ended := lineage.ENDS.get(state.status)) is not None:
         _lineage(lakehouse, ended, state)
     return state
-
-
-# The OpenLineage event of each way a run ends (a status not named here, e.g. one waiting for a person, sends
-# nothing: whatever ends it later sends its event).
-_ENDS: dict[str, lineage.EventType] = {"published": "COMPLETE", "blocked": "FAIL", "failed": "FAIL"}
 
 
 def _lineage(lakehouse: Lakehouse, event_type: lineage.EventType, state: RunState) -> None:

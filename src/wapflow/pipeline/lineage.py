@@ -2,8 +2,10 @@
 
 One place sends them, as one place sends alerts: the driver (wapflow.pipeline.driver.drive), which every run
 goes through, sends START once a run is prepared and COMPLETE (published) or FAIL (blocked or failed) when it
-ends; `wap discard` sends ABORT for a run it discards. The job is the table (in the configured namespace);
-the OpenLineage run id is a UUID derived from wapflow's run id, so a resumed run keeps it; the inputs are the
+ends; `wap discard` sends ABORT for a run it discards. A multi-table run (`wap run-tables`) sends the same
+events for each of its tables' records, each with the group as its parent run. The job is the table (in the
+configured namespace); the OpenLineage run id is a UUID derived from wapflow's run id, so a resumed run keeps it;
+the inputs are the
 run's files, the output is the Iceberg table with the published snapshot (a `version` facet) and each
 check's verdict (the `dataQualityAssertions` facet).
 
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
     from openlineage.client.event_v2 import RunEvent
 
 EventType = Literal["START", "COMPLETE", "FAIL", "ABORT"]
+# The event of each way a run ends (a status not named here, e.g. one waiting for a person, sends nothing:
+# whatever ends it later sends its event).
+ENDS: dict[str, EventType] = {"published": "COMPLETE", "blocked": "FAIL", "failed": "FAIL"}
 
 # The namespace of the run UUIDs: uuid5(RUN_UUID_NAMESPACE, wapflow run id), the same on every machine.
 RUN_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/wapflow/openlineage-run")
@@ -100,17 +105,26 @@ def _message(event_type: EventType, rec: RunRecord) -> str | None:
     return None
 
 
-def build_event(cfg: WapConfig, event_type: EventType, rec: RunRecord, *, now: datetime | None = None) -> RunEvent:
-    """The OpenLineage RunEvent of `rec` at this transition (the client's own classes: it validates the shape)."""
+def build_event(
+    cfg: WapConfig, event_type: EventType, rec: RunRecord, *, now: datetime | None = None, parent: str | None = None
+) -> RunEvent:
+    """The OpenLineage RunEvent of `rec` at this transition (the client's own classes: it validates the shape).
+    A table's part of a multi-table run carries the group's run id as `parent` (a parent run of job
+    `run-tables`)."""
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.facet_v2 import (
         data_quality_assertions_dataset,
         dataset_version_dataset,
         error_message_run,
+        parent_run,
     )
 
     namespace = cfg.lineage.namespace if cfg.lineage is not None else "wapflow"
     run_facets: dict[str, Any] = {}
+    if parent is not None:
+        run_facets["parent"] = parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=run_uuid(parent)), job=parent_run.Job(namespace=namespace, name="run-tables")
+        )
     if (message := _message(event_type, rec)) is not None:
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(
             message=message, programmingLanguage="python"
@@ -212,6 +226,7 @@ def emit(
     *,
     progress: Callable[[str], None],
     env: Mapping[str, str] | None = None,
+    parent: str | None = None,
 ) -> bool:
     """Send one event of `rec` to [lineage] (nothing without it). True when sent; a failure is one warning
     line through `progress`, never an exception."""
@@ -222,7 +237,7 @@ def emit(
     try:
         with _quiet_libraries():
             client = client_for(cfg, env)
-            client.emit(build_event(cfg, event_type, rec))
+            client.emit(build_event(cfg, event_type, rec, parent=parent))
             client.close(timeout=0)
     except Exception as e:  # noqa: BLE001 - lineage must never change, hide or delay a run's outcome
         text = f"{type(e).__name__}: {e}"

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from wapflow.errors import PublishConflict, UsageError, WapError
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline import lineage
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import MultiRunResult
 from wapflow.pipeline.state import Step, new_run_id, new_state, validate_run_id
@@ -95,6 +96,8 @@ class MultiWapRun:
                     {"prepare": prepare.prepare, "write": write.write, "audit": audit.audit}[name](r)
                 if name == "prepare":
                     self._already_published()
+                    if self.outcome is None:
+                        self._lineage("START")
         except WapError as e:
             err = e
         except Exception as e:  # noqa: BLE001 - named conditions are classified, anything else is a bug
@@ -173,3 +176,12 @@ class MultiWapRun:
             r.record.finished_at = now
             r.save()
         self.outcome = MultiRunResult(self.run_id, self.branch, status, [result_of(r) for r in self.runs], message)
+        if (ended := lineage.ENDS.get(status)) is not None and any(r.already_published is None for r in self.runs):
+            self._lineage(ended)
+
+    def _lineage(self, event_type: lineage.EventType) -> None:
+        """Each table's record is an OpenLineage run of its own (the table is its job), the group its parent."""
+        if self.lh.config.lineage is None:
+            return
+        for r in self.runs:
+            lineage.emit(self.lh.config, event_type, r.record, progress=self.lh.progress, parent=self.run_id)
