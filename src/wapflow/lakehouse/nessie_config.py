@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 NESSIE_CATALOG_IMPL = "org.apache.iceberg.nessie.NessieCatalog"
 TOKEN_ENV = "WAP_NESSIE_TOKEN"
+# Where Nessie's token is set (what a refused one's message tells the user to check).
+TOKEN_SETTING = f"[lakehouse] nessie_token or ${TOKEN_ENV}"
 
 
 def normalize_uri(uri: str) -> str:
