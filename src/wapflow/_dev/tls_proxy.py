@@ -149,7 +149,8 @@ class TlsProxy:
         self.token = token
         self.mode = mode
         self.port = 0
-        self.refused = 0  # requests answered 401
+        # Request lines answered 401, with why and the client ("GET /x: missing bearer token (python-httpx/0.28)").
+        self.refused: list[str] = []
         self.forwarded = 0  # requests (http) or connections (tcp) relayed upstream
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -235,9 +236,10 @@ class TlsProxy:
             headers.append((name.strip(), value.strip()))
         lower = {n.lower(): v for n, v in headers}
         if self.token is not None and not self._authorized(lower.get("authorization")):
-            self.refused += 1
-            await self._drain_body(reader, lower)
             why = "missing bearer token" if "authorization" not in lower else "invalid bearer token"
+            agent = lower.get("user-agent", "no user agent")
+            self.refused.append(f"{request_line.rsplit(' ', 1)[0]}: {why} ({agent})")
+            await self._drain_body(reader, lower)
             writer.write(_unauthorized(f"Not authorized: {why}"))
             await writer.drain()
             return

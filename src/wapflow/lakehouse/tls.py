@@ -3,7 +3,7 @@
 One PEM file, two consumers that each have their own idea of trust:
 
 - Python (httpx: the no-JVM metadata reads, the Nessie client, `wap doctor`): an `ssl.SSLContext` with the
-  public CAs (certifi, what httpx trusts by default) plus the bundle's certificates.
+  CAs httpx trusts by default ($SSL_CERT_FILE, else certifi's) plus the bundle's certificates.
 - The JVM (Iceberg's REST client, Nessie's client inside Spark, a `wap serve` Connect server): Java's default
   trust store, replaced through `-Djavax.net.ssl.trustStore`. Java's PKCS12 only trusts entries that carry its
   own "trusted certificate" attribute, which other tools do not write, so the store is made by the JDK's own
@@ -59,12 +59,14 @@ def ssl_context(cfg: WapConfig) -> ssl.SSLContext | bool:
     bundle = ca_bundle(cfg)
     if bundle is None:
         return True
-    try:
+    # The CAs httpx trusts by default: $SSL_CERT_FILE when set, else certifi's (which comes with httpx).
+    system = os.environ.get("SSL_CERT_FILE")
+    if system and Path(system).is_file():
+        ctx = ssl.create_default_context(cafile=system)
+    else:
         import certifi
 
         ctx = ssl.create_default_context(cafile=certifi.where())
-    except ImportError:  # certifi comes with httpx; the system's CAs otherwise
-        ctx = ssl.create_default_context()
     try:
         ctx.load_verify_locations(cafile=str(bundle))
     except ssl.SSLError as e:
