@@ -215,3 +215,34 @@ def test_nessie_over_tls_with_a_token(nessie_server, tls_proxy, tls_authority: A
     assert [s["snapshot_id"] for s in after.doc["snapshots"]] == [s["snapshot_id"] for s in history.doc["snapshots"]]
     assert_no_secret(run, history, doctor, bad, bad_history, bad_doctor, tls, tls_doctor)
     assert_no_secret(tmp_path / "good" / "lake", tmp_path / "untrusted" / "lake")
+
+
+def test_the_java_trust_store_holds_the_jdks_cas_and_the_bundle(tls_authority: Authority, tmp_path, monkeypatch):
+    """Made by the JDK's keytool (Java's PKCS12 trusts only entries keytool marks), once per bundle and JDK."""
+    import subprocess
+
+    from wapflow.lakehouse import tls
+
+    monkeypatch.setenv("WAP_JARS_DIR", str(tmp_path / "cache" / "jars"))
+    store = tls.truststore(tls_authority.ca_pem)
+    assert store.parent == tmp_path / "cache" / "truststores" and store.suffix == ".p12"
+    listing = subprocess.run(
+        [
+            tls._keytool(),
+            "-list",
+            "-keystore",
+            str(store),
+            "-storepass",
+            tls.TRUSTSTORE_PASSWORD,
+            "-storetype",
+            "PKCS12",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "wapflow-ca-0, " in listing and "trustedCertEntry" in listing
+    assert listing.count("trustedCertEntry") > 50  # the JDK's public CAs stay trusted (S3, Maven, ...)
+    made = store.stat().st_mtime_ns
+    assert tls.truststore(tls_authority.ca_pem) == store and store.stat().st_mtime_ns == made  # cached
+    assert list(store.parent.iterdir()) == [store]  # no temporary files left
