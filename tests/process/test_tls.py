@@ -107,11 +107,13 @@ def test_rest_catalog_over_tls_with_a_token(
     table = "tls_rest.trips"
     src = trips_file(landing, "batch.parquet", 60)
 
-    def lakehouse(token: str) -> str:
-        return f'catalog = "rest"\ncatalog_properties = {{ uri = "{proxy.url}", token = "{token}" }}\n'
+    def lakehouse(token: str | None) -> str:
+        props = f'uri = "{proxy.url}"' + (f', token = "{token}"' if token else "")
+        return f'catalog = "rest"\ncatalog_properties = {{ {props} }}\n'
 
     good = config(tmp_path / "good", lakehouse(REST_TOKEN), table, tls_authority.ca_pem)
-    wrong = config(tmp_path / "wrong", lakehouse(WRONG_TOKEN), table, tls_authority.ca_pem)
+    # The wrong token comes from $WAP_REST_TOKEN (the way to keep it out of wap.toml).
+    wrong = config(tmp_path / "wrong", lakehouse(None), table, tls_authority.ca_pem)
     untrusted = config(tmp_path / "untrusted", lakehouse(REST_TOKEN), table, None)
 
     # Right token, CA trusted: Spark's REST client (its JVM trusts the CA through wapflow's trust store) publishes.
@@ -137,17 +139,18 @@ def test_rest_catalog_over_tls_with_a_token(
 
     # A wrong token: exit 3, "unauthorised", the URL and the setting to check; on the Spark and no-JVM paths.
     refused_before = len(proxy.refused)
-    bad = wap("run", table, str(src), "--config", str(wrong), "--json")
+    bad = wap("run", table, str(src), "--config", str(wrong), "--json", WAP_REST_TOKEN=WRONG_TOKEN)
     assert bad.code == 3 and bad.doc["status"] == "failed", bad.text
-    assert_unauthorised(error(bad), proxy.url, "catalog_properties.token")
-    bad_history = no_jvm("history", table, "--config", str(wrong), "--json")
+    assert_unauthorised(error(bad), proxy.url, "catalog_properties.token or $WAP_REST_TOKEN")
+    bad_history = no_jvm("history", table, "--config", str(wrong), "--json", WAP_REST_TOKEN=WRONG_TOKEN)
     assert bad_history.code == 3, bad_history.text
-    assert_unauthorised(error(bad_history), proxy.url, "catalog_properties.token")
-    bad_doctor = wap("doctor", "--config", str(wrong), "--json")
+    assert_unauthorised(error(bad_history), proxy.url, "catalog_properties.token or $WAP_REST_TOKEN")
+    bad_doctor = wap("doctor", "--config", str(wrong), "--json", WAP_REST_TOKEN=WRONG_TOKEN)
     finding = catalog_finding(bad_doctor)
     assert bad_doctor.code == 3 and finding["status"] == "fail", bad_doctor.text
     assert finding["detail"].startswith("unauthorised") and proxy.url in finding["detail"], finding
     assert len(proxy.refused) > refused_before
+    assert all("invalid bearer token" in r for r in proxy.refused[refused_before:]), proxy.refused  # it was sent
 
     # No ca_bundle: the server's certificate is not trusted; one clear error naming the URL and the setting.
     forwarded_before = proxy.forwarded

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote as urlquote
 
 from wapflow.errors import ConfigError, EnvironmentProblem, ServiceError, Unreachable, WapError
+from wapflow.lakehouse.catalog_props import REST_TOKEN_SETTING
 from wapflow.lakehouse.tables import Ref, Snapshot, SnapshotReads, refs_of, snapshots_of
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
 # "spark": read table metadata through Spark even where the catalog can be read directly.
 FORCE_ENV = "WAP_METADATA"
 _REST_IMPL = "org.apache.iceberg.rest.RESTCatalog"
-# Where a REST catalog's token is set (what a refused one's message tells the user to check).
-TOKEN_SETTING = "[lakehouse] catalog_properties.token (or credential)"
 _TIMEOUT = 30.0
 
 
@@ -289,12 +288,12 @@ class RestSource:
             return doc
         if resp.status_code in (401, 419):
             raise spark_errors.unauthorised_error(
-                f"the Iceberg catalog at {self.uri}", TOKEN_SETTING, f"trying to {what}"
+                f"the Iceberg catalog at {self.uri}", REST_TOKEN_SETTING, f"trying to {what}"
             )
         if resp.status_code == 403:
             raise EnvironmentProblem(
                 f"the Iceberg catalog at {self.uri} refused the request to {what} (forbidden, HTTP 403)",
-                hint=f"the token is valid but may not do this: check its grants ({TOKEN_SETTING})",
+                hint=f"the token is valid but may not do this: check its grants ({REST_TOKEN_SETTING})",
             )
         if resp.status_code >= 500 or resp.status_code == 429:
             raise ServiceError(

@@ -82,7 +82,7 @@ def effective_master(cfg: WapConfig, progress: jvm.Progress | None = None) -> st
 
 def name_endpoints(cfg: WapConfig, props: dict[str, str]) -> None:
     """Errors of the catalog's clients in this JVM name its URL and where its token is set (spark.errors)."""
-    from wapflow.lakehouse.metadata import TOKEN_SETTING
+    from wapflow.lakehouse.catalog_props import REST_TOKEN_SETTING
     from wapflow.lakehouse.nessie_config import TOKEN_SETTING as NESSIE_TOKEN_SETTING
     from wapflow.spark import errors as spark_errors
 
@@ -90,7 +90,7 @@ def name_endpoints(cfg: WapConfig, props: dict[str, str]) -> None:
     if cfg.lakehouse.catalog == "nessie":
         spark_errors.name_endpoint("the Nessie server", uri, NESSIE_TOKEN_SETTING)
     elif uri.startswith(("http://", "https://")):
-        spark_errors.name_endpoint("the Iceberg catalog", uri, TOKEN_SETTING)
+        spark_errors.name_endpoint("the Iceberg catalog", uri, REST_TOKEN_SETTING)
 
 
 def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> SparkSession:

@@ -191,15 +191,13 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
             )
         )
     elif kind == "rest":
-        from wapflow.lakehouse.metadata import TOKEN_SETTING as REST_TOKEN_SETTING
+        from wapflow.lakehouse.catalog_props import REST_TOKEN_ENV, REST_TOKEN_SETTING
 
         if not uri:
             return [Finding("catalog", "fail", 'catalog = "rest" without catalog_properties.uri', "set the uri")]
-        found.append(
-            _http_get(
-                cfg, uri.rstrip("/") + "/v1/config", props.get("token"), REST_TOKEN_SETTING, "start the REST catalog"
-            )
-        )
+        token = props.get("token") or os.environ.get(REST_TOKEN_ENV)
+        config_url = uri.rstrip("/") + "/v1/config"
+        found.append(_http_get(cfg, config_url, token, REST_TOKEN_SETTING, "start the REST catalog"))
     elif kind == "hive" and uri.startswith("thrift://"):
         u = urlsplit(uri)
         why = _reachable(u.hostname or "", u.port or 9083)
@@ -420,9 +418,9 @@ def _secrets(cfg: WapConfig) -> list[str]:
     from wapflow.lakehouse.spark_s3 import s3_settings
 
     values = list(s3_settings(cfg).secret_values())
-    token = nessie_token(cfg)
-    if token:
-        values.append(token)
+    from wapflow.lakehouse.catalog_props import REST_TOKEN_ENV
+
+    values += [t for t in (nessie_token(cfg), os.environ.get(REST_TOKEN_ENV)) if t]
     for key, value in cfg.lakehouse.catalog_properties.items():
         if any(word in key.lower() for word in _SECRET_PROPS):
             values.append(value)
