@@ -56,7 +56,9 @@ def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
     """Catalogs load lazily by name, so they can be registered on a running session."""
     name = cfg.lakehouse.catalog_name
     spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
-    for k, v in catalog_properties(cfg).items():
+    props = catalog_properties(cfg)
+    name_endpoints(cfg, props)
+    for k, v in props.items():
         spark.conf.set(f"spark.sql.catalog.{name}.{k}", v)
 
 

@@ -124,7 +124,6 @@ _SERVICE_JAVA = frozenset(
 _UNAUTHORISED_JAVA = frozenset(
     {
         "org.apache.iceberg.exceptions.NotAuthorizedException",
-        "org.projectnessie.error.NessieNotAuthorizedException",
         "org.projectnessie.client.rest.NessieNotAuthorizedException",
     }
 )
