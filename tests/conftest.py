@@ -19,6 +19,7 @@ pytest_plugins = [
     "support.s3_server",
     "support.pg_server",
     "support.rest_server",
+    "support.tls_proxy",
     "support.spark_cluster",
 ]
 

@@ -70,6 +70,9 @@ class LakehouseConfig(_Strict):
     # bearer token (or $WAP_NESSIE_TOKEN); the token is never printed.
     nessie_uri: str | None = None
     nessie_token: str | None = Field(default=None, repr=False)  # unset: $WAP_NESSIE_TOKEN
+    # A PEM file (relative to wap.toml's folder) of the private CA that signed an https:// catalog server's
+    # certificate (catalog = "rest" or "nessie"): trusted besides the public CAs, by wapflow and by Spark's JVM.
+    ca_bundle: str | None = None
 
     @field_validator("catalog_name")
     @classmethod

@@ -6,11 +6,17 @@ looks up, can use them without importing the session back.
 
 from __future__ import annotations
 
+import os
+
 from wapflow.config import WapConfig, ensure_folder
 from wapflow.errors import ConfigError
 from wapflow.lakehouse import spark_s3 as s3_spark
 
 SPARK_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+# A REST catalog's bearer token outside wap.toml: catalog_properties.token when that is not set.
+REST_TOKEN_ENV = "WAP_REST_TOKEN"
+# Where a REST catalog's token is set (what a refused one's message tells the user to check).
+REST_TOKEN_SETTING = f"[lakehouse] catalog_properties.token or ${REST_TOKEN_ENV} (or credential)"
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 
@@ -46,6 +52,9 @@ def catalog_properties(cfg: WapConfig) -> dict[str, str]:
     # s3:// warehouse: Iceberg's S3FileIO with the [s3] endpoint/region (credentials: see wapflow.lakehouse.spark_s3).
     props.update(s3_spark.iceberg_properties(cfg))
     props.update(lh.catalog_properties)
+    token = os.environ.get(REST_TOKEN_ENV)
+    if lh.catalog in ("rest", "custom") and token and "token" not in props and "credential" not in props:
+        props["token"] = token  # Iceberg's REST client (and wapflow's no-JVM reads) send it as a bearer token
     if lh.catalog == "custom" and "catalog-impl" not in props and "type" not in props:
         raise ConfigError(
             'catalog = "custom" needs catalog_properties.catalog-impl (a Java class name)',

@@ -79,9 +79,8 @@ class Lakehouse:
     def nessie(self) -> NessieClient:
         """The Nessie REST client (catalog = "nessie"); needs no Spark."""
         from wapflow.lakehouse.nessie import NessieClient
-        from wapflow.lakehouse.nessie_config import nessie_token, nessie_uri
 
-        return NessieClient(nessie_uri(self.config), nessie_token(self.config))
+        return NessieClient.for_config(self.config)
 
     @property
     def _on_nessie(self) -> bool:

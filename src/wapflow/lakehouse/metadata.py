@@ -25,11 +25,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import ssl
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote as urlquote
 
 from wapflow.errors import ConfigError, EnvironmentProblem, ServiceError, Unreachable, WapError
+from wapflow.lakehouse.catalog_props import REST_TOKEN_SETTING
 from wapflow.lakehouse.tables import Ref, Snapshot, SnapshotReads, refs_of, snapshots_of
+from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
@@ -128,7 +131,9 @@ def source_for(
     if lh.catalog in ("rest", "custom"):
         props = catalog_properties(cfg)
         if props.get("type") == "rest" or props.get("catalog-impl") == _REST_IMPL:
-            return RestSource(props)
+            from wapflow.lakehouse.tls import ssl_context
+
+            return RestSource(props, verify=ssl_context(cfg))
     return None
 
 
@@ -222,12 +227,13 @@ class RestSource:
     answers with the metadata itself. Auth as Iceberg's client: `token` (bearer), or `credential`
     (client_id:secret) exchanged at `oauth2-server-uri` (default {uri}/v1/oauth/tokens); `header.NAME` sent as is."""
 
-    def __init__(self, props: dict[str, str]) -> None:
+    def __init__(self, props: dict[str, str], *, verify: ssl.SSLContext | bool = True) -> None:
         uri = props.get("uri", "").rstrip("/")
         if not uri:
             raise ConfigError('catalog = "rest" needs catalog_properties.uri', hint="e.g. uri = http://host:8181")
         self.uri = uri
         self.props = props
+        self.verify = verify  # [lakehouse] ca_bundle's CAs besides the public ones (wapflow.lakehouse.tls)
         self._http: httpx.Client | None = None
         self._prefix: str | None = None
 
@@ -236,7 +242,7 @@ class RestSource:
 
         if self._http is None:
             headers = {k[len("header.") :]: v for k, v in self.props.items() if k.startswith("header.")}
-            self._http = httpx.Client(base_url=self.uri, headers=headers, timeout=_TIMEOUT)
+            self._http = httpx.Client(base_url=self.uri, headers=headers, timeout=_TIMEOUT, verify=self.verify)
             token = self.props.get("token") or self._exchange_credential()
             if token:
                 self._http.headers["Authorization"] = f"Bearer {token}"
@@ -268,6 +274,9 @@ class RestSource:
                 f"{self.uri} is not an http(s) URL", hint="catalog_properties.uri is the REST catalog's base URL"
             ) from None
         except httpx.TransportError as e:
+            untrusted = spark_errors.tls_untrusted(e)
+            if untrusted is not None:
+                raise spark_errors.untrusted_tls_error(f"the Iceberg catalog at {self.uri}", untrusted) from None
             raise Unreachable(
                 f"could not reach the Iceberg catalog at {self.uri} while trying to {what}: {type(e).__name__}",
                 hint="check that the server is running and reachable, then retry",
@@ -277,11 +286,14 @@ class RestSource:
         if resp.status_code < 300:
             doc: dict[str, Any] = resp.json() if resp.content else {}
             return doc
-        if resp.status_code in (401, 403, 419):
-            reason = "forbidden" if resp.status_code == 403 else "not authorized"
+        if resp.status_code in (401, 419):
+            raise spark_errors.unauthorised_error(
+                f"the Iceberg catalog at {self.uri}", REST_TOKEN_SETTING, f"trying to {what}"
+            )
+        if resp.status_code == 403:
             raise EnvironmentProblem(
-                f"the Iceberg catalog at {self.uri} refused the request to {what} ({reason}, HTTP {resp.status_code})",
-                hint="check catalog_properties token or credential (never printed)",
+                f"the Iceberg catalog at {self.uri} refused the request to {what} (forbidden, HTTP 403)",
+                hint=f"the token is valid but may not do this: check its grants ({REST_TOKEN_SETTING})",
             )
         if resp.status_code >= 500 or resp.status_code == 429:
             raise ServiceError(

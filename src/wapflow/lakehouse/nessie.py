@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import hashlib
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +23,6 @@ import httpx
 
 from wapflow.errors import (
     ConfigError,
-    EnvironmentProblem,
     NotFound,
     PublishConflict,
     ServiceError,
@@ -32,8 +32,9 @@ from wapflow.errors import (
 )
 from wapflow.lakehouse.branches import AuditView, BranchInfo, Discarded, PublishedRun, RunSlice
 from wapflow.lakehouse.lineage import RUN_ID_PROP, merge_properties, with_properties
-from wapflow.lakehouse.nessie_config import TOKEN_ENV, normalize_uri
+from wapflow.lakehouse.nessie_config import TOKEN_SETTING, normalize_uri
 from wapflow.lakehouse.tables import Tables
+from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch, validate_part
 
 if TYPE_CHECKING:
@@ -80,13 +81,24 @@ def _parse_time(text: str | None) -> datetime | None:
 class NessieClient:
     """Nessie REST API v2: references, merge with an expected hash, commit log. Errors are wapflow errors."""
 
-    def __init__(self, uri: str, token: str | None = None, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, uri: str, token: str | None = None, *, timeout: float = 30.0, verify: ssl.SSLContext | bool = True
+    ) -> None:
         self.base = normalize_uri(uri)
         headers = {"Accept": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         # The token lives only in this header; it is never part of a message or a repr.
-        self._http = httpx.Client(base_url=self.base, headers=headers, timeout=timeout)
+        # verify: [lakehouse] ca_bundle's CAs besides the public ones (wapflow.lakehouse.tls).
+        self._http = httpx.Client(base_url=self.base, headers=headers, timeout=timeout, verify=verify)
+
+    @classmethod
+    def for_config(cls, cfg: WapConfig) -> NessieClient:
+        """The client of wap.toml's Nessie: its URI, token and [lakehouse] ca_bundle."""
+        from wapflow.lakehouse.nessie_config import nessie_token, nessie_uri
+        from wapflow.lakehouse.tls import ssl_context
+
+        return cls(nessie_uri(cfg), nessie_token(cfg), verify=ssl_context(cfg))
 
     def __repr__(self) -> str:
         return f"NessieClient({self.base!r})"
@@ -105,6 +117,9 @@ class NessieClient:
                 hint="nessie_uri is the server's API base, e.g. http://127.0.0.1:19120/api/v2",
             ) from None
         except httpx.TransportError as e:
+            untrusted = spark_errors.tls_untrusted(e)
+            if untrusted is not None:
+                raise spark_errors.untrusted_tls_error(f"the Nessie server at {self.base}", untrusted) from None
             raise Unreachable(
                 f"the Nessie server at {self.base} is not reachable ({type(e).__name__}) while trying to {what}",
                 hint="start one with `wap nessie up`, or fix [lakehouse].nessie_uri; nothing was written",
@@ -117,10 +132,8 @@ class NessieClient:
         code = str(body.get("errorCode") or "")
         msg = str(body.get("message") or resp.reason_phrase or "")[:500]
         if resp.status_code in (401, 403):
-            raise EnvironmentProblem(
-                f"the Nessie server at {self.base} rejected the request to {what} (HTTP {resp.status_code}: "
-                "missing, wrong or unauthorized bearer token)",
-                hint=f"set [lakehouse].nessie_token or ${TOKEN_ENV}; the token itself is never printed",
+            raise spark_errors.unauthorised_error(
+                f"the Nessie server at {self.base}", TOKEN_SETTING, f"trying to {what} (HTTP {resp.status_code})"
             )
         if code == "REFERENCE_NOT_FOUND":
             raise NotFound(f"Nessie: {msg}", hint="list branches with `wap branches`")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from wapflow.config import WapConfig
 from wapflow.errors import EnvironmentProblem, TransientError, Unreachable
-from wapflow.lakehouse import jvm
+from wapflow.lakehouse import jvm, tls
 from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
 from wapflow.spark.kind import is_connect
 from wapflow.stopping import STOP
@@ -56,7 +56,9 @@ def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
     """Catalogs load lazily by name, so they can be registered on a running session."""
     name = cfg.lakehouse.catalog_name
     spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
-    for k, v in catalog_properties(cfg).items():
+    props = catalog_properties(cfg)
+    name_endpoints(cfg, props)
+    for k, v in props.items():
         spark.conf.set(f"spark.sql.catalog.{name}.{k}", v)
 
 
@@ -78,6 +80,19 @@ def effective_master(cfg: WapConfig, progress: jvm.Progress | None = None) -> st
     if progress:
         progress(f"using the Spark Connect server of `wap serve` at {state.endpoint} (pid {state.pid})")
     return state.endpoint
+
+
+def name_endpoints(cfg: WapConfig, props: dict[str, str]) -> None:
+    """Errors of the catalog's clients in this JVM name its URL and where its token is set (spark.errors)."""
+    from wapflow.lakehouse.catalog_props import REST_TOKEN_SETTING
+    from wapflow.lakehouse.nessie_config import TOKEN_SETTING as NESSIE_TOKEN_SETTING
+    from wapflow.spark import errors as spark_errors
+
+    uri = props.get("uri", "")
+    if cfg.lakehouse.catalog == "nessie":
+        spark_errors.name_endpoint("the Nessie server", uri, NESSIE_TOKEN_SETTING)
+    elif uri.startswith(("http://", "https://")):
+        spark_errors.name_endpoint("the Iceberg catalog", uri, REST_TOKEN_SETTING)
 
 
 def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> SparkSession:
@@ -114,6 +129,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             f"-Dlog4j2.configurationFile=file:{log_conf}",
             f"-Dwap.log.file={_log_file}",
             f"-Dwap.console.level={'warn' if verbose else 'off'}",
+            *tls.java_options(cfg),  # [lakehouse] ca_bundle: the catalog clients' trust store
         ]
         # Quoted: Spark splits this option on blanks, and the state folder may contain some.
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(f'"{o}"' for o in java_opts))
@@ -128,7 +144,9 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             )
     name = lh.catalog_name
     builder = builder.config(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
-    for k, v in catalog_properties(cfg).items():
+    props = catalog_properties(cfg)
+    name_endpoints(cfg, props)
+    for k, v in props.items():
         builder = builder.config(f"spark.sql.catalog.{name}.{k}", v)
     for key, value in lh.spark_conf.items():
         builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))

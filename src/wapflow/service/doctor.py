@@ -183,13 +183,21 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
     uri = props.get("uri", "")
     found: list[Finding] = []
     if kind == "nessie":
-        from wapflow.lakehouse.nessie_config import nessie_token, nessie_uri
+        from wapflow.lakehouse.nessie_config import TOKEN_SETTING, nessie_token, nessie_uri
 
-        found.append(_http_get(nessie_uri(cfg) + "/config", nessie_token(cfg), "start Nessie (`wap nessie up`)"))
+        found.append(
+            _http_get(
+                cfg, nessie_uri(cfg) + "/config", nessie_token(cfg), TOKEN_SETTING, "start Nessie (`wap nessie up`)"
+            )
+        )
     elif kind == "rest":
+        from wapflow.lakehouse.catalog_props import REST_TOKEN_ENV, REST_TOKEN_SETTING
+
         if not uri:
             return [Finding("catalog", "fail", 'catalog = "rest" without catalog_properties.uri', "set the uri")]
-        found.append(_http_get(uri.rstrip("/") + "/v1/config", props.get("token"), "start the REST catalog"))
+        token = props.get("token") or os.environ.get(REST_TOKEN_ENV)
+        config_url = uri.rstrip("/") + "/v1/config"
+        found.append(_http_get(cfg, config_url, token, REST_TOKEN_SETTING, "start the REST catalog"))
     elif kind == "hive" and uri.startswith("thrift://"):
         u = urlsplit(uri)
         why = _reachable(u.hostname or "", u.port or 9083)
@@ -227,14 +235,25 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
     return found
 
 
-def _http_get(url: str, token: str | None, start: str) -> Finding:
+def _http_get(cfg: WapConfig, url: str, token: str | None, token_setting: str, start: str) -> Finding:
+    from wapflow.lakehouse.tls import ca_bundle, ssl_context
+    from wapflow.spark import errors as spark_errors
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        r = httpx.get(url, headers=headers, timeout=_TIMEOUT)
+        r = httpx.get(url, headers=headers, timeout=_TIMEOUT, verify=ssl_context(cfg))
     except httpx.HTTPError as e:
+        untrusted = spark_errors.tls_untrusted(e)
+        if untrusted is not None:
+            err = spark_errors.untrusted_tls_error(url, untrusted)
+            return Finding("catalog", "fail", err.message, err.hint or "")
         return Finding("catalog", "fail", f"{url}: {_first_line(e) or type(e).__name__}", f"{start}, or fix the uri")
     if r.status_code in (401, 403):
-        return Finding("catalog", "fail", f"{url} answers {r.status_code}", "check the token (never printed)")
+        err = spark_errors.unauthorised_error(url, token_setting, f"reading its configuration (HTTP {r.status_code})")
+        return Finding("catalog", "fail", err.message, err.hint or "")
+    bundle = ca_bundle(cfg)
+    if url.startswith("https://") and bundle is not None:
+        return Finding("catalog", "ok", f"{url} answers {r.status_code} (TLS verified, CA bundle {bundle})")
     if r.status_code >= 400:
         return Finding("catalog", "fail", f"{url} answers {r.status_code}", "check the uri")
     return Finding("catalog", "ok", f"{url} answers {r.status_code}")
@@ -399,9 +418,9 @@ def _secrets(cfg: WapConfig) -> list[str]:
     from wapflow.lakehouse.spark_s3 import s3_settings
 
     values = list(s3_settings(cfg).secret_values())
-    token = nessie_token(cfg)
-    if token:
-        values.append(token)
+    from wapflow.lakehouse.catalog_props import REST_TOKEN_ENV
+
+    values += [t for t in (nessie_token(cfg), os.environ.get(REST_TOKEN_ENV)) if t]
     for key, value in cfg.lakehouse.catalog_properties.items():
         if any(word in key.lower() for word in _SECRET_PROPS):
             values.append(value)

@@ -9,7 +9,6 @@ from typing import TypedDict
 
 from wapflow.config import WapConfig
 from wapflow.lakehouse.nessie import NessieClient
-from wapflow.lakehouse.nessie_config import nessie_token, nessie_uri
 
 
 class CommitRow(TypedDict):
@@ -24,7 +23,7 @@ class CommitRow(TypedDict):
 
 def main_commits(cfg: WapConfig, limit: int = 20) -> list[CommitRow]:
     """main's commits, newest first."""
-    commits = NessieClient(nessie_uri(cfg), nessie_token(cfg)).log("main", limit=limit, with_keys=True)
+    commits = NessieClient.for_config(cfg).log("main", limit=limit, with_keys=True)
     return [
         {
             "hash": c.hash[:16],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import re
+from dataclasses import dataclass
 
 from wapflow.errors import (
     BugError,
@@ -119,9 +120,26 @@ _SERVICE_JAVA = frozenset(
         "org.apache.hadoop.fs.s3a.AWSStatus500Exception",
     }
 )
+# A refused token: Iceberg's REST client and Nessie's client raise these for HTTP 401 (Nessie's for 403 too).
+_UNAUTHORISED_JAVA = frozenset(
+    {
+        "org.apache.iceberg.exceptions.NotAuthorizedException",
+        "org.projectnessie.client.rest.NessieNotAuthorizedException",
+    }
+)
+# A server certificate no trusted CA signed: what the JDK's PKIX validation throws under SSLHandshakeException.
+_TLS_UNTRUSTED_JAVA = frozenset(
+    {
+        "sun.security.provider.certpath.SunCertPathBuilderException",
+        "sun.security.validator.ValidatorException",
+        "java.security.cert.CertPathValidatorException",
+        "java.security.cert.CertificateExpiredException",
+        "java.security.cert.CertificateNotYetValidException",
+    }
+)
+_TLS_UNTRUSTED_PY = "SSLCertVerificationError"  # ssl's, under httpx's ConnectError
 _ENVIRONMENT_JAVA = {
     "org.apache.iceberg.exceptions.ForbiddenException": "the catalog refused the request (forbidden)",
-    "org.apache.iceberg.exceptions.NotAuthorizedException": "the catalog refused the credentials (not authorized)",
     "java.nio.file.AccessDeniedException": "access was denied",
     "org.apache.hadoop.fs.s3a.UnknownStoreException": "the bucket does not exist",
     "org.apache.hadoop.fs.s3a.CredentialInitializationException": "no usable S3 credentials were found",
@@ -321,8 +339,64 @@ def _sqlite_full(code: int | None) -> bool:
     return code is not None and (code & 0xFF == _SQLITE_FULL or code == _SQLITE_IOERR_SHMSIZE)
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a service of this process's config is, and which settings hold its token (named, never shown)."""
+
+    url: str
+    token_setting: str
+
+
+# The catalog's endpoints by the service name `_service` gives them ("the Iceberg catalog", "the Nessie server"):
+# set once the config is known (wapflow.lakehouse.session), read when an error of that service is named.
+_ENDPOINTS: dict[str, Endpoint] = {}
+
+
+def name_endpoint(service: str, url: str, token_setting: str) -> None:
+    """Errors of `service` name its URL and, for a refused token, the setting to check."""
+    _ENDPOINTS[service] = Endpoint(url, token_setting)
+
+
+def tls_untrusted(e: BaseException) -> str | None:
+    """Why the server's certificate was not trusted (the validator's own words), or None when that is not the
+    failure: the JDK's PKIX exceptions, or Python's SSLCertVerificationError, anywhere in the chain."""
+    for link in walk(e):
+        if link.cls in _TLS_UNTRUSTED_JAVA or _TLS_UNTRUSTED_PY in link.names:
+            reason = (None if link.java else getattr(link.error, "verify_message", None)) or _first_line(link.message)
+            return str(reason or "certificate verify failed")
+        # httpcore wraps the ssl error as its exception's argument, not as its cause.
+        wrapped = getattr(link.error, "args", ()) if not link.java else ()
+        inner = wrapped[0] if wrapped and isinstance(wrapped[0], BaseException) else None
+        if inner is not None and _TLS_UNTRUSTED_PY in {c.__name__ for c in type(inner).__mro__}:
+            return str(getattr(inner, "verify_message", None) or _first_line(str(inner)) or "certificate verify failed")
+    return None
+
+
+def untrusted_tls_error(url: str, reason: str) -> EnvironmentProblem:
+    """The one message for a certificate that is not trusted, on every path (JVM, httpx, `wap doctor`)."""
+    return EnvironmentProblem(
+        f"TLS verification failed for {url}: its certificate is not signed by a CA this machine trusts ({reason})",
+        hint="set [lakehouse] ca_bundle to the PEM file of the CA that signed the server's certificate "
+        "(a private CA), or fix the URL",
+    )
+
+
+def unauthorised_error(url: str, token_setting: str, doing: str) -> EnvironmentProblem:
+    """The one message for a missing or refused token, on every path (JVM, httpx, `wap doctor`)."""
+    return EnvironmentProblem(
+        f"unauthorised: {url} refused the token while {doing} (missing, wrong or expired)",
+        hint=f"check {token_setting}; the token itself is never printed",
+    )
+
+
 def _one(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:
     cls = link.cls
+    if cls in _UNAUTHORISED_JAVA:
+        service = _target(links, i)
+        known = _ENDPOINTS.get(service)
+        if known is not None:
+            return unauthorised_error(f"{service} at {known.url}", known.token_setting, doing)
+        return unauthorised_error(service, "the catalog's token settings", doing)
     if cls in _COMMIT_CONFLICT:
         return CommitConflict(
             f"another writer committed to the catalog first while {doing}, and Iceberg's own retries did not "
@@ -390,6 +464,13 @@ def classify(e: BaseException, *, doing: str) -> WapError | None:
             f"{_first_line(inner.message) or 'disk full'})",
             hint=_DISK_FULL_HINT,
         )
+    untrusted = tls_untrusted(e)
+    if untrusted is not None:
+        service = next((_target(links, i) for i, link in enumerate(links) if link.cls in _TLS_UNTRUSTED_JAVA), "")
+        if service not in _ENDPOINTS and len(_ENDPOINTS) == 1:  # the one https server this config names
+            service = next(iter(_ENDPOINTS))
+        known = _ENDPOINTS.get(service)
+        return untrusted_tls_error(f"{service} at {known.url}" if known else service or "the server", untrusted)
     for i, link in enumerate(links):
         found = _one(link, links, i, doing)
         if found is not None:

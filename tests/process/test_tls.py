@@ -1,0 +1,251 @@
+"""TLS and tokens to the catalog's servers (issue 25 item 4), through a real TLS endpoint on 127.0.0.1.
+
+The session's Iceberg REST server and Nessie server (tests/support/rest_server.py, servers.py) speak plain
+HTTP and ask for no token; each test puts wapflow._dev.tls_proxy in front of one (tests/support/tls_proxy.py):
+https:// with a certificate signed by a throwaway CA no machine trusts, and a 401 unless the request carries
+`Authorization: Bearer <the token>`. Everything else is real: `wap` processes (Spark's JVM with the trust
+store wapflow makes with keytool; the no-JVM commands through httpx), read back by PyIceberg through the same
+proxy (REST) or by the no-JVM `wap history` (Nessie).
+
+For each server: the right token and `[lakehouse] ca_bundle` -> a run publishes; a wrong token -> exit 3
+"unauthorised" naming the URL and the setting; no ca_bundle -> exit 3 "TLS verification failed" naming the
+URL and `ca_bundle`; the same from `wap doctor` and the no-JVM commands. No token appears in any output, log
+or run store file.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from support.cli_harness import Proc, checksum, wap
+from support.data import trips_file
+from support.no_jvm import NO_SPARK_HOME
+from wapflow._dev.tls_proxy import Authority
+
+REST_TOKEN = "rest-token-7f3a9c2e"
+NESSIE_TOKEN = "nessie-token-51b8d04c"
+WRONG_TOKEN = "wrong-token-c0ffee11"
+
+
+def config(folder: Path, lakehouse: str, table: str, ca: Path | None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    cfg = folder / "wap.toml"
+    bundle = f'ca_bundle = "{ca}"\n' if ca is not None else ""
+    cfg.write_text(
+        textwrap.dedent(
+            f"""\
+            [lakehouse]
+            warehouse = "{folder / "lake"}"
+            catalog_name = "lake"
+            master = "local[2]"
+            driver_memory = "1g"
+            """
+        )
+        + lakehouse
+        + bundle
+        + '\n[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
+        + f'[tables."{table}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
+    )
+    return cfg
+
+
+def no_jvm(*args: str, **env: str) -> Proc:
+    """A `wap` process that cannot start Spark: it answers only if it needs none."""
+    return wap(*args, SPARK_HOME=NO_SPARK_HOME, JAVA_HOME=NO_SPARK_HOME, **env)
+
+
+def error(p: Proc) -> dict[str, Any]:
+    err: dict[str, Any] = json.loads(p.stdout)["error"]
+    return err
+
+
+def catalog_finding(p: Proc) -> dict[str, str]:
+    found = [f for f in json.loads(p.stdout)["findings"] if f["part"] == "catalog"]
+    assert len(found) == 1, p.text
+    return found[0]
+
+
+def assert_no_secret(*where: Proc | Path) -> None:
+    """Neither token in any output, nor in any file under the given folders (logs, run store, SQLite bytes)."""
+    for w in where:
+        if isinstance(w, Path):
+            for f in (x for x in w.rglob("*") if x.is_file()):
+                data = f.read_bytes()
+                for token in (REST_TOKEN, NESSIE_TOKEN, WRONG_TOKEN):
+                    assert token.encode() not in data, f"{token} in {f}"
+        else:
+            for token in (REST_TOKEN, NESSIE_TOKEN, WRONG_TOKEN):
+                assert token not in w.text, w.text
+
+
+def assert_unauthorised(err: dict[str, Any], url: str, setting: str) -> None:
+    assert (err["kind"], err["exit_code"]) == ("environment", 3), err
+    assert err["message"].startswith("unauthorised") and url in err["message"], err
+    assert setting in err["hint"], err
+
+
+def assert_untrusted(err: dict[str, Any], url: str) -> None:
+    assert (err["kind"], err["exit_code"]) == ("environment", 3), err
+    assert err["message"].startswith("TLS verification failed for ") and url in err["message"], err
+    assert "[lakehouse] ca_bundle" in err["hint"], err
+
+
+@pytest.mark.slow  # three `wap run` processes (JVMs)
+def test_rest_catalog_over_tls_with_a_token(
+    rest_catalog, tls_proxy, tls_authority: Authority, tmp_path, landing, monkeypatch
+):
+    from pyiceberg.catalog.rest import RestCatalog
+
+    port = int(rest_catalog.url.rsplit(":", 1)[1])
+    proxy = tls_proxy(port, token=REST_TOKEN)
+    table = "tls_rest.trips"
+    src = trips_file(landing, "batch.parquet", 60)
+
+    def lakehouse(token: str | None) -> str:
+        props = f'uri = "{proxy.url}"' + (f', token = "{token}"' if token else "")
+        return f'catalog = "rest"\ncatalog_properties = {{ {props} }}\n'
+
+    good = config(tmp_path / "good", lakehouse(REST_TOKEN), table, tls_authority.ca_pem)
+    # The wrong token comes from $WAP_REST_TOKEN (the way to keep it out of wap.toml).
+    wrong = config(tmp_path / "wrong", lakehouse(None), table, tls_authority.ca_pem)
+    untrusted = config(tmp_path / "untrusted", lakehouse(REST_TOKEN), table, None)
+
+    # Right token, CA trusted: Spark's REST client (its JVM trusts the CA through wapflow's trust store) publishes.
+    run = wap("run", table, str(src), "--config", str(good), "--json")
+    assert run.code == 0 and run.doc["status"] == "published", run.text
+    assert proxy.forwarded > 0 and proxy.refused == [], proxy.refused
+    # An independent reader through the same TLS endpoint and token: the run's rows are on main.
+    # PyIceberg's `ssl.cabundle` (a nested property when given in code); requests lets $REQUESTS_CA_BUNDLE (or
+    # $CURL_CA_BUNDLE) win over a session's own CA bundle, so they must not be set for this reader.
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    reader = RestCatalog("reader", uri=proxy.url, token=REST_TOKEN, ssl={"cabundle": str(tls_authority.ca_pem)})
+    t = reader.load_table(table)
+    assert t.current_snapshot() is not None and t.current_snapshot().snapshot_id == run.doc["snapshot_id"]
+    assert checksum(t.scan().to_arrow().to_pylist(), "trip_id") == checksum(pq.read_table(src).to_pylist(), "trip_id")
+    # The no-JVM path (httpx with the same CA bundle and token).
+    history = no_jvm("history", table, "--config", str(good), "--json")
+    assert history.code == 0, history.text
+    assert history.doc["snapshots"][0]["snapshot_id"] == run.doc["snapshot_id"]
+    doctor = wap("doctor", "--config", str(good), "--json")
+    finding = catalog_finding(doctor)
+    assert finding["status"] == "ok" and "TLS verified" in finding["detail"], doctor.text
+
+    # A wrong token: exit 3, "unauthorised", the URL and the setting to check; on the Spark and no-JVM paths.
+    refused_before = len(proxy.refused)
+    bad = wap("run", table, str(src), "--config", str(wrong), "--json", WAP_REST_TOKEN=WRONG_TOKEN)
+    assert bad.code == 3 and bad.doc["status"] == "failed", bad.text
+    assert_unauthorised(error(bad), proxy.url, "catalog_properties.token or $WAP_REST_TOKEN")
+    bad_history = no_jvm("history", table, "--config", str(wrong), "--json", WAP_REST_TOKEN=WRONG_TOKEN)
+    assert bad_history.code == 3, bad_history.text
+    assert_unauthorised(error(bad_history), proxy.url, "catalog_properties.token or $WAP_REST_TOKEN")
+    bad_doctor = wap("doctor", "--config", str(wrong), "--json", WAP_REST_TOKEN=WRONG_TOKEN)
+    finding = catalog_finding(bad_doctor)
+    assert bad_doctor.code == 3 and finding["status"] == "fail", bad_doctor.text
+    assert finding["detail"].startswith("unauthorised") and proxy.url in finding["detail"], finding
+    assert len(proxy.refused) > refused_before
+    assert all("invalid bearer token" in r for r in proxy.refused[refused_before:]), proxy.refused  # it was sent
+
+    # No ca_bundle: the server's certificate is not trusted; one clear error naming the URL and the setting.
+    forwarded_before = proxy.forwarded
+    tls = wap("run", table, str(src), "--config", str(untrusted), "--json")
+    assert tls.code == 3 and tls.doc["status"] == "failed", tls.text
+    assert_untrusted(error(tls), proxy.url)
+    tls_history = no_jvm("branches", table, "--config", str(untrusted), "--json")
+    assert tls_history.code == 3, tls_history.text
+    assert_untrusted(error(tls_history), proxy.url)
+    tls_doctor = wap("doctor", "--config", str(untrusted), "--json")
+    finding = catalog_finding(tls_doctor)
+    assert tls_doctor.code == 3 and finding["status"] == "fail", tls_doctor.text
+    assert finding["detail"].startswith("TLS verification failed") and "ca_bundle" in finding["fix"], finding
+    assert proxy.forwarded == forwarded_before  # nothing got past the handshake
+
+    # Main is still the first run's, and no token is in any output, log or run store.
+    assert reader.load_table(table).current_snapshot().snapshot_id == run.doc["snapshot_id"]
+    assert_no_secret(bad, bad_history, bad_doctor, tls, tls_history, tls_doctor, run, history, doctor)
+    assert_no_secret(tmp_path / "good" / "lake", tmp_path / "wrong" / "lake", tmp_path / "untrusted" / "lake")
+
+
+@pytest.mark.slow  # `wap run` processes (JVMs)
+def test_nessie_over_tls_with_a_token(nessie_server, tls_proxy, tls_authority: Authority, tmp_path, landing):
+    proxy = tls_proxy(nessie_server.port, token=NESSIE_TOKEN)
+    table = "tls_nessie.trips"
+    src = trips_file(landing, "batch.parquet", 40)
+    lakehouse = f'catalog = "nessie"\nnessie_uri = "{proxy.url}/api/v2"\n'
+    good = config(tmp_path / "good", lakehouse, table, tls_authority.ca_pem)
+    untrusted = config(tmp_path / "untrusted", lakehouse, table, None)
+    api = f"{proxy.url}/api/v2"
+
+    # Right token ($WAP_NESSIE_TOKEN), CA trusted: the Nessie client and Spark's NessieCatalog publish over TLS.
+    run = wap("run", table, str(src), "--config", str(good), "--json", WAP_NESSIE_TOKEN=NESSIE_TOKEN)
+    assert run.code == 0 and run.doc["status"] == "published", run.text
+    assert proxy.forwarded > 0 and proxy.refused == [], proxy.refused
+    history = no_jvm("history", table, "--config", str(good), "--json", WAP_NESSIE_TOKEN=NESSIE_TOKEN)
+    assert history.code == 0, history.text
+    assert history.doc["snapshots"][0]["snapshot_id"] == run.doc["snapshot_id"]
+    assert history.doc["snapshots"][0]["total_rows"] == 40
+    doctor = wap("doctor", "--config", str(good), "--json", WAP_NESSIE_TOKEN=NESSIE_TOKEN)
+    finding = catalog_finding(doctor)
+    assert finding["status"] == "ok" and "TLS verified" in finding["detail"], doctor.text
+
+    # A wrong token: exit 3 before anything is written, "unauthorised", the URL and where the token is set.
+    bad = wap("run", table, str(src), "--config", str(good), "--json", WAP_NESSIE_TOKEN=WRONG_TOKEN)
+    assert bad.code == 3 and bad.doc["status"] == "failed", bad.text
+    assert_unauthorised(error(bad), api, "$WAP_NESSIE_TOKEN")
+    bad_history = no_jvm("history", table, "--config", str(good), "--json", WAP_NESSIE_TOKEN=WRONG_TOKEN)
+    assert bad_history.code == 3, bad_history.text
+    assert_unauthorised(error(bad_history), api, "nessie_token")
+    bad_doctor = wap("doctor", "--config", str(good), "--json")  # no token at all
+    finding = catalog_finding(bad_doctor)
+    assert bad_doctor.code == 3 and finding["detail"].startswith("unauthorised"), bad_doctor.text
+    assert len(proxy.refused) >= 3
+
+    # No ca_bundle: TLS verification fails, named with the URL and the setting.
+    tls = wap("run", table, str(src), "--config", str(untrusted), "--json", WAP_NESSIE_TOKEN=NESSIE_TOKEN)
+    assert tls.code == 3 and tls.doc["status"] == "failed", tls.text
+    assert_untrusted(error(tls), api)
+    tls_doctor = wap("doctor", "--config", str(untrusted), "--json", WAP_NESSIE_TOKEN=NESSIE_TOKEN)
+    finding = catalog_finding(tls_doctor)
+    assert tls_doctor.code == 3 and finding["detail"].startswith("TLS verification failed"), tls_doctor.text
+
+    after = no_jvm("history", table, "--config", str(good), "--json", WAP_NESSIE_TOKEN=NESSIE_TOKEN)
+    assert [s["snapshot_id"] for s in after.doc["snapshots"]] == [s["snapshot_id"] for s in history.doc["snapshots"]]
+    assert_no_secret(run, history, doctor, bad, bad_history, bad_doctor, tls, tls_doctor)
+    assert_no_secret(tmp_path / "good" / "lake", tmp_path / "untrusted" / "lake")
+
+
+def test_the_java_trust_store_holds_the_jdks_cas_and_the_bundle(tls_authority: Authority, tmp_path, monkeypatch):
+    """Made by the JDK's keytool (Java's PKCS12 trusts only entries keytool marks), once per bundle and JDK."""
+    import subprocess
+
+    from wapflow.lakehouse import tls
+
+    monkeypatch.setenv("WAP_JARS_DIR", str(tmp_path / "cache" / "jars"))
+    store = tls.truststore(tls_authority.ca_pem)
+    assert store.parent == tmp_path / "cache" / "truststores" and store.suffix == ".p12"
+    listing = subprocess.run(
+        [
+            tls._keytool(),
+            "-list",
+            "-keystore",
+            str(store),
+            "-storepass",
+            tls.TRUSTSTORE_PASSWORD,
+            "-storetype",
+            "PKCS12",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "wapflow-ca-0, " in listing and "trustedCertEntry" in listing
+    assert listing.count("trustedCertEntry") > 50  # the JDK's public CAs stay trusted (S3, Maven, ...)
+    made = store.stat().st_mtime_ns
+    assert tls.truststore(tls_authority.ca_pem) == store and store.stat().st_mtime_ns == made  # cached
+    assert list(store.parent.iterdir()) == [store]  # no temporary files left
