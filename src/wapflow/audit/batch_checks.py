@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from wapflow.audit import sqlguard
-from wapflow.audit.anomaly import METRICS, as_number, band
+from wapflow.audit.anomaly import DISTINCT_RSD, METRICS, Seasonality, as_number, band, history_of, weekday_of
 from wapflow.audit.checktype import (
     Against,
     CheckType,
@@ -360,19 +360,24 @@ class VolumeCheck(CheckType):
         return {this}
 
 
-def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str) -> Verdict:
-    """The verdict of a history check before `need` published runs exist: passes, or warns, and says so."""
-    c.threshold = f"{have} of {need} runs of history: {'passes' if on_short == 'pass' else 'warns'} until then"
-    return Verdict(on_short == "pass", {"value": value, "history": have, "min_history": need}, 0, warn_only=True)
+def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str, weekday: int | None = None) -> Verdict:
+    """The verdict of a history check before `need` published runs exist: passes, or warns, and says so
+    (`weekday`: only runs on that weekday count, weekly seasonality)."""
+    basis = f" (same weekday: {history_of(have, weekday)})" if weekday is not None else ""
+    c.threshold = f"{have} of {need} runs of history{basis}: {'passes' if on_short == 'pass' else 'warns'} until then"
+    observed = {"value": value, "history": have, "min_history": need}
+    if weekday is not None:
+        observed["seasonality"] = f"same weekday: {history_of(have, weekday)}"
+    return Verdict(on_short == "pass", observed, 0, warn_only=True)
 
 
 class AnomalyCheck(CheckType):
     """A batch metric within the band the table's last published runs make (wapflow.audit.anomaly)."""
 
     check: Literal["anomaly"]
-    metric: Literal["row_count", "null_fraction", "min", "max", "mean", "sum", "mean_length"] = Field(
-        description="row_count (the batch), null_fraction (any column), min, max, mean, sum (numeric columns), "
-        "mean_length (string columns)"
+    metric: Literal["row_count", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"] = Field(
+        description="row_count (the batch), null_fraction and distinct (any column), min, max, mean, sum "
+        "(numeric columns), mean_length (string columns)"
     )
     column: str | None = Field(default=None, description="the column (every metric but row_count)")
     min_history: int = Field(default=7, ge=1, description="passes (or warns) until this many published runs exist")
@@ -382,17 +387,26 @@ class AnomalyCheck(CheckType):
         description="the band: median ± sensitivity x max(1.4826 x MAD, 5% of |median|, 0.001) of the window",
     )
     window: int = Field(default=30, ge=1, le=1000, description="how many of the table's last published runs")
+    seasonality: Seasonality = Field(
+        default="none",
+        description="weekly: the band is made of the published runs that started on the same weekday (UTC) as "
+        "this one only (the last `window` of them; min_history of them needed)",
+    )
     on_short_history: Literal["pass", "warn"] = Field(
         default="pass", description="what the check does until min_history published runs exist"
     )
 
     description: ClassVar[str] = (
-        "Fails when a batch metric (row count, a column's null fraction, min, max, mean, sum, mean length) is "
-        "outside median ± sensitivity x MAD of the table's last published runs."
+        "Fails when a batch metric (row count, a column's null fraction, distinct count, min, max, mean, sum, mean "
+        "length) is outside median ± sensitivity x MAD of the table's last published runs (with seasonality = "
+        '"weekly": of those on the same weekday). The distinct count is an estimate (approx_count_distinct, '
+        f"HyperLogLog++, relative standard deviation {DISTINCT_RSD:.0%}) of the non-null values, observed during "
+        "the write."
     )
     example: ClassVar[str] = (
         '[[tables."nyc.trips".checks]]\ncheck = "anomaly"\nmetric = "null_fraction"\ncolumn = "passenger_count"\n'
-        "min_history = 7\nsensitivity = 3.0\n"
+        'min_history = 7\nsensitivity = 3.0\n\n[[tables."nyc.trips".checks]]\ncheck = "anomaly"\n'
+        'metric = "distinct"\ncolumn = "vendor_id"\nseasonality = "weekly"\nmin_history = 4\n'
     )
     computed: ClassVar[tuple[Evidence, ...]] = ("metadata", "write")
 
@@ -411,7 +425,8 @@ class AnomalyCheck(CheckType):
 
     def default_name(self) -> str:
         on = f"({self.column})" if self.column else ""
-        return f"anomaly({self.metric}{on})"
+        weekly = ", weekly" if self.seasonality == "weekly" else ""
+        return f"anomaly({self.metric}{on}{weekly})"
 
     def validate_on(self, on: Against) -> None:
         from pyspark.sql.types import NumericType, StringType
@@ -423,7 +438,7 @@ class AnomalyCheck(CheckType):
         got = on.col_type.simpleString() if on.col_type else "?"
         raise ConfigError(
             f"{on.where}: metric {self.metric} needs a {kind} column; '{self.column}' is {got}",
-            hint="null_fraction fits any column, min/max/mean/sum numeric ones, mean_length strings",
+            hint="null_fraction and distinct fit any column, min/max/mean/sum numeric ones, mean_length strings",
         )
 
     def compile(self, mapping: dict[str, str]) -> Rule:
@@ -442,6 +457,8 @@ class AnomalyCheck(CheckType):
         col = c.col(self.column or "")
         if self.metric == "null_fraction":
             return [count_if(col.isNull()).alias(f"{c.key}_f"), rows.alias(f"{c.key}_n")]
+        if self.metric == "distinct":
+            return [F.approx_count_distinct(col, rsd=DISTINCT_RSD).alias(f"{c.key}_v")]
         agg = {"min": F.min, "max": F.max, "mean": F.avg, "sum": F.sum}.get(self.metric)
         value = agg(col) if agg is not None else F.avg(F.length(col))  # mean_length
         return [value.alias(f"{c.key}_v")]
@@ -472,10 +489,13 @@ class AnomalyCheck(CheckType):
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
         value = self.value(c, values)
-        history = ctx.metric_history(self.metric, self._column_key(c), self.window) if ctx.metric_history else []
+        weekday = weekday_of(ctx.run_at or datetime.now(UTC)) if self.seasonality == "weekly" else None
+        history = (
+            ctx.metric_history(self.metric, self._column_key(c), self.window, weekday) if ctx.metric_history else []
+        )
         if len(history) < self.min_history:
-            return short_history(c, value, len(history), self.min_history, self.on_short_history)
-        b = band(history, self.sensitivity)
+            return short_history(c, value, len(history), self.min_history, self.on_short_history, weekday)
+        b = band(history, self.sensitivity, weekday)
         c.threshold = b.describe(self.sensitivity)
         return Verdict(value is not None and b.contains(value), b.evidence(value), 0)
 

@@ -218,10 +218,12 @@ class AuditContext:
     file_metrics: Callable[[], FileMetrics | None] | None = None
     # What the run changes (write.modes.Changes as a dict: rows_inserted, ..., main_rows), for max_change.
     changes: dict[str, int] | None = None
-    # The metric history of the table's published runs, newest first: (metric, column, how many) -> values
-    # (column "" for table metrics), and the columns and types of the last published run (anomaly checks).
-    metric_history: Callable[[str, str, int], list[float]] | None = None
+    # The metric history of the table's published runs, newest first: (metric, column, how many, weekday) ->
+    # values (column "" for table metrics; weekday 0..6: only runs that started on it, None: every run), and the
+    # columns and types of the last published run (anomaly checks).
+    metric_history: Callable[[str, str, int, int | None], list[float]] | None = None
     last_schema: Callable[[], dict[str, str] | None] | None = None
+    run_at: datetime | None = None  # when this run started (the weekday of weekly seasonality)
 
 
 def evaluate(

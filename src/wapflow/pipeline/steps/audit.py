@@ -99,8 +99,11 @@ def audit(run: Run) -> AuditReport:
                 branch_sql=branch_sql,
                 file_metrics=file_metrics,
                 changes=changes.to_dict() if changes is not None else None,
-                metric_history=lambda metric, column, n: history.published(run.target.dotted, metric, column, n),
+                metric_history=lambda metric, column, n, weekday: history.published(
+                    run.target.dotted, metric, column, n, weekday
+                ),
                 last_schema=lambda: history.last_published_schema(run.target.dotted),
+                run_at=run.record.started_at,
             )
             try:
                 run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
