@@ -8,6 +8,7 @@ import statistics
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -160,11 +161,9 @@ def weeks_of_runs(tmp_path: Path, weeks: int) -> MetricHistory:
 
 
 def test_the_weekday_is_that_of_the_runs_start_in_utc() -> None:
-    late_friday_in_new_york = datetime(2026, 11, 27, 20, 30, tzinfo=UTC).astimezone(
-        __import__("zoneinfo").ZoneInfo("America/New_York")
-    )
+    late_friday_in_new_york = datetime(2026, 11, 27, 21, 30, tzinfo=ZoneInfo("America/New_York"))
     assert weekday_of(datetime(2026, 11, 28, 1, 30, tzinfo=UTC)) == 5  # Saturday
-    assert weekday_of(late_friday_in_new_york) == 4  # 15:30 in New York is 20:30 UTC, Friday
+    assert weekday_of(late_friday_in_new_york) == 5  # Friday 21:30 in New York is Saturday 02:30 UTC
     assert weekday_of(datetime(2026, 11, 28, 1, 30)) == 5  # naive: UTC, as SQLite gives it back
     rows = [(SATURDAY - timedelta(days=d), float(d)) for d in range(1, 30)]
     assert same_weekday(rows, 5, 3) == [7.0, 14.0, 21.0]  # the last 3 Saturdays, newest first
