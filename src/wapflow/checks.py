@@ -104,6 +104,7 @@ def volume(
     min_history: int = 3,
     *,
     sensitivity: float = 3.0,
+    seasonality: Literal["none", "weekly"] = "none",
     on_short_history: Literal["pass", "warn"] = "pass",
     **kw: Unpack[Options],
 ) -> B.VolumeCheck:
@@ -113,6 +114,7 @@ def volume(
         tolerance=tolerance,
         min_history=min_history,
         sensitivity=sensitivity,
+        seasonality=seasonality,
         on_short_history=on_short_history,
         **kw,
     )

@@ -21,6 +21,8 @@ from wapflow.errors import EXIT_USAGE, ConfigError
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
 
+SATURDAY = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)  # a Saturday, 06:00 UTC
+
 
 def compiled(chk: CheckType, mapping: dict[str, str] | None = None) -> Compiled:
     """The check as the engine holds it; these verdicts read no Spark column (applies/fail are unused)."""
@@ -98,7 +100,8 @@ def test_short_history_passes_or_warns_and_says_so(on_short: Any, status_ok: boo
 def test_volume_is_the_row_count_band_over_icebergs_history() -> None:
     chk = C.volume(runs=10)
     c = compiled(chk)
-    ctx = AuditContext(history=lambda: [200, 190, 210, 205, 195, 200, 198, 202, 201, 199, 5, 5])
+    rows = [200, 190, 210, 205, 195, 200, 198, 202, 201, 199, 5, 5]
+    ctx = AuditContext(history=lambda: [(SATURDAY - timedelta(days=d + 1), n) for d, n in enumerate(rows)])
     drop = chk.verdict(c, {}, 20, ctx)
     assert not drop.ok and drop.observed["value"] == 20 and drop.observed["history"] == 10
     assert "median 200" in c.threshold
@@ -141,9 +144,6 @@ def test_a_declaration_that_cannot_work_is_refused(decl: dict[str, Any], words: 
     with pytest.raises(ConfigError, match=words) as e:
         parse_config({"tables": {"nyc.trips": {"checks": [{"check": "anomaly", **decl}]}}})
     assert e.value.exit_code == EXIT_USAGE
-
-
-SATURDAY = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)  # a Saturday, 06:00 UTC
 
 
 def weeks_of_runs(tmp_path: Path, weeks: int) -> MetricHistory:
@@ -213,6 +213,25 @@ def test_too_little_same_weekday_history_skips_the_check_and_says_so(tmp_path: P
     collapsed = plain.verdict(c, {"c0_v": 3}, 100, ctx)
     assert not collapsed.ok and not collapsed.warn_only and collapsed.observed["history"] == 14
     assert plain.measured(c, {"c0_v": 49}, 100) == {("distinct", "vendor_id"): 49.0}
+
+
+def test_volume_with_weekly_seasonality_uses_icebergs_runs_on_the_same_weekday() -> None:
+    # Four weeks of daily commits: 40 rows on Saturdays, 400 on the other days.
+    days = [SATURDAY - timedelta(days=d, hours=3) for d in range(28)]
+    ctx = AuditContext(history=lambda: [(at, 40 + d if at.weekday() == 5 else 400 + d) for d, at in enumerate(days)])
+    weekly = C.volume(runs=10, min_history=3, seasonality="weekly")
+    c = compiled(weekly)
+    saturday = weekly.verdict(c, {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY))
+    assert saturday.ok and saturday.observed["history"] == 4, c.threshold
+    assert saturday.observed["seasonality"] == "same weekday: 4 Saturdays" and weekly.default_name().endswith(
+        "on the same weekday)"
+    )
+    plain = C.volume(runs=10, min_history=3)
+    assert not plain.verdict(compiled(plain), {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY)).ok
+    fixed = C.volume(runs=10, min_history=5, tolerance=0.5, seasonality="weekly")
+    c = compiled(fixed)
+    short = fixed.verdict(c, {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY))
+    assert short.ok and short.warn_only and c.threshold.startswith("4 of 5 runs of history (same weekday: 4 Saturdays)")
 
 
 def test_seasonality_is_weekly_or_none() -> None:

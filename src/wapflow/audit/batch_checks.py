@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from wapflow.audit import sqlguard
-from wapflow.audit.anomaly import DISTINCT_RSD, METRICS, Seasonality, as_number, band, history_of, weekday_of
+from wapflow.audit.anomaly import (
+    DISTINCT_RSD,
+    METRICS,
+    Seasonality,
+    as_number,
+    band,
+    history_of,
+    same_weekday,
+    weekday_of,
+)
 from wapflow.audit.checktype import (
     Against,
     CheckType,
@@ -321,21 +330,28 @@ class VolumeCheck(CheckType):
         default=None, gt=0, description="instead of the MAD band: a fixed band around their median (0.5: ±50%)"
     )
     min_history: int = Field(default=3, ge=1, description="passes (or warns) until this many published runs exist")
+    seasonality: Seasonality = Field(
+        default="none",
+        description="weekly: only the published runs committed on the same weekday (UTC) as this run started on "
+        "make the band (the last `runs` of them; min_history of them needed)",
+    )
     on_short_history: Literal["pass", "warn"] = Field(
         default="pass", description="what the check does until min_history published runs exist"
     )
 
     description: ClassVar[str] = (
         "Fails when the row count is outside the band of the table's last published runs: median ± sensitivity x "
-        "MAD (the anomaly check on row_count), or ±tolerance of the median."
+        'MAD (the anomaly check on row_count), or ±tolerance of the median; with seasonality = "weekly", of the '
+        "runs on the same weekday only."
     )
     example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "volume"\nruns = 30\nsensitivity = 3.0\n'
     computed: ClassVar[tuple[Evidence, ...]] = ("metadata",)
 
     def default_name(self) -> str:
+        weekly = " on the same weekday" if self.seasonality == "weekly" else ""
         if self.tolerance is not None:
-            return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs)"
-        return f"volume(median ± {self.sensitivity:g} MAD of last {self.runs} runs)"
+            return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs{weekly})"
+        return f"volume(median ± {self.sensitivity:g} MAD of last {self.runs} runs{weekly})"
 
     def compile(self, mapping: dict[str, str]) -> Rule:
         return Rule(None, None, f"within the band of the last {self.runs} runs")
@@ -344,15 +360,17 @@ class VolumeCheck(CheckType):
         return {}, "metadata"  # the batch's row count, which every audit has, and the table's history
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
-        history = ctx.history()[: self.runs] if ctx.history else []
+        weekday = weekday_of(ctx.run_at or datetime.now(UTC)) if self.seasonality == "weekly" else None
+        history = same_weekday(ctx.history() if ctx.history else [], weekday, self.runs)
         if len(history) < self.min_history:
-            return short_history(c, rows, len(history), self.min_history, self.on_short_history)
+            return short_history(c, rows, len(history), self.min_history, self.on_short_history, weekday)
         if self.tolerance is not None:
             med = statistics.median(history)
             lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
-            c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs)"
+            basis = f"; same weekday: {history_of(len(history), weekday)}" if weekday is not None else ""
+            c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs{basis})"
             return Verdict(lo <= rows <= hi, rows, 0)
-        b = band(history, self.sensitivity)
+        b = band(history, self.sensitivity, weekday)
         c.threshold = b.describe(self.sensitivity)
         return Verdict(b.contains(rows), b.evidence(rows), 0)
 
@@ -404,9 +422,8 @@ class AnomalyCheck(CheckType):
         "the write."
     )
     example: ClassVar[str] = (
-        '[[tables."nyc.trips".checks]]\ncheck = "anomaly"\nmetric = "null_fraction"\ncolumn = "passenger_count"\n'
-        'min_history = 7\nsensitivity = 3.0\n\n[[tables."nyc.trips".checks]]\ncheck = "anomaly"\n'
-        'metric = "distinct"\ncolumn = "vendor_id"\nseasonality = "weekly"\nmin_history = 4\n'
+        '[[tables."nyc.trips".checks]]\ncheck = "anomaly"\nmetric = "distinct"\ncolumn = "vendor_id"\n'
+        'min_history = 4\nsensitivity = 3.0\nseasonality = "weekly"\n'
     )
     computed: ClassVar[tuple[Evidence, ...]] = ("metadata", "write")
 

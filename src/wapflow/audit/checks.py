@@ -213,7 +213,8 @@ class AuditContext:
 
     main_table: Callable[[TableName], DataFrame] | None = None  # main of a table (joins)
     this_table: TableName | None = None
-    history: Callable[[], list[int]] | None = None  # rows added by earlier published runs, newest first
+    # (commit time, rows added) of the table's earlier published runs on main, newest first (volume checks).
+    history: Callable[[], list[tuple[datetime, int]]] | None = None
     branch_sql: str | None = None  # `cat`.`ns`.`t` VERSION AS OF 'branch', for reproduction queries
     file_metrics: Callable[[], FileMetrics | None] | None = None
     # What the run changes (write.modes.Changes as a dict: rows_inserted, ..., main_rows), for max_change.
