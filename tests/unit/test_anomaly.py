@@ -241,3 +241,21 @@ def test_seasonality_is_weekly_or_none() -> None:
         parse_config(
             {"tables": {"t.x": {"checks": [{"check": "anomaly", "metric": "row_count", "seasonality": "daily"}]}}}
         )
+
+
+@pytest.mark.parametrize("seasonality, outside", [("weekly", False), ("none", True)])
+def test_the_quality_trend_draws_the_band_the_check_uses(tmp_path: Path, seasonality: str, outside: bool) -> None:
+    from wapflow.config import parse_config
+    from wapflow.runs.ledger import Ledger
+    from wapflow.service.dashboard import Sources
+    from wapflow.service.review_queue import trend
+
+    weeks_of_runs(tmp_path, 8)
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    check = {"check": "anomaly", "metric": "row_count", "min_history": 6, "seasonality": seasonality}
+    cfg = parse_config({"tables": {"nyc.trips": {"checks": [check]}}})
+    doc = trend(Sources(cfg, store, Ledger(store.engine), None, "no catalog here"), "nyc.trips")
+    [saturday] = [p for p in doc["points"] if p["run_id"] == "r007"]  # the last Saturday: 107 rows
+    assert saturday["value"] == 107 and saturday["outside"] is outside
+    assert (saturday["band_high"] < 200) is (seasonality == "weekly")
+    assert ("on the same weekday" in doc["band"]) is (seasonality == "weekly")
