@@ -104,6 +104,7 @@ def volume(
     min_history: int = 3,
     *,
     sensitivity: float = 3.0,
+    seasonality: Literal["none", "weekly"] = "none",
     on_short_history: Literal["pass", "warn"] = "pass",
     **kw: Unpack[Options],
 ) -> B.VolumeCheck:
@@ -113,18 +114,20 @@ def volume(
         tolerance=tolerance,
         min_history=min_history,
         sensitivity=sensitivity,
+        seasonality=seasonality,
         on_short_history=on_short_history,
         **kw,
     )
 
 
 def anomaly(
-    metric: Literal["row_count", "null_fraction", "min", "max", "mean", "sum", "mean_length"],
+    metric: Literal["row_count", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"],
     column: str | None = None,
     *,
     min_history: int = 7,
     sensitivity: float = 3.0,
     window: int = 30,
+    seasonality: Literal["none", "weekly"] = "none",
     on_short_history: Literal["pass", "warn"] = "pass",
     **kw: Unpack[Options],
 ) -> B.AnomalyCheck:
@@ -135,6 +138,7 @@ def anomaly(
         min_history=min_history,
         sensitivity=sensitivity,
         window=window,
+        seasonality=seasonality,
         on_short_history=on_short_history,
         **kw,
     )

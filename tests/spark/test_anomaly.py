@@ -1,10 +1,13 @@
 """Issue 23's audits that remember: ten daily batches published through real runs build nyc.trips' metric
-history, then a volume drop, a null spike and a shifted mean are each blocked with the band in the report, a
-normal next day publishes, and `wap metrics` reads the history back. Real Spark, Iceberg and run store."""
+history, then a volume drop, a null spike, a shifted mean and a collapse of distinct trip ids are each blocked
+with the band in the report, a normal next day publishes, and `wap metrics` reads the history back. Weekly
+seasonality: a batch as small as the table's runs on the same weekday passes only with it. Real Spark, Iceberg
+and run store."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,9 +16,11 @@ import pytest
 from typer.testing import CliRunner
 
 from support.data import trips_file, write_parquet
+from wapflow.audit.anomaly import DISTINCT_RSD, history_of, weekday_of
 from wapflow.cli import app
 from wapflow.demo.generate import generate_trips
 from wapflow.pipeline import run_wap
+from wapflow.runs.metrics import MetricHistory
 from wapflow.sql.identifiers import TableName
 
 pytestmark = pytest.mark.spark
@@ -24,6 +29,7 @@ CHECKS = [
     {"check": "volume"},  # the anomaly band on row_count; 3 runs of history needed
     {"check": "anomaly", "metric": "null_fraction", "column": "passenger_count", "min_history": 7},
     {"check": "anomaly", "metric": "mean", "column": "fare_amount", "min_history": 7},
+    {"check": "anomaly", "metric": "distinct", "column": "trip_id", "min_history": 7},
     {"check": "schema_change"},
 ]
 DAYS = 10
@@ -82,9 +88,24 @@ def test_anomalies_are_blocked_against_the_published_history(lakehouse_factory, 
     lo, hi = mean["observed"]["band"]
     assert mean["observed"]["value"] > 10 * lo and lo < 12 < hi and mean["source"] == "write"  # observed by the write
 
+    collapsed = generate_trips(100, start_id=9000, seed=54)  # 100 rows, as usual, but 10 trip ids repeated
+    collapsed = collapsed.set_column(
+        collapsed.schema.get_field_index("trip_id"), "trip_id", pc.divide(collapsed["trip_id"], 10)
+    )
+    assert len(pc.unique(collapsed["trip_id"])) == 10
+    distinct = blocked_by("collapsed.parquet", collapsed, "anomaly(distinct(trip_id))")
+    lo, hi = distinct["observed"]["band"]
+    assert distinct["observed"]["value"] == 10 and 80 < lo < 95 and hi > 105 and distinct["source"] == "write"
+    assert (
+        distinct["threshold"].startswith(f"[{lo:.4g}, {hi:.4g}]")
+        and f"last {DAYS} published runs" in (distinct["threshold"])
+    )
+
     normal = run_wap(lh, "nyc.trips", [str(trips_file(landing, "normal.parquet", 100, start_id=8000, seed=53))])
     assert normal.status == "published", normal.message
     assert {c["status"] for c in normal.checks} == {"passed"}
+    estimate = pytest.approx(100, rel=3 * DISTINCT_RSD)  # HyperLogLog++: 100 distinct ids, estimated
+    assert by_check(normal)["anomaly(distinct(trip_id))"]["observed"]["value"] == estimate
     assert by_check(normal)["schema_change"]["observed"] == "no change"
 
     # The history as `wap metrics` shows it: every audited run, blocked ones too, newest first.
@@ -100,8 +121,18 @@ def test_anomalies_are_blocked_against_the_published_history(lakehouse_factory, 
         ("published", 100.0),
         ("blocked", 100.0),
         ("blocked", 100.0),
+        ("blocked", 100.0),
         ("blocked", 10.0),
-        ("published", 95 + ((DAYS - 1) * 7) % 11),
+    ]
+    res = runner.invoke(
+        app, ["metrics", "nyc.trips", "--metric", "distinct", "--limit", "3", "--json", "--config", str(cfg)]
+    )
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["metrics"]
+    assert [(r["status"], r["column"], r["value"]) for r in rows] == [
+        ("published", "trip_id", estimate),
+        ("blocked", "trip_id", 10.0),
+        ("blocked", "trip_id", estimate),
     ]
     res = runner.invoke(app, ["metrics", "nyc.trips", "--column", "fare_amount", "--limit", "2", "--config", str(cfg)])
     assert res.exit_code == 0, res.output
@@ -176,3 +207,36 @@ def write_config_for(lh, folder: Path) -> Path:
         f'run_store = "{lh.config.run_store_url()}"\n'
     )
     return cfg
+
+
+def test_weekly_seasonality_judges_a_quiet_day_against_the_same_weekday(lakehouse_factory, landing: Path):
+    """Five weeks of daily history (written as the run store keeps it): the weekday this run starts on is the
+    table's quiet day (about 22 rows, as a weekend is for many tables), every other day about 100. A 22-row batch
+    today passes the weekly band and is blocked by the band of all days."""
+    weekly = {"check": "anomaly", "metric": "row_count", "min_history": 4, "seasonality": "weekly"}
+    plain = {"check": "anomaly", "metric": "row_count", "min_history": 4}
+    lh = lakehouse_factory({"nyc.trips": {"checks": [weekly]}, "nyc.trips_plain": {"checks": [plain]}})
+    now = datetime.now(UTC)
+    quiet = weekday_of(now)
+    history = MetricHistory(lh.store.engine)
+    for table in ("nyc.trips", "nyc.trips_plain"):
+        for day in range(1, 36):
+            at = now - timedelta(days=day)
+            rows = 20.0 + day % 5 if weekday_of(at) == quiet else 95.0 + day % 11
+            history.record(f"hist-{table}-{day}", table, at, {("row_count", ""): rows})
+
+    res = run_wap(lh, "nyc.trips", [str(trips_file(landing, "quiet.parquet", 22, seed=7))])
+    assert res.status == "published", res.message
+    got = res.checks[0]
+    assert got["name"] == "anomaly(row_count, weekly)" and got["status"] == "passed"
+    assert got["observed"]["seasonality"] == f"same weekday: {history_of(5, quiet)}"
+    assert got["observed"]["history"] == 5 and got["observed"]["band"][1] < 40
+    assert f"same weekday: {history_of(5, quiet)}" in got["threshold"]
+
+    res = run_wap(lh, "nyc.trips_plain", [str(trips_file(landing, "quiet2.parquet", 22, seed=7))])
+    assert res.status == "blocked" and res.exit_code == 1, res.message
+    got = res.checks[0]
+    assert got["status"] == "failed" and got["observed"]["value"] == 22 and got["observed"]["band"][0] > 80
+    assert got["observed"]["history"] == 30 and "same weekday" not in got["threshold"]
+    plain_table = TableName.parse("nyc.trips_plain")
+    assert not lh.tables.exists(plain_table) or lh.tables.row_count(plain_table) == 0  # nothing on main

@@ -5,16 +5,23 @@ The checks over real runs: tests/spark/test_anomaly.py."""
 from __future__ import annotations
 
 import statistics
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from wapflow import checks as C
-from wapflow.audit.anomaly import FLOOR_ABSOLUTE, MAD_SCALE, band
+from wapflow.audit.anomaly import FLOOR_ABSOLUTE, MAD_SCALE, band, same_weekday, weekday_of
 from wapflow.audit.batch_checks import schema_diff
 from wapflow.audit.checks import AuditContext, Compiled
 from wapflow.audit.spec import CheckType
 from wapflow.errors import EXIT_USAGE, ConfigError
+from wapflow.runs.metrics import MetricHistory
+from wapflow.runs.store import RunRecord, RunStore
+
+SATURDAY = datetime(2026, 11, 28, 6, 0, tzinfo=UTC)  # a Saturday, 06:00 UTC
 
 
 def compiled(chk: CheckType, mapping: dict[str, str] | None = None) -> Compiled:
@@ -55,7 +62,7 @@ def test_a_band_needs_history() -> None:
 
 def history_of(values: dict[tuple[str, str], list[float]]) -> AuditContext:
     """An audit context whose metric history holds `values` (newest first) per (metric, column)."""
-    return AuditContext(metric_history=lambda m, col, n: values.get((m, col), [])[:n])
+    return AuditContext(metric_history=lambda m, col, n, weekday: values.get((m, col), [])[:n])
 
 
 def test_anomaly_reports_value_band_and_history_size() -> None:
@@ -93,7 +100,8 @@ def test_short_history_passes_or_warns_and_says_so(on_short: Any, status_ok: boo
 def test_volume_is_the_row_count_band_over_icebergs_history() -> None:
     chk = C.volume(runs=10)
     c = compiled(chk)
-    ctx = AuditContext(history=lambda: [200, 190, 210, 205, 195, 200, 198, 202, 201, 199, 5, 5])
+    rows = [200, 190, 210, 205, 195, 200, 198, 202, 201, 199, 5, 5]
+    ctx = AuditContext(history=lambda: [(SATURDAY - timedelta(days=d + 1), n) for d, n in enumerate(rows)])
     drop = chk.verdict(c, {}, 20, ctx)
     assert not drop.ok and drop.observed["value"] == 20 and drop.observed["history"] == 10
     assert "median 200" in c.threshold
@@ -136,3 +144,118 @@ def test_a_declaration_that_cannot_work_is_refused(decl: dict[str, Any], words: 
     with pytest.raises(ConfigError, match=words) as e:
         parse_config({"tables": {"nyc.trips": {"checks": [{"check": "anomaly", **decl}]}}})
     assert e.value.exit_code == EXIT_USAGE
+
+
+def weeks_of_runs(tmp_path: Path, weeks: int) -> MetricHistory:
+    """`weeks` weeks of daily published runs of nyc.trips, newest the Friday before SATURDAY: 1000 rows on
+    weekdays, 100 on Saturdays and Sundays, and a run's distinct vendor count of 50 every day."""
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    history = MetricHistory(store.engine)
+    for day in range(1, 7 * weeks + 1):
+        at = SATURDAY - timedelta(days=day)
+        rid = f"r{day:03d}"
+        store.save(RunRecord(run_id=rid, table_name="nyc.trips", status="published", started_at=at))
+        rows = 100.0 + day if at.weekday() >= 5 else 1000.0 + day
+        history.record(rid, "nyc.trips", at, {("row_count", ""): rows, ("distinct", "vendor_id"): 50.0})
+    return history
+
+
+def test_the_weekday_is_that_of_the_runs_start_in_utc() -> None:
+    late_friday_in_new_york = datetime(2026, 11, 27, 21, 30, tzinfo=ZoneInfo("America/New_York"))
+    assert weekday_of(datetime(2026, 11, 28, 1, 30, tzinfo=UTC)) == 5  # Saturday
+    assert weekday_of(late_friday_in_new_york) == 5  # Friday 21:30 in New York is Saturday 02:30 UTC
+    assert weekday_of(datetime(2026, 11, 28, 1, 30)) == 5  # naive: UTC, as SQLite gives it back
+    rows = [(SATURDAY - timedelta(days=d), float(d)) for d in range(1, 30)]
+    assert same_weekday(rows, 5, 3) == [7.0, 14.0, 21.0]  # the last 3 Saturdays, newest first
+    assert same_weekday(rows, None, 3) == [1.0, 2.0, 3.0]
+
+
+def test_weekly_seasonality_makes_the_band_of_the_same_weekday_only(tmp_path: Path) -> None:
+    history = weeks_of_runs(tmp_path, 8)
+    assert history.published("nyc.trips", "row_count", "", 3, weekday=5) == [107.0, 114.0, 121.0]
+    ctx = AuditContext(
+        metric_history=lambda m, col, n, weekday: history.published("nyc.trips", m, col, n, weekday),
+        run_at=SATURDAY,
+    )
+    weekly = C.anomaly("row_count", min_history=6, seasonality="weekly")
+    c = compiled(weekly)
+    small_saturday = weekly.verdict(c, {"c0_n": 110}, 110, ctx)
+    assert small_saturday.ok, c.threshold
+    assert (
+        small_saturday.observed["history"] == 8
+        and small_saturday.observed["seasonality"] == "same weekday: 8 Saturdays"
+    )
+    assert "same weekday: 8 Saturdays" in c.threshold and "median 131" in c.threshold
+    assert not weekly.verdict(c, {"c0_n": 1040}, 1040, ctx).ok  # a weekday's volume on a Saturday
+    plain = C.anomaly("row_count", min_history=6)  # every run: the weekdays' 1000s make the median
+    c = compiled(plain)
+    blocked = plain.verdict(c, {"c0_n": 110}, 110, ctx)
+    assert not blocked.ok and blocked.observed["band"][0] > 800 and "seasonality" not in blocked.observed
+    assert "same weekday" not in c.threshold
+    monday = AuditContext(metric_history=ctx.metric_history, run_at=SATURDAY + timedelta(days=2))
+    assert weekly.verdict(compiled(weekly), {"c0_n": 1030}, 1030, monday).ok
+
+
+def test_too_little_same_weekday_history_skips_the_check_and_says_so(tmp_path: Path) -> None:
+    history = weeks_of_runs(tmp_path, 2)  # 14 runs, but only 2 Saturdays
+    ctx = AuditContext(
+        metric_history=lambda m, col, n, weekday: history.published("nyc.trips", m, col, n, weekday),
+        run_at=SATURDAY,
+    )
+    weekly = C.anomaly("distinct", "vendor_id", min_history=4, seasonality="weekly", on_short_history="warn")
+    c = compiled(weekly, {"vendor_id": "vendor_id"})
+    v = weekly.verdict(c, {"c0_v": 3}, 100, ctx)
+    assert not v.ok and v.warn_only  # warns, never blocks: no fallback to the other days' history
+    assert c.threshold == "2 of 4 runs of history (same weekday: 2 Saturdays): warns until then"
+    assert v.observed == {"value": 3.0, "history": 2, "min_history": 4, "seasonality": "same weekday: 2 Saturdays"}
+    plain = C.anomaly("distinct", "vendor_id", min_history=4)  # without seasonality the 14 runs are enough
+    c = compiled(plain, {"vendor_id": "vendor_id"})
+    collapsed = plain.verdict(c, {"c0_v": 3}, 100, ctx)
+    assert not collapsed.ok and not collapsed.warn_only and collapsed.observed["history"] == 14
+    assert plain.measured(c, {"c0_v": 49}, 100) == {("distinct", "vendor_id"): 49.0}
+
+
+def test_volume_with_weekly_seasonality_uses_icebergs_runs_on_the_same_weekday() -> None:
+    # Four weeks of daily commits: 40 rows on Saturdays, 400 on the other days.
+    days = [SATURDAY - timedelta(days=d, hours=3) for d in range(28)]
+    ctx = AuditContext(history=lambda: [(at, 40 + d if at.weekday() == 5 else 400 + d) for d, at in enumerate(days)])
+    weekly = C.volume(runs=10, min_history=3, seasonality="weekly")
+    c = compiled(weekly)
+    saturday = weekly.verdict(c, {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY))
+    assert saturday.ok and saturday.observed["history"] == 4, c.threshold
+    assert saturday.observed["seasonality"] == "same weekday: 4 Saturdays" and weekly.default_name().endswith(
+        "on the same weekday)"
+    )
+    plain = C.volume(runs=10, min_history=3)
+    assert not plain.verdict(compiled(plain), {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY)).ok
+    fixed = C.volume(runs=10, min_history=5, tolerance=0.5, seasonality="weekly")
+    c = compiled(fixed)
+    short = fixed.verdict(c, {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY))
+    assert short.ok and short.warn_only and c.threshold.startswith("4 of 5 runs of history (same weekday: 4 Saturdays)")
+
+
+def test_seasonality_is_weekly_or_none() -> None:
+    from wapflow.config import parse_config
+
+    with pytest.raises(ConfigError, match="'none' or 'weekly'"):
+        parse_config(
+            {"tables": {"t.x": {"checks": [{"check": "anomaly", "metric": "row_count", "seasonality": "daily"}]}}}
+        )
+
+
+@pytest.mark.parametrize("seasonality, outside", [("weekly", False), ("none", True)])
+def test_the_quality_trend_draws_the_band_the_check_uses(tmp_path: Path, seasonality: str, outside: bool) -> None:
+    from wapflow.config import parse_config
+    from wapflow.runs.ledger import Ledger
+    from wapflow.service.dashboard import Sources
+    from wapflow.service.review_queue import trend
+
+    weeks_of_runs(tmp_path, 8)
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    check = {"check": "anomaly", "metric": "row_count", "min_history": 6, "seasonality": seasonality}
+    cfg = parse_config({"tables": {"nyc.trips": {"checks": [check]}}})
+    doc = trend(Sources(cfg, store, Ledger(store.engine), None, "no catalog here"), "nyc.trips")
+    [saturday] = [p for p in doc["points"] if p["run_id"] == "r007"]  # the last Saturday: 107 rows
+    assert saturday["value"] == 107 and saturday["outside"] is outside
+    assert (saturday["band_high"] < 200) is (seasonality == "weekly")
+    assert ("on the same weekday" in doc["band"]) is (seasonality == "weekly")

@@ -3,7 +3,9 @@
 A check without a fixed threshold needs the table's history to say what a batch usually looks like. The band
 is the median of the last runs' values ± sensitivity x their median absolute deviation (scaled by 1.4826, so
 it estimates one standard deviation of normal data): one outlier in the history moves it little, unlike a
-mean and a standard deviation. No Spark here: the maths is tested alone (tests/unit/test_anomaly_band.py).
+mean and a standard deviation. With weekly seasonality the history is only the runs that started on the same
+weekday (UTC) as this one: a table whose weekend batches are small is judged against its other weekends. No
+Spark here: the maths is tested alone (tests/unit/test_anomaly.py).
 
 The metrics themselves (names, which columns they fit) are defined here too, once: the anomaly checks, the
 metric history the audit records (wapflow.runs.metrics) and `wap metrics` all use these names.
@@ -12,8 +14,9 @@ metric history the audit records (wapflow.runs.metrics) and `wap metrics` all us
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -29,12 +32,20 @@ MetricKind = Literal["table", "any", "numeric", "string"]
 METRICS: dict[str, MetricKind] = {
     "row_count": "table",
     "null_fraction": "any",
+    "distinct": "any",  # approx_count_distinct (HyperLogLog++) at DISTINCT_RSD
     "min": "numeric",
     "max": "numeric",
     "mean": "numeric",
     "sum": "numeric",
     "mean_length": "string",
 }
+# The relative standard deviation of the distinct estimate (Spark's approx_count_distinct, HyperLogLog++): well
+# inside the band's 5% floor, so the estimate's own error does not block a batch; exact up to a few hundred values.
+DISTINCT_RSD = 0.02
+# Which earlier runs make the band: all of the window, or only those that started on the same weekday (UTC).
+Seasonality = Literal["none", "weekly"]
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
 # What a run changes on main (write modes), recorded in the history where the run has them.
 CHANGE_METRICS = ("rows_inserted", "rows_updated", "rows_deleted")
 # The batch's columns and types (JSON), recorded for `schema_change` checks.
@@ -51,6 +62,7 @@ class Band:
     lo: float
     hi: float
     history: int  # how many runs it was made of
+    weekday: int | None = None  # made of runs on this weekday only (weekly seasonality): 0 Monday .. 6 Sunday
 
     def contains(self, value: float) -> bool:
         return self.lo <= value <= self.hi
@@ -58,7 +70,9 @@ class Band:
     def describe(self, sensitivity: float) -> str:
         return (
             f"[{_num(self.lo)}, {_num(self.hi)}] (median {_num(self.median)} ± {sensitivity:g} x "
-            f"{_num(self.spread)} over the last {self.history} published runs)"
+            f"{_num(self.spread)} over the last {self.history} published runs"
+            + (f"; same weekday: {history_of(self.history, self.weekday)}" if self.weekday is not None else "")
+            + ")"
         )
 
     def evidence(self, value: float | None) -> dict[str, Any]:
@@ -69,18 +83,45 @@ class Band:
             "median": _short(self.median),
             "mad": _short(self.mad),
             "history": self.history,
+            **(
+                {"seasonality": f"same weekday: {history_of(self.history, self.weekday)}"}
+                if self.weekday is not None
+                else {}
+            ),
         }
 
 
-def band(history: Sequence[float], sensitivity: float) -> Band:
-    """median ± sensitivity x max(1.4826 x MAD, floor) of `history` (at least one value)."""
+def band(history: Sequence[float], sensitivity: float, weekday: int | None = None) -> Band:
+    """median ± sensitivity x max(1.4826 x MAD, floor) of `history` (at least one value); `weekday`: the
+    history is of runs on that weekday only (weekly seasonality), which the report says."""
     if not history:
         raise ValueError("a band needs at least one value of history")
     values = [float(v) for v in history]
     med = statistics.median(values)
     mad = MAD_SCALE * statistics.median(abs(v - med) for v in values)
     spread = max(mad, FLOOR_RELATIVE * abs(med), FLOOR_ABSOLUTE)
-    return Band(med, mad, spread, med - sensitivity * spread, med + sensitivity * spread, len(values))
+    return Band(med, mad, spread, med - sensitivity * spread, med + sensitivity * spread, len(values), weekday)
+
+
+def weekday_of(at: datetime) -> int:
+    """The UTC weekday of a run's start (0 Monday .. 6 Sunday); a naive time is UTC (SQLite keeps no zone)."""
+    return (at if at.tzinfo is None else at.astimezone(UTC)).weekday()
+
+
+def history_of(runs: int, weekday: int) -> str:
+    """What a seasonal history is made of, as a report says it: "6 Mondays"."""
+    return f"{runs} {WEEKDAYS[weekday]}{'' if runs == 1 else 's'}"
+
+
+def same_weekday(rows: Iterable[tuple[datetime, float]], weekday: int | None, limit: int) -> list[float]:
+    """The first `limit` values of `rows` (newest first) whose run started on `weekday` (None: every run)."""
+    out: list[float] = []
+    for at, value in rows:
+        if len(out) >= limit:
+            break
+        if weekday is None or weekday_of(at) == weekday:
+            out.append(value)
+    return out
 
 
 def _short(v: float) -> float:

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from wapflow.audit import sqlguard
-from wapflow.audit.anomaly import METRICS, as_number, band
+from wapflow.audit.anomaly import (
+    DISTINCT_RSD,
+    METRICS,
+    Seasonality,
+    as_number,
+    band,
+    history_of,
+    same_weekday,
+    weekday_of,
+)
 from wapflow.audit.checktype import (
     Against,
     CheckType,
@@ -321,21 +330,28 @@ class VolumeCheck(CheckType):
         default=None, gt=0, description="instead of the MAD band: a fixed band around their median (0.5: ±50%)"
     )
     min_history: int = Field(default=3, ge=1, description="passes (or warns) until this many published runs exist")
+    seasonality: Seasonality = Field(
+        default="none",
+        description="weekly: only the published runs committed on the same weekday (UTC) as this run started on "
+        "make the band (the last `runs` of them; min_history of them needed)",
+    )
     on_short_history: Literal["pass", "warn"] = Field(
         default="pass", description="what the check does until min_history published runs exist"
     )
 
     description: ClassVar[str] = (
         "Fails when the row count is outside the band of the table's last published runs: median ± sensitivity x "
-        "MAD (the anomaly check on row_count), or ±tolerance of the median."
+        'MAD (the anomaly check on row_count), or ±tolerance of the median; with seasonality = "weekly", of the '
+        "runs on the same weekday only."
     )
     example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "volume"\nruns = 30\nsensitivity = 3.0\n'
     computed: ClassVar[tuple[Evidence, ...]] = ("metadata",)
 
     def default_name(self) -> str:
+        weekly = " on the same weekday" if self.seasonality == "weekly" else ""
         if self.tolerance is not None:
-            return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs)"
-        return f"volume(median ± {self.sensitivity:g} MAD of last {self.runs} runs)"
+            return f"volume(±{self.tolerance:.0%} of median of last {self.runs} runs{weekly})"
+        return f"volume(median ± {self.sensitivity:g} MAD of last {self.runs} runs{weekly})"
 
     def compile(self, mapping: dict[str, str]) -> Rule:
         return Rule(None, None, f"within the band of the last {self.runs} runs")
@@ -344,15 +360,17 @@ class VolumeCheck(CheckType):
         return {}, "metadata"  # the batch's row count, which every audit has, and the table's history
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
-        history = ctx.history()[: self.runs] if ctx.history else []
+        weekday = weekday_of(ctx.run_at or datetime.now(UTC)) if self.seasonality == "weekly" else None
+        history = same_weekday(ctx.history() if ctx.history else [], weekday, self.runs)
         if len(history) < self.min_history:
-            return short_history(c, rows, len(history), self.min_history, self.on_short_history)
+            return short_history(c, rows, len(history), self.min_history, self.on_short_history, weekday)
         if self.tolerance is not None:
             med = statistics.median(history)
             lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
-            c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs)"
+            basis = f"; same weekday: {history_of(len(history), weekday)}" if weekday is not None else ""
+            c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs{basis})"
             return Verdict(lo <= rows <= hi, rows, 0)
-        b = band(history, self.sensitivity)
+        b = band(history, self.sensitivity, weekday)
         c.threshold = b.describe(self.sensitivity)
         return Verdict(b.contains(rows), b.evidence(rows), 0)
 
@@ -360,19 +378,24 @@ class VolumeCheck(CheckType):
         return {this}
 
 
-def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str) -> Verdict:
-    """The verdict of a history check before `need` published runs exist: passes, or warns, and says so."""
-    c.threshold = f"{have} of {need} runs of history: {'passes' if on_short == 'pass' else 'warns'} until then"
-    return Verdict(on_short == "pass", {"value": value, "history": have, "min_history": need}, 0, warn_only=True)
+def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str, weekday: int | None = None) -> Verdict:
+    """The verdict of a history check before `need` published runs exist: passes, or warns, and says so
+    (`weekday`: only runs on that weekday count, weekly seasonality)."""
+    basis = f" (same weekday: {history_of(have, weekday)})" if weekday is not None else ""
+    c.threshold = f"{have} of {need} runs of history{basis}: {'passes' if on_short == 'pass' else 'warns'} until then"
+    observed = {"value": value, "history": have, "min_history": need}
+    if weekday is not None:
+        observed["seasonality"] = f"same weekday: {history_of(have, weekday)}"
+    return Verdict(on_short == "pass", observed, 0, warn_only=True)
 
 
 class AnomalyCheck(CheckType):
     """A batch metric within the band the table's last published runs make (wapflow.audit.anomaly)."""
 
     check: Literal["anomaly"]
-    metric: Literal["row_count", "null_fraction", "min", "max", "mean", "sum", "mean_length"] = Field(
-        description="row_count (the batch), null_fraction (any column), min, max, mean, sum (numeric columns), "
-        "mean_length (string columns)"
+    metric: Literal["row_count", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"] = Field(
+        description="row_count (the batch), null_fraction and distinct (any column), min, max, mean, sum "
+        "(numeric columns), mean_length (string columns)"
     )
     column: str | None = Field(default=None, description="the column (every metric but row_count)")
     min_history: int = Field(default=7, ge=1, description="passes (or warns) until this many published runs exist")
@@ -382,17 +405,25 @@ class AnomalyCheck(CheckType):
         description="the band: median ± sensitivity x max(1.4826 x MAD, 5% of |median|, 0.001) of the window",
     )
     window: int = Field(default=30, ge=1, le=1000, description="how many of the table's last published runs")
+    seasonality: Seasonality = Field(
+        default="none",
+        description="weekly: the band is made of the published runs that started on the same weekday (UTC) as "
+        "this one only (the last `window` of them; min_history of them needed)",
+    )
     on_short_history: Literal["pass", "warn"] = Field(
         default="pass", description="what the check does until min_history published runs exist"
     )
 
     description: ClassVar[str] = (
-        "Fails when a batch metric (row count, a column's null fraction, min, max, mean, sum, mean length) is "
-        "outside median ± sensitivity x MAD of the table's last published runs."
+        "Fails when a batch metric (row count, a column's null fraction, distinct count, min, max, mean, sum, mean "
+        "length) is outside median ± sensitivity x MAD of the table's last published runs (with seasonality = "
+        '"weekly": of those on the same weekday). The distinct count is an estimate (approx_count_distinct, '
+        f"HyperLogLog++, relative standard deviation {DISTINCT_RSD:.0%}) of the non-null values, observed during "
+        "the write."
     )
     example: ClassVar[str] = (
-        '[[tables."nyc.trips".checks]]\ncheck = "anomaly"\nmetric = "null_fraction"\ncolumn = "passenger_count"\n'
-        "min_history = 7\nsensitivity = 3.0\n"
+        '[[tables."nyc.trips".checks]]\ncheck = "anomaly"\nmetric = "distinct"\ncolumn = "vendor_id"\n'
+        'min_history = 4\nsensitivity = 3.0\nseasonality = "weekly"\n'
     )
     computed: ClassVar[tuple[Evidence, ...]] = ("metadata", "write")
 
@@ -411,7 +442,8 @@ class AnomalyCheck(CheckType):
 
     def default_name(self) -> str:
         on = f"({self.column})" if self.column else ""
-        return f"anomaly({self.metric}{on})"
+        weekly = ", weekly" if self.seasonality == "weekly" else ""
+        return f"anomaly({self.metric}{on}{weekly})"
 
     def validate_on(self, on: Against) -> None:
         from pyspark.sql.types import NumericType, StringType
@@ -423,7 +455,7 @@ class AnomalyCheck(CheckType):
         got = on.col_type.simpleString() if on.col_type else "?"
         raise ConfigError(
             f"{on.where}: metric {self.metric} needs a {kind} column; '{self.column}' is {got}",
-            hint="null_fraction fits any column, min/max/mean/sum numeric ones, mean_length strings",
+            hint="null_fraction and distinct fit any column, min/max/mean/sum numeric ones, mean_length strings",
         )
 
     def compile(self, mapping: dict[str, str]) -> Rule:
@@ -442,6 +474,8 @@ class AnomalyCheck(CheckType):
         col = c.col(self.column or "")
         if self.metric == "null_fraction":
             return [count_if(col.isNull()).alias(f"{c.key}_f"), rows.alias(f"{c.key}_n")]
+        if self.metric == "distinct":
+            return [F.approx_count_distinct(col, rsd=DISTINCT_RSD).alias(f"{c.key}_v")]
         agg = {"min": F.min, "max": F.max, "mean": F.avg, "sum": F.sum}.get(self.metric)
         value = agg(col) if agg is not None else F.avg(F.length(col))  # mean_length
         return [value.alias(f"{c.key}_v")]
@@ -472,10 +506,13 @@ class AnomalyCheck(CheckType):
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
         value = self.value(c, values)
-        history = ctx.metric_history(self.metric, self._column_key(c), self.window) if ctx.metric_history else []
+        weekday = weekday_of(ctx.run_at or datetime.now(UTC)) if self.seasonality == "weekly" else None
+        history = (
+            ctx.metric_history(self.metric, self._column_key(c), self.window, weekday) if ctx.metric_history else []
+        )
         if len(history) < self.min_history:
-            return short_history(c, value, len(history), self.min_history, self.on_short_history)
-        b = band(history, self.sensitivity)
+            return short_history(c, value, len(history), self.min_history, self.on_short_history, weekday)
+        b = band(history, self.sensitivity, weekday)
         c.threshold = b.describe(self.sensitivity)
         return Verdict(value is not None and b.contains(value), b.evidence(value), 0)
 

@@ -213,15 +213,18 @@ class AuditContext:
 
     main_table: Callable[[TableName], DataFrame] | None = None  # main of a table (joins)
     this_table: TableName | None = None
-    history: Callable[[], list[int]] | None = None  # rows added by earlier published runs, newest first
+    # (commit time, rows added) of the table's earlier published runs on main, newest first (volume checks).
+    history: Callable[[], list[tuple[datetime, int]]] | None = None
     branch_sql: str | None = None  # `cat`.`ns`.`t` VERSION AS OF 'branch', for reproduction queries
     file_metrics: Callable[[], FileMetrics | None] | None = None
     # What the run changes (write.modes.Changes as a dict: rows_inserted, ..., main_rows), for max_change.
     changes: dict[str, int] | None = None
-    # The metric history of the table's published runs, newest first: (metric, column, how many) -> values
-    # (column "" for table metrics), and the columns and types of the last published run (anomaly checks).
-    metric_history: Callable[[str, str, int], list[float]] | None = None
+    # The metric history of the table's published runs, newest first: (metric, column, how many, weekday) ->
+    # values (column "" for table metrics; weekday 0..6: only runs that started on it, None: every run), and the
+    # columns and types of the last published run (anomaly checks).
+    metric_history: Callable[[str, str, int, int | None], list[float]] | None = None
     last_schema: Callable[[], dict[str, str] | None] | None = None
+    run_at: datetime | None = None  # when this run started (the weekday of weekly seasonality)
 
 
 def evaluate(

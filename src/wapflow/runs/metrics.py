@@ -103,11 +103,14 @@ class MetricHistory:
                 conn.execute(t.insert(), rows)
         return len(rows)
 
-    def published(self, table: str, metric: str, column: str, limit: int) -> list[float]:
-        """The metric's values over the table's last `limit` published runs, newest first."""
+    def published(self, table: str, metric: str, column: str, limit: int, weekday: int | None = None) -> list[float]:
+        """The metric's values over the table's last `limit` published runs, newest first; with `weekday` (0
+        Monday .. 6 Sunday), over its last `limit` published runs that started on that weekday (UTC)."""
+        from wapflow.audit.anomaly import same_weekday
+
         t = metrics_table
         q = (
-            sa.select(t.c.value)
+            sa.select(t.c.run_at, t.c.value)
             .select_from(_joined())
             .where(
                 t.c.table_name == table,
@@ -117,10 +120,12 @@ class MetricHistory:
                 _status() == PUBLISHED,
             )
             .order_by(t.c.run_at.desc(), t.c.run_id.desc())
-            .limit(limit)
         )
+        if weekday is None:
+            q = q.limit(limit)
         with self.engine.connect() as conn:
-            return [float(v) for (v,) in conn.execute(q).all()]
+            # The weekday is picked here, not in SQL: each database spells it differently (strftime, extract).
+            return same_weekday(((at, float(v)) for at, v in conn.execute(q)), weekday, limit)
 
     def last_published_schema(self, table: str) -> dict[str, str] | None:
         """The columns and types of the table's last published run that recorded them."""

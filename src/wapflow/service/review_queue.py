@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from wapflow.audit.anomaly import band
+from wapflow.audit.anomaly import band, same_weekday, weekday_of
 from wapflow.audit.batch_checks import AnomalyCheck, VolumeCheck
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import UsageError
@@ -172,14 +172,14 @@ def decide(lh: Lakehouse, run_id: str, decision: str, *, reason: str, by: str | 
 # --- quality trends --------------------------------------------------------------------------------------------
 
 
-def _watching(src: Sources, table: str, metric: str, column: str) -> tuple[float, int, int]:
-    """(sensitivity, window, min_history) of the table's check on this metric, else the anomaly defaults."""
+def _watching(src: Sources, table: str, metric: str, column: str) -> tuple[float, int, int, bool]:
+    """(sensitivity, window, min_history, weekly) of the table's check on this metric, else the anomaly defaults."""
     for chk in src.cfg.table(table).checks:
         if isinstance(chk, VolumeCheck) and metric == "row_count":
-            return chk.sensitivity, chk.runs, chk.min_history
+            return chk.sensitivity, chk.runs, chk.min_history, chk.seasonality == "weekly"
         if isinstance(chk, AnomalyCheck) and chk.metric == metric and (chk.column or "").lower() == column:
-            return chk.sensitivity, chk.window, chk.min_history
-    return DEFAULT_SENSITIVITY, DEFAULT_WINDOW, DEFAULT_MIN_HISTORY
+            return chk.sensitivity, chk.window, chk.min_history, chk.seasonality == "weekly"
+    return DEFAULT_SENSITIVITY, DEFAULT_WINDOW, DEFAULT_MIN_HISTORY, False
 
 
 def trend_choices(src: Sources, table: str, runs: int = 50) -> list[str]:
@@ -190,15 +190,18 @@ def trend_choices(src: Sources, table: str, runs: int = 50) -> list[str]:
 
 def trend(src: Sources, table: str, metric: str = "row_count", column: str = "", runs: int = 50) -> dict[str, Any]:
     """One metric over the table's last runs (oldest first), each with the band the anomaly check would have used
-    for it: median ± sensitivity x spread of the published runs before it (None until min_history of them)."""
+    for it: median ± sensitivity x spread of the published runs before it (with weekly seasonality: of those on
+    its weekday; None until min_history of them)."""
     history = MetricHistory(src.store.engine)
     rows = [r for r in history.read(table, metric=metric, column=column or None, runs=runs) if r.column == column]
     rows.sort(key=lambda r: (r.run_at, r.run_id))
-    sensitivity, window, min_history = _watching(src, table, metric, column)
-    published: list[float] = []
+    sensitivity, window, min_history, weekly = _watching(src, table, metric, column)
+    published: list[tuple[datetime, float]] = []  # newest first
     points: list[dict[str, Any]] = []
     for r in rows:
-        b = band(published[-window:], sensitivity) if len(published) >= min_history else None
+        weekday = weekday_of(r.run_at) if weekly else None
+        before = same_weekday(published, weekday, window)
+        b = band(before, sensitivity, weekday) if len(before) >= min_history else None
         points.append(
             {
                 "run_at": r.run_at if r.run_at.tzinfo else r.run_at.replace(tzinfo=UTC),
@@ -212,11 +215,12 @@ def trend(src: Sources, table: str, metric: str = "row_count", column: str = "",
             }
         )
         if r.status == PUBLISHED and r.value is not None:
-            published.append(r.value)
+            published.insert(0, (r.run_at, r.value))
     label = metric if not column else f"{metric}({column})"
+    on = " on the same weekday" if weekly else ""
     return {
         "table": table,
         "metric": label,
         "points": points,
-        "band": f"median ± {sensitivity:g} x spread of the last {window} published runs (from {min_history})",
+        "band": f"median ± {sensitivity:g} x spread of the last {window} published runs{on} (from {min_history})",
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, as_number
@@ -99,8 +100,11 @@ def audit(run: Run) -> AuditReport:
                 branch_sql=branch_sql,
                 file_metrics=file_metrics,
                 changes=changes.to_dict() if changes is not None else None,
-                metric_history=lambda metric, column, n: history.published(run.target.dotted, metric, column, n),
+                metric_history=lambda metric, column, n, weekday: history.published(
+                    run.target.dotted, metric, column, n, weekday
+                ),
                 last_schema=lambda: history.last_published_schema(run.target.dotted),
+                run_at=run.record.started_at,
             )
             try:
                 run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
@@ -219,15 +223,15 @@ def _file_metrics(run: Run) -> FileMetrics | None:
         return None
 
 
-def _history(run: Run) -> list[int]:
-    """Rows added by the table's earlier published runs, newest first (for volume checks)."""
+def _history(run: Run) -> list[tuple[datetime, int]]:
+    """(commit time, rows added) of the table's earlier published runs, newest first (for volume checks)."""
     tables = run.lh.tables
     snaps = tables.snapshots(run.target)
     out = []
     for s in tables.ancestry(snaps, tables.head(run.target, "main")):
         rid = run_of(snaps, s)
         if rid and rid != run.run_id:
-            out.append(s.added_records)
+            out.append((s.committed_at, s.added_records))
     return out
 
 
@@ -283,6 +287,7 @@ def recheck_main(run: Run) -> None:
             this_table=run.target,
             history=lambda: _history(run),
             branch_sql=view.branch_sql,
+            run_at=run.record.started_at,
             changes=run_changes(run, mode).to_dict() if run.run_snapshots else None,
         )
         try:
