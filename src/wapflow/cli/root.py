@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -107,6 +108,20 @@ def _internal_error(e: Exception) -> None:
     err.print(f"[bold red]error:[/bold red] {escape(message)}" + (f"\n  the traceback is in {where}" if where else ""))
 
 
+if TYPE_CHECKING:
+    from typer._click.core import Command  # the Click inside Typer (its own copy)
+
+_command: Command | None = None
+
+
+def click_command() -> Command:
+    """The Click command Typer builds from `app`, built once in a process (0.1 s each time otherwise)."""
+    global _command
+    if _command is None:
+        _command = typer.main.get_command(app)
+    return _command
+
+
 def execute(argv: list[str], prog_name: str) -> int:
     """A command in a process that goes on after it (the engine, wapflow.engine): what main() does, but the
     exit code is returned and no child process is ended (the engine's JVM serves the next command too)."""
@@ -116,7 +131,7 @@ def execute(argv: list[str], prog_name: str) -> int:
     session.verbose = False  # a --verbose of the command before
     try:
         _strip_verbose()
-        app(args=sys.argv[1:], prog_name=prog_name)
+        click_command().main(args=sys.argv[1:], prog_name=prog_name)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_RUNTIME)
     except (StopRequested, KeyboardInterrupt) as e:
