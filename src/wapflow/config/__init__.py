@@ -53,9 +53,9 @@ class LakehouseConfig(_Strict):
     driver_memory: str = "2g"  # spark.driver.memory of the driver (the `wap` process on a local master)
     # Where the commands that need Spark (run, run-tables, ingest, backfill, query, revert, maintain, discard)
     # run: "auto" hands them to a warm wapflow engine, a background process of this user that keeps one
-    # SparkSession for this config (started by the first such command; `wap engine status|stop|logs`);
+    # SparkSession for this config (started by the first such command; `wap engine status`, `stop`, `logs`);
     # "off" starts Spark in each command; "sc://host:15002" makes each command a client of that Spark Connect
-    # server. `--no-engine` and WAP_ENGINE=off|auto override it for one command or shell.
+    # server. `--no-engine`, and WAP_ENGINE=off or auto, override it for one command or a shell.
     engine: str = "off"
     engine_idle: str = "15m"  # the engine stops after this long without a command (a duration: 90s, 15m, 1h)
     # Any extra Spark conf, e.g. { "spark.sql.shuffle.partitions" = "64" }.
