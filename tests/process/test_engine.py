@@ -303,3 +303,26 @@ def test_engine_status_and_stop_leave_no_jvm(runtime: Path, lake: Path) -> None:
     assert gone([engine["pid"], *engine["jvm_pids"]], within=5), engine
     assert status(runtime, lake)["engines"] == []
     assert not list((runtime / "wapflow").glob("engine-*.sock"))
+
+
+def test_an_engine_that_cannot_start_leaves_the_command_to_its_own_process(
+    runtime: Path, lake: Path, tmp_path: Path
+) -> None:
+    """One line says why, then the command runs as without an engine (here it fails before Spark, or on the
+    missing Java, so no JVM is needed to see it)."""
+    cfg = str(lake / "wap.toml")
+    good = str(trips_file(tmp_path, "x.parquet", 10, start_id=90_001))
+    not_a_folder = tmp_path / "rt"
+    not_a_folder.mkdir()
+    (not_a_folder / "wapflow").write_text("a file where the runtime folder goes")
+    p, _ = served(not_a_folder, "run", "no namespace", good, "-c", cfg)
+    assert p.code == 2, p.text
+    assert "· the wapflow engine is not used: " in p.stderr and "needs a namespace" in p.stderr
+
+    no_java = tmp_path / "bin"
+    no_java.mkdir()
+    p, _ = served(runtime, "run", TABLE, good, "-c", cfg, PATH=str(no_java), JAVA_HOME=str(tmp_path / "none"))
+    assert p.code == 3, p.text
+    assert "· the wapflow engine is not used: it could not start Spark" in p.stderr, p.stderr
+    assert "Java was not found" in p.stderr and "Traceback" not in p.stderr
+    assert status(runtime, lake)["engines"] == []  # the engine that could not start did not stay

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     except WapError as e:
         log(f"the configuration does not load: {e}")
         if args.ready_fd is not None:
-            os.write(args.ready_fd, f"error: the configuration does not load: {e}\n".encode())
+            os.write(args.ready_fd, b"config: does not load\n")  # the client's command reports it
         return e.exit_code
 
     def warm_up() -> SparkSession:

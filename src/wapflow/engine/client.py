@@ -85,10 +85,17 @@ def handoff(argv: list[str], prog: str) -> int | None:
             return Client(argv, prog, cwd, path, data).run()
         except _Retry:
             continue
+        except _ConfigProblem:
+            return None  # the command itself reports what is wrong with wap.toml, as without an engine
         except EngineUnavailable as e:
             progress(f"the wapflow engine is not used: {e}; running the command in this process")
             return None
+    progress("the wapflow engine is not used: it was stopping twice; running the command in this process")
     return None
+
+
+class _ConfigProblem(EngineUnavailable):
+    """wap.toml does not load: no line about the engine, the command says what is wrong."""
 
 
 class _Retry(Exception):
@@ -235,6 +242,8 @@ class Client:
         finally:
             os.close(r)
         line = answer.decode(errors="replace").strip()
+        if line.startswith("config:"):
+            raise _ConfigProblem(line)
         if not line.startswith("ready"):
             why = line.removeprefix("error: ") or "it exited while starting"
             raise EngineUnavailable(f"{why}; see {self.paths.log}")

@@ -388,7 +388,7 @@ class Engine:
             return
         with self.lock:
             if self.stopping.is_set():
-                req.send(P.REFUSED, b"stopping: the engine is stopping")
+                req.send(P.REFUSED, (self.broken or "stopping: the engine is stopping").encode())
                 chan.close()
                 return
             if not self.ready:
