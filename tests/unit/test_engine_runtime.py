@@ -44,10 +44,10 @@ def test_the_config_is_found_as_the_cli_finds_it(tmp_path: Path) -> None:
         config_path(["run", "-c", "missing.toml"], {}, cwd)
 
 
-def test_engine_setting_is_off_unless_wap_toml_says_auto(tmp_path: Path) -> None:
-    assert engine_setting(None)[0] == "off"
-    assert engine_setting(toml(tmp_path, '[lakehouse]\nmaster = "local[2]"\n'))[0] == "off"
-    assert engine_setting(toml(tmp_path, '[lakehouse]\nengine = "auto"\n'))[0] == "auto"
+def test_engine_setting_is_auto_unless_wap_toml_says_otherwise(tmp_path: Path) -> None:
+    assert engine_setting(None)[0] == "auto"
+    assert engine_setting(toml(tmp_path, '[lakehouse]\nmaster = "local[2]"\n'))[0] == "auto"
+    assert engine_setting(toml(tmp_path, '[lakehouse]\nengine = "off"\n'))[0] == "off"
     # A Spark Connect master, or a file the command itself must report, is not handed to an engine.
     assert engine_setting(toml(tmp_path, '[lakehouse]\nengine = "auto"\nmaster = "sc://h:1"\n'))[0] == "off"
     assert engine_setting(toml(tmp_path, "[lakehouse\nengine = "))[0] == "off"

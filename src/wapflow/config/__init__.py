@@ -56,7 +56,7 @@ class LakehouseConfig(_Strict):
     # SparkSession for this config (started by the first such command; `wap engine status`, `stop`, `logs`);
     # "off" starts Spark in each command; "sc://host:15002" makes each command a client of that Spark Connect
     # server. `--no-engine`, and WAP_ENGINE=off or auto, override it for one command or a shell.
-    engine: str = "off"
+    engine: str = "auto"
     engine_idle: str = "15m"  # the engine stops after this long without a command (a duration: 90s, 15m, 1h)
     # Any extra Spark conf, e.g. { "spark.sql.shuffle.partitions" = "64" }.
     spark_conf: dict[str, Scalar] = Field(default_factory=dict)

@@ -37,7 +37,7 @@ ENGINE_ENV = "WAP_ENGINE"
 # dashboard) keep their own process; commands that read metadata only need no JVM to begin with.
 COMMANDS = frozenset({"run", "run-tables", "ingest", "backfill", "query", "revert", "maintain", "discard"})
 # The engine setting when wap.toml does not say (lakehouse.engine).
-DEFAULT_MODE = "off"
+DEFAULT_MODE = "auto"
 
 # The environment read when the engine (its JVM, its catalog) starts, and so part of its key. WAP_* variables
 # are too, except those read per command (each request carries the client's whole environment).
