@@ -72,10 +72,10 @@ def handoff(argv: list[str], prog: str) -> int | None:
     forced = os.environ.get(ENGINE_ENV, "").strip().lower()
     if forced == "off":
         return None
-    cwd = os.getcwd()
     try:
+        cwd = os.getcwd()
         path = config_path(argv, os.environ, cwd)
-    except EngineUnavailable:
+    except (EngineUnavailable, OSError):
         return None  # the command says what is wrong with --config / $WAP_CONFIG
     mode, data = engine_setting(path)
     if not (mode == "auto" or (forced == "auto" and mode == "off")):
@@ -87,8 +87,9 @@ def handoff(argv: list[str], prog: str) -> int | None:
             continue
         except _ConfigProblem:
             return None  # the command itself reports what is wrong with wap.toml, as without an engine
-        except EngineUnavailable as e:
-            progress(f"the wapflow engine is not used: {e}; running the command in this process")
+        except (EngineUnavailable, OSError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            progress(f"the wapflow engine is not used: {why}; running the command in this process")
             return None
     progress("the wapflow engine is not used: it was stopping twice; running the command in this process")
     return None

@@ -270,6 +270,7 @@ class Engine:
                 code = self._execute(req)
         except BaseException as e:  # noqa: BLE001 - the engine outlives whatever a command did
             log(f"command {self.requests} broke the engine's request handling: {e!r}")
+            req.send(P.STDERR, f"error: the wapflow engine could not run the command: {_first_line(e)}\n".encode())
         self.last_used = time.time()
         log(f"command {self.requests} ended with {code} in {time.monotonic() - t0:.2f}s")
         self._write_info()
