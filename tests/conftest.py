@@ -7,7 +7,14 @@ no test module imports another.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# `wap` processes the tests start run their commands themselves, as they always did: the warm engine
+# (wapflow.engine) is tested by tests/process/test_engine.py, which turns it on for its own processes.
+# WAP_ENGINE=auto in the environment runs the CLI tests through the engine instead.
+os.environ.setdefault("WAP_ENGINE", "off")
 
 pytest_plugins = [
     "support.data",

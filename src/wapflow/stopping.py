@@ -66,6 +66,10 @@ class Stop:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """No stop pending: the next command in this process starts afresh (the engine runs one after another)."""
         self.requested.clear()
         self.signum = None
 
@@ -73,6 +77,11 @@ class Stop:
         return SIGNAL_NAMES.get(signal.Signals(self.signum), "a signal") if self.signum else "a signal"
 
     def _on_signal(self, signum: int, _: FrameType | None) -> None:
+        self.deliver(signum)
+
+    def deliver(self, signum: int) -> None:
+        """A stop as if `signum` had arrived, on the main thread: what the signal handler does, for a stop that
+        comes another way (the engine's client asking to stop the command it runs, wapflow.engine)."""
         first = not self.requested.is_set()
         self.signum = self.signum or signum
         self.requested.set()

@@ -25,9 +25,27 @@ if TYPE_CHECKING:
     from wapflow.lakehouse.progress import Tick
     from wapflow.pipeline.result import RunResult
 
-# Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+def _out_settings() -> dict[str, Any]:
+    # Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
+    return {"highlight": False, "soft_wrap": True, "width": None if sys.stdout.isatty() else 120}
+
+
+def _err_settings() -> dict[str, Any]:
+    return {"stderr": True, "highlight": False, "soft_wrap": True}
+
+
+out = Console(**_out_settings())
+err = Console(**_err_settings())
+
+
+def follow_terminal() -> None:
+    """Set `out` and `err` up again for this moment's sys.stdout, sys.stderr and environment, as if the
+    process had just started: the engine (wapflow.engine) runs each command for another client's terminal.
+    In place, because modules hold these two objects."""
+    Console.__init__(out, **_out_settings())
+    Console.__init__(err, **_err_settings())
+
 
 STATUS_COLOR = {
     "published": "green",

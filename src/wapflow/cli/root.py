@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -19,6 +20,7 @@ from wapflow.cli import (
     dashboard,
     demo,
     doctor,
+    engine,
     ingest,
     maintain,
     nessie,
@@ -31,7 +33,7 @@ from wapflow.cli import (
     tables,
 )
 from wapflow.cli.output import err
-from wapflow.cli.stop import stopped
+from wapflow.cli.stop import stop_code, stopped
 from wapflow.errors import EXIT_RUNTIME, exit_code_table
 from wapflow.stopping import STOP, StopRequested
 
@@ -73,6 +75,7 @@ app.add_typer(demo.demo_app, name="demo")
 app.add_typer(storage.storage_app, name="storage")
 app.add_typer(nessie.nessie_app, name="nessie")
 app.add_typer(alerts.alerts_app, name="alerts")
+app.add_typer(engine.engine_app, name="engine")
 
 
 def _strip_verbose() -> None:
@@ -104,6 +107,40 @@ def _internal_error(e: Exception) -> None:
         err.print(escape(detail))
     message = f"internal error (a bug in wapflow, please report it): {type(e).__name__}: {e}"
     err.print(f"[bold red]error:[/bold red] {escape(message)}" + (f"\n  the traceback is in {where}" if where else ""))
+
+
+if TYPE_CHECKING:
+    from typer._click.core import Command  # the Click inside Typer (its own copy)
+
+_command: Command | None = None
+
+
+def click_command() -> Command:
+    """The Click command Typer builds from `app`, built once in a process (0.1 s each time otherwise)."""
+    global _command
+    if _command is None:
+        _command = typer.main.get_command(app)
+    return _command
+
+
+def execute(argv: list[str], prog_name: str) -> int:
+    """A command in a process that goes on after it (the engine, wapflow.engine): what main() does, but the
+    exit code is returned and no child process is ended (the engine's JVM serves the next command too)."""
+    from wapflow.lakehouse import session
+
+    sys.argv = [prog_name, *argv]
+    session.verbose = False  # a --verbose of the command before
+    try:
+        _strip_verbose()
+        click_command().main(args=sys.argv[1:], prog_name=prog_name)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_RUNTIME)
+    except (StopRequested, KeyboardInterrupt) as e:
+        return stop_code(e)
+    except Exception as e:  # noqa: BLE001 - as in main(): one error block, the traceback in the log
+        _internal_error(e)
+        return EXIT_RUNTIME
+    return 0
 
 
 def main() -> None:

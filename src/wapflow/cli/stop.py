@@ -14,17 +14,22 @@ LONG_RUNNING = ("watch", "serve", "dashboard")
 
 
 def stopped(e: StopRequested | KeyboardInterrupt) -> NoReturn:
-    """A stop that came where the command could not finish what it had in hand: one line (plain: it may come
-    before the output layer is loaded), and the exit code of a stop, 0 for the long-running commands, whose
-    normal end it is. Whatever was under way is durable: a run resumes, a batch's files are taken over, when
-    the same command runs again."""
+    """A stop that came where the command could not finish what it had in hand: its children end (a JVM stopped
+    in its start-up does not end with this process by itself), then its line and exit code (stop_code)."""
     from wapflow.lakehouse.processes import end_children
 
+    end_children()
+    sys.exit(stop_code(e))
+
+
+def stop_code(e: StopRequested | KeyboardInterrupt) -> int:
+    """One line (plain: it may come before the output layer is loaded), and the exit code of a stop, 0 for the
+    long-running commands, whose normal end it is. Whatever was under way is durable: a run resumes, a batch's
+    files are taken over, when the same command runs again. Alone (no process ends) in the engine."""
     how = STOP.name() if isinstance(e, StopRequested) else "SIGINT"
-    end_children()  # a JVM stopped in its start-up does not end with this process by itself
     command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     if command in LONG_RUNNING:
         sys.stderr.write(f"stopped by {how}\n")
-        sys.exit(EXIT_PUBLISHED)
+        return EXIT_PUBLISHED
     sys.stderr.write(f"stopped by {how}; anything under way resumes when the same command runs again\n")
-    sys.exit(EXIT_STOPPED)
+    return EXIT_STOPPED

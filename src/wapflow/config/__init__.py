@@ -51,6 +51,13 @@ class LakehouseConfig(_Strict):
     # Where Spark runs: local[*], spark://host:7077, k8s://https://..., sc://host:15002 (Spark Connect).
     master: str = "local[*]"
     driver_memory: str = "2g"  # spark.driver.memory of the driver (the `wap` process on a local master)
+    # Where the commands that need Spark (run, run-tables, ingest, backfill, query, revert, maintain, discard)
+    # run: "auto" hands them to a warm wapflow engine, a background process of this user that keeps one
+    # SparkSession for this config (started by the first such command; `wap engine status`, `stop`, `logs`);
+    # "off" starts Spark in each command; "sc://host:15002" makes each command a client of that Spark Connect
+    # server. `--no-engine`, and WAP_ENGINE=off or auto, override it for one command or a shell.
+    engine: str = "auto"
+    engine_idle: str = "15m"  # the engine stops after this long without a command (a duration: 90s, 15m, 1h)
     # Any extra Spark conf, e.g. { "spark.sql.shuffle.partitions" = "64" }.
     spark_conf: dict[str, Scalar] = Field(default_factory=dict)
     # JVM jars: by default downloaded once from Maven Central into jars_dir.
@@ -85,6 +92,21 @@ class LakehouseConfig(_Strict):
     @classmethod
     def _run_store(cls, v: str | None) -> str | None:
         return _database_url(v)
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        v = v.strip()
+        if v not in ("auto", "off") and not v.startswith("sc://"):
+            raise ValueError(f'{v!r} is not "auto", "off" or a Spark Connect URL (sc://host:15002)')
+        return v
+
+    @field_validator("engine_idle")
+    @classmethod
+    def _engine_idle(cls, v: str) -> str:
+        if parse_duration(v) <= 0:
+            raise ValueError(f"{v!r} is not a positive duration (e.g. 90s, 15m, 1h)")
+        return v.strip()
 
     @model_validator(mode="after")
     def _jdbc_catalog(self) -> LakehouseConfig:

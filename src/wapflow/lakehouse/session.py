@@ -70,6 +70,8 @@ def effective_master(cfg: WapConfig, progress: jvm.Progress | None = None) -> st
     """The master this process uses: the configured one, or, for a local master, the endpoint of the
     Spark Connect server `wap serve` runs for this config when it is alive (said in one progress line)."""
     master = cfg.lakehouse.master
+    if cfg.lakehouse.engine.startswith("sc://"):
+        return cfg.lakehouse.engine  # engine = "sc://...": each command is a client of that server
     if not use_server or not _is_local_master(master):
         return master
     from wapflow.lakehouse import connect
@@ -251,6 +253,13 @@ def gateway_nodelay(spark: SparkSession) -> None:
                 sock.setTcpNoDelay(True)
     except Py4JError:
         return
+
+
+def reset_gateway_nodelay() -> None:
+    """Forget which threads have Nagle off: a stop that cut a py4j call dropped that thread's connection, and
+    the next call opens a new one (the engine, wapflow.engine, goes on after such a stop)."""
+    with _nodelay_lock:
+        _nodelay_threads.clear()
 
 
 def _check_connect_client() -> None:

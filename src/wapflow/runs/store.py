@@ -12,7 +12,8 @@ import json
 import os
 import shlex
 import socket
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,8 +68,24 @@ def _process_start(pid: int) -> str | None:
         return None
 
 
+# The process a run, claim or maintenance record belongs to: this one, or, in the engine (wapflow.engine), the
+# `wap` client it runs the command for. The record is then orphaned exactly when that command's process is gone.
+_acting_for: int | None = None
+
+
+@contextmanager
+def acting_for(pid: int) -> Iterator[None]:
+    """Records made in the block belong to process `pid` (the engine's client), not to this process."""
+    global _acting_for
+    previous, _acting_for = _acting_for, pid
+    try:
+        yield
+    finally:
+        _acting_for = previous
+
+
 def current_owner() -> dict[str, Any]:
-    pid = os.getpid()
+    pid = _acting_for or os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
 
 

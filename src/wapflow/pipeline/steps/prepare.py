@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from wapflow.errors import UsageError
@@ -32,7 +31,7 @@ def prepare(run: Run) -> None:
         previous = run.lh.store.get(run.run_id)
         if previous is not None:
             owner = previous.owner or {}
-            if previous.status == "running" and owner_alive(owner) and owner.get("pid") != os.getpid():
+            if previous.status == "running" and owner_alive(owner) and owner.get("pid") != current_owner()["pid"]:
                 run.record_owned = False
                 raise UsageError(
                     f"run {run.run_id} is running right now (process {owner.get('pid')} on {owner.get('host')})",

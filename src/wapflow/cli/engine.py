@@ -1,0 +1,90 @@
+"""`wap engine status|stop|logs`: the warm engines of this user (wapflow.engine). The engine process itself is
+wapflow.cli.engine_main."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from wapflow.cli.common import ConfigOpt, JsonOpt
+from wapflow.cli.output import Output, out, rows_table
+
+engine_app = typer.Typer(
+    help="The warm wapflow engine: commands that need Spark run in it (wap.toml `engine`).", no_args_is_help=True
+)
+
+STATUS_COLUMNS = ["pid", "this_config", "config", "started", "idle_for_s", "commands", "memory_mb", "key"]
+
+
+@engine_app.command("status")
+def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
+    """The engines running for this user: pid, key, config, started, idle for, memory (engine and its JVM)."""
+    from wapflow.engine import control
+    from wapflow.engine.runtime import EngineUnavailable, runtime_dir
+
+    try:
+        key: str | None = control.key_for(config)
+    except EngineUnavailable:
+        key = None
+    rows = control.status(key)
+    doc = {"runtime_dir": str(runtime_dir()), "this_config_key": key, "engines": rows}
+
+    def show() -> None:
+        if not rows:
+            out.print(f"no wapflow engine is running ({runtime_dir()})")
+            return
+        out.print(rows_table("wapflow engines", rows, STATUS_COLUMNS))
+
+    Output(as_json).result(doc, show)
+
+
+@engine_app.command("stop")
+def stop(
+    config: ConfigOpt = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="Stop every engine of this user, not only this config's.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Stop the engine of this config (or all): a command it runs stops as by Ctrl-C and resumes later."""
+    from wapflow.engine import control
+    from wapflow.engine.runtime import EngineUnavailable
+
+    o = Output(as_json)
+    try:
+        key: str | None = control.key_for(config)
+    except EngineUnavailable:
+        key = None
+    targets = [r for r in control.status(key) if every or r["this_config"]]
+    stopped = [{"pid": r["pid"], "key": r["key"], "ended": control.stop(int(r["pid"]))} for r in targets]
+    o.result(
+        {"stopped": stopped},
+        lambda: out.print(
+            "\n".join(f"stopped the engine pid {s['pid']} ({s['key']})" for s in stopped)
+            or "no wapflow engine was running" + ("" if every else " for this config")
+        ),
+    )
+
+
+@engine_app.command("logs")
+def logs(
+    config: ConfigOpt = None,
+    lines: Annotated[int, typer.Option("--lines", "-n", help="How many of the last lines.")] = 50,
+) -> None:
+    """The last lines of the engine log of this config (the engine's own; Spark's log is in the state folder)."""
+    from wapflow.engine import control
+    from wapflow.engine.runtime import EngineUnavailable
+    from wapflow.errors import UsageError
+
+    o = Output(False)
+    try:
+        path = control.log_path(control.key_for(config))
+    except EngineUnavailable as e:
+        o.fail(UsageError(str(e), hint="give --config the wap.toml of the engine"))
+    if not path.exists():
+        out.print(f"no engine log for this config ({path})")
+        return
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    sys.stdout.write(f"{path}\n" + "\n".join(text[-lines:]) + "\n")

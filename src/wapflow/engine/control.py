@@ -1,0 +1,66 @@
+"""What `wap engine status|stop|logs` read and do: the engines of this user, one configuration's key."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from wapflow.engine.runtime import (
+    EnginePaths,
+    config_path,
+    engine_key,
+    engine_setting,
+    engines,
+    memory_bytes,
+    runtime_dir,
+)
+from wapflow.lakehouse.processes import alive, children, terminate
+
+
+def key_for(config: str | None) -> str:
+    """The key a `wap` command on `config` (None: as the CLI finds it) would use from this shell and folder."""
+    cwd = os.getcwd()
+    path = config_path(["--config", config] if config else [], os.environ, cwd)
+    _, data = engine_setting(path)
+    return engine_key(path, data, cwd, os.environ)
+
+
+def status(this_key: str | None) -> list[dict[str, Any]]:
+    """The engines running for this user: pid, key, config, started, idle for, memory (engine and JVM)."""
+    rows = []
+    now = time.time()
+    for doc in engines():
+        pid = int(doc["pid"])
+        rows.append(
+            {
+                "pid": pid,
+                "key": doc.get("key"),
+                "config": doc.get("config"),
+                "this_config": doc.get("key") == this_key,
+                "started": datetime.fromtimestamp(float(doc.get("started") or now), UTC).isoformat(timespec="seconds"),
+                "idle_for_s": round(now - float(doc.get("last_used") or now), 1),
+                "idle_stop_s": doc.get("idle_seconds"),
+                "commands": doc.get("requests", 0),
+                "memory_mb": round(memory_bytes(pid) / 2**20, 1),
+                "jvm_pids": children(pid),
+                "log": doc.get("log"),
+            }
+        )
+    return rows
+
+
+def stop(pid: int, grace: float = 60.0) -> list[int]:
+    """Stop an engine (a command it runs is stopped and resumes later) and its JVM; the pids that were ended."""
+    kids = children(pid)
+    terminate(pid, lambda: not alive(pid), grace=grace)
+    for kid in kids:  # the JVM goes with the engine's SparkContext; only a killed engine leaves it behind
+        if alive(kid):
+            terminate(kid, lambda k=kid: not alive(k), grace=10.0)  # type: ignore[misc]
+    return [pid, *kids]
+
+
+def log_path(key: str) -> Path:
+    return EnginePaths(runtime_dir(), key).log

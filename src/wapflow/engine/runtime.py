@@ -1,0 +1,246 @@
+"""Where an engine lives and which one a command may use: the per-user runtime folder, the engine key, the files.
+
+Standard library only (and wapflow's process helpers): the `wap` client reads it before anything heavy is
+imported. An engine serves one
+configuration, named by its key: a hash of what the engine fixed when it started (wapflow's version, the
+wap.toml path and bytes, the Python executable, the Java it found and the environment the JVM and the catalog
+read at start). A command whose key differs uses another engine; an old one is never used and idles out.
+
+    <runtime>/engine-<key>.sock   the Unix socket (0600), in a folder only its user can enter (0700)
+    <runtime>/engine-<key>.json   pid, key, config, started, last request (what `wap engine status` shows)
+    <runtime>/engine-<key>.lock   held by the client that starts the engine: two racing clients start one
+    <runtime>/engine-<key>.log    the engine's stdout and stderr (Python; the JVM logs to the state folder)
+
+runtime = $XDG_RUNTIME_DIR/wapflow, else /tmp/wapflow-<uid>.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wapflow.lakehouse.processes import alive
+
+# Environment variables that turn the engine off (`off`) or on (`auto`) for this shell, whatever wap.toml says.
+ENGINE_ENV = "WAP_ENGINE"
+# The commands a client hands to the engine: those that start Spark. Long-running commands (watch, serve,
+# dashboard) keep their own process; commands that read metadata only need no JVM to begin with.
+COMMANDS = frozenset({"run", "run-tables", "ingest", "backfill", "query", "revert", "maintain", "discard"})
+# The engine setting when wap.toml does not say (lakehouse.engine).
+DEFAULT_MODE = "auto"
+
+# The environment read when the engine (its JVM, its catalog) starts, and so part of its key. WAP_* variables
+# are too, except those read per command (each request carries the client's whole environment).
+_KEY_ENV_PREFIXES = ("WAP_", "SPARK_", "PYSPARK_", "HADOOP_", "AWS_", "JAVA_", "_JAVA_")
+_KEY_ENV_NAMES = ("XDG_CACHE_HOME", "JDK_JAVA_OPTIONS")
+_PER_COMMAND_ENV = ("WAP_ENGINE", "WAP_CONFIG", "WAP_CRASH_AT", "WAP_RAISE_AT", "WAP_STOP_MARKER")
+
+
+class EngineUnavailable(Exception):
+    """The engine cannot serve this command (why, in one line): the command runs in its own process."""
+
+
+def runtime_dir() -> Path:
+    """The per-user folder of engines' sockets and records."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return Path(xdg) / "wapflow"
+    return Path(tempfile.gettempdir()) / f"wapflow-{os.getuid()}"
+
+
+def ensure_runtime_dir() -> Path:
+    """The runtime folder, created 0700; refused if another user owns it or others may enter it."""
+    folder = runtime_dir()
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = folder.lstat()
+    except OSError as e:
+        raise EngineUnavailable(f"cannot create {folder}: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise EngineUnavailable(f"{folder} is not a folder of this user")
+    if st.st_mode & 0o077:
+        try:
+            folder.chmod(0o700)
+        except OSError as e:
+            raise EngineUnavailable(f"{folder} is open to other users and cannot be closed: {e.strerror}") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise EngineUnavailable(f"{folder} is not writable")
+    return folder
+
+
+@dataclass(frozen=True)
+class EnginePaths:
+    """The files of the engine of one key."""
+
+    folder: Path
+    key: str
+
+    def _file(self, ext: str) -> Path:
+        return self.folder / f"engine-{self.key}.{ext}"
+
+    @property
+    def sock(self) -> Path:
+        return self._file("sock")
+
+    @property
+    def info(self) -> Path:
+        return self._file("json")
+
+    @property
+    def lock(self) -> Path:
+        return self._file("lock")
+
+    @property
+    def log(self) -> Path:
+        return self._file("log")
+
+
+def config_path(argv: list[str], env: dict[str, str] | os._Environ[str], cwd: str) -> Path | None:
+    """The wap.toml the command would read (as wapflow.config.find_config_path finds it): --config/-c in argv,
+    else $WAP_CONFIG, else ./wap.toml; None for built-in defaults. A named file that is missing raises
+    EngineUnavailable: the command itself says what is wrong."""
+    explicit: str | None = None
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    for i, a in enumerate(args):
+        if a in ("--config", "-c") and i + 1 < len(args):
+            explicit = args[i + 1]
+        elif a.startswith("--config="):
+            explicit = a.split("=", 1)[1]
+        elif a.startswith("-c") and len(a) > 2 and not a.startswith("--"):
+            explicit = a[2:]
+    named = explicit or env.get("WAP_CONFIG")
+    if named:
+        p = Path(os.path.expanduser(named))
+        p = p if p.is_absolute() else Path(cwd) / p
+        if not p.is_file():
+            raise EngineUnavailable(f"config file {named} does not exist")
+        return p.resolve()
+    p = Path(cwd) / "wap.toml"
+    return p.resolve() if p.is_file() else None
+
+
+def engine_setting(path: Path | None) -> tuple[str, bytes]:
+    """wap.toml's `engine` ([lakehouse]) and the file's bytes. A file that does not parse, or whose master is a
+    Spark Connect server, is left to the command itself (EngineUnavailable without a line: `off`)."""
+    if path is None:
+        return DEFAULT_MODE, b""
+    try:
+        data = path.read_bytes()
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return "off", b""
+    lh = doc.get("lakehouse")
+    lh = lh if isinstance(lh, dict) else {}
+    mode = lh.get("engine", DEFAULT_MODE)
+    master = lh.get("master", "")
+    if not isinstance(mode, str) or (isinstance(master, str) and master.startswith("sc://")):
+        return "off", data
+    return mode.strip(), data
+
+
+def _java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.isfile(os.path.join(home, "bin", "java")):
+        return os.path.realpath(os.path.join(home, "bin", "java"))
+    found = shutil.which("java")
+    return os.path.realpath(found) if found else ""
+
+
+def engine_key(path: Path | None, data: bytes, cwd: str, env: dict[str, str] | os._Environ[str]) -> str:
+    """The key of the engine that may serve a command on this configuration from this environment."""
+    from wapflow import __version__
+
+    fixed = {
+        k: v
+        for k, v in env.items()
+        if (k.startswith(_KEY_ENV_PREFIXES) or k in _KEY_ENV_NAMES) and k not in _PER_COMMAND_ENV
+    }
+    parts = {
+        "version": __version__,
+        "config": str(path) if path is not None else "",
+        # Without a wap.toml the defaults resolve against the folder the command runs in.
+        "cwd": cwd if path is None else "",
+        "toml": hashlib.sha256(data).hexdigest(),
+        "python": sys.executable,
+        "java": _java(),
+        "env": sorted(fixed.items()),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_info(path: Path) -> dict[str, Any] | None:
+    """An engine's record (None if missing or unreadable)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def write_info(path: Path, doc: dict[str, Any]) -> None:
+    """Replace an engine's record atomically (readers never see half of one)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+def is_engine(pid: int, key: str) -> bool:
+    """The process is the engine of this key (not another process that got its pid)."""
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return alive(pid)
+    return b"wapflow.cli.engine_main" in cmd and key.encode() in cmd
+
+
+def engines(folder: Path | None = None) -> list[dict[str, Any]]:
+    """The records of the engines under the runtime folder that are alive; a dead one's files are removed."""
+    folder = folder or runtime_dir()
+    found = []
+    for info in sorted(folder.glob("engine-*.json")) if folder.is_dir() else []:
+        doc = read_info(info)
+        if doc is None:
+            continue
+        pid, key = int(doc.get("pid") or 0), str(doc.get("key", ""))
+        if alive(pid) and is_engine(pid, key):
+            found.append(doc)
+        else:
+            remove_files(EnginePaths(folder, key), pid)
+    return found
+
+
+def remove_files(paths: EnginePaths, pid: int | None = None) -> None:
+    """An engine's socket and record, if they are still the engine `pid`'s (or nobody's)."""
+    doc = read_info(paths.info)
+    if pid is not None and doc is not None and int(doc.get("pid") or 0) not in (pid, 0):
+        return
+    for p in (paths.sock, paths.info):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def memory_bytes(pid: int) -> int:
+    """Resident memory of a process and its children (the engine and its JVM)."""
+    from wapflow.lakehouse.processes import children
+
+    total = 0
+    for p in [pid, *children(pid)]:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            continue
+    return total

@@ -1,0 +1,328 @@
+"""The warm engine (wapflow.engine) with real `wap` processes, a real engine process and its JVM.
+
+One lakehouse with `engine = "auto"` for the whole module, its tests in order (the engine they share is part
+of the story): the first `wap run` starts the engine, later ones are served by it without a JVM of their
+own; what a user sees (stdout, stderr, exit codes, --json) is what `--no-engine` shows; Ctrl-C of a client
+mid-write and SIGKILL of the engine mid-run end like the same stops of a `wap` process and the run resumes
+once; two clients racing to start it start one; a stale socket is replaced; a changed wap.toml gets a new
+engine; idle expiry and `wap engine stop` leave no JVM. Rows on main are read by PyIceberg (no wapflow code).
+The rest of the suite runs with WAP_ENGINE=off (tests/conftest.py); here it is unset, so wap.toml decides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.cli_harness import WAP, Proc, Reader, env
+from support.data import trips_file
+from wapflow.lakehouse.processes import alive, children
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+TABLE = "e.trips"
+STARTING = "starting the wapflow engine"
+
+
+@pytest.fixture(scope="module")
+def runtime() -> Iterator[Path]:
+    """XDG_RUNTIME_DIR of this module's processes: short (a Unix socket path has ~100 bytes), its own, and every
+    engine under it stopped at the end (servers started by tests are stopped by them)."""
+    folder = Path(tempfile.mkdtemp(prefix="wre", dir="/tmp"))
+    yield folder
+    for info in (folder / "wapflow").glob("engine-*.json"):
+        doc = json.loads(info.read_text())
+        if alive(int(doc["pid"])):
+            kids = children(int(doc["pid"]))
+            os.kill(int(doc["pid"]), signal.SIGKILL)
+            for k in kids:
+                if alive(k):
+                    os.kill(k, signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("engine")
+    (folder / "wap.toml").write_text(
+        f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\ncatalog_name = "eng"\nmaster = "local[2]"\n'
+        'driver_memory = "1g"\nengine = "auto"\nengine_idle = "10m"\n'
+        '[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
+        f'[tables."{TABLE}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
+    )
+    return folder
+
+
+def engine_env(runtime: Path, **extra: str) -> dict[str, str]:
+    return env(XDG_RUNTIME_DIR=str(runtime), WAP_ENGINE="", **extra)
+
+
+def _is_java(pid: int) -> bool:
+    try:
+        return b"java" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def served(runtime: Path, *args: str, cwd: Path | None = None, **extra: str) -> tuple[Proc, bool]:
+    """A `wap` process, and whether a java process was ever its child while it ran."""
+    p = subprocess.Popen(
+        [WAP, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=cwd,
+        env=engine_env(runtime, **extra),
+    )
+    box: dict[str, str] = {}
+    reader = threading.Thread(target=lambda: box.update(zip(("out", "err"), p.communicate(timeout=400), strict=True)))
+    reader.start()
+    saw_java = False
+    while reader.is_alive():
+        saw_java = saw_java or any(_is_java(k) for k in children(p.pid))
+        time.sleep(0.05)
+    reader.join()
+    return Proc(p.returncode, box["out"], box["err"]), saw_java
+
+
+def status(runtime: Path, lake: Path) -> dict[str, Any]:
+    p, _ = served(runtime, "engine", "status", "-c", str(lake / "wap.toml"), "--json")
+    assert p.code == 0, p.text
+    return p.doc
+
+
+def this_engine(runtime: Path, lake: Path) -> dict[str, Any]:
+    mine = [e for e in status(runtime, lake)["engines"] if e["this_config"]]
+    assert len(mine) == 1, mine
+    return mine[0]
+
+
+def main_rows(lake: Path) -> list[int]:
+    """The trip ids on main, sorted (PyIceberg, the id column only)."""
+    cat = Reader(lake, catalog="eng").cat
+    ids = cat.load_table(TABLE).scan(selected_fields=("trip_id",)).to_arrow().column("trip_id").to_pylist()
+    return sorted(ids)
+
+
+def gone(pids: list[int], within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not any(alive(p) for p in pids)
+
+
+def test_the_first_run_starts_the_engine_and_the_next_is_served_without_a_jvm(runtime: Path, lake: Path) -> None:
+    cfg = str(lake / "wap.toml")
+    landing = lake / "landing"
+    first, _ = served(runtime, "run", TABLE, str(trips_file(landing, "a.parquet", 200)), "-c", cfg)
+    assert first.code == 0, first.text
+    assert STARTING in first.stderr and "PUBLISHED" in first.stdout
+    assert main_rows(lake) == list(range(1, 201))
+    engine = this_engine(runtime, lake)
+    assert engine["config"] == str(Path(cfg).resolve()) and engine["commands"] == 1 and engine["jvm_pids"]
+
+    second, saw_java = served(
+        runtime, "run", TABLE, str(trips_file(landing, "b.parquet", 200, start_id=201)), "-c", cfg
+    )
+    assert second.code == 0, second.text
+    assert STARTING not in second.stderr and not saw_java, second.text
+    again = this_engine(runtime, lake)
+    assert again["pid"] == engine["pid"] and again["commands"] == 2
+    assert main_rows(lake) == list(range(1, 401))
+
+    folder = runtime / "wapflow"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    sock = folder / f"engine-{engine['key']}.sock"
+    assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+
+
+def _normal(text: str, snapshot: str = "SNAP") -> str:
+    """Run ids, snapshot ids and the lines only one side prints (Spark's start, the engine's, Spark's log)."""
+    text = re.sub(r"\d{8}t\d{6}_[0-9a-f]{6}", "RUN", text)
+    text = re.sub(r"-?\b\d{12,}\b", snapshot, text)
+    skip = ("· starting Spark", f"· {STARTING}", "  Spark's log:")
+    return "\n".join(line for line in text.splitlines() if not line.startswith(skip))
+
+
+def _normal_doc(text: str) -> dict[str, Any]:
+    doc = json.loads(_normal(text, snapshot="0"))
+    for key in ("timings", "files"):
+        doc.pop(key, None)
+    if isinstance(doc.get("error"), dict):
+        doc["error"].pop("log", None)
+    return doc
+
+
+def test_output_and_exit_codes_are_those_of_a_run_without_the_engine(runtime: Path, lake: Path) -> None:
+    cfg = str(lake / "wap.toml")
+    sides: dict[str, dict[str, Proc]] = {}
+    for side, start, flags in (("engine", 1001, []), ("own", 2001, ["--no-engine"])):
+        folder = lake / f"cmp-{side}"
+        good = trips_file(folder, "good.parquet", 50, start_id=start).name
+        bad = trips_file(folder, "nulls.parquet", 50, null_rate=0.2, start_id=start + 100).name
+        runs = {
+            "published": ("run", TABLE, good, "-c", cfg),
+            "blocked --json": ("run", TABLE, bad, "-c", cfg, "--json"),
+            "bad table": ("run", "no namespace", good, "-c", cfg),
+            "bad option": ("run", TABLE, good, "-c", cfg, "--bogus"),
+        }
+        sides[side] = {}
+        for name, args in runs.items():
+            p, saw_java = served(runtime, *args, *flags, cwd=folder)
+            sides[side][name] = p
+            if side == "engine":
+                assert not saw_java, (name, p.text)
+    engine, own = sides["engine"], sides["own"]
+    assert [p.code for p in engine.values()] == [p.code for p in own.values()] == [0, 1, 2, 2]
+    assert "starting Spark" in own["published"].stderr  # the other side did start its own JVM
+    for name in ("published", "bad table", "bad option"):
+        assert _normal(engine[name].stdout) == _normal(own[name].stdout), name
+        assert _normal(engine[name].stderr) == _normal(own[name].stderr), name
+    blocked = _normal_doc(engine["blocked --json"].stdout)
+    assert blocked["status"] == "blocked" and blocked == _normal_doc(own["blocked --json"].stdout)
+    assert _normal(engine["blocked --json"].stderr) == _normal(own["blocked --json"].stderr)
+
+
+def test_ctrl_c_mid_write_stops_the_command_and_the_run_resumes_once(runtime: Path, lake: Path) -> None:
+    cfg = str(lake / "wap.toml")
+    before = this_engine(runtime, lake)
+    big = trips_file(lake / "landing", "big.parquet", 1_500_000, start_id=10_000_001)
+    p = subprocess.Popen(
+        [WAP, "run", TABLE, str(big), "-c", cfg, "--run-id", "stopped-mid-write"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=engine_env(runtime),
+    )
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "writing to branch" in line:
+            break
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    err = "".join(seen) + err
+    assert p.returncode == 130, out + err
+    assert "stopped by SIGINT; anything under way resumes" in err and "Traceback" not in err
+    # The command was cut inside Spark: the engine ended with its JVM before the client heard 130.
+    assert gone([before["pid"], *before["jvm_pids"]]), before
+
+    runs = subprocess.run(
+        [WAP, "runs", "-c", cfg, "--json"], capture_output=True, text=True, env=engine_env(runtime), check=False
+    )
+    record = next(r for r in json.loads(runs.stdout)["runs"] if r["run_id"] == "stopped-mid-write")
+    assert record["status"] == "interrupted"
+    rows_before = len(main_rows(lake))
+
+    again, _ = served(runtime, "run", TABLE, str(big), "-c", cfg, "--run-id", "stopped-mid-write")
+    assert again.code == 0, again.text
+    assert STARTING in again.stderr  # a new engine
+    assert "PUBLISHED" in again.stdout and "rows written: 1500000" in again.stdout
+    assert len(main_rows(lake)) == rows_before + 1_500_000
+
+
+def test_engine_killed_mid_run_then_two_racing_commands_start_one_engine(runtime: Path, lake: Path) -> None:
+    cfg = str(lake / "wap.toml")
+    landing = lake / "landing"
+    engine = this_engine(runtime, lake)
+    killed_file = str(trips_file(landing, "killed.parquet", 300, start_id=50_001))
+    killed, _ = served(
+        runtime, "run", TABLE, killed_file, "-c", cfg, "--run-id", "engine-killed", WAP_CRASH_AT="write:appended"
+    )
+    assert killed.code == 3, killed.text
+    assert f"the wapflow engine (pid {engine['pid']}) ended while running the command" in killed.stderr
+    assert gone([engine["pid"], *engine["jvm_pids"]]), engine  # its JVM ends with it (stdin closed)
+    stale = runtime / "wapflow" / f"engine-{engine['key']}.sock"
+    assert stale.exists()  # left by the SIGKILL: the next client finds it dead and replaces it
+
+    procs = [
+        subprocess.Popen(
+            [WAP, "run", TABLE, *args, "-c", cfg],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=engine_env(runtime),
+        )
+        for args in (
+            [killed_file, "--run-id", "engine-killed"],
+            [str(trips_file(landing, "racer.parquet", 100, start_id=60_001))],
+        )
+    ]
+    results = [(p.wait(timeout=400), *p.communicate()) for p in procs]
+    assert [code for code, _, _ in results] == [0, 0], results
+    assert sum(err.count(STARTING) for _, _, err in results) == 1, results
+    new = this_engine(runtime, lake)
+    assert new["pid"] != engine["pid"] and new["commands"] == 2
+    rows = main_rows(lake)
+    assert [r for r in rows if 50_001 <= r <= 50_300] == list(range(50_001, 50_301))  # published once
+    assert [r for r in rows if 60_001 <= r <= 60_100] == list(range(60_001, 60_101))
+
+
+def test_a_changed_wap_toml_gets_its_own_engine_which_idles_out(runtime: Path, lake: Path) -> None:
+    cfg = lake / "wap.toml"
+    old = this_engine(runtime, lake)
+    cfg.write_text(cfg.read_text().replace('engine_idle = "10m"', 'engine_idle = "4s"'))
+    p, _ = served(
+        runtime, "run", TABLE, str(trips_file(lake / "landing", "c.parquet", 10, start_id=70_001)), "-c", str(cfg)
+    )
+    assert p.code == 0 and STARTING in p.stderr, p.text
+    engines = status(runtime, lake)["engines"]
+    new = next(e for e in engines if e["this_config"])
+    assert new["pid"] != old["pid"] and old["pid"] in [e["pid"] for e in engines]  # the old one is never used
+    # Idle for 4 s: the new engine stops, its JVM with it; the old one (another key) runs on.
+    assert gone([new["pid"], *new["jvm_pids"]], within=60), new
+    assert alive(old["pid"])
+    cfg.write_text(cfg.read_text().replace('engine_idle = "4s"', 'engine_idle = "10m"'))  # the old key again
+
+
+def test_engine_status_and_stop_leave_no_jvm(runtime: Path, lake: Path) -> None:
+    cfg = str(lake / "wap.toml")
+    engine = this_engine(runtime, lake)
+    assert engine["memory_mb"] > 50 and engine["jvm_pids"] and engine["idle_for_s"] >= 0
+    assert all(alive(p) for p in engine["jvm_pids"])
+    p, _ = served(runtime, "engine", "stop", "-c", cfg, "--json")
+    assert p.code == 0, p.text
+    assert [s["pid"] for s in p.doc["stopped"]] == [engine["pid"]]
+    assert gone([engine["pid"], *engine["jvm_pids"]], within=5), engine
+    assert status(runtime, lake)["engines"] == []
+    assert not list((runtime / "wapflow").glob("engine-*.sock"))
+
+
+def test_an_engine_that_cannot_start_leaves_the_command_to_its_own_process(
+    runtime: Path, lake: Path, tmp_path: Path
+) -> None:
+    """One line says why, then the command runs as without an engine (here it fails before Spark, or on the
+    missing Java, so no JVM is needed to see it)."""
+    cfg = str(lake / "wap.toml")
+    good = str(trips_file(tmp_path, "x.parquet", 10, start_id=90_001))
+    not_a_folder = tmp_path / "rt"
+    not_a_folder.mkdir()
+    (not_a_folder / "wapflow").write_text("a file where the runtime folder goes")
+    p, _ = served(not_a_folder, "run", "no namespace", good, "-c", cfg)
+    assert p.code == 2, p.text
+    assert "· the wapflow engine is not used: " in p.stderr and "needs a namespace" in p.stderr
+
+    no_java = tmp_path / "bin"
+    no_java.mkdir()
+    p, _ = served(runtime, "run", TABLE, good, "-c", cfg, PATH=str(no_java), JAVA_HOME=str(tmp_path / "none"))
+    assert p.code == 3, p.text
+    assert "· the wapflow engine is not used: it could not start Spark" in p.stderr, p.stderr
+    assert "Java was not found" in p.stderr and "Traceback" not in p.stderr
+    assert status(runtime, lake)["engines"] == []  # the engine that could not start did not stay

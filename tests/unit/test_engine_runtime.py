@@ -1,0 +1,112 @@
+"""Which engine a `wap` command may use, found without a JVM: the config it reads, its `engine` setting, the key,
+the runtime folder, and the socket's frames (tests/process/test_engine.py drives the real engine)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from wapflow.config import load_config
+from wapflow.engine import protocol as P
+from wapflow.engine.client import strip_flag
+from wapflow.engine.runtime import (
+    EngineUnavailable,
+    config_path,
+    engine_key,
+    engine_setting,
+    ensure_runtime_dir,
+)
+from wapflow.errors import ConfigError
+
+
+def toml(folder: Path, text: str, name: str = "wap.toml") -> Path:
+    p = folder / name
+    p.write_text(text)
+    return p
+
+
+def test_the_config_is_found_as_the_cli_finds_it(tmp_path: Path) -> None:
+    here = toml(tmp_path, "")
+    other = toml(tmp_path, "", "other.toml")
+    cwd = str(tmp_path)
+    assert config_path(["run", "t", "f"], {}, cwd) == here.resolve()
+    for argv in (["run", "-c", "other.toml"], ["run", "--config", str(other)], ["run", "--config=other.toml"]):
+        assert config_path(argv, {}, cwd) == other.resolve(), argv
+    assert config_path(["run"], {"WAP_CONFIG": str(other)}, cwd) == other.resolve()
+    assert config_path(["run", "--", "-c", "nope.toml"], {}, cwd) == here.resolve()  # after `--`: an argument
+    (tmp_path / "empty").mkdir()
+    assert config_path(["run"], {}, str(tmp_path / "empty")) is None  # no wap.toml there: the defaults
+    with pytest.raises(EngineUnavailable, match="does not exist"):
+        config_path(["run", "-c", "missing.toml"], {}, cwd)
+
+
+def test_engine_setting_is_auto_unless_wap_toml_says_otherwise(tmp_path: Path) -> None:
+    assert engine_setting(None)[0] == "auto"
+    assert engine_setting(toml(tmp_path, '[lakehouse]\nmaster = "local[2]"\n'))[0] == "auto"
+    assert engine_setting(toml(tmp_path, '[lakehouse]\nengine = "off"\n'))[0] == "off"
+    # A Spark Connect master, or a file the command itself must report, is not handed to an engine.
+    assert engine_setting(toml(tmp_path, '[lakehouse]\nengine = "auto"\nmaster = "sc://h:1"\n'))[0] == "off"
+    assert engine_setting(toml(tmp_path, "[lakehouse\nengine = "))[0] == "off"
+
+
+def test_the_key_follows_the_config_and_the_start_environment_not_per_command_variables(tmp_path: Path) -> None:
+    cfg = toml(tmp_path, '[lakehouse]\nengine = "auto"\n')
+    cwd = str(tmp_path)
+    base = {"PATH": os.environ.get("PATH", "")}
+    key = engine_key(cfg, cfg.read_bytes(), cwd, base)
+    assert key == engine_key(cfg, cfg.read_bytes(), cwd, base | {"WAP_CRASH_AT": "prepare", "WAP_ENGINE": "auto"})
+    assert key == engine_key(cfg, cfg.read_bytes(), cwd, base | {"HOME": "/elsewhere"})
+    assert key != engine_key(cfg, cfg.read_bytes() + b"# changed\n", cwd, base)
+    assert key != engine_key(cfg, cfg.read_bytes(), cwd, base | {"JAVA_TOOL_OPTIONS": "-Xmx2g"})
+    assert key != engine_key(cfg, cfg.read_bytes(), cwd, base | {"AWS_PROFILE": "prod"})
+    assert key != engine_key(cfg, cfg.read_bytes(), cwd, base | {"WAP_JARS_DIR": "/jars"})
+    # Without a wap.toml the defaults resolve against the folder: another folder, another engine.
+    assert engine_key(None, b"", cwd, base) != engine_key(None, b"", str(tmp_path / "x"), base)
+
+
+def test_runtime_folder_is_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    folder = ensure_runtime_dir()
+    assert folder == tmp_path / "wapflow" and stat.S_IMODE(folder.stat().st_mode) == 0o700
+    folder.chmod(0o755)  # opened by someone: closed again
+    assert stat.S_IMODE(ensure_runtime_dir().stat().st_mode) == 0o700
+    folder.rmdir()
+    (tmp_path / "wapflow").write_text("not a folder")
+    with pytest.raises(EngineUnavailable):
+        ensure_runtime_dir()
+
+
+def test_no_engine_flag_is_taken_off_the_line_before_double_dash() -> None:
+    argv = ["run", "t", "f", "--no-engine", "--json"]
+    assert strip_flag(argv) and argv == ["run", "t", "f", "--json"]
+    argv = ["query", "--", "--no-engine"]
+    assert not strip_flag(argv) and argv == ["query", "--", "--no-engine"]
+
+
+def test_frames_round_trip_and_a_closed_end_is_closed() -> None:
+    a, b = socket.socketpair()
+    left, right = P.Channel(a), P.Channel(b)
+    left.send(P.STDOUT, b"x" * 200_000)
+    left.send(P.EXIT, b"0")
+    assert right.recv() == (P.STDOUT, b"x" * 200_000)
+    assert right.recv() == (P.EXIT, b"0")
+    left.close()
+    with pytest.raises(P.Closed):
+        right.recv()
+    right.close()
+
+
+@pytest.mark.parametrize(("value", "ok"), [("auto", True), ("off", True), ("sc://h:15002", True), ("on", False)])
+def test_engine_key_in_wap_toml_is_validated(tmp_path: Path, value: str, ok: bool) -> None:
+    cfg = toml(tmp_path, f'[lakehouse]\nengine = "{value}"\nengine_idle = "90s"\n')
+    if ok:
+        assert load_config(cfg).lakehouse.engine == value
+    else:
+        with pytest.raises(ConfigError, match="engine"):
+            load_config(cfg)
+    with pytest.raises(ConfigError, match="engine_idle"):
+        load_config(toml(tmp_path, '[lakehouse]\nengine_idle = "soon"\n'))
