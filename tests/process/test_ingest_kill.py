@@ -114,11 +114,20 @@ def test_two_watch_workers_and_an_ingest_on_one_source_split_the_files(tmp_path:
         assert p.returncode == 0, so + se
         assert "Traceback" not in se
         docs.append(json.loads(so))
+    # Each file is run by exactly one of them, except a batch handed back: three processes creating the new
+    # table at once may make one lose with a commit conflict (transient), which puts its files back in line
+    # (a second attempt in the ledger), and another takes them over. Either way each file is published once,
+    # under one run id, and its rows are on main once (below).
+    assert {f["state"] for d in docs for f in d["files"]} == {"published"}
+    ledger = {f["uri"]: f for f in json.loads(wap("files", "trips", "--config", str(cfg), "--json").stdout)["files"]}
+    assert set(ledger) == {str(f) for f in files} and {f["state"] for f in ledger.values()} == {"published"}
     ran = [{f["uri"] for f in d["files"]} for d in docs]
     for i, j in ((0, 1), (0, 2), (1, 2)):
-        assert not ran[i] & ran[j], f"a file was run by two workers: {sorted(ran[i] & ran[j])}"
-    assert ran[0] | ran[1] | ran[2] == {str(f) for f in files}
-    assert {f["state"] for d in docs for f in d["files"]} == {"published"}
+        for uri in ran[i] & ran[j]:
+            assert ledger[uri]["attempts"] >= 2, f"{uri} was run by two workers in one attempt: {ledger[uri]}"
+        runs_i = {f["uri"]: f["run_id"] for f in docs[i]["files"]}
+        runs_j = {f["uri"]: f["run_id"] for f in docs[j]["files"]}
+        assert all(runs_i[u] == runs_j[u] == ledger[u]["run_id"] for u in ran[i] & ran[j])  # one run id
     reader = Reader(tmp_path, "twocat")
     expected = [r for f in files for r in pq.read_table(f).to_pylist()]
     assert checksum(reader.rows("k.trips"), "trip_id") == checksum(expected, "trip_id")
