@@ -9,43 +9,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.catalogs import catalog_config, no_jvm
 from support.cli_harness import Proc, env, wap
 from support.data import trips_file
-from support.no_jvm import NO_SPARK_HOME
 from wapflow.lakehouse.processes import free_port
-
-CHECKS = '[tables."{table}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
 
 
 def config(folder: Path, lakehouse: str, table: str) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg = folder / "wap.toml"
-    cfg.write_text(
-        textwrap.dedent(
-            f"""\
-            [lakehouse]
-            warehouse = "{folder / "lake"}"
-            catalog_name = "lake"
-            master = "local[2]"
-            driver_memory = "1g"
-            """
-        )
-        + lakehouse
-        + '\n[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
-        + CHECKS.format(table=table)
-    )
-    return cfg
-
-
-def no_jvm(*args: str) -> Proc:
-    """A `wap` process that cannot start Spark: it answers only if it needs none."""
-    return wap(*args, SPARK_HOME=NO_SPARK_HOME, JAVA_HOME=NO_SPARK_HOME)
+    return catalog_config(folder, lakehouse, table)
 
 
 def via_spark(*args: str) -> Proc:

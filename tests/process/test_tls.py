@@ -16,16 +16,15 @@ or run store file.
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from support.catalogs import catalog_config, no_jvm
 from support.cli_harness import Proc, checksum, wap
 from support.data import trips_file
-from support.no_jvm import NO_SPARK_HOME
 from wapflow._dev.tls_proxy import Authority
 
 REST_TOKEN = "rest-token-7f3a9c2e"
@@ -34,30 +33,7 @@ WRONG_TOKEN = "wrong-token-c0ffee11"
 
 
 def config(folder: Path, lakehouse: str, table: str, ca: Path | None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    cfg = folder / "wap.toml"
-    bundle = f'ca_bundle = "{ca}"\n' if ca is not None else ""
-    cfg.write_text(
-        textwrap.dedent(
-            f"""\
-            [lakehouse]
-            warehouse = "{folder / "lake"}"
-            catalog_name = "lake"
-            master = "local[2]"
-            driver_memory = "1g"
-            """
-        )
-        + lakehouse
-        + bundle
-        + '\n[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
-        + f'[tables."{table}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
-    )
-    return cfg
-
-
-def no_jvm(*args: str, **env: str) -> Proc:
-    """A `wap` process that cannot start Spark: it answers only if it needs none."""
-    return wap(*args, SPARK_HOME=NO_SPARK_HOME, JAVA_HOME=NO_SPARK_HOME, **env)
+    return catalog_config(folder, lakehouse, table, extra=f'ca_bundle = "{ca}"\n' if ca is not None else "")
 
 
 def error(p: Proc) -> dict[str, Any]:

@@ -47,6 +47,16 @@ class FailedCheck:
     threshold: str
     failing_rows: int | None = None
 
+    @classmethod
+    def of(cls, check: dict[str, Any]) -> FailedCheck:
+        """A check of a run's report (RunResult.checks / RunRecord.checks), as an alert shows it."""
+        return cls(
+            name=str(check.get("name")),
+            observed=check.get("observed"),
+            threshold=str(check.get("threshold") or ""),
+            failing_rows=check.get("failing_rows"),
+        )
+
 
 @dataclass
 class AlertEvent:
@@ -142,15 +152,7 @@ def held_for_review(
         branch=rec.branch if rec.branch_kept else None,
         source=source,
         files=[f["uri"] for f in rec.file_ids] or list(rec.files),
-        warned_checks=[
-            FailedCheck(
-                name=str(c.get("name")),
-                observed=c.get("observed"),
-                threshold=str(c.get("threshold") or ""),
-                failing_rows=c.get("failing_rows"),
-            )
-            for c in warned
-        ],
+        warned_checks=[FailedCheck.of(c) for c in warned],
         diff=dict(diff) if diff is not None else None,
         commands=review_commands(rec.run_id),
         link=f"{dashboard_url.rstrip('/')}/?page=Review" if dashboard_url else None,
@@ -187,15 +189,7 @@ def from_run(
         branch=branch,
         source=source,
         files=list(res.files),
-        failed_checks=[
-            FailedCheck(
-                name=str(c.get("name")),
-                observed=c.get("observed"),
-                threshold=str(c.get("threshold") or ""),
-                failing_rows=c.get("failing_rows"),
-            )
-            for c in failed
-        ],
+        failed_checks=[FailedCheck.of(c) for c in failed],
         samples=samples,
         commands=commands_for(res.table, res.run_id, branch, source=source),
         error=error,
