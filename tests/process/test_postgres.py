@@ -30,11 +30,11 @@ from support.pg_server import PASSWORD
 from support.s3_server import REGION, S3Env, start_s3_env
 from wapflow._dev.pg_server import Urls
 from wapflow.config import parse_config
-from wapflow.config.urls import redact
 from wapflow.demo.generate import generate_trips
 from wapflow.errors import ConfigError, LockTimeout
 from wapflow.lakehouse import jvm
 from wapflow.lakehouse.processes import free_port
+from wapflow.redact import redact
 from wapflow.runs.databases import check_dbos_database, check_jdbc_catalog
 from wapflow.runs.ledger import Ledger, file_key
 from wapflow.runs.store import RunRecord, RunStore

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from wapflow.alerts.deliver import Delivery, dispatch
 from wapflow.alerts.event import AlertEvent, commands_for, events_for_run, from_run
+from wapflow.redact import redact
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -51,9 +52,7 @@ def notify(
         try:
             out += dispatch(cfg.alerts, engine, ev)
         except Exception as e:  # noqa: BLE001 - an alert must never change, hide or delay a run's outcome
-            text = f"{type(e).__name__}: {e}"
-            for secret in _secrets(cfg):
-                text = text.replace(secret, "<redacted>")
+            text = redact(f"{type(e).__name__}: {e}", _secrets(cfg))
             progress(f"warning: alert {ev.event} of {ev.run_id or ev.key} not sent (a bug in wapflow): {text[:300]}")
     for d in out:
         if d.status == "failed":

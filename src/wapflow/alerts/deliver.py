@@ -25,6 +25,7 @@ from wapflow.alerts.payload import payload_for
 from wapflow.config import AlertsConfig, AlertSinkConfig
 from wapflow.faults import crash_point
 from wapflow.pipeline.retry import backoff
+from wapflow.redact import redact
 from wapflow.runs.alerts import AlertLog
 
 RETRY_AFTER_CAP = 30.0
@@ -51,10 +52,6 @@ class Delivery:
             "http_status": self.http_status,
             "error": self.error,
         }
-
-
-def _redact(text: str, url: str) -> str:
-    return text.replace(url, "<redacted>") if url else text
 
 
 def _retry_after(value: str | None) -> float:
@@ -87,12 +84,12 @@ def post(
             except httpx.TimeoutException as e:
                 status, error = None, f"no answer within {timeout:g}s ({type(e).__name__})"
             except httpx.TransportError as e:
-                status, error = None, _redact(f"{type(e).__name__}: {e}", url)[:300]
+                status, error = None, redact(f"{type(e).__name__}: {e}", url)[:300]
             else:
                 status = resp.status_code
                 if 200 <= status < 300:
                     return "sent", attempt, status, None
-                text = _redact(resp.text.strip(), url)[:200]
+                text = redact(resp.text.strip(), url)[:200]
                 error = f"HTTP {status}" + (f": {text}" if text else "")
                 if status == 429:
                     wait = _retry_after(resp.headers.get("Retry-After"))

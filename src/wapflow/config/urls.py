@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlsplit
 
+from wapflow.redact import redact
+
 _PG_SCHEME = re.compile(r"^(postgres|postgresql)://", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<at>@)", re.IGNORECASE)
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;]password=)(?P<pw>[^&;\s]*)", re.IGNORECASE)
 
 
 def normalize_url(url: str) -> str:
@@ -30,16 +30,6 @@ def normalize_url(url: str) -> str:
 def redact_url(url: str) -> str:
     """The URL with its password (user:PASSWORD@ or ?password=) replaced by ***."""
     return redact(url)
-
-
-def redact(text: str, *secrets: str | None) -> str:
-    """`text` with every URL's password and each of `secrets` replaced by ***."""
-    out = _URL_PASSWORD.sub(lambda m: m.group("head") + ("***" if m.group("pw") else "") + m.group("at"), text)
-    out = _QUERY_PASSWORD.sub(lambda m: m.group("head") + "***", out)
-    for s in secrets:
-        if s and len(s) >= 3:  # a one- or two-letter password would blank out half the message
-            out = out.replace(s, "***")
-    return out
 
 
 def password_of(url: str) -> str | None:

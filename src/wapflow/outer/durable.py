@@ -30,7 +30,7 @@ from typing import Any
 from dbos import DBOS, Queue, SetEnqueueOptions, SetWorkflowID
 
 from wapflow import __version__
-from wapflow.config.urls import is_postgresql, password_of, redact, redact_url
+from wapflow.config.urls import is_postgresql, password_of, redact_url
 from wapflow.errors import BugError, ConfigError, WapError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -39,6 +39,7 @@ from wapflow.outer.dbos_steps import lakehouse as _lh
 from wapflow.pipeline import RunState, drive, new_state
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.retry import RetryPolicy
+from wapflow.redact import redact
 from wapflow.runs.databases import connection_error, dbos_database_url
 from wapflow.runs.ledger import LedgerRow
 

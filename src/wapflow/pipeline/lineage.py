@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from wapflow.config import LineageConfig, WapConfig
+from wapflow.redact import redact
 from wapflow.runs.store import RunRecord
 
 if TYPE_CHECKING:
@@ -240,9 +241,7 @@ def emit(
             client.emit(build_event(cfg, event_type, rec, parent=parent))
             client.close(timeout=0)
     except Exception as e:  # noqa: BLE001 - lineage must never change, hide or delay a run's outcome
-        text = f"{type(e).__name__}: {e}"
-        for secret in _secrets(lineage, env):
-            text = text.replace(secret, "<redacted>")
+        text = redact(f"{type(e).__name__}: {e}", _secrets(lineage, env))
         where = lineage.path if lineage.transport == "file" else "the http receiver"
         progress(f"warning: lineage event {event_type} of run {rec.run_id} not sent to {where}: {text[:300]}")
         return False

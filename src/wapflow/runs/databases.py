@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from wapflow.config.urls import normalize_url, password_of, redact, redact_url
+from wapflow.config.urls import normalize_url, password_of, redact_url
 from wapflow.errors import ConfigError, EnvironmentProblem, Unreachable, WapError
+from wapflow.redact import redact
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

@@ -439,7 +439,7 @@ def _secrets(cfg: WapConfig) -> list[str]:
 
 def _scrub(f: Finding, secrets: list[str]) -> Finding:
     """Configured secrets, and any password inside a URL, out of a finding's text."""
-    from wapflow.config.urls import redact
+    from wapflow.redact import redact
 
     return Finding(f.part, f.status, redact(f.detail, *secrets), redact(f.fix, *secrets))
 

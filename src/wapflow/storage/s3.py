@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from wapflow.errors import InputError, ServiceError, Throttled, WapError
+from wapflow.redact import redact
 from wapflow.storage.errors import MissingDependency, StorageError, StorageUnavailable
 from wapflow.storage.files import (
     FileIdentity,
@@ -26,7 +27,7 @@ from wapflow.storage.files import (
     has_glob,
     skipped_as_bookkeeping,
 )
-from wapflow.storage.settings import S3Config, S3Location, parse_s3_uri, redact
+from wapflow.storage.settings import S3Config, S3Location, parse_s3_uri
 
 PROBE_PREFIX = ".wapflow-probe-"
 _HEAD_WORKERS = 8

@@ -127,10 +127,3 @@ def parse_s3_uri(uri: str, *, what: str = "S3 location", error: type[Exception] 
             raise ConfigError(msg, hint="e.g. s3://landing-bucket/2026/11/*.parquet")
         raise error(msg)
     return S3Location(scheme, bucket, key)
-
-
-def redact(text: str, secrets: list[str]) -> str:
-    """Remove any configured secret from text that is about to be shown, logged or stored."""
-    for s in sorted((s for s in secrets if s), key=len, reverse=True):
-        text = text.replace(s, "***")
-    return text
