@@ -450,12 +450,16 @@ def main() -> None:
     st.sidebar.title("wapflow")
     page = st.sidebar.radio("Page", PAGES, key="page")
     choice = ""
-    if page == "Table":
-        choice = _pick("Table", tables(config, tok), "table")
-    elif page == "Run":
-        choice = _pick("Run id", recent_runs(config, tok), "run_id")
-    elif page == "Branch":
-        choice = _pick("Branch", kept_branches(config, tok), "branch")
+    try:  # the pickers read the catalog too: a catalog that refuses is one error line, as on the pages
+        if page == "Table":
+            choice = _pick("Table", tables(config, tok), "table")
+        elif page == "Run":
+            choice = _pick("Run id", recent_runs(config, tok), "run_id")
+        elif page == "Branch":
+            choice = _pick("Branch", kept_branches(config, tok), "branch")
+    except WapError as e:
+        st.error(str(e))
+        return
     st.sidebar.caption(f"refreshes every {REFRESH_SECONDS:g} s")
     body(config, page, choice)
 
