@@ -72,3 +72,56 @@ def test_a_merge_killed_at_each_step_then_resumed_changes_main_once(tmp_path, sp
     assert sum(1 for s in reader.summaries(TABLE) if s.get("wapflow.run-id") == run_id) == 1
     again = wap(*command, "--config", str(cfg), "--json")
     assert again.code == 0 and "already published" in again.doc["message"]
+
+
+def test_a_merge_on_nessie_killed_at_each_step_then_resumed_changes_main_once(tmp_path, spark, nessie_server):
+    """The same on a Nessie catalog: the run's branch is a Nessie branch and publish is Nessie's merge, so a
+    resumed run must find its own commit on the branch and main moved once (one merge commit of the run)."""
+    from wapflow.config import load_config
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.pipeline import run_wap
+    from wapflow.sql.identifiers import TableName
+
+    table = f"crm_n{os.getpid()}.customers"
+    section = SECTION.replace(TABLE, table)
+    cfg = write_config(
+        tmp_path, section, f'catalog = "nessie"\nnessie_uri = "{nessie_server.url}"\n', f"mn{os.getpid()}"
+    )
+    lh = Lakehouse(load_config(cfg), spark=spark)
+    name = TableName.parse(table)
+
+    def on_main() -> list[dict[str, object]]:
+        lh.tables.refresh(name)
+        rows = lh.tables.read(name).select("id", "name", "op").collect()
+        return sorted((r.asDict() for r in rows), key=lambda r: r["id"])
+
+    seed = _file(tmp_path / "landing" / "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])
+    assert run_wap(lh, table, [str(seed)]).status == "published"
+    before = on_main()
+    f = _file(tmp_path / "landing" / "cdc.parquet", [(1, "one", "U"), (2, None, "D"), (7, "seven", "I")])
+    run_id = "crash_merge_nessie"
+    command = ["run", table, str(f), "--run-id", run_id]
+    # The points where Nessie differs: after the merge committed on the run's Nessie branch, and after Nessie's
+    # merge moved main (audit and the publish lock are the same code as above, not repeated: each kill is a JVM).
+    for point in ("write:appended", "publish:moved"):
+        killed = wap(*command, "--config", str(cfg), WAP_CRASH_AT=point)
+        assert killed.code == -signal.SIGKILL, (point, killed.text)
+        rec = {r["run_id"]: r for r in wap("runs", "--config", str(cfg), "--json").doc["runs"]}[run_id]
+        assert rec["status"] == "interrupted", (point, rec)
+        command = shlex.split(rec["resume"])[1:]
+        if point != "publish:moved":
+            assert on_main() == before, point
+    done = wap(*command, "--config", str(cfg), "--json")
+    assert done.code == 0 and done.doc["status"] == "published", done.text
+    assert on_main() == [
+        {"id": 1, "name": "one", "op": "U"},
+        {"id": 3, "name": "n3", "op": "I"},
+        {"id": 4, "name": "n4", "op": "I"},
+        {"id": 5, "name": "n5", "op": "I"},
+        {"id": 7, "name": "seven", "op": "I"},
+    ]
+    assert lh.nessie.get_reference(done.doc["branch"]) is None  # the run's Nessie branch is gone
+    history = wap("history", table, "--config", str(cfg), "--json")
+    assert sum(1 for s in history.doc["snapshots"] if s.get("run_id") == run_id) == 1, history.text
+    again = wap(*command, "--config", str(cfg), "--json")
+    assert again.code == 0 and "already published" in again.doc["message"]
