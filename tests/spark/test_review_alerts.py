@@ -118,7 +118,7 @@ def test_a_held_run_alerts_with_its_warnings_diff_and_commands_then_again_once_p
 
 @pytest.mark.spark
 def test_review_timeout_reject_drops_the_run_and_refuses_its_approval(
-    spark: Any, tmp_path: Path, landing: Path
+    spark: Any, tmp_path: Path, landing: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     src = tmp_path / "land"
     src.mkdir()
@@ -126,7 +126,9 @@ def test_review_timeout_reject_drops_the_run_and_refuses_its_approval(
     trips_file(src, "b.parquet", 200, start_id=201)
     source = f'[sources.trips]\ntable = "nyc.trips"\nlocation = "{src}"\nsettle_seconds = 0\nmax_files_per_run = 1\n'
     table_keys = 'review_timeout = "1h"\non_review_timeout = "reject"\nmaintenance = { enabled = false }'
-    cfg = _config(tmp_path, "rva_reject", table_keys, source)
+    sink = '\n[alerts.sinks.ops]\ntype = "webhook"\nurl_env = "WAP_T_HOOK"\nevents = ["review_expired"]\n'
+    monkeypatch.setenv("WAP_T_HOOK", receiver.url)
+    cfg = _config(tmp_path, "rva_reject", table_keys, source + sink)
     r = wap("ingest", "trips", "--config", str(cfg), "--json")
     assert r.exit_code == EXIT_REVIEW, r.output
     runs = {Path(f["uri"]).name: f["run_id"] for f in json.loads(r.stdout)["files"]}
@@ -166,6 +168,11 @@ def test_review_timeout_reject_drops_the_run_and_refuses_its_approval(
         "b.parquet": "awaiting_review",
     }
     assert json.loads(wap("expire-reviews", "--config", str(cfg), "--json").stdout) == {"runs": []}
+    # Nobody saw it go: the sink that wants review_expired is told once (not on the second, empty pass).
+    (body,) = receiver.bodies
+    assert (body["event"], body["run_id"], body["status"]) == ("review_expired", run, "rejected"), body
+    assert "review timed out after 1h" in body["message"] and body["commands"] == [f"wap report {run}"]
+    assert [Path(u).name for u in body["files"]] == ["a.parquet"]
 
     # `wap watch` applies it on its ticks: the other run, once its wait is past the timeout too.
     from wapflow.outer.watch import Watcher

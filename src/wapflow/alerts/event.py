@@ -22,6 +22,7 @@ EventName = Literal[
     "recovered",
     "maintenance_failed",
     "awaiting_review",
+    "review_expired",
 ]
 
 TITLES: dict[str, str] = {
@@ -34,6 +35,7 @@ TITLES: dict[str, str] = {
     "recovered": "Recovered after a crash",
     "maintenance_failed": "Table maintenance failed",
     "awaiting_review": "Run awaiting review",
+    "review_expired": "Run rejected: its review timed out",
     "test": "Test alert",
 }
 
@@ -157,6 +159,22 @@ def held_for_review(
         commands=review_commands(rec.run_id),
         link=f"{dashboard_url.rstrip('/')}/?page=Review" if dashboard_url else None,
         key=key or rec.run_id,
+    )
+
+
+def review_expired(rec: RunRecord, message: str) -> AlertEvent:
+    """A held run that `on_review_timeout = "reject"` rejected because nobody decided in time: nobody saw it go,
+    so the sinks are told (its files are `rejected` in the ledger; `wap report` says what it held)."""
+    return AlertEvent(
+        event="review_expired",
+        table=rec.table_name,
+        run_id=rec.run_id,
+        status=rec.status,
+        message=message,
+        files=[f["uri"] for f in rec.file_ids] or list(rec.files),
+        warned_checks=[FailedCheck.of(c) for c in rec.checks if c.get("status") == "warned"],
+        commands=[f"wap report {shlex.quote(rec.run_id)}"],
+        key=f"{rec.run_id}:review-expired",
     )
 
 

@@ -614,6 +614,8 @@ ALERT_EVENTS: tuple[str, ...] = (
     # a run is held for review (the table's `review`), with its warned checks, what publishing would change and
     # the approve / reject commands; sent again once per `review_timeout` while it waits (on_review_timeout = "alert")
     "awaiting_review",
+    # a held run rejected by wapflow because nobody decided within `review_timeout` (on_review_timeout = "reject")
+    "review_expired",
 )
 SINK_TYPES = ("slack", "webhook")
 

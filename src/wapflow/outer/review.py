@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from wapflow.alerts import AlertEvent, notify
-from wapflow.alerts.event import held_for_review
+from wapflow.alerts.event import held_for_review, review_expired
 from wapflow.errors import AlreadyDecided, WapError
 from wapflow.runs.alerts import AlertLog
 from wapflow.runs.store import RunRecord
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from wapflow.service.diff import SummaryDoc
 
 EVENT = "awaiting_review"
+EXPIRED = "review_expired"  # the alert after on_review_timeout = "reject" rejected a run
 TIMEOUT_BY = "wapflow"  # who rejects a run that waited too long (the run store's review_by)
 
 
@@ -57,6 +58,15 @@ def held_event(
     url = lh.config.alerts.dashboard_url
     summary = diff_summary(lh, rec.run_id)
     return held_for_review(rec, summary, source=source, key=key, message=message, dashboard_url=url)
+
+
+def _alert_expired(lh: Lakehouse, run_id: str, message: str) -> None:
+    """A timeout's rejection told to the sinks that want `review_expired`. Never raises (notify does not)."""
+    if not any(EXPIRED in s.events for s in lh.config.alerts.sinks.values()):
+        return
+    rec = lh.store.get(run_id)
+    if rec is not None:
+        notify(lh.config, lh.store.engine, [review_expired(rec, message)], progress=lh.progress)
 
 
 def alert_held(lh: Lakehouse, run_id: str, *, source: str | None = None) -> None:
@@ -116,6 +126,7 @@ def expire_reviews(
                 try:
                     done = reject(lh, rec.run_id, reason=timed_out_reason(cfg), by=TIMEOUT_BY)
                     doc["action"], doc["message"] = "rejected", str(done["message"])
+                    _alert_expired(lh, rec.run_id, doc["message"])
                 except AlreadyDecided as e:  # a person decided at the same moment: theirs stands
                     doc["action"], doc["message"] = "decided meanwhile", e.message
         else:
