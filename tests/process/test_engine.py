@@ -197,6 +197,53 @@ def test_output_and_exit_codes_are_those_of_a_run_without_the_engine(runtime: Pa
     assert _normal(engine["blocked --json"].stderr) == _normal(own["blocked --json"].stderr)
 
 
+def test_query_revert_discard_and_maintain_say_what_they_say_without_the_engine(runtime: Path, lake: Path) -> None:
+    """The other commands the engine serves, each run once through it and once in its own process (each side on its
+    own rows and run ids): the same exit codes, and the same output once the side's names and numbers are masked."""
+    cfg = str(lake / "wap.toml")
+    sides: dict[str, list[Proc]] = {}
+    for side, start, flags in (("engine", 5001, []), ("own", 6001, ["--no-engine"])):
+        folder = lake / f"more-{side}"
+        good = trips_file(folder, "good.parquet", 40, start_id=start).name
+        bad = trips_file(folder, "nulls.parquet", 40, null_rate=0.3, start_id=start + 100).name
+        for args in (("run", TABLE, good, "--run-id", f"par-{side}"), ("run", TABLE, bad, "--run-id", f"blk-{side}")):
+            p, _ = served(runtime, *args, "-c", cfg, "--no-engine", cwd=folder)  # the setup, not compared
+            assert p.code in (0, 1), p.text
+        branch = json.loads(served(runtime, "report", f"blk-{side}", "-c", cfg, "--json")[0].stdout)["branch"]
+        assert branch, side
+        commands = [
+            ("query", f"SELECT count(*) AS n FROM {TABLE} WHERE trip_id BETWEEN {start} AND {start + 39}"),
+            ("query", f"SELECT count(*) AS n FROM {TABLE} WHERE trip_id >= {start}", "--json"),
+            ("query", "DROP TABLE e.trips"),  # refused: read-only
+            ("revert", f"par-{side}"),
+            ("revert", f"par-{side}", "--json"),  # again: nothing of it on main
+            ("discard", branch),
+            ("maintain", TABLE, "--dry-run"),
+            ("maintain", "e.nope", "--dry-run"),
+        ]
+        sides[side] = []
+        for args in commands:
+            p, saw_java = served(runtime, *args, "-c", cfg, *flags, cwd=folder)
+            sides[side].append(p)
+            if side == "engine":
+                assert not saw_java, (args, p.text)
+        assert main_rows(lake)[-1] < start or start not in main_rows(lake)  # the revert took its rows off
+
+    def masked(text: str, side: str, start: int) -> str:
+        text = _normal(text).replace(f"par-{side}", "par-SIDE").replace(f"blk-{side}", "blk-SIDE")
+        text = text.replace(str(lake / f"more-{side}"), "FOLDER")
+        text = re.sub(r'"log": (null|"[^"]*")', '"log": LOG', text)  # Spark's log: the engine's, or the process's
+        return re.sub(r"\d+(\.\d+)?", "N", text)
+
+    engine, own = sides["engine"], sides["own"]
+    assert [p.code for p in engine] == [p.code for p in own], ([p.text for p in engine], [p.text for p in own])
+    assert [p.code for p in engine][:3] == [0, 0, 2] and engine[3].code == 0 and engine[4].code == 2
+    assert "1 row" in engine[0].stdout or "40" in engine[0].stdout, engine[0].text
+    for e, o in zip(engine, own, strict=True):
+        assert masked(e.stdout, "engine", 5001) == masked(o.stdout, "own", 6001), (e.text, o.text)
+        assert masked(e.stderr, "engine", 5001) == masked(o.stderr, "own", 6001), (e.text, o.text)
+
+
 def test_ctrl_c_mid_write_stops_the_command_and_the_run_resumes_once(runtime: Path, lake: Path) -> None:
     cfg = str(lake / "wap.toml")
     before = this_engine(runtime, lake)
