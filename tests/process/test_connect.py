@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from support.cli_harness import WAP, Reader, env, wap
-from support.data import write_parquet
+from support.data import changes_file, write_parquet
 from support.spark_cluster import cluster_config, ids
 from wapflow.config import load_config
 from wapflow.demo.generate import generate_trips
@@ -72,11 +72,14 @@ def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Read
     assert all(row["passenger_count"] is not None for row in good)
     assert sorted(ids(good) + ids(bad)) == list(range(1001, 1301))
 
-    # No Connect path for Iceberg's Java API: `wap revert` says so and changes nothing.
-    r = wap("revert", r.doc["run_id"], "-c", str(cfg))
-    assert r.code == 2, r.text
-    assert "Spark Connect" in r.text and "Traceback" not in r.text
-    assert sorted(ids(reader.rows("cl.quar")) + ids(reader.rows("cl.quar__quarantine"))) == list(range(1001, 1301))
+    # `wap revert` on Connect (PyIceberg commits the file removal): the run's rows leave both tables.
+    run_id = r.doc["run_id"]
+    r = wap("revert", run_id, "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    assert set(r.doc["snapshots"]) == {"cl.quar", "cl.quar__quarantine"}
+    assert reader.rows("cl.quar") == [] and reader.rows("cl.quar__quarantine") == []
+    for t in ("cl.quar", "cl.quar__quarantine"):
+        assert reader.summaries(t)[-1]["wapflow.reverted-run-id"] == run_id
 
 
 @pytest.mark.spark
@@ -190,3 +193,54 @@ def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: Conn
         assert not created_meanwhile(other.value)
     finally:
         client.stop()
+
+
+MERGE = 'mode = "merge"\nkey = ["id"]\ndelete_when = "op = \'D\'"\n'
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_revert_through_connect(tmp_path: Path, connect_server: ConnectServer) -> None:
+    """`wap revert` as a Spark Connect client: an append deep in main's history leaves main in one new
+    snapshot (PyIceberg on the same catalog) while the later run's rows stay; a merge rolls main back while it
+    is the latest commit, and is refused (main unchanged) once main has moved on."""
+    cfg = cluster_config(tmp_path, connect_server.endpoint, catalog="rev", tables={"cl.rev": ""})
+    cfg.write_text(cfg.read_text() + f'[tables."cl.merge"]\n{MERGE}\n')
+    reader = Reader(tmp_path, "rev")
+
+    def run(table: str, path: str) -> str:
+        r = wap("run", table, path, "-c", str(cfg), "--json")
+        assert r.code == 0 and r.doc["status"] == "published", r.text
+        return str(r.doc["run_id"])
+
+    first = run("cl.rev", str(write_parquet(tmp_path / "in" / "a.parquet", generate_trips(200, start_id=1))))
+    second = run(
+        "cl.rev", str(write_parquet(tmp_path / "in" / "b.parquet", generate_trips(150, start_id=1001, seed=3)))
+    )
+    second_head = reader.main("cl.rev")
+    r = wap("revert", first, "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    assert ids(reader.rows("cl.rev")) == list(range(1001, 1151))  # only the second run's rows on main
+    assert r.doc["rows_removed"] == {"cl.rev": 200} and r.doc["snapshot_id"] == reader.main("cl.rev")
+    last = reader.summaries("cl.rev")[-1]
+    assert last["wapflow.reverted-run-id"] == first and last["deleted-records"] == "200", last
+    assert reader.cat.load_table("cl.rev").current_snapshot().parent_snapshot_id == second_head  # one new snapshot
+    runs = {x["run_id"]: x["status"] for x in wap("runs", "--config", str(cfg), "--json").doc["runs"]}
+    assert runs[first] == "reverted" and runs[second] == "published", runs
+    again = wap("revert", first, "-c", str(cfg))
+    assert again.code == 2 and "is reverted" in again.text and "Traceback" not in again.text, again.text
+
+    landing = tmp_path / "landing"
+    run("cl.merge", changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)]))
+    before, rows = reader.main("cl.merge"), reader.rows("cl.merge")
+    merge = run("cl.merge", changes_file(landing, "m.parquet", [(1, "merged", "U"), (2, None, "D")]))
+    r = wap("revert", merge, "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    assert reader.main("cl.merge") == before and r.doc["snapshot_id"] == before
+    assert sorted(reader.rows("cl.merge"), key=lambda x: x["id"]) == sorted(rows, key=lambda x: x["id"])
+    merge2 = run("cl.merge", changes_file(landing, "m2.parquet", [(3, "merged", "U")]))
+    run("cl.merge", changes_file(landing, "later.parquet", [(9, "nine", "I")]))
+    head = reader.main("cl.merge")
+    r = wap("revert", merge2, "-c", str(cfg))
+    assert r.code == 2 and "main has moved on since" in r.text and "Traceback" not in r.text, r.text
+    assert reader.main("cl.merge") == head

@@ -20,6 +20,7 @@ from wapflow.sql.identifiers import TableName
 from wapflow.storage import Storage
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
     from wapflow.lakehouse.nessie import NessieClient
@@ -48,6 +49,7 @@ class Lakehouse:
         self._spark = spark
         self._storage_checked = False
         self._catalog_checked = False
+        self._pyiceberg: Catalog | None = None
 
     def tracked(self, label: str) -> AbstractContextManager[None]:
         """The block's Spark jobs on the meter (if any), once it has run for a couple of seconds."""
@@ -116,7 +118,16 @@ class Lakehouse:
 
     @cached_property
     def tables(self) -> Tables:
-        return Tables(self.spark, self.catalog)
+        return Tables(self.spark, self.catalog, catalog_client=self._pyiceberg_catalog)
+
+    def _pyiceberg_catalog(self) -> Catalog:
+        """The catalog through PyIceberg, for what a Spark Connect session cannot commit (Tables.remove_added_files);
+        opened once."""
+        from wapflow.lakehouse.pyiceberg_client import open_catalog
+
+        if self._pyiceberg is None:
+            self._pyiceberg = open_catalog(self.config, why="a Spark Connect client removes a run's files")
+        return self._pyiceberg
 
     def _metadata_source(self, ref: str = "main") -> MetadataSource | None:
         """The catalog read without Spark (None: only Spark reads this catalog here, or WAP_METADATA=spark)."""

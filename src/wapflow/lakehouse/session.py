@@ -28,7 +28,8 @@ _LOG_KEEP_DAYS = 7
 _log_file: Path | None = None
 verbose = False
 # Whether a command on a config with a local master may use the Spark Connect server `wap serve` runs for it.
-# Off for what needs Spark's JVM in this process (`wap revert`: Iceberg's Java API).
+# Off for what needs Spark's JVM in this process (`wap maintain`; `wap revert`, whose Iceberg Java API path
+# works on every catalog, its Connect path on the JDBC catalogs only).
 use_server = True
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -16,6 +16,7 @@ from wapflow.lakehouse.lineage import RUN_ID_PROP
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField, StructType
 
@@ -95,9 +96,12 @@ class SnapshotReads:
 class Tables(SnapshotReads):
     """Reads and DDL for Iceberg tables in one Spark catalog."""
 
-    def __init__(self, spark: SparkSession, catalog: str) -> None:
+    def __init__(self, spark: SparkSession, catalog: str, catalog_client: Callable[[], Catalog] | None = None) -> None:
         self.spark = spark
         self.catalog = catalog
+        # PyIceberg's client of the same catalog (wapflow.lakehouse.pyiceberg_client.open_catalog), opened on
+        # first need: what a Spark Connect session commits through where Spark SQL has no statement for it.
+        self.catalog_client = catalog_client
 
     def ident(self, table: TableName) -> str:
         return table.sql(self.catalog)
@@ -175,21 +179,38 @@ class Tables(SnapshotReads):
             f"table => {sql_string(table.dotted)}, snapshot_id => {int(snapshot_id)})"
         )
 
-    def remove_added_files(self, table: TableName, snapshot_ids: list[int], properties: dict[str, str]) -> int:
-        """One new snapshot on main that deletes exactly the data files these snapshots added (metadata only:
-        no file is read or rewritten, other runs' files are untouched). Returns the new snapshot id.
-
-        Through Iceberg's Java API: Spark SQL cannot name files (a DELETE on `_file` is refused). A Spark
-        Connect client has no gateway to it: a clear error then, before anything changes."""
+    def check_remove_files(self) -> None:
+        """Raise (UsageError, EnvironmentProblem) when this session cannot remove files: before any change."""
         from wapflow.spark.kind import is_connect
 
         if is_connect(self.spark):
+            self._pyiceberg()
+
+    def _pyiceberg(self) -> Catalog:
+        if self.catalog_client is None:
             raise UsageError(
-                f"removing a run's files from {table} needs Iceberg's Java API in this process, "
-                "which a Spark Connect client does not have",
-                hint="run this command with a config whose master is local (same catalog and warehouse); "
-                "a running `wap serve` is not used for it",
+                "removing a run's files needs Iceberg's Java API or PyIceberg on the catalog, and this Spark "
+                "Connect session has neither",
+                hint="run this command with a config whose master is local (same catalog and warehouse)",
             )
+        return self.catalog_client()
+
+    def remove_added_files(self, table: TableName, snapshot_ids: list[int], properties: dict[str, str]) -> int:
+        """One new snapshot on main that deletes exactly the data files these snapshots added (metadata only:
+        no file is read or rewritten, other runs' files are untouched). Returns the new snapshot id. A file no
+        longer on main (compacted by `wap maintain`) fails the commit with pyiceberg_client.MISSING_FILES
+        instead of being skipped; a concurrent commit on main is kept (Iceberg's commit retries).
+
+        Spark SQL cannot name files (a DELETE on `_file` is refused): through Iceberg's Java API in this
+        process, or, on a Spark Connect client (no gateway to it), through PyIceberg on the same catalog."""
+        from wapflow.spark.kind import is_connect
+
+        if is_connect(self.spark):
+            from wapflow.lakehouse.pyiceberg_client import remove_added_files
+
+            sid = remove_added_files(self._pyiceberg(), table, snapshot_ids, properties)
+            self.refresh(table)  # the server's cached table must see the commit it did not make
+            return sid
         jvm = self.spark.sparkContext._jvm  # PySpark's gateway: the one way to Iceberg's table API here
         assert jvm is not None
         tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident(table))
@@ -200,7 +221,6 @@ class Tables(SnapshotReads):
                 op.deleteFile(it.next())  # by DataFile: Iceberg's delete-by-path form matched nothing here
         for k, v in properties.items():
             op.set(k, v)
-        # A file no longer on main (compacted by `wap maintain`) fails the commit instead of being skipped.
         op.validateFilesExist()
         op.commit()
         self.refresh(table)

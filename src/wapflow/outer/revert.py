@@ -5,7 +5,8 @@ deletes exactly the data files the run's snapshots on main added: metadata only,
 whether the run is the latest on main or deep in its history. The snapshot carries
 `wapflow.reverted-run-id`, so main's history says what happened and the run id may publish again after
 `wap retry`. The run is recorded `reverted`; its files are `reverted` in the ledger (not ingested again
-unless retried).
+unless retried). On a Spark Connect client (master = "sc://...") the files go through PyIceberg on the same
+catalog (the JDBC catalogs); a merge or replace rolls back through Iceberg's procedure, as locally.
 """
 
 from __future__ import annotations
@@ -17,21 +18,16 @@ from wapflow.errors import NotFound, UsageError
 from wapflow.lakehouse import session
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import on_main, revert_properties
+from wapflow.lakehouse.pyiceberg_client import MISSING_FILES
 from wapflow.pipeline import quarantine_of, validate_run_id
 from wapflow.sql.identifiers import TableName
 
 
 def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     validate_run_id(run_id)
-    # Iceberg's Java API removes the files (Tables.remove_added_files): this command needs Spark's JVM in
-    # this process, so a `wap serve` server is not used; with master = "sc://..." it fails before any change.
+    # The files go through Iceberg's Java API in this process (a local master: a `wap serve` server is not
+    # used), or through PyIceberg on the same catalog with master = "sc://..." (Tables.remove_added_files).
     session.use_server = False
-    if lh.config.lakehouse.master.startswith("sc://"):
-        raise UsageError(
-            f"wap revert removes run {run_id}'s files through Iceberg's Java API, which a Spark Connect "
-            f"client ({lh.config.lakehouse.master}) does not have",
-            hint="run `wap revert` with a copy of wap.toml whose master is local[*] (same catalog and warehouse)",
-        )
     rec = lh.store.get(run_id)
     if rec is None:
         raise NotFound(f"no run {run_id} in the run store", hint="see `wap runs` for run ids")
@@ -44,17 +40,21 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         raise UsageError(f"run {run_id} is {rec.shown_status}: there is nothing of it on main to revert", hint=hint)
     table = TableName.parse(rec.table_name)
     quarantine = quarantine_of(table)
-    done: dict[str, int] = {}
-    removed: dict[str, int] = {}
+    plan: list[tuple[TableName, list[int], bool]] = []  # each table, the run's snapshots on it, changed rows
     for t in (table, quarantine):
         if not lh.tables.exists(t):
             continue
         lh.tables.refresh(t)
         snaps = list(reversed(on_main(lh.tables, t, run_id)))  # oldest first
-        if not snaps:
-            continue
+        if snaps:
+            plan.append((t, snaps, _changed_rows(lh, t, snaps)))
+    if any(not changed for _, _, changed in plan):
+        lh.tables.check_remove_files()  # this session cannot remove files: say so before either table changes
+    done: dict[str, int] = {}
+    removed: dict[str, int] = {}
+    for t, snaps, changed in plan:
         rows_before = lh.tables.row_count(t)
-        if _changed_rows(lh, t, snaps):
+        if changed:
             done[t.dotted] = _roll_back_change(lh, t, run_id, snaps)
         else:
             done[t.dotted] = _remove_files(lh, t, run_id, snaps)
@@ -124,7 +124,7 @@ def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) ->
     try:
         return lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
     except Exception as e:
-        if "Missing required files to delete" not in str(e):
+        if MISSING_FILES not in str(e):
             raise
         raise UsageError(
             f"run {run_id}'s files are no longer on main of {t} as it wrote them: `wap maintain` compacted "

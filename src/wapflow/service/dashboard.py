@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from wapflow.config import WapConfig, load_config
 from wapflow.errors import NotFound, WapError, did_you_mean
+from wapflow.lakehouse import pyiceberg_client
 from wapflow.lakehouse.lineage import run_id_of, run_of
 from wapflow.lakehouse.metadata import CatalogTables
 from wapflow.pipeline.state import STEPS
@@ -97,25 +98,6 @@ def _direct_catalog(cfg: WapConfig, note: str | None) -> tuple[Callable[[], Cata
     )
 
 
-def _pyiceberg_s3_properties(cfg: WapConfig) -> dict[str, str]:
-    """[s3] as PyIceberg FileIO properties; keys only when wap.toml names them (else the AWS chain)."""
-    if cfg.s3 is None:
-        return {}
-    s = cfg.s3
-    props = {"s3.path-style-access": str(s.uses_path_style()).lower()}
-    if s.endpoint:
-        props["s3.endpoint"] = s.endpoint
-    region = s.effective_region()
-    if region:
-        props["s3.region"] = region
-    keys = s.static_keys()
-    if keys is not None:
-        props["s3.access-key-id"], props["s3.secret-access-key"] = keys[0], keys[1]
-        if keys[2] is not None:
-            props["s3.session-token"] = keys[2]
-    return props
-
-
 def open_catalog(cfg: WapConfig) -> tuple[Catalog | None, str | None]:
     """PyIceberg's SqlCatalog on the embedded catalog; (None, why) for catalogs it cannot open without Spark."""
     kind = cfg.lakehouse.catalog
@@ -126,16 +108,13 @@ def open_catalog(cfg: WapConfig) -> tuple[Catalog | None, str | None]:
             "SQLite catalog here; runs, checks and the file ledger below come from the run store"
         )
     try:
-        from pyiceberg.catalog.sql import SqlCatalog
+        import pyiceberg.catalog.sql  # noqa: F401  # only to say it is missing, as a note
     except ImportError:
         return None, 'PyIceberg is not installed: pip install "wapflow[dashboard]" to show catalog metadata'
-    local = cfg.local_warehouse_path()
-    db = (cfg.base_dir / ".wap" / "catalog.db").resolve() if local is None else local / "catalog.db"
+    db = cfg.embedded_catalog_path()
     if not db.exists():
         return None, f"no catalog yet at {db}: nothing has been written to this lakehouse"
-    warehouse = f"file://{local}" if local is not None else cfg.warehouse_location()
-    props = {"uri": f"sqlite:///{db}", "warehouse": warehouse, **_pyiceberg_s3_properties(cfg)}
-    return SqlCatalog(cfg.lakehouse.catalog_name, **props), None
+    return pyiceberg_client.open_catalog(cfg, why="the dashboard reads table metadata"), None
 
 
 def change_token(src: Sources) -> str:

@@ -1,0 +1,120 @@
+"""The wap.toml's catalog through PyIceberg: table commits that need no JVM in this process.
+
+A Spark Connect client has no gateway to Iceberg's Java API, and Spark SQL cannot name the data files a
+commit should remove. PyIceberg commits to the same catalog directly: the one wap.toml names, which is also
+the catalog a Connect server writes to (the client registers it in its session). It opens the JDBC
+catalogs (the embedded SQLite one, `catalog = "jdbc"` on PostgreSQL or SQLite) with PyIceberg's SqlCatalog,
+which reads and writes Iceberg's JdbcCatalog tables; other catalog kinds are refused with what to do instead.
+The dashboard opens the embedded catalog through here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from wapflow.errors import CommitConflict, EnvironmentProblem, UsageError
+from wapflow.sql.identifiers import TableName
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+    from wapflow.config import WapConfig
+
+# Missing files fail the commit with this text, in Iceberg's Java API and PyIceberg alike.
+MISSING_FILES = "Missing required files to delete"
+# Fresh attempts after a concurrent commit on the table (each on the new head; PyIceberg retries within one too).
+_ATTEMPTS = 5
+
+
+def s3_properties(cfg: WapConfig) -> dict[str, str]:
+    """[s3] as PyIceberg FileIO properties; keys only when wap.toml names them (else the AWS chain)."""
+    if cfg.s3 is None:
+        return {}
+    s = cfg.s3
+    props = {"s3.path-style-access": str(s.uses_path_style()).lower()}
+    if s.endpoint:
+        props["s3.endpoint"] = s.endpoint
+    region = s.effective_region()
+    if region:
+        props["s3.region"] = region
+    keys = s.static_keys()
+    if keys is not None:
+        props["s3.access-key-id"], props["s3.secret-access-key"] = keys[0], keys[1]
+        if keys[2] is not None:
+            props["s3.session-token"] = keys[2]
+    return props
+
+
+def open_catalog(cfg: WapConfig, *, why: str) -> Catalog:
+    """PyIceberg's client of wap.toml's catalog. `why`: what needs it, for the error when it cannot be opened."""
+    from wapflow.runs.databases import jdbc_catalog_url
+
+    url = jdbc_catalog_url(cfg)
+    if url is None:
+        raise UsageError(
+            f'{why} through PyIceberg, which wapflow opens for the JDBC catalogs only (catalog = "sqlite" or '
+            f'"jdbc"), not catalog = "{cfg.lakehouse.catalog}"',
+            hint="run this command with a copy of wap.toml whose master is local[*] (same catalog and warehouse)",
+        )
+    try:
+        from pyiceberg.catalog.sql import SqlCatalog
+    except ImportError:
+        raise EnvironmentProblem(
+            f"{why} through PyIceberg, which is not installed",
+            hint="pip install 'wapflow[connect]'",
+        ) from None
+    local = cfg.local_warehouse_path()
+    warehouse = f"file://{local}" if local is not None else cfg.warehouse_location()
+    return SqlCatalog(cfg.lakehouse.catalog_name, uri=url, warehouse=warehouse, **s3_properties(cfg))
+
+
+def added_data_files(tbl: Table, snapshot_id: int) -> Iterator[DataFile]:
+    """The data files a snapshot added (as Iceberg's Snapshot.addedDataFiles: its own manifests' ADDED entries)."""
+    from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+
+    snap = tbl.snapshot_by_id(snapshot_id)
+    if snap is None:
+        return
+    for manifest in snap.manifests(tbl.io):
+        if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
+            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot_id:
+                yield entry.data_file
+
+
+def remove_added_files(
+    catalog: Catalog, table: TableName, snapshot_ids: Sequence[int], properties: Mapping[str, str]
+) -> int:
+    """One new snapshot on main deleting exactly the data files these snapshots added, carrying `properties`
+    (what Tables.remove_added_files does through Java). Returns its id. A file no longer on main fails with
+    MISSING_FILES; a commit that lands on main meanwhile is kept: the removal is planned again on the new head."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    ident = (*table.namespace, table.name)
+    last: Exception | None = None
+    for _ in range(_ATTEMPTS):
+        tbl = catalog.load_table(ident)
+        files = [f for sid in snapshot_ids for f in added_data_files(tbl, int(sid))]
+        try:
+            with tbl.transaction() as tx, tx.update_snapshot(snapshot_properties=dict(properties)).overwrite() as ov:
+                for f in files:
+                    ov.delete_data_file(f)
+        except ValidationException as e:
+            if MISSING_FILES in str(e):
+                raise
+            last = e  # a concurrent commit PyIceberg's own validation refuses: plan again on the new head
+            continue
+        except CommitFailedException as e:
+            last = e
+            continue
+        snap = tbl.current_snapshot()
+        assert snap is not None  # the commit just made one
+        return int(snap.snapshot_id)
+    raise CommitConflict(
+        f"removing files from main of {table} conflicted with other commits {_ATTEMPTS} times: {last}",
+        hint="main is unchanged by this command; run it again",
+    )
