@@ -14,7 +14,8 @@ from collections.abc import Iterable
 
 MASK = "***"
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)(?P<pw>[^@\s]*)(?P<at>@)", re.IGNORECASE)
-_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;]password=)(?P<pw>[^&;\s]*)", re.IGNORECASE)
+# ?password= of a database URL, and ;token= of a Spark Connect URL (sc://host:port/;use_ssl=true;token=...).
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&;](?:password|token)=)(?P<pw>[^&;\s]*)", re.IGNORECASE)
 
 
 def redact(text: str, *secrets: str | Iterable[str] | None) -> str:

@@ -7,15 +7,20 @@ https:// with a certificate signed by a throwaway CA no machine trusts, and a 40
 store wapflow makes with keytool; the no-JVM commands through httpx), read back by PyIceberg through the same
 proxy (REST) or by the no-JVM `wap history` (Nessie).
 
+A Spark Connect server (wapflow.lakehouse.connect.ConnectServer) started by the test demands a token itself
+(Spark's spark.connect.authenticate.token); the proxy in front of it only terminates TLS (gRPC, ALPN h2).
+
 For each server: the right token and `[lakehouse] ca_bundle` -> a run publishes; a wrong token -> exit 3
 "unauthorised" naming the URL and the setting; no ca_bundle -> exit 3 "TLS verification failed" naming the
-URL and `ca_bundle`; the same from `wap doctor` and the no-JVM commands. No token appears in any output, log
-or run store file.
+URL and `ca_bundle`; for REST and Nessie the same from `wap doctor` and the no-JVM commands. No token appears
+in any output, log or run store file.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +28,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from support.catalogs import catalog_config, no_jvm
-from support.cli_harness import Proc, checksum, wap
+from support.cli_harness import Proc, Reader, checksum, wap
 from support.data import trips_file
+from support.spark_cluster import cluster_config, ids
 from wapflow._dev.tls_proxy import Authority
+from wapflow.config import load_config
+from wapflow.lakehouse.connect import ConnectServer
+from wapflow.lakehouse.processes import free_port
 
 REST_TOKEN = "rest-token-7f3a9c2e"
 NESSIE_TOKEN = "nessie-token-51b8d04c"
+CONNECT_TOKEN = "connect-token-9d2e61aa"
 WRONG_TOKEN = "wrong-token-c0ffee11"
+TOKENS = (REST_TOKEN, NESSIE_TOKEN, CONNECT_TOKEN, WRONG_TOKEN)
 
 
 def config(folder: Path, lakehouse: str, table: str, ca: Path | None) -> Path:
@@ -53,10 +64,10 @@ def assert_no_secret(*where: Proc | Path) -> None:
         if isinstance(w, Path):
             for f in (x for x in w.rglob("*") if x.is_file()):
                 data = f.read_bytes()
-                for token in (REST_TOKEN, NESSIE_TOKEN, WRONG_TOKEN):
+                for token in TOKENS:
                     assert token.encode() not in data, f"{token} in {f}"
         else:
-            for token in (REST_TOKEN, NESSIE_TOKEN, WRONG_TOKEN):
+            for token in TOKENS:
                 assert token not in w.text, w.text
 
 
@@ -194,6 +205,77 @@ def test_nessie_over_tls_with_a_token(nessie_server, tls_proxy, tls_authority: A
     assert [s["snapshot_id"] for s in after.doc["snapshots"]] == [s["snapshot_id"] for s in history.doc["snapshots"]]
     assert_no_secret(run, history, doctor, bad, bad_history, bad_doctor, tls, tls_doctor)
     assert_no_secret(tmp_path / "good" / "lake", tmp_path / "untrusted" / "lake")
+
+
+@pytest.fixture
+def connect_with_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ConnectServer]:
+    """A real Spark Connect server that demands CONNECT_TOKEN (Spark's own check, spark.connect.authenticate.token,
+    given through $SPARK_CONNECT_AUTHENTICATE_TOKEN, which the server reads); the variable is gone from this
+    process once it runs, so each client below gets the token only as the case says."""
+    folder = tmp_path / "server"
+    cfg = load_config(str(cluster_config(folder, "local[2]", catalog="boot", tables={})))
+    for k in ("SPARK_REMOTE", "SPARK_CONNECT_MODE"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", CONNECT_TOKEN)
+    server = ConnectServer(cfg, free_port(), record=False)
+    server.start()
+    monkeypatch.delenv("SPARK_CONNECT_AUTHENTICATE_TOKEN")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.slow  # a Connect server (JVM) and thin `wap run` clients
+def test_spark_connect_over_tls_with_a_token(
+    connect_with_token: ConnectServer, tls_proxy, tls_authority: Authority, tmp_path: Path, landing
+):
+    # gRPC over TLS: the proxy only terminates TLS (ALPN h2); the token is checked by the Connect server itself.
+    proxy = tls_proxy(connect_with_token.port, mode="tcp")
+    url = f"sc://127.0.0.1:{proxy.port}/;use_ssl=true"
+    ca = f'ca_bundle = "{tls_authority.ca_pem}"\n'
+    table = "cl.pub"
+    src = trips_file(landing, "batch.parquet", 50)
+
+    def config(name: str, master: str, lakehouse: str = ca) -> Path:
+        return cluster_config(tmp_path / name, master, catalog="conn", tables={table: ""}, lakehouse=lakehouse)
+
+    good = config("good", url)
+    wrong = config("wrong", f"{url};token={WRONG_TOKEN}")  # a token in the URL: shown as ;token=***
+    untrusted = config("untrusted", url, lakehouse="")
+
+    # Right token ($SPARK_CONNECT_AUTHENTICATE_TOKEN) and CA: a run publishes through the TLS endpoint.
+    run = wap("run", table, str(src), "--config", str(good), "--json", SPARK_CONNECT_AUTHENTICATE_TOKEN=CONNECT_TOKEN)
+    assert run.code == 0 and run.doc["status"] == "published", run.text
+    assert proxy.forwarded > 0
+    reader = Reader(tmp_path / "good", "conn")
+    assert ids(reader.rows(table)) == ids(pq.read_table(src).to_pylist())
+
+    # A wrong token (in the URL), then none at all: the server refuses it; exit 3 "unauthorised" with the URL.
+    bad = wap("run", table, str(src), "--config", str(wrong), "--json")
+    assert bad.code == 3, bad.text
+    assert_unauthorised(error(bad), f"{url};token=***", "$SPARK_CONNECT_AUTHENTICATE_TOKEN")
+    missing = wap("run", table, str(src), "--config", str(good), "--json")
+    assert missing.code == 3, missing.text
+    assert_unauthorised(error(missing), url, "$SPARK_CONNECT_AUTHENTICATE_TOKEN")
+
+    # No ca_bundle: the certificate is not trusted; named at once (no retrying of the handshake), nothing relayed.
+    forwarded_before = proxy.forwarded
+    t0 = time.monotonic()
+    tls = wap(
+        "run", table, str(src), "--config", str(untrusted), "--json", SPARK_CONNECT_AUTHENTICATE_TOKEN=CONNECT_TOKEN
+    )
+    took = time.monotonic() - t0
+    assert tls.code == 3, tls.text
+    assert_untrusted(error(tls), url)
+    assert took < 30, took
+    assert proxy.forwarded == forwarded_before
+
+    # main is still the first run's, and no token is in any output, log or run store.
+    assert ids(reader.rows(table)) == ids(pq.read_table(src).to_pylist())
+    assert_no_secret(run, bad, missing, tls)
+    assert_no_secret(*(tmp_path / name / "lakehouse" for name in ("good", "wrong", "untrusted", "server")))
 
 
 def test_the_java_trust_store_holds_the_jdks_cas_and_the_bundle(tls_authority: Authority, tmp_path, monkeypatch):

@@ -33,14 +33,17 @@ TABLES = {  # the tables of tests/process/test_cluster.py and tests/process/test
 }
 
 
-def cluster_config(folder: Path, master: str, catalog: str = "lake", tables: dict[str, str] = TABLES) -> Path:
-    """A wap.toml for a cluster master: small executors, at most the cluster's two cores."""
+def cluster_config(
+    folder: Path, master: str, catalog: str = "lake", tables: dict[str, str] = TABLES, lakehouse: str = ""
+) -> Path:
+    """A wap.toml for a cluster master: small executors, at most the cluster's two cores; `lakehouse`: more
+    [lakehouse] lines."""
     (folder / "lakehouse").mkdir(parents=True, exist_ok=True)  # PyIceberg's reader opens its catalog.db at once
     sections = "".join(f'[tables."{t}"]\n{extra}checks = {CHECKS}\n\n' for t, extra in tables.items())
     cfg = folder / "wap.toml"
     cfg.write_text(
         f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\ncatalog_name = "{catalog}"\nmaster = "{master}"\n'
-        'driver_memory = "1g"\n\n[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n'
+        f'driver_memory = "1g"\n{lakehouse}\n[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n'
         '"spark.executor.memory" = "512m"\n"spark.cores.max" = "2"\n"spark.executor.cores" = "1"\n\n' + sections
     )
     return cfg

@@ -24,3 +24,7 @@ def test_iterables_and_single_strings_mix() -> None:
     assert redact("key AKIAX secret s3kr1t token t0k3n", ("AKIAX", "s3kr1t"), "t0k3n") == (
         "key *** secret *** token ***"
     )
+
+
+def test_a_spark_connect_urls_token_is_masked() -> None:
+    assert redact("sc://h:15002/;use_ssl=true;token=abc123def") == "sc://h:15002/;use_ssl=true;token=***"

@@ -9,13 +9,14 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from wapflow._dev.tls_proxy import Authority, TlsProxy, make_ca
 from wapflow.config import WapConfig, parse_config
-from wapflow.errors import ConfigError
+from wapflow.errors import ConfigError, EnvironmentProblem
 from wapflow.lakehouse import tls
 from wapflow.spark import errors as spark_errors
 
@@ -121,3 +122,76 @@ def test_a_bundle_that_is_missing_or_no_pem_is_a_config_error(tmp_path: Path) ->
         tls.ca_bundle(_cfg(tmp_path, ca_bundle="ca.der"))
     assert "holds no PEM certificate" in garbage.value.message and garbage.value.exit_code == 2
     assert tls.ca_bundle(_cfg(tmp_path)) is None and tls.java_options(_cfg(tmp_path)) == []
+
+
+@pytest.fixture(scope="module")
+def grpc_upstream() -> Iterator[tuple[int, list[str]]]:
+    """A plain gRPC server on 127.0.0.1 with one unary method that echoes its request and records the
+    `authorization` metadata it got: what the TLS proxy (mode="tcp") fronts for the Spark Connect channel."""
+    from concurrent import futures
+
+    import grpc  # type: ignore[import-untyped]  # grpcio ships no types
+
+    seen: list[str] = []
+
+    def echo(request: bytes, context: Any) -> bytes:
+        seen.append(dict(context.invocation_metadata()).get("authorization", ""))
+        return request
+
+    def refuse(request: bytes, context: Any) -> bytes:
+        context.abort(grpc.StatusCode.UNAUTHENTICATED, "Invalid authentication token")  # what Spark's check answers
+        return b""
+
+    handler = grpc.method_handlers_generic_handler(
+        "wapflow.Test",
+        {
+            "Echo": grpc.unary_unary_rpc_method_handler(echo, lambda b: b, lambda b: b),
+            "Refuse": grpc.unary_unary_rpc_method_handler(refuse, lambda b: b, lambda b: b),
+        },
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield port, seen
+    server.stop(grace=None)
+
+
+def test_the_spark_connect_channel_trusts_the_bundle_and_sends_the_token(
+    grpc_upstream: tuple[int, list[str]], authority: Authority, tmp_path: Path
+) -> None:
+    """wapflow's channel builder (lakehouse.connect_channel): the bundle's CA is trusted over a real TLS handshake
+    (ALPN h2), the URL's token goes as a bearer token; without the bundle, one clear error before any gRPC call."""
+    from wapflow.lakehouse import connect_channel
+
+    port, seen = grpc_upstream
+    with TlsProxy(port, authority, mode="tcp") as proxy:
+        url = f"sc://127.0.0.1:{proxy.port}/;use_ssl=true;token={TOKEN}"
+        trusted = _cfg(tmp_path, ca_bundle=str(authority.ca_pem))
+        builder = connect_channel.channel_builder(trusted, url)
+        connect_channel.check_tls(trusted, url, builder)
+        channel = builder.toChannel()
+        try:
+            echo = channel.unary_unary("/wapflow.Test/Echo")
+            assert echo(b"ping", timeout=10) == b"ping"
+            # A refused token (gRPC UNAUTHENTICATED) is named like the catalogs' 401s: the URL, the setting.
+            with pytest.raises(Exception) as refused:
+                channel.unary_unary("/wapflow.Test/Refuse")(b"x", timeout=10)
+            spark_errors.name_endpoint(connect_channel.SERVICE, "sc://server:443", connect_channel.TOKEN_SETTING)
+            named = spark_errors.classify(refused.value, doing="opening a Spark Connect session")
+            assert isinstance(named, EnvironmentProblem) and named.exit_code == 3
+            assert named.message.startswith("unauthorised: the Spark Connect server at sc://server:443 refused")
+            assert "$SPARK_CONNECT_AUTHENTICATE_TOKEN" in (named.hint or "")
+        finally:
+            channel.close()
+        assert seen[-1] == f"Bearer {TOKEN}"
+
+        plain = _cfg(tmp_path)
+        with pytest.raises(EnvironmentProblem) as untrusted:
+            connect_channel.check_tls(plain, url, connect_channel.channel_builder(plain, url))
+        err = untrusted.value
+        shown = f"sc://127.0.0.1:{proxy.port}/;use_ssl=true;token=***"
+        assert err.message.startswith(f"TLS verification failed for the Spark Connect server at {shown}: "), err
+        assert TOKEN not in err.message and "[lakehouse] ca_bundle" in (err.hint or "")
+    # Spark Connect's sc:// URLs are shown without their token, like a database URL's password.
+    assert connect_channel.shown("sc://h:15002/;token=abc;use_ssl=true") == "sc://h:15002/;token=***;use_ssl=true"

@@ -78,7 +78,8 @@ class LakehouseConfig(_Strict):
     nessie_uri: str | None = None
     nessie_token: str | None = Field(default=None, repr=False)  # unset: $WAP_NESSIE_TOKEN
     # A PEM file (relative to wap.toml's folder) of the private CA that signed an https:// catalog server's
-    # certificate (catalog = "rest" or "nessie"): trusted besides the public CAs, by wapflow and by Spark's JVM.
+    # certificate (catalog = "rest" or "nessie") or a Spark Connect server's (sc://...;use_ssl=true): trusted
+    # besides the public CAs, by wapflow, by Spark's JVM and by the Spark Connect client's gRPC channel.
     ca_bundle: str | None = None
 
     @field_validator("catalog_name")

@@ -5,8 +5,8 @@ what a failed connection means):
 
 - `postgresql://` (and `postgres://`) mean psycopg 3, the driver that comes with wapflow (DBOS depends on
   it); SQLAlchemy 2.0 would otherwise pick psycopg2, which is not installed.
-- A password is never shown: URLs are printed with `***` in its place, and messages from a driver are
-  scrubbed of it.
+- A password (or a Spark Connect URL's `;token=`) is never shown: URLs are printed with `***` in its place,
+  and messages from a driver are scrubbed of it.
 
 Plain string rules, below both wap.toml's model (which normalises and redacts the URLs it is given) and the
 run store's database code.
@@ -28,7 +28,7 @@ def normalize_url(url: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password (user:PASSWORD@ or ?password=) replaced by ***."""
+    """The URL with its password (user:PASSWORD@ or ?password=) or token (;token=) replaced by ***."""
     return redact(url)
 
 

@@ -9,11 +9,12 @@ import threading
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from wapflow.config import WapConfig
-from wapflow.errors import EnvironmentProblem, TransientError, Unreachable
-from wapflow.lakehouse import jvm, tls
+from wapflow.config.urls import redact_url
+from wapflow.errors import EnvironmentProblem, TransientError, Unreachable, WapError
+from wapflow.lakehouse import connect_channel, jvm, tls
 from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
 from wapflow.spark.kind import is_connect
 from wapflow.stopping import STOP
@@ -110,12 +111,12 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
     lh = cfg.lakehouse
     master = effective_master(cfg, progress)
     connect = master.startswith("sc://")
+    shown = redact_url(master)  # an sc:// URL may carry ;token=
     builder = SparkSession.builder.appName("wapflow")
     if connect:
         # Spark Connect: jars and extensions live on the server; only the client session is built here
         # (the catalog and spark_conf below are session settings, sent to the server).
         _check_connect_client()
-        builder = builder.remote(master)
     else:
         jvm.check_java()
         plan = jvm.plan_for(cfg, progress)
@@ -146,30 +147,37 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
                 .config("spark.driver.bindAddress", "127.0.0.1")
             )
     name = lh.catalog_name
-    builder = builder.config(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
+    settings: dict[str, Any] = {"spark.app.name": "wapflow", f"spark.sql.catalog.{name}": SPARK_CATALOG_CLASS}
     props = catalog_properties(cfg)
     name_endpoints(cfg, props)
     for k, v in props.items():
-        builder = builder.config(f"spark.sql.catalog.{name}.{k}", v)
+        settings[f"spark.sql.catalog.{name}.{k}"] = v
     for key, value in lh.spark_conf.items():
-        builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
+        settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
     if progress:
-        progress(f"connecting to Spark Connect at {master}" if connect else f"starting Spark ({master})")
+        progress(f"connecting to Spark Connect at {shown}" if connect else f"starting Spark ({master})")
     try:
-        with _jvm_stderr_to(None if connect or verbose else _log_file):
-            spark = builder.getOrCreate()
+        if connect:
+            # wapflow's channel: `ca_bundle` trusted, an untrusted certificate named at once (connect_channel).
+            spark = cast("SparkSession", connect_channel.session(cfg, master, settings))
+        else:
+            with _jvm_stderr_to(None if verbose else _log_file):
+                spark = builder.config(map=settings).getOrCreate()
         STOP.reclaim()  # a new SparkContext takes SIGINT for itself; a stop stays wapflow's (wapflow.stopping)
+    except WapError:
+        raise  # already named (an untrusted certificate)
     except Exception as e:
         from wapflow.spark import errors as spark_errors
 
-        # A Spark Connect server that refuses the connection may come back; anything else is the JVM,
-        # the jars or the Spark settings of this machine, which need someone to act.
-        unreachable = spark_errors.classify(e, doing=f"starting Spark ({master})")
-        if isinstance(unreachable, TransientError):
-            raise unreachable from e
+        # A Spark Connect server that refuses the connection may come back, one that refuses the token needs
+        # someone to act; anything else is the JVM, the jars or the Spark settings of this machine.
+        doing = "opening a Spark Connect session" if connect else f"starting Spark ({master})"
+        named = spark_errors.classify(e, doing=doing)
+        if isinstance(named, TransientError) or (connect and isinstance(named, EnvironmentProblem)):
+            raise named from e
         if connect:
             raise Unreachable(
-                f"the Spark Connect server at {master} did not answer: {_first_line(e)}",
+                f"the Spark Connect server at {shown} did not answer: {_first_line(e)}",
                 hint="start it (`wap serve`), or check [lakehouse].master",
             ) from e
         raise EnvironmentProblem(

@@ -1,6 +1,7 @@
-"""Trusting a private CA for the catalog's `https://` servers (REST catalog, Nessie): `[lakehouse] ca_bundle`.
+"""Trusting a private CA for the catalog's `https://` servers (REST catalog, Nessie) and a Spark Connect server
+over TLS: `[lakehouse] ca_bundle`.
 
-One PEM file, two consumers that each have their own idea of trust:
+One PEM file, three consumers that each have their own idea of trust:
 
 - Python (httpx: the no-JVM metadata reads, the Nessie client, `wap doctor`): an `ssl.SSLContext` with the
   CAs httpx trusts by default ($SSL_CERT_FILE, else certifi's) plus the bundle's certificates.
@@ -10,6 +11,8 @@ One PEM file, two consumers that each have their own idea of trust:
   `keytool`: the JDK's cacerts (S3, Maven and every public endpoint stay trusted) plus each certificate of the
   bundle. It is cached by content (bundle + JDK) under the jar cache's parent, so only the first JVM builds it.
   Its password only guards the file's integrity (it holds public certificates), so it is a fixed one.
+- gRPC (a Spark Connect client, `sc://...;use_ssl=true`): root certificates as PEM bytes, the same public CAs
+  as httpx plus the bundle's (`trusted_pem`; wapflow.lakehouse.connect_channel).
 """
 
 from __future__ import annotations
@@ -59,19 +62,32 @@ def ssl_context(cfg: WapConfig) -> ssl.SSLContext | bool:
     bundle = ca_bundle(cfg)
     if bundle is None:
         return True
-    # The CAs httpx trusts by default: $SSL_CERT_FILE when set, else certifi's (which comes with httpx).
-    system = os.environ.get("SSL_CERT_FILE")
-    if system and Path(system).is_file():
-        ctx = ssl.create_default_context(cafile=system)
-    else:
-        import certifi
-
-        ctx = ssl.create_default_context(cafile=certifi.where())
+    ctx = ssl.create_default_context(cafile=public_cafile())
     try:
         ctx.load_verify_locations(cafile=str(bundle))
     except ssl.SSLError as e:
         raise ConfigError(f"{KEY}: {bundle} is not a usable PEM bundle ({e.reason or e})") from None
     return ctx
+
+
+def public_cafile() -> str:
+    """The public CAs httpx trusts by default: $SSL_CERT_FILE when set, else certifi's (which comes with httpx)."""
+    system = os.environ.get("SSL_CERT_FILE")
+    if system and Path(system).is_file():
+        return system
+    import certifi
+
+    return str(certifi.where())
+
+
+def trusted_pem(cfg: WapConfig) -> bytes:
+    """The public CAs plus the bundle's certificates, as PEM: the roots of a gRPC channel (Spark Connect), which
+    takes certificates, not files. The same trust as `ssl_context` gives httpx."""
+    public = Path(public_cafile()).read_bytes()
+    bundle = ca_bundle(cfg)
+    if bundle is None:
+        return public
+    return public.rstrip() + b"\n" + b"\n".join(_CERT.findall(bundle.read_bytes())) + b"\n"
 
 
 def java_options(cfg: WapConfig) -> list[str]:

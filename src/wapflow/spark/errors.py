@@ -121,6 +121,29 @@ _SERVICE_JAVA = frozenset(
     }
 )
 # A refused token: Iceberg's REST client and Nessie's client raise these for HTTP 401 (Nessie's for 403 too).
+# A Spark Connect server that demands a token (spark.connect.authenticate.token) answers a missing or wrong one
+# with this gRPC status; named here by the status, as the JVM's refusals are by class.
+CONNECT_SERVER = "the Spark Connect server"
+_UNAUTHORISED_GRPC = "UNAUTHENTICATED"
+
+
+def grpc_status(link: Link) -> str | None:
+    """The gRPC status name of a Spark Connect client's error (grpc.RpcError, PySpark's SparkConnectGrpcException)."""
+    if link.java:
+        return None
+    for getter in ("getGrpcStatusCode", "code"):
+        fn = getattr(link.error, getter, None)
+        if callable(fn):
+            try:
+                code = fn()
+            except Exception:  # noqa: BLE001 - an RpcError that is not a call has no code
+                continue
+            name = getattr(code, "name", None)
+            if isinstance(name, str):
+                return name
+    return None
+
+
 _UNAUTHORISED_JAVA = frozenset(
     {
         "org.apache.iceberg.exceptions.NotAuthorizedException",
@@ -391,6 +414,11 @@ def unauthorised_error(url: str, token_setting: str, doing: str) -> EnvironmentP
 
 def _one(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:
     cls = link.cls
+    if grpc_status(link) == _UNAUTHORISED_GRPC:
+        known = _ENDPOINTS.get(CONNECT_SERVER)
+        if known is not None:
+            return unauthorised_error(f"{CONNECT_SERVER} at {known.url}", known.token_setting, doing)
+        return unauthorised_error(CONNECT_SERVER, "the Spark Connect token", doing)
     if cls in _UNAUTHORISED_JAVA:
         service = _target(links, i)
         known = _ENDPOINTS.get(service)
