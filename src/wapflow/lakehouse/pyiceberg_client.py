@@ -4,14 +4,16 @@ A Spark Connect client has no gateway to Iceberg's Java API, and Spark SQL canno
 commit should remove. PyIceberg commits to the same catalog directly: the one wap.toml names, which is also
 the catalog a Connect server writes to (the client registers it in its session). It opens the JDBC
 catalogs (the embedded SQLite one, `catalog = "jdbc"` on PostgreSQL or SQLite) with PyIceberg's SqlCatalog,
-which reads and writes Iceberg's JdbcCatalog tables; other catalog kinds are refused with what to do instead.
+which reads and writes Iceberg's JdbcCatalog tables, and an Iceberg REST catalog with PyIceberg's RestCatalog
+(the same properties Spark's REST client gets: uri, warehouse, token or credential, headers; `ca_bundle`'s
+CAs besides the public ones); other catalog kinds are refused with what to do instead.
 The dashboard opens the embedded catalog through here too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wapflow.errors import CommitConflict, EnvironmentProblem, UsageError
 from wapflow.sql.identifiers import TableName
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
 
 # Missing files fail the commit with this text, in Iceberg's Java API and PyIceberg alike.
 MISSING_FILES = "Missing required files to delete"
+# The REST catalog properties PyIceberg's RestCatalog understands as Iceberg's Java client does.
+_REST_KEYS = ("uri", "warehouse", "token", "credential", "oauth2-server-uri", "scope", "prefix", "audience")
 # Fresh attempts after a concurrent commit on the table (each on the new head; PyIceberg retries within one too).
 _ATTEMPTS = 5
 
@@ -53,10 +57,13 @@ def open_catalog(cfg: WapConfig, *, why: str) -> Catalog:
     from wapflow.runs.databases import jdbc_catalog_url
 
     url = jdbc_catalog_url(cfg)
+    rest = _rest_properties(cfg)
+    if rest is not None:
+        return _open_rest(cfg, rest, why=why)
     if url is None:
         raise UsageError(
-            f'{why} through PyIceberg, which wapflow opens for the JDBC catalogs only (catalog = "sqlite" or '
-            f'"jdbc"), not catalog = "{cfg.lakehouse.catalog}"',
+            f"{why} through PyIceberg, which wapflow opens for the JDBC and REST catalogs only (catalog = "
+            f'"sqlite", "jdbc" or "rest"), not catalog = "{cfg.lakehouse.catalog}"',
             hint="run this command with a copy of wap.toml whose master is local[*] (same catalog and warehouse)",
         )
     try:
@@ -69,6 +76,33 @@ def open_catalog(cfg: WapConfig, *, why: str) -> Catalog:
     local = cfg.local_warehouse_path()
     warehouse = f"file://{local}" if local is not None else cfg.warehouse_location()
     return SqlCatalog(cfg.lakehouse.catalog_name, uri=url, warehouse=warehouse, **s3_properties(cfg))
+
+
+def _rest_properties(cfg: WapConfig) -> dict[str, str] | None:
+    """Spark's catalog properties of a REST catalog (catalog = "rest", or "custom" naming Iceberg's REST client)."""
+    if cfg.lakehouse.catalog not in ("rest", "custom"):
+        return None
+    from wapflow.lakehouse.catalog_props import catalog_properties
+
+    props = catalog_properties(cfg)
+    if props.get("type") != "rest" and props.get("catalog-impl") != "org.apache.iceberg.rest.RESTCatalog":
+        return None
+    return props
+
+
+def _open_rest(cfg: WapConfig, props: Mapping[str, str], *, why: str) -> Catalog:
+    from wapflow.lakehouse.tls import ca_bundle, trusted_pem_file
+
+    try:
+        from pyiceberg.catalog.rest import RestCatalog
+    except ImportError:
+        raise EnvironmentProblem(
+            f"{why} through PyIceberg, which is not installed", hint="pip install 'wapflow[connect]'"
+        ) from None
+    kept: dict[str, Any] = {k: v for k, v in props.items() if k in _REST_KEYS or k.startswith("header.")}
+    if ca_bundle(cfg) is not None:
+        kept["ssl"] = {"cabundle": str(trusted_pem_file(cfg))}
+    return RestCatalog(cfg.lakehouse.catalog_name, **kept, **s3_properties(cfg))
 
 
 def added_data_files(tbl: Table, snapshot_id: int) -> Iterator[DataFile]:

@@ -90,6 +90,21 @@ def trusted_pem(cfg: WapConfig) -> bytes:
     return public.rstrip() + b"\n" + b"\n".join(_CERT.findall(bundle.read_bytes())) + b"\n"
 
 
+def trusted_pem_file(cfg: WapConfig) -> Path:
+    """`trusted_pem` as a file (for clients that take a CA file, e.g. PyIceberg's `ssl.cabundle`), kept beside
+    the Java trust stores and named by its content, so concurrent commands write the same bytes once."""
+    import hashlib
+
+    pem = trusted_pem(cfg)
+    path = truststore_dir() / f"trusted-{hashlib.sha256(pem).hexdigest()[:16]}.pem"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(pem)
+        os.replace(tmp, path)
+    return path
+
+
 def java_options(cfg: WapConfig) -> list[str]:
     """-D options that make a JVM trust the bundle (and the JDK's own CAs); [] without a bundle."""
     bundle = ca_bundle(cfg)
