@@ -30,7 +30,7 @@ from wapflow.sql.identifiers import quote
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from wapflow.config import TableConfig
 
@@ -95,6 +95,9 @@ class WriteMode:
 
     name: ClassVar[str] = "append"
     reapplies: ClassVar[bool] = False  # True: a moved main means running the change again, never a cherry-pick
+    # True: the write changes rows already in the table, so a batch row can collide with one of them: `unique`
+    # looks its keys up in the table after the write (on the run's branch), not only within the batch.
+    keys_after_write: ClassVar[bool] = False
 
     def __init__(self, cfg: TableConfig) -> None:
         self.cfg = cfg
@@ -121,9 +124,15 @@ class WriteMode:
 
         with_properties(source.writeTo(target), properties).append()
 
+    def judged(self) -> Column:
+        """Which rows of `source` the row-level checks judge (the rows a quarantine may divert)."""
+        from pyspark.sql import functions as F
+
+        return F.lit(True)
+
     def audited(self, source: DataFrame) -> DataFrame:
         """The rows the row-level checks audit."""
-        return source
+        return source.where(self.judged())
 
     def changes(self, summaries: Sequence[Mapping[str, str]], main_rows: int) -> Changes:
         return Changes(rows_inserted=_added(summaries), main_rows=main_rows)
@@ -134,6 +143,7 @@ class MergeMode(WriteMode):
 
     name: ClassVar[str] = "merge"
     reapplies: ClassVar[bool] = True
+    keys_after_write: ClassVar[bool] = True
 
     def __init__(self, cfg: TableConfig) -> None:
         super().__init__(cfg)
@@ -206,10 +216,14 @@ class MergeMode(WriteMode):
         finally:
             spark.catalog.dropTempView(view)
 
-    def audited(self, source: DataFrame) -> DataFrame:
+    def judged(self) -> Column:
+        """The inserted and updated rows: a delete is judged by nothing (its row is gone)."""
         from pyspark.sql import functions as F
 
-        return source.where(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
+        return ~F.col(DELETE_FLAG)
+
+    def audited(self, source: DataFrame) -> DataFrame:
+        return source.where(self.judged()).drop(DELETE_FLAG)
 
     def changes(self, summaries: Sequence[Mapping[str, str]], main_rows: int) -> Changes:
         got = {k: _summed(summaries, v) for k, v in _MERGE_SUMMARY.items()}
