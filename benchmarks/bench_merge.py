@@ -16,10 +16,11 @@ in ONE SparkSession, from the same main snapshot each time:
 Rounds alternate the order (plain, wap, append / append, wap, plain); the median of each is reported, and the
 WAP / plain ratio is the median of each round's own ratio.
 
-Before those (alone with `--part unique`; `--part merge` skips it), the audit of `unique(id)` on the merged table (the batch merged once on a branch),
-side by side, median of --rounds each: `touched` (what a merge run does: the table after the merge semi-joined
-with the batch's distinct keys, then grouped), `full` (the whole table grouped by key) and `batch` (within the
-batch only: what an append run does, blind to a collision with a row already in the table).
+Before those (alone with `--part unique`; `--part merge` skips it), the audit of `unique(id)` on the merged
+table (the batch merged once on a branch), side by side, median of --rounds each: `touched` (what a merge run
+does: the table after the merge semi-joined with the batch's distinct keys, then grouped), `full` (the whole
+table grouped by key) and `batch` (within the batch only: what an append run does, blind to a collision with a
+row already in the table).
 """
 
 from __future__ import annotations
