@@ -143,12 +143,24 @@ def test_null_keys_block_with_sample_rows(lakehouse_factory, landing):
 
 
 def test_a_key_missing_from_the_batch_is_a_config_error(lakehouse_factory, landing):
+    """The first batch of a new table lacks the key: exit 2, no table created."""
+    lh = lakehouse_factory({T: {**CDC, "key": ["customer_id"]}})
+    res = run_wap(lh, T, [changes_file(landing, "b.parquet", [(1, "a", "U")])])
+    assert res.status == "failed" and res.exit_code == ConfigError.exit_code == 2
+    assert "key column 'customer_id' is not a column of the batch" in res.message
+    assert not lh.tables.exists(TN)
+
+
+def test_a_key_missing_from_the_table_is_a_config_error(lakehouse_factory, landing):
+    """The batch has the key column, the table does not: the declaration is wrong (exit 2), not the file (a
+    schema block, exit 1), and nothing is written."""
     lh = seeded(lakehouse_factory, landing, {T: CDC})
     head = lh.tables.head(TN)
     lh2 = Lakehouse(_same_lake(lh, {T: {**CDC, "key": ["customer_id"]}}), spark=lh.spark)
-    res = run_wap(lh2, T, [changes_file(landing, "b.parquet", [(1, "a", "U")])])
-    assert res.status == "failed" and res.exit_code == ConfigError.exit_code == 2
-    assert "key column 'customer_id' is not a column of the batch" in res.message
+    batch = pa.table({"id": [1], "name": ["a"], "op": ["U"], "customer_id": [7]})
+    res = run_wap(lh2, T, [str(write_parquet(landing / "k.parquet", batch))])
+    assert res.status == "failed" and res.exit_code == 2, res.message
+    assert f"key column 'customer_id' is not a column of {T}" in res.message
     assert lh.tables.head(TN) == head and lh.branches.list(TN) == []
 
 

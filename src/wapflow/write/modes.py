@@ -105,8 +105,12 @@ class WriteMode:
     def where(self, table: str) -> str:
         return f'[tables."{table}"] mode = "{self.name}"'
 
-    def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
-        """What is wrong with the mode's keys against the batch (and the table's columns), before writing."""
+    def validate_table(self, table: str, table_columns: list[str]) -> None:
+        """What is wrong with the mode's keys against an existing table's columns, before the batch is read
+        against its schema (a key the table lacks is the declaration's mistake, not the file's)."""
+
+    def validate(self, df: DataFrame, table: str) -> None:
+        """What is wrong with the mode's keys against the batch, before writing."""
 
     def check_table(self, spark: SparkSession, ident: str, table: str) -> None:
         """What is wrong with the mode against the table as it is (its partition spec), before writing."""
@@ -154,8 +158,15 @@ class MergeMode(WriteMode):
     def key(self) -> list[str]:
         return list(self.cfg.key)
 
-    def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
+    def validate_table(self, table: str, table_columns: list[str]) -> None:
+        for k in self.key:
+            if k not in table_columns:
+                raise ConfigError(
+                    f"{self.where(table)}: key column '{k}' is not a column of {table}{did_you_mean(k, table_columns)}",
+                    hint=f"the table's columns are: {', '.join(table_columns)}",
+                )
 
+    def validate(self, df: DataFrame, table: str) -> None:
         where = self.where(table)
         cols = df.columns
         for what, names in (("key", self.key), ("order_by", list(self.cfg.order_by))):
@@ -164,13 +175,6 @@ class MergeMode(WriteMode):
                     raise ConfigError(
                         f"{where}: {what} column '{k}' is not a column of the batch{did_you_mean(k, cols)}",
                         hint=f"the batch's columns are: {', '.join(cols)}",
-                    )
-        if table_columns is not None:
-            for k in self.key:
-                if k not in table_columns:
-                    raise ConfigError(
-                        f"{where}: key column '{k}' is not a column of {table}{did_you_mean(k, table_columns)}",
-                        hint=f"the table's columns are: {', '.join(table_columns)}",
                     )
         if DELETE_FLAG in cols:
             raise ConfigError(f"{where}: the batch has a column named {DELETE_FLAG}, which wapflow uses itself")
@@ -246,8 +250,7 @@ class ReplaceMode(WriteMode):
     name: ClassVar[str] = "replace"
     reapplies: ClassVar[bool] = True
 
-    def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
-
+    def validate(self, df: DataFrame, table: str) -> None:
         cond = self.cfg.replace_where
         if not cond:
             return

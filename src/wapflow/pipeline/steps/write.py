@@ -62,8 +62,11 @@ def _write(run: Run) -> None:
             return
         assert run.fmt is not None  # set by prepare
         run.lh.progress(f"reading {len(run.files)} file(s) as {run.fmt}")
+        mode = write_mode(run.table_cfg)
         try:
             table_schema = tables.schema(run.target) if exists else None
+            if table_schema is not None:
+                mode.validate_table(run.target.dotted, table_schema.fieldNames())
             df = read_batch(
                 run.lh.spark,
                 run.files,
@@ -106,8 +109,7 @@ def _write(run: Run) -> None:
         run.plan = AuditPlan(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
         # partition_by / sort_by against the batch's columns: a config error before any table or row changes.
         layout = table_layout.for_batch(run.table_cfg.layout(), df.schema, run.target, run.new_columns, run.lh.progress)
-        mode = write_mode(run.table_cfg)
-        mode.validate(df, run.target.dotted, table_schema.fieldNames() if table_schema is not None else None)
+        mode.validate(df, run.target.dotted)
         blocked = mode.problems(df)
         if blocked:
             # NULL or duplicate merge keys, rows outside replace_where: an audit outcome, before any write.
