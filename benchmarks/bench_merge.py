@@ -15,6 +15,12 @@ in ONE SparkSession, from the same main snapshot each time:
   starts from the same table).
 Rounds alternate the order (plain, wap, append / append, wap, plain); the median of each is reported, and the
 WAP / plain ratio is the median of each round's own ratio.
+
+Before those (alone with `--part unique`; `--part merge` skips it), the audit of `unique(id)` on the merged
+table (the batch merged once on a branch), side by side, median of --rounds each: `touched` (what a merge run
+does: the table after the merge semi-joined with the batch's distinct keys, then grouped), `full` (the whole
+table grouped by key) and `batch` (within the batch only: what an append run does, blind to a collision with a
+row already in the table).
 """
 
 from __future__ import annotations
@@ -28,10 +34,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wapflow.audit.checks import AuditContext, AuditPlan, evaluate
 from wapflow.config import LakehouseConfig, TableConfig, WapConfig
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import run_wap
 from wapflow.sql.identifiers import TableName
+from wapflow.write.modes import write_mode
 
 TABLE = TableName.parse("bench.customers")
 TARGET_RATIO = 1.15  # issue 22: a WAP merge within 1.15x of the plain MERGE INTO
@@ -107,6 +115,42 @@ def wap_merge(lh: Lakehouse, batch: Path) -> tuple[float, dict[str, Any]]:
     return took, {"timings": res.timings, "change": change}
 
 
+def unique_audit(lh: Lakehouse, batch: Path, rounds: int) -> dict[str, float]:
+    """unique(id) audited three ways over the batch merged once on branch `uq` (seconds, median of rounds)."""
+    spark, ident = lh.spark, lh.tables.ident(TABLE)
+    cfg = lh.config.table(TABLE.dotted)
+    spark.sql(f"ALTER TABLE {ident} CREATE BRANCH uq")
+    mode = write_mode(cfg)
+    merged_sql = TABLE.branch_sql(lh.catalog, "uq")
+    mode.write(spark, mode.source(spark.read.parquet(str(batch))), merged_sql, {})
+    added = mode.audited(mode.source(spark.read.parquet(str(batch))))  # the audit's rows of a merge run
+    plan = AuditPlan(
+        TableConfig.model_validate({"checks": [{"check": "unique", "columns": ["id"]}]}).checks,
+        added.columns,
+        table=TABLE.dotted,
+    )
+    ways = {
+        "touched": lambda: evaluate(
+            plan, added, ctx=AuditContext(table_after=lambda: spark.table(merged_sql)), samples=False
+        ),
+        "full": lambda: evaluate(plan, spark.table(merged_sql), samples=False),
+        "batch": lambda: evaluate(plan, added, samples=False),
+    }
+    times: dict[str, list[float]] = {k: [] for k in ways}
+    for r in range(rounds + 1):  # round 0 warms up
+        for what, audit in ways.items() if r % 2 else reversed(ways.items()):
+            t0 = time.perf_counter()
+            report = audit()
+            took = time.perf_counter() - t0
+            if report.checks[0].status != "passed":
+                raise RuntimeError(f"unique(id) ({what}) did not pass: {report.checks[0].observed}")
+            if r:
+                times[what].append(took)
+                log(f"unique round {r}: {what} {took:.2f} s")
+    spark.sql(f"ALTER TABLE {ident} DROP BRANCH uq")
+    return {k: round(statistics.median(v), 2) for k, v in times.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--table-rows", type=int, default=10_000_000)
@@ -116,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
+    ap.add_argument("--part", choices=["all", "merge", "unique"], default="all", help="what to measure")
     args = ap.parse_args(argv)
     work = Path(args.workdir).resolve() / "merge"
     shutil.rmtree(work, ignore_errors=True)
@@ -144,6 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     make_table(lh, args.table_rows)
     batch = work / "batch"
     make_batch(lh, args.table_rows, args.batch_rows, batch)
+    if args.part in ("all", "unique"):
+        log("unique(id) audit: touched keys vs the whole table vs the batch alone")
+        uq = unique_audit(lh, batch, args.rounds)
+        print(f"unique(id) audit of a merge (table {args.table_rows:,} rows, batch {args.batch_rows:,} rows)")
+        print(f"  touched keys (merge run)     {uq['touched']:8.2f} s")
+        print(f"  whole table                  {uq['full']:8.2f} s")
+        print(f"  batch alone (append run)     {uq['batch']:8.2f} s")
+        if args.json:
+            print(json.dumps({"unique_audit_seconds": uq}))
+        if args.part == "unique":
+            return 0
     warm = work / "warm"
     make_batch(lh, args.table_rows, max(args.batch_rows // 100, 100), warm)
     log("warm-up round (not measured)")

@@ -143,12 +143,24 @@ def test_null_keys_block_with_sample_rows(lakehouse_factory, landing):
 
 
 def test_a_key_missing_from_the_batch_is_a_config_error(lakehouse_factory, landing):
+    """The first batch of a new table lacks the key: exit 2, no table created."""
+    lh = lakehouse_factory({T: {**CDC, "key": ["customer_id"]}})
+    res = run_wap(lh, T, [changes_file(landing, "b.parquet", [(1, "a", "U")])])
+    assert res.status == "failed" and res.exit_code == ConfigError.exit_code == 2
+    assert "key column 'customer_id' is not a column of the batch" in res.message
+    assert not lh.tables.exists(TN)
+
+
+def test_a_key_missing_from_the_table_is_a_config_error(lakehouse_factory, landing):
+    """The batch has the key column, the table does not: the declaration is wrong (exit 2), not the file (a
+    schema block, exit 1), and nothing is written."""
     lh = seeded(lakehouse_factory, landing, {T: CDC})
     head = lh.tables.head(TN)
     lh2 = Lakehouse(_same_lake(lh, {T: {**CDC, "key": ["customer_id"]}}), spark=lh.spark)
-    res = run_wap(lh2, T, [changes_file(landing, "b.parquet", [(1, "a", "U")])])
-    assert res.status == "failed" and res.exit_code == ConfigError.exit_code == 2
-    assert "key column 'customer_id' is not a column of the batch" in res.message
+    batch = pa.table({"id": [1], "name": ["a"], "op": ["U"], "customer_id": [7]})
+    res = run_wap(lh2, T, [str(write_parquet(landing / "k.parquet", batch))])
+    assert res.status == "failed" and res.exit_code == 2, res.message
+    assert f"key column 'customer_id' is not a column of {T}" in res.message
     assert lh.tables.head(TN) == head and lh.branches.list(TN) == []
 
 
@@ -404,3 +416,62 @@ def test_a_sources_files_are_merged_while_other_runs_append(spark: Any, tmp_path
     plain = run_wap(lh, T, [changes_file(landing, "again.parquet", [(4, "four again", "I")])])
     assert plain.status == "published", plain.message
     assert [r["id"] for r in main_rows(lh)] == [1, 3, 4, 4]
+
+
+def quarantine_rows(lh: Lakehouse) -> list[dict[str, Any]]:
+    """main of the quarantine table, read without Spark."""
+    return main_rows(lh, f"{T}__quarantine")
+
+
+def test_unique_on_a_merge_looks_up_the_touched_keys_in_the_merged_table(lakehouse_factory, landing):
+    """unique(name) on a merge: a batch whose names are distinct still blocks when the merge leaves a name it
+    touched twice in the table; a duplicate the batch does not touch (n4 twice) is not its concern."""
+    checks = [{"check": "unique", "columns": ["id"]}, {"check": "unique", "columns": ["name"]}]
+    lh = seeded(lakehouse_factory, landing, {T: {**CDC, "checks": checks}})
+    dup = run_wap(lh, T, [changes_file(landing, "dup.parquet", [(5, "n4", "U")])])
+    assert dup.status == "blocked" and "unique(name)" in dup.message  # n4 would be held by ids 4 and 5
+    lh.spark.sql(f"UPDATE {lh.tables.ident(TN)} SET name = 'n4' WHERE id = 5")  # a duplicate made outside
+    ok = run_wap(lh, T, [changes_file(landing, "ok.parquet", [(1, "one", "U"), (9, "nine", "I")])])
+    assert ok.status == "published", ok.message
+    by = {c["name"]: c for c in ok.checks}
+    assert by["unique(name)"]["status"] == "passed" and by["unique(name)"]["source"] == "join"
+    head = lh.tables.head(TN)
+    res = run_wap(lh, T, [changes_file(landing, "b.parquet", [(2, "nine", "U"), (3, "n3b", "U"), (10, "x", "I")])])
+    assert res.status == "blocked" and res.exit_code == 1, res.message
+    (failed,) = [c for c in res.checks if c["status"] == "failed"]
+    assert failed["name"] == "unique(name)" and failed["failing_rows"] == 1
+    assert failed["samples"] == [{"name": "nine", "count": 2}]
+    assert lh.tables.head(TN) == head
+    assert [r["name"] for r in main_rows(lh)] == ["one", "n2", "n3", "n4", "n4", "nine"]
+
+
+def test_a_merge_quarantines_failing_changes_and_merges_the_rest(lakehouse_factory, landing):
+    """on_row_failure = "quarantine" with a merge: a change failing a row check goes to the quarantine table and
+    its key keeps its row on main; deletes are judged by nothing and applied."""
+    cfg = {**CDC, "on_row_failure": "quarantine", "checks": [{"check": "not_null", "column": "name"}]}
+    lh = seeded(lakehouse_factory, landing, {T: cfg})
+    batch = [(1, "one", "U"), (2, None, "U"), (3, None, "D"), (7, None, "I"), (8, "eight", "I")]
+    res = run_wap(lh, T, [changes_file(landing, "b.parquet", batch)], run_id="merge_q")
+    assert res.status == "published" and res.exit_code == 0, res.message
+    assert main_rows(lh) == [
+        {"id": 1, "name": "one", "op": "U"},
+        {"id": 2, "name": "n2", "op": "I"},
+        {"id": 4, "name": "n4", "op": "I"},
+        {"id": 5, "name": "n5", "op": "I"},
+        {"id": 8, "name": "eight", "op": "I"},
+    ]
+    q = quarantine_rows(lh)
+    assert [(r["id"], r["op"], r["_wap_run_id"], r["_wap_failed_checks"]) for r in q] == [
+        (2, "U", "merge_q", ["not_null(name)"]),
+        (7, "I", "merge_q", ["not_null(name)"]),
+    ]
+    assert res.quarantined_rows == 2
+    by = {c["check"]: c for c in res.checks}
+    assert by["not_null"]["status"] == "quarantined" and by["not_null"]["failing_rows"] == 2
+    assert change_of(res) == {
+        "rows_inserted": 1,
+        "rows_updated": 1,
+        "rows_deleted": 1,
+        "rows_replaced": 0,
+        "main_rows": 5,
+    }

@@ -28,8 +28,13 @@ def table(**kw: Any) -> TableConfig:
         ({"delete_when": "op = 'D'"}, 'delete_when and order_by need mode = "merge"'),
         ({"mode": "replace", "order_by": ["seq"]}, 'delete_when and order_by need mode = "merge"'),
         ({"mode": "merge", "key": ["id"], "replace_where": "day = 1"}, 'replace_where needs mode = "replace"'),
-        ({"mode": "merge", "key": ["id"], "on_row_failure": "quarantine"}, 'on_row_failure = "quarantine" yet'),
-        ({"mode": "replace", "schema": "add_columns"}, 'schema = "add_columns" yet'),
+        ({"mode": "replace", "on_row_failure": "quarantine"}, 'on_row_failure = "quarantine" yet'),
+        ({"mode": "replace", "schema": "add_columns"}, 'schema = "add_columns": the new columns would change main'),
+        (
+            {"mode": "merge", "key": ["id"], "schema": "add_columns"},
+            'mode = "merge" cannot be combined with schema = "add_columns": the new columns would change main\'s '
+            "schema before the audit; add them to the table first",
+        ),
         ({"mode": "merge", "key": ["id"], "delete_when": "op = 'D'; DELETE FROM t"}, "second statement"),
         ({"mode": "replace", "replace_where": "(SELECT 1 FROM parquet.`/x`) = 1"}, "replace_where"),
     ],
@@ -127,7 +132,8 @@ def test_a_source_sets_its_own_mode_and_other_runs_keep_the_tables() -> None:
         ({}, {"mode": "merge"}, '[sources.cdc] (its table crm.customers): mode = "merge" needs key = [...]'),
         ({}, {"delete_when": "op = 'D'"}, 'delete_when and order_by need mode = "merge"'),
         ({}, {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'; DROP TABLE t"}, "second statement"),
-        ({"on_row_failure": "quarantine"}, {"mode": "merge", "key": ["id"]}, 'on_row_failure = "quarantine" yet'),
+        ({"on_row_failure": "quarantine"}, {"mode": "replace"}, 'on_row_failure = "quarantine" yet'),
+        ({"schema": "add_columns"}, {"mode": "merge", "key": ["id"]}, 'cannot be combined with schema = "add_columns"'),
         ({}, {"mode": "upsert"}, "'append', 'merge' or 'replace'"),
     ],
 )

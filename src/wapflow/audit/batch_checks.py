@@ -132,25 +132,34 @@ class UniqueCheck(_KeyCheck):
     check: Literal["unique"]
 
     description: ClassVar[str] = (
-        "Fails when two new rows share the key, within the batch (NULL keys ignored, as in SQL)."
+        "Fails when two new rows share the key, within the batch (NULL keys ignored, as in SQL). On a merge "
+        '(mode = "merge"): when the table, after the merge on the run\'s branch, holds a key the batch touched '
+        "more than once (only those keys are looked up)."
     )
     example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "unique"\ncolumns = ["trip_id"]\n'
-    computed: ClassVar[tuple[Evidence, ...]] = ("scan",)
+    computed: ClassVar[tuple[Evidence, ...]] = ("scan", "join")
 
     def compile(self, mapping: dict[str, str]) -> Rule:
         return Rule(None, None, "no duplicate keys")
 
-    def _duplicate_groups(self, added: DataFrame, c: Compiled) -> DataFrame:
+    def _duplicate_groups(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame:
+        """Keys held by more than one row: of the batch, or (a merge) of the table after it, semi-joined with
+        the batch's distinct keys so only the keys it touched are grouped, not the whole table."""
         from pyspark.sql import functions as F
 
-        return self._not_null_keys(added, c).groupBy(*self.columns()).count().where(F.col("count") > 1)
+        keys = self._not_null_keys(added, c)
+        if ctx.table_after is not None:
+            touched = keys.distinct()
+            keys = self._not_null_keys(ctx.table_after(), c).join(touched, on=self.columns(), how="left_semi")
+        return keys.groupBy(*self.columns()).count().where(F.col("count") > 1)
 
     def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
         """Rows beyond the first for each key (NULL keys are ignored, as in SQL UNIQUE and dbt's test)."""
         from pyspark.sql import functions as F
 
-        row = self._duplicate_groups(added, c).agg(F.sum(F.col("count") - 1).alias("d")).collect()[0]  # one row
-        return {f"{c.key}_f": int(row["d"] or 0)}, "scan"
+        groups = self._duplicate_groups(added, c, ctx)
+        row = groups.agg(F.sum(F.col("count") - 1).alias("d")).collect()[0]  # one row
+        return {f"{c.key}_f": int(row["d"] or 0)}, "join" if ctx.table_after is not None else "scan"
 
     def reproduce_sql(self, c: Compiled, src: str) -> str | None:
         from wapflow.sql.identifiers import quote
@@ -161,7 +170,7 @@ class UniqueCheck(_KeyCheck):
         return f"SELECT {cols}, count(*) AS n FROM {src}{where}{cond} GROUP BY {cols} HAVING count(*) > 1"
 
     def offending(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> DataFrame | None:
-        return self._duplicate_groups(added, c)
+        return self._duplicate_groups(added, c, ctx)
 
 
 class UniqueInTableCheck(_KeyCheck):

@@ -225,6 +225,9 @@ class AuditContext:
     metric_history: Callable[[str, str, int, int | None], list[float]] | None = None
     last_schema: Callable[[], dict[str, str] | None] | None = None
     run_at: datetime | None = None  # when this run started (the weekday of weekly seasonality)
+    # The run's table on its branch after a write that changed existing rows (a merge): `unique` looks up there
+    # the keys the batch touched, since a new row can collide with a row already in the table.
+    table_after: Callable[[], DataFrame] | None = None
 
 
 def evaluate(

@@ -24,7 +24,8 @@ EVIDENCE: dict[Evidence, str] = {
     "write": "observed while the branch is written, at no extra scan (one aggregation over the new rows "
     "when the audit resumes)",
     "scan": "its own query over the new rows",
-    "join": "a join of the new rows with a table's main",
+    "join": "a join of the new rows with a table: its main (or, for `unique` on a merge, the table after the "
+    "merge on the run's branch)",
 }
 
 # Options every check accepts (declared on the base class), and `mostly` of row-level checks.

@@ -413,10 +413,16 @@ class TableConfig(_Strict):
             raise ValueError(f'delete_when and order_by need mode = "merge" (mode is "{self.mode}")')
         if self.mode != "replace" and self.replace_where:
             raise ValueError(f'replace_where needs mode = "replace" (mode is "{self.mode}")')
-        if self.mode != "append" and self.on_row_failure == "quarantine":
-            raise ValueError(f'mode = "{self.mode}" cannot be combined with on_row_failure = "quarantine" yet')
+        if self.mode == "replace" and self.on_row_failure == "quarantine":
+            raise ValueError('mode = "replace" cannot be combined with on_row_failure = "quarantine" yet')
         if self.mode != "append" and self.schema_policy == "add_columns":
-            raise ValueError(f'mode = "{self.mode}" cannot be combined with schema = "add_columns" yet')
+            # The batch's new columns must be in the table's schema before its rows change in place, and a
+            # table's schema is shared by its branches: adding them would change main's before the audit.
+            raise ValueError(
+                f'mode = "{self.mode}" cannot be combined with schema = "add_columns": the new columns would '
+                "change main's schema before the audit; add them to the table first (Spark SQL ALTER TABLE ... "
+                'ADD COLUMNS), then merge with schema = "strict" or "ignore_extra"'
+            )
 
     def sample_key(self) -> list[str]:
         """Columns that identify a row in audit samples: `key`, else the first unique check's columns."""

@@ -30,7 +30,7 @@ from wapflow.sql.identifiers import quote
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from wapflow.config import TableConfig
 
@@ -95,6 +95,9 @@ class WriteMode:
 
     name: ClassVar[str] = "append"
     reapplies: ClassVar[bool] = False  # True: a moved main means running the change again, never a cherry-pick
+    # True: the write changes rows already in the table, so a batch row can collide with one of them: `unique`
+    # looks its keys up in the table after the write (on the run's branch), not only within the batch.
+    keys_after_write: ClassVar[bool] = False
 
     def __init__(self, cfg: TableConfig) -> None:
         self.cfg = cfg
@@ -102,8 +105,12 @@ class WriteMode:
     def where(self, table: str) -> str:
         return f'[tables."{table}"] mode = "{self.name}"'
 
-    def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
-        """What is wrong with the mode's keys against the batch (and the table's columns), before writing."""
+    def validate_table(self, table: str, table_columns: list[str]) -> None:
+        """What is wrong with the mode's keys against an existing table's columns, before the batch is read
+        against its schema (a key the table lacks is the declaration's mistake, not the file's)."""
+
+    def validate(self, df: DataFrame, table: str) -> None:
+        """What is wrong with the mode's keys against the batch, before writing."""
 
     def check_table(self, spark: SparkSession, ident: str, table: str) -> None:
         """What is wrong with the mode against the table as it is (its partition spec), before writing."""
@@ -121,9 +128,15 @@ class WriteMode:
 
         with_properties(source.writeTo(target), properties).append()
 
+    def judged(self) -> Column:
+        """Which rows of `source` the row-level checks judge (the rows a quarantine may divert)."""
+        from pyspark.sql import functions as F
+
+        return F.lit(True)
+
     def audited(self, source: DataFrame) -> DataFrame:
         """The rows the row-level checks audit."""
-        return source
+        return source.where(self.judged())
 
     def changes(self, summaries: Sequence[Mapping[str, str]], main_rows: int) -> Changes:
         return Changes(rows_inserted=_added(summaries), main_rows=main_rows)
@@ -134,6 +147,7 @@ class MergeMode(WriteMode):
 
     name: ClassVar[str] = "merge"
     reapplies: ClassVar[bool] = True
+    keys_after_write: ClassVar[bool] = True
 
     def __init__(self, cfg: TableConfig) -> None:
         super().__init__(cfg)
@@ -144,8 +158,15 @@ class MergeMode(WriteMode):
     def key(self) -> list[str]:
         return list(self.cfg.key)
 
-    def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
+    def validate_table(self, table: str, table_columns: list[str]) -> None:
+        for k in self.key:
+            if k not in table_columns:
+                raise ConfigError(
+                    f"{self.where(table)}: key column '{k}' is not a column of {table}{did_you_mean(k, table_columns)}",
+                    hint=f"the table's columns are: {', '.join(table_columns)}",
+                )
 
+    def validate(self, df: DataFrame, table: str) -> None:
         where = self.where(table)
         cols = df.columns
         for what, names in (("key", self.key), ("order_by", list(self.cfg.order_by))):
@@ -154,13 +175,6 @@ class MergeMode(WriteMode):
                     raise ConfigError(
                         f"{where}: {what} column '{k}' is not a column of the batch{did_you_mean(k, cols)}",
                         hint=f"the batch's columns are: {', '.join(cols)}",
-                    )
-        if table_columns is not None:
-            for k in self.key:
-                if k not in table_columns:
-                    raise ConfigError(
-                        f"{where}: key column '{k}' is not a column of {table}{did_you_mean(k, table_columns)}",
-                        hint=f"the table's columns are: {', '.join(table_columns)}",
                     )
         if DELETE_FLAG in cols:
             raise ConfigError(f"{where}: the batch has a column named {DELETE_FLAG}, which wapflow uses itself")
@@ -206,10 +220,14 @@ class MergeMode(WriteMode):
         finally:
             spark.catalog.dropTempView(view)
 
-    def audited(self, source: DataFrame) -> DataFrame:
+    def judged(self) -> Column:
+        """The inserted and updated rows: a delete is judged by nothing (its row is gone)."""
         from pyspark.sql import functions as F
 
-        return source.where(~F.col(DELETE_FLAG)).drop(DELETE_FLAG)
+        return ~F.col(DELETE_FLAG)
+
+    def audited(self, source: DataFrame) -> DataFrame:
+        return source.where(self.judged()).drop(DELETE_FLAG)
 
     def changes(self, summaries: Sequence[Mapping[str, str]], main_rows: int) -> Changes:
         got = {k: _summed(summaries, v) for k, v in _MERGE_SUMMARY.items()}
@@ -232,8 +250,7 @@ class ReplaceMode(WriteMode):
     name: ClassVar[str] = "replace"
     reapplies: ClassVar[bool] = True
 
-    def validate(self, df: DataFrame, table: str, table_columns: list[str] | None) -> None:
-
+    def validate(self, df: DataFrame, table: str) -> None:
         cond = self.cfg.replace_where
         if not cond:
             return

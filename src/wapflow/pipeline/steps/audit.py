@@ -105,6 +105,7 @@ def audit(run: Run) -> AuditReport:
                 ),
                 last_schema=lambda: history.last_published_schema(run.target.dotted),
                 run_at=run.record.started_at,
+                table_after=_table_after(run, mode),
             )
             try:
                 run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
@@ -169,6 +170,14 @@ def added_rows(run: Run) -> Any:
         q = tables.read_increment(run.quarantine, run.q_base, run.q_snapshots[-1].snapshot_id)
         added = added.unionByName(q.select(*added.columns))
     return added
+
+
+def _table_after(run: Run, mode: WriteMode) -> Callable[[], Any] | None:
+    """The run's table on its branch after a write that changed rows in place (a merge): `unique` looks up
+    there the keys the batch touched."""
+    if not mode.keys_after_write or run.staging is not None or not run.run_snapshots:
+        return None
+    return lambda: run.wt().read(run.target, run.ref())
 
 
 def _once(fn: Callable[[], FileMetrics | None]) -> Callable[[], FileMetrics | None]:

@@ -62,8 +62,11 @@ def _write(run: Run) -> None:
             return
         assert run.fmt is not None  # set by prepare
         run.lh.progress(f"reading {len(run.files)} file(s) as {run.fmt}")
+        mode = write_mode(run.table_cfg)
         try:
             table_schema = tables.schema(run.target) if exists else None
+            if table_schema is not None:
+                mode.validate_table(run.target.dotted, table_schema.fieldNames())
             df = read_batch(
                 run.lh.spark,
                 run.files,
@@ -106,8 +109,7 @@ def _write(run: Run) -> None:
         run.plan = AuditPlan(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
         # partition_by / sort_by against the batch's columns: a config error before any table or row changes.
         layout = table_layout.for_batch(run.table_cfg.layout(), df.schema, run.target, run.new_columns, run.lh.progress)
-        mode = write_mode(run.table_cfg)
-        mode.validate(df, run.target.dotted, table_schema.fieldNames() if table_schema is not None else None)
+        mode.validate(df, run.target.dotted)
         blocked = mode.problems(df)
         if blocked:
             # NULL or duplicate merge keys, rows outside replace_where: an audit outcome, before any write.
@@ -163,7 +165,7 @@ def _write(run: Run) -> None:
         started = time.time()
         try:
             if run.quarantine is not None and run.plan.quarantinable:
-                _write_split(run, df, observation)
+                _write_split(run, df, mode, observation)
             else:
                 out = df.observe(observation, *run.plan.observable()) if observation else df
                 run.write_options(out.writeTo(branches.write_target(run.target, run.branch))).append()
@@ -187,7 +189,10 @@ def _write_change(run: Run, df: Any, mode: WriteMode) -> None:
     target = run.lh.branches.write_target(run.target, run.branch)
     started = time.time()
     try:
-        mode.write(run.lh.spark, mode.source(df), target, run.snapshot_properties())
+        if run.quarantine is not None and run.plan is not None and run.plan.quarantinable:
+            _write_split(run, mode.source(df), mode, None)
+        else:
+            mode.write(run.lh.spark, mode.source(df), target, run.snapshot_properties())
     except Exception as e:
         _undo_write(run, since=started)
         raise _classify(run, e) from e
@@ -311,17 +316,20 @@ def _write_staged(run: Run, df: Any) -> None:
         run.observed = dict(observation.get)
 
 
-def _write_split(run: Run, df: Any, observation: Any) -> None:
-    """Quarantine: good rows to the table's branch, failing rows to the quarantine table's branch."""
+def _write_split(run: Run, df: Any, mode: WriteMode, observation: Any) -> None:
+    """Quarantine: good rows to the table's branch (appended, or applied by the merge), failing rows to the
+    quarantine table's branch. Only the rows the row checks judge are diverted (a merge's latest change per
+    key, not its deletes): a quarantined change leaves its key on the table as it was."""
     from pyspark.sql import functions as F
 
     assert run.plan is not None and run.quarantine is not None
     tables, branches = run.wt(), run.lh.branches
     marked = df.withColumn(QUARANTINE_COLUMN, run.plan.quarantine_flags())
+    failing = (F.size(QUARANTINE_COLUMN) > 0) & mode.judged()
     source = marked.observe(observation, *run.plan.observable()) if observation is not None else marked
-    good = source.where(F.size(QUARANTINE_COLUMN) == 0).drop(QUARANTINE_COLUMN)
+    good = source.where(~failing).drop(QUARANTINE_COLUMN)
     bad = (
-        marked.where(F.size(QUARANTINE_COLUMN) > 0)
+        mode.audited(marked.where(failing))
         .withColumn("_wap_run_id", F.lit(run.run_id))
         .withColumn("_wap_quarantined_at", F.current_timestamp())
     )
@@ -332,7 +340,7 @@ def _write_split(run: Run, df: Any, observation: Any) -> None:
     # complete write (the table's branch holds the run's rows) from one cut short.
     run.write_options(bad.writeTo(branches.write_target(run.quarantine, run.branch))).append()
     crash_point("write:quarantine-appended")
-    run.write_options(good.writeTo(branches.write_target(run.target, run.branch))).append()
+    mode.write(run.lh.spark, good, branches.write_target(run.target, run.branch), run.snapshot_properties())
     run.q_snapshots = run.branch_snapshots(run.quarantine)
 
 
