@@ -244,3 +244,32 @@ def test_revert_through_connect(tmp_path: Path, connect_server: ConnectServer) -
     r = wap("revert", merge2, "-c", str(cfg))
     assert r.code == 2 and "main has moved on since" in r.text and "Traceback" not in r.text, r.text
     assert reader.main("cl.merge") == head
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_revert_through_connect_on_a_rest_catalog(tmp_path: Path, connect_server: ConnectServer, rest_catalog) -> None:
+    """The same removal when wap.toml's catalog is an Iceberg REST catalog: PyIceberg's RestCatalog commits the
+    snapshot that takes the first run's files off main; an independent REST client reads the rest back."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    table = f"rr{os.getpid()}.trips"
+    rest = f'catalog = "rest"\ncatalog_properties = {{ uri = "{rest_catalog.url}" }}\n'
+    cfg = cluster_config(tmp_path, connect_server.endpoint, catalog="revrest", tables={table: ""}, lakehouse=rest)
+    runs = []
+    for name, start in (("a.parquet", 1), ("b.parquet", 501)):
+        f = write_parquet(tmp_path / "in" / name, generate_trips(120, start_id=start, seed=start))
+        r = wap("run", table, str(f), "-c", str(cfg), "--json")
+        assert r.code == 0 and r.doc["status"] == "published", r.text
+        runs.append(str(r.doc["run_id"]))
+    reader = RestCatalog("reader", uri=rest_catalog.url)
+    head = reader.load_table(table).current_snapshot().snapshot_id
+    r = wap("revert", runs[0], "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    t = reader.load_table(table)
+    snap = t.current_snapshot()
+    assert snap.parent_snapshot_id == head and snap.snapshot_id == r.doc["snapshot_id"]
+    assert snap.summary["wapflow.reverted-run-id"] == runs[0]
+    assert sorted(t.scan(selected_fields=("trip_id",)).to_arrow().column("trip_id").to_pylist()) == list(
+        range(501, 621)
+    )

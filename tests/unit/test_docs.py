@@ -130,3 +130,11 @@ def test_every_wap_command_the_readme_shows_parses() -> None:
             path = f"{path} {words.pop(1)}"
         cmd = commands[path]
         cmd.make_context(path, words[1:])  # parses arguments and options; raises on an unknown one
+
+
+def test_no_merge_conflict_markers_left_in_the_docs_or_the_readme() -> None:
+    """mkdocs --strict builds a page with a conflict's markers in it (they are valid Markdown)."""
+    root = next(p for p in Path(__file__).parents if (p / "pyproject.toml").exists())
+    marker = re.compile(r"^(<{7} |>{7} |={7}$)", re.MULTILINE)
+    found = [str(p) for p in [root / "README.md", *(root / "docs").rglob("*.md")] if marker.search(p.read_text())]
+    assert found == []
