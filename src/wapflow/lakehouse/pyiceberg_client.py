@@ -37,19 +37,8 @@ def s3_properties(cfg: WapConfig) -> dict[str, str]:
     """[s3] as PyIceberg FileIO properties; keys only when wap.toml names them (else the AWS chain)."""
     if cfg.s3 is None:
         return {}
-    s = cfg.s3
-    props = {"s3.path-style-access": str(s.uses_path_style()).lower()}
-    if s.endpoint:
-        props["s3.endpoint"] = s.endpoint
-    region = s.effective_region()
-    if region:
-        props["s3.region"] = region
-    keys = s.static_keys()
-    if keys is not None:
-        props["s3.access-key-id"], props["s3.secret-access-key"] = keys[0], keys[1]
-        if keys[2] is not None:
-            props["s3.session-token"] = keys[2]
-    return props
+    props = {"s3.path-style-access": str(cfg.s3.uses_path_style()).lower()}
+    return props | {f"s3.{k.replace('_', '-')}": v for k, v in cfg.s3.connection().items()}
 
 
 def open_catalog(cfg: WapConfig, *, why: str) -> Catalog:

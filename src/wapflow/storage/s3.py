@@ -59,6 +59,16 @@ def _import_boto3() -> Any:
     return boto3
 
 
+# S3Config.connection()'s names as boto3's client arguments.
+_BOTO_NAMES = {
+    "endpoint": "endpoint_url",
+    "region": "region_name",
+    "access_key_id": "aws_access_key_id",
+    "secret_access_key": "aws_secret_access_key",
+    "session_token": "aws_session_token",
+}
+
+
 class S3Store:
     """One endpoint and one set of credentials (the [s3] section), any number of buckets."""
 
@@ -80,17 +90,7 @@ class S3Store:
         from botocore.config import Config
 
         s = self.settings
-        kw: dict[str, Any] = {}
-        if s.endpoint:
-            kw["endpoint_url"] = s.endpoint
-        region = s.effective_region()
-        if region:
-            kw["region_name"] = region
-        keys = s.static_keys()
-        if keys is not None:
-            kw["aws_access_key_id"], kw["aws_secret_access_key"] = keys[0], keys[1]
-            if keys[2] is not None:
-                kw["aws_session_token"] = keys[2]
+        kw: dict[str, Any] = {_BOTO_NAMES[k]: v for k, v in s.connection().items()}
         cfg = Config(
             s3={"addressing_style": "path" if s.uses_path_style() else "auto"},
             retries={"max_attempts": 3, "mode": "standard"},

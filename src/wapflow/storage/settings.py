@@ -92,6 +92,23 @@ class S3Config(BaseModel):
         token = self.session_token.get_secret_value() if self.session_token is not None else None
         return self.access_key_id.get_secret_value(), self.secret_access_key.get_secret_value(), token
 
+    def connection(self) -> dict[str, str]:
+        """Endpoint, region and the static keys wap.toml names, under neutral names (endpoint, region,
+        access_key_id, secret_access_key, session_token) each client maps to its own; what is absent is left
+        out, so that client's own chain decides."""
+        out: dict[str, str] = {}
+        if self.endpoint:
+            out["endpoint"] = self.endpoint
+        region = self.effective_region()
+        if region:
+            out["region"] = region
+        keys = self.static_keys()
+        if keys is not None:
+            out["access_key_id"], out["secret_access_key"] = keys[0], keys[1]
+            if keys[2] is not None:
+                out["session_token"] = keys[2]
+        return out
+
     def secret_values(self) -> list[str]:
         """The configured secrets themselves, so error text can be scrubbed of them."""
         return [s.get_secret_value() for s in (self.access_key_id, self.secret_access_key, self.session_token) if s]
