@@ -190,3 +190,73 @@ def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: Conn
         assert not created_meanwhile(other.value)
     finally:
         client.stop()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectServer) -> None:
+    """A real `wap maintain` process with master sc://...: the Iceberg procedures run as SQL on the server.
+    With a run inside revert_window, the compaction of the files before it is skipped, saying why (a Connect
+    client has no Iceberg Java API for the file swap); once no run is inside it, several small files become one,
+    PyIceberg reads the same rows, snapshots are expired, and every action is in the run store."""
+    base = cluster_config(tmp_path, connect_server.endpoint, catalog="cmaint", tables={"cm.t": ""})
+    common = 'expire_older_than = "0s"\nkeep_last = 1\nmin_input_files = 2\nevery = "never"\n'
+    cfg, windowed = tmp_path / "wap.toml", tmp_path / "windowed.toml"
+    windowed.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "15s"\n')
+    cfg.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "0s"\n')
+    reader = Reader(tmp_path, "cmaint")
+
+    def run(i: int) -> None:
+        f = write_parquet(tmp_path / "in" / f"m{i}.parquet", generate_trips(30, start_id=1 + 100 * i, seed=i))
+        r = wap("run", "cm.t", str(f), "-c", str(cfg), "--json")
+        assert r.code == 0 and r.doc["status"] == "published", r.text
+
+    for i in range(4):
+        run(i)
+    time.sleep(16)  # the four runs leave revert_window of windowed.toml; the fifth is inside it
+    run(4)
+    rows = sorted(reader.rows("cm.t"), key=lambda r: r["trip_id"])
+    assert len(rows) == 150
+    table = reader.cat.load_table("cm.t")
+    assert len(list(table.scan().plan_files())) == 5
+
+    r = wap("maintain", "cm.t", "-c", str(windowed), "--json")
+    assert r.code == 0, r.text
+    (held,) = r.doc["tables"]
+    compact = next(a for a in held["actions"] if a["action"] == "compact")
+    assert compact["status"] == "skipped", held
+    assert "within revert_window" in compact["figures"]["skipped"] and "Spark Connect" in compact["figures"]["skipped"]
+    assert len(list(reader.cat.load_table("cm.t").scan().plan_files())) == 5
+
+    dry = wap("maintain", "cm.t", "-c", str(cfg), "--dry-run", "--json")
+    assert dry.code == 0, dry.text
+    (planned,) = dry.doc["tables"]
+    assert planned["status"] == "dry_run" and planned["summary"]["files_compacted"] == 5, planned
+    assert len(list(reader.cat.load_table("cm.t").scan().plan_files())) == 5
+
+    r = wap("maintain", "cm.t", "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    (done,) = r.doc["tables"]
+    assert done["status"] == "done", done
+    s = done["summary"]
+    assert s["data_files_before"] == 5 and s["data_files_after"] == 1 and s["files_compacted"] == 5, s
+    assert s["snapshots_expired"] >= 4, s
+    table = reader.cat.load_table("cm.t")
+    assert len(list(table.scan().plan_files())) == 1
+    assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["trip_id"]) == rows
+    assert len(table.snapshots()) == 1
+
+    log = wap("maintain", "--log", "cm.t", "-c", str(cfg), "--json")
+    assert log.code == 0, log.text
+    mine = [a for a in log.doc["actions"] if a["pass_id"] == r.doc["pass_id"]]
+    by_action = {a["action"]: a for a in mine}
+    assert set(by_action) == {
+        "properties",
+        "drop_branches",
+        "compact",
+        "rewrite_manifests",
+        "expire_snapshots",
+        "remove_orphans",
+    }
+    assert by_action["compact"]["status"] == "done" and by_action["compact"]["figures"]["rewritten_data_files"] == 5
+    assert by_action["expire_snapshots"]["figures"]["expired"] == s["snapshots_expired"]
