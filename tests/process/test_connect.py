@@ -195,37 +195,49 @@ def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: Conn
 @pytest.mark.spark
 @pytest.mark.slow
 def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectServer) -> None:
-    """A real `wap maintain` process with master sc://...: the Iceberg procedures run as SQL on the server.
-    With a run inside revert_window, the compaction of the files before it is skipped, saying why (a Connect
-    client has no Iceberg Java API for the file swap); once no run is inside it, several small files become one,
-    PyIceberg reads the same rows, snapshots are expired, and every action is in the run store."""
+    """A real `wap maintain` process with master sc://...: the Iceberg procedures run as SQL on the server;
+    several small files become one, PyIceberg reads the same rows, snapshots are expired, and every action is
+    in the run store. Before that, with a run inside revert_window (the clock given to the pass), the
+    compaction of the files before it is skipped, saying why: a Connect client has no Iceberg Java API for the
+    file swap on main."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.maintain import maintain
+
     base = cluster_config(tmp_path, connect_server.endpoint, catalog="cmaint", tables={"cm.t": ""})
     common = 'expire_older_than = "0s"\nkeep_last = 1\nmin_input_files = 2\nevery = "never"\n'
     cfg, windowed = tmp_path / "wap.toml", tmp_path / "windowed.toml"
-    windowed.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "15s"\n')
+    windowed.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "1h"\n')
     cfg.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "0s"\n')
     reader = Reader(tmp_path, "cmaint")
-
-    def run(i: int) -> None:
+    for i in range(5):
         f = write_parquet(tmp_path / "in" / f"m{i}.parquet", generate_trips(30, start_id=1 + 100 * i, seed=i))
         r = wap("run", "cm.t", str(f), "-c", str(cfg), "--json")
         assert r.code == 0 and r.doc["status"] == "published", r.text
-
-    for i in range(4):
-        run(i)
-    time.sleep(16)  # the four runs leave revert_window of windowed.toml; the fifth is inside it
-    run(4)
     rows = sorted(reader.rows("cm.t"), key=lambda r: r["trip_id"])
     assert len(rows) == 150
     table = reader.cat.load_table("cm.t")
     assert len(list(table.scan().plan_files())) == 5
 
-    r = wap("maintain", "cm.t", "-c", str(windowed), "--json")
-    assert r.code == 0, r.text
-    (held,) = r.doc["tables"]
-    compact = next(a for a in held["actions"] if a["action"] == "compact")
-    assert compact["status"] == "skipped", held
-    assert "within revert_window" in compact["figures"]["skipped"] and "Spark Connect" in compact["figures"]["skipped"]
+    # A clock at which the fifth run is within revert_window (1h) and the four before it are not.
+    head = table.current_snapshot()
+    assert head is not None and head.parent_snapshot_id is not None
+    parent = table.snapshot_by_id(head.parent_snapshot_id)
+    assert parent is not None
+    fourth, fifth = parent.timestamp_ms, head.timestamp_ms
+    now = datetime.fromtimestamp((fifth + (fourth - fifth) / 2) / 1000, UTC) + timedelta(hours=1)
+    client = ConnectSession.builder.remote(connect_server.endpoint).create()
+    try:
+        held = maintain(Lakehouse(load_config(str(windowed)), spark=client), "cm.t", dry_run=True, now=now)
+    finally:
+        client.stop()
+    compact = held.tables[0].action("compact")
+    assert compact["status"] == "skipped", held.to_dict()
+    why = compact["figures"]["skipped"]
+    assert "within revert_window" in why and "Spark Connect" in why, why
     assert len(list(reader.cat.load_table("cm.t").scan().plan_files())) == 5
 
     dry = wap("maintain", "cm.t", "-c", str(cfg), "--dry-run", "--json")
