@@ -273,3 +273,85 @@ def test_revert_through_connect_on_a_rest_catalog(tmp_path: Path, connect_server
     assert sorted(t.scan(selected_fields=("trip_id",)).to_arrow().column("trip_id").to_pylist()) == list(
         range(501, 621)
     )
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectServer) -> None:
+    """A real `wap maintain` process with master sc://...: the Iceberg procedures run as SQL on the server;
+    several small files become one, PyIceberg reads the same rows, snapshots are expired, and every action is
+    in the run store. Before that, with a run inside revert_window (the clock given to the pass), the
+    compaction of the files before it is skipped, saying why: a Connect client has no Iceberg Java API for the
+    file swap on main."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.maintain import maintain
+
+    base = cluster_config(tmp_path, connect_server.endpoint, catalog="cmaint", tables={"cm.t": ""})
+    common = 'expire_older_than = "0s"\nkeep_last = 1\nmin_input_files = 2\nevery = "never"\n'
+    cfg, windowed = tmp_path / "wap.toml", tmp_path / "windowed.toml"
+    windowed.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "1h"\n')
+    cfg.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "0s"\n')
+    reader = Reader(tmp_path, "cmaint")
+    for i in range(5):
+        f = write_parquet(tmp_path / "in" / f"m{i}.parquet", generate_trips(30, start_id=1 + 100 * i, seed=i))
+        r = wap("run", "cm.t", str(f), "-c", str(cfg), "--json")
+        assert r.code == 0 and r.doc["status"] == "published", r.text
+    rows = sorted(reader.rows("cm.t"), key=lambda r: r["trip_id"])
+    assert len(rows) == 150
+    table = reader.cat.load_table("cm.t")
+    assert len(list(table.scan().plan_files())) == 5
+
+    # A clock at which the fifth run is within revert_window (1h) and the four before it are not.
+    head = table.current_snapshot()
+    assert head is not None and head.parent_snapshot_id is not None
+    parent = table.snapshot_by_id(head.parent_snapshot_id)
+    assert parent is not None
+    fourth, fifth = parent.timestamp_ms, head.timestamp_ms
+    now = datetime.fromtimestamp((fifth + (fourth - fifth) / 2) / 1000, UTC) + timedelta(hours=1)
+    client = ConnectSession.builder.remote(connect_server.endpoint).create()
+    try:
+        held = maintain(Lakehouse(load_config(str(windowed)), spark=client), "cm.t", dry_run=True, now=now)
+    finally:
+        client.stop()
+    compact = held.tables[0].action("compact")
+    assert compact["status"] == "skipped", held.to_dict()
+    why = compact["figures"]["skipped"]
+    assert "within revert_window" in why and "Spark Connect" in why, why
+    assert len(list(reader.cat.load_table("cm.t").scan().plan_files())) == 5
+
+    dry = wap("maintain", "cm.t", "-c", str(cfg), "--dry-run", "--json")
+    assert dry.code == 0, dry.text
+    (planned,) = dry.doc["tables"]
+    assert planned["status"] == "dry_run" and planned["summary"]["files_compacted"] == 5, planned
+    assert len(list(reader.cat.load_table("cm.t").scan().plan_files())) == 5
+
+    r = wap("maintain", "cm.t", "-c", str(cfg), "--json")
+    assert r.code == 0, r.text
+    (done,) = r.doc["tables"]
+    assert done["status"] == "done", done
+    s = done["summary"]
+    assert s["data_files_before"] == 5 and s["data_files_after"] == 1 and s["files_compacted"] == 5, s
+    assert s["snapshots_expired"] >= 4, s
+    table = reader.cat.load_table("cm.t")
+    assert len(list(table.scan().plan_files())) == 1
+    assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["trip_id"]) == rows
+    assert len(table.snapshots()) == 1
+
+    log = wap("maintain", "--log", "cm.t", "-c", str(cfg), "--json")
+    assert log.code == 0, log.text
+    mine = [a for a in log.doc["actions"] if a["pass_id"] == r.doc["pass_id"]]
+    by_action = {a["action"]: a for a in mine}
+    assert set(by_action) == {
+        "properties",
+        "drop_branches",
+        "compact",
+        "rewrite_manifests",
+        "expire_snapshots",
+        "remove_orphans",
+    }
+    assert by_action["compact"]["status"] == "done" and by_action["compact"]["figures"]["rewritten_data_files"] == 5
+    assert by_action["expire_snapshots"]["figures"]["expired"] == s["snapshots_expired"]

@@ -566,3 +566,68 @@ def test_replace_on_a_nessie_branch_overwrites_the_partitions_the_batch_touches(
     ]  # fmt: skip
     (change,) = [c for c in res.checks if c["check"] == "changes"]
     assert (change["observed"]["rows_inserted"], change["observed"]["rows_replaced"]) == (3, 2)
+
+
+def test_maintain_on_nessie_compacts_on_main_and_leaves_gc_to_nessie_gc(nessie_lh, landing, ns):
+    """`wap maintain` on a Nessie catalog: compaction and the manifest rewrite commit on Nessie's main (its hash
+    moves, an independent reader sees the same rows in fewer files); a blocked run's kept Nessie branch is
+    dropped after keep_blocked_for; snapshot expiry, orphan removal and metadata deletion are skipped, naming
+    nessie-gc, by a real pass and by a dry run alike (exit 0)."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyiceberg.table import StaticTable
+
+    from wapflow.maintain import maintain
+    from wapflow.runs.maintenance import MaintenanceLog
+
+    table = f"{ns}.trips"
+    t = TableName.parse(table)
+    lh = nessie_lh({table: {"checks": TRIPS_CHECKS}})
+    eager = {"expire_older_than": "0s", "revert_window": "0s", "keep_last": 1, "min_input_files": 2}
+    lh.config.maintenance = lh.config.maintenance.model_copy(update={**eager, "keep_blocked_for": "1h"})
+    for i in range(4):
+        f = trips_file(landing, f"m{i}.parquet", 25, start_id=1 + 100 * i, seed=i)
+        assert run_wap(lh, table, [str(f)]).status == "published"
+    bad = run_wap(lh, table, [str(trips_file(landing, "bad.parquet", 30, null_rate=0.2, start_id=9000))])
+    assert bad.status == "blocked" and lh.nessie.get_reference(bad.branch) is not None
+
+    def on_main() -> tuple[list[dict[str, Any]], int]:
+        content = lh.nessie.content("main", (*t.namespace, t.name))
+        assert content is not None
+        tbl = StaticTable.from_metadata(content["metadataLocation"])
+        rows = sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["trip_id"])
+        return rows, len(list(tbl.scan().plan_files()))
+
+    rows, files = on_main()
+    assert len(rows) == 100 and files == 4
+    later = datetime.now(UTC) + timedelta(hours=2)
+
+    dry = maintain(lh, table, dry_run=True, now=later).to_dict()
+    assert dry["exit_code"] == 0, dry
+    (out,) = dry["tables"]
+    skipped = {a["action"]: a["figures"]["skipped"] for a in out["actions"] if a["status"] == "skipped"}
+    assert {"properties", "expire_snapshots", "remove_orphans"} <= set(skipped), out
+    assert all("nessie-gc" in skipped[a] for a in ("properties", "expire_snapshots", "remove_orphans"))
+    assert next(a for a in out["actions"] if a["action"] == "compact")["figures"]["planned_files"] == 4
+    assert on_main() == (rows, files) and lh.nessie.get_reference(bad.branch) is not None
+
+    before = main_hash(lh)
+    res = maintain(lh, table, now=later)
+    assert res.exit_code == 0, res.to_dict()
+    (done,) = res.tables
+    assert done.status == "done", done.to_dict()
+    assert done.figures("compact")["rewritten_data_files"] == 4
+    assert done.figures("drop_branches")["dropped"] == [
+        {"branch": bad.branch, "run_id": bad.run_id, "status": "blocked"}
+    ]
+    assert lh.nessie.get_reference(bad.branch) is None
+    rec = lh.store.get(bad.run_id)
+    assert rec is not None and rec.status == "discarded" and not rec.branch_kept
+    assert main_hash(lh) != before  # the compaction is a commit on Nessie's main
+    after_rows, after_files = on_main()
+    assert after_rows == rows and after_files == 1
+    assert lh.tables.row_count(t) == 100
+    recs = {r.action: r for r in MaintenanceLog(lh.store.engine).list(table, pass_id=res.pass_id)}
+    for action in ("properties", "expire_snapshots", "remove_orphans"):
+        assert recs[action].status == "skipped" and "nessie-gc" in recs[action].figures["skipped"]
+    assert recs["compact"].status == "done" and recs["compact"].figures["rewritten_data_files"] == 4

@@ -98,6 +98,10 @@ def _show(doc: dict[str, Any]) -> None:
                     f"{k}={v}" for k, v in f.items() if k not in ("seconds", "snapshot_ids", "sample")
                 )
                 out.print(f"  {t['table']} {a['action']}: {detail}")
+        else:  # what was not done, and why (a Nessie catalog's expiry is nessie-gc's, a revert window's files)
+            for a in t["actions"]:
+                if a["status"] == "skipped":
+                    out.print(f"  {t['table']} {a['action']}: skipped: {(a.get('figures') or {}).get('skipped')}")
 
 
 def _arrow(before: Any, after: Any, dry_run: bool) -> str:

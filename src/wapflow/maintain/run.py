@@ -15,6 +15,16 @@ Per table, in this order (each recorded in the run store as one row of `wap_main
 5. `expire_snapshots`: exactly the snapshots wapflow.maintain.plan allows, by id.
 6. `remove_orphans`: `remove_orphan_files` for files older than `orphan_older_than` (at least 1 day).
 
+One code path for a local session and a Spark Connect client: every action is an Iceberg procedure or an
+ALTER TABLE run as SQL, and every fact is read from SQL (metadata tables, SHOW TBLPROPERTIES). The one
+exception is the file swap on main of a compaction before the revert window (Iceberg's RewriteFiles has no
+SQL form): a Connect client skips that compaction, saying so, until main's runs leave revert_window.
+
+On Nessie (catalog = "nessie") a table's files and metadata files are shared by the Nessie commits of every
+branch, which Iceberg's snapshot expiry, orphan removal and metadata deletion do not see (Iceberg's Nessie
+catalog sets gc.enabled = false): those actions are skipped, naming nessie-gc, Nessie's own garbage
+collector; compaction and the manifest rewrite commit on Nessie's main, and kept branches are Nessie branches.
+
 Locks: a table is maintained by one process at a time (a lock of its own, `maintain:TABLE`; a second
 `wap maintain` skips the table). The table's publish lock is held only around short metadata commits
 (branch drops, properties, the file swap, each expiry commit), never around a rewrite, so a publish waits
@@ -38,7 +48,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wapflow.config import MaintenanceConfig
-from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, UsageError, WapError, did_you_mean
+from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, WapError, did_you_mean
 from wapflow.faults import crash_point
 from wapflow.lakehouse import session
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -47,6 +57,7 @@ from wapflow.pipeline.retry import backoff
 from wapflow.runs.locks import publish_lock
 from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
 from wapflow.spark import errors as spark_errors
+from wapflow.spark.kind import is_connect
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch
 
 T = TypeVar("T")
@@ -58,6 +69,10 @@ EXPIRE_CHUNK = 500  # snapshot ids per expiry commit: each commit holds the publ
 ACTIONS = ("properties", "drop_branches", "compact", "rewrite_manifests", "expire_snapshots", "remove_orphans")
 # Iceberg treats older_than as "strictly before": nothing is older than this, so only the ids named expire.
 _NOTHING_OLDER = "TIMESTAMP '1970-01-02 00:00:00'"
+NESSIE_GC = (
+    "left to nessie-gc on a Nessie catalog: Nessie commits of other branches share this table's files, "
+    "which Iceberg's expiry and orphan removal do not see (gc.enabled = false)"
+)
 
 
 def new_pass_id() -> str:
@@ -167,20 +182,9 @@ def maintain(
 
 
 def _usable(lh: Lakehouse) -> None:
-    """Iceberg's Java API (the compaction's file swap, table metadata) must be in this process."""
+    """A local master maintains in this process's own JVM, not through `wap serve`'s server: the file swap of a
+    compaction before the revert window needs Iceberg's Java API. A Spark Connect master is used as it is."""
     session.use_server = False
-    if lh.config.lakehouse.catalog == "nessie":
-        raise UsageError(
-            "wap maintain does not maintain a Nessie catalog yet: Nessie keeps every table's history in its "
-            "commits, which Iceberg's snapshot expiry and orphan removal do not see",
-            hint="use Nessie's own garbage collector (nessie-gc) for expiry and orphan files",
-        )
-    if lh.config.lakehouse.master.startswith("sc://"):
-        raise UsageError(
-            f"wap maintain needs Iceberg's Java API in this process, which a Spark Connect client "
-            f"({lh.config.lakehouse.master}) does not have",
-            hint="run `wap maintain` with a copy of wap.toml whose master is local[*] (same catalog and warehouse)",
-        )
 
 
 def _iterate(java_iterable: Any) -> Iterator[Any]:
@@ -214,6 +218,8 @@ class TableMaintenance:
         self.spark = lh.spark
         self.ident = lh.tables.ident(table)
         self.conflicts = 0
+        self.on_nessie = lh.config.lakehouse.catalog == "nessie"
+        self.java = not is_connect(self.spark)  # Iceberg's Java API in this process (not a Connect client)
 
     @property
     def now_utc(self) -> datetime:
@@ -332,6 +338,7 @@ class TableMaintenance:
             return self._retrying(fn)
 
     def _jtable(self) -> Any:
+        """Iceberg's table API: only for the file swap on main (no SQL form); never on a Connect client."""
         jvm = self.spark.sparkContext._jvm  # PySpark's gateway: Iceberg's table API
         assert jvm is not None
         return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident)
@@ -360,24 +367,36 @@ class TableMaintenance:
             out["metadata_bytes"] = sum(sizes)
         return out
 
+    def _table_properties(self) -> dict[str, str]:
+        """The table's properties as Iceberg's Spark table gives them (with `sort-order` when it has one)."""
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.ident}").collect()
+        return {str(r["key"]): str(r["value"]) for r in rows}
+
     def _local_metadata_folder(self) -> Path | None:
-        loc = str(self._jtable().location())
+        """The folder of the table's current metadata.json, when it is on this machine's filesystem."""
+        log = self.t.metadata_sql(self.lh.catalog, "metadata_log_entries")
+        rows = self.spark.sql(f"SELECT file FROM {log} ORDER BY timestamp DESC LIMIT 1").collect()
+        if not rows:
+            return None
+        loc = str(rows[0]["file"]).rsplit("/", 1)[0]
         if loc.startswith("file:"):
             loc = loc[len("file:") :]
             while loc.startswith("//"):
                 loc = loc[1:]
         elif "://" in loc:
             return None
-        return Path(loc) / "metadata"
+        return Path(loc)
 
     # --- the actions ------------------------------------------------------------------------
 
     def properties(self) -> dict[str, Any]:
+        if self.on_nessie:  # an older metadata.json may be what another Nessie branch's commit points to
+            return {"skipped": "deleting old metadata files is " + NESSIE_GC}
         want = {
             "write.metadata.delete-after-commit.enabled": "true",
             "write.metadata.previous-versions-max": str(self.cfg.metadata_versions_max),
         }
-        have = {str(k): str(v) for k, v in dict(self._jtable().properties()).items()}
+        have = self._table_properties()
         diff = {k: v for k, v in want.items() if have.get(k) != v}
         if not diff:
             return {"set": {}, "skipped": "already set"}
@@ -390,8 +409,7 @@ class TableMaintenance:
     def drop_branches(self) -> dict[str, Any]:
         from wapflow.service.tables import discard
 
-        refs = self.lh.tables.refs(self.t)
-        names = [r.name for r in refs.values() if r.type == "BRANCH" and r.name != "main"]
+        names = [b.name for b in self.lh.list_branches(self.t)]  # Nessie branches on Nessie
         leftovers = [n for n in names if n.startswith(TEMP_BRANCH_PREFIX)]
         stale: list[tuple[str, Any]] = []
         if self.cfg.keep_blocked_for is not None:
@@ -443,8 +461,7 @@ class TableMaintenance:
             return {"skipped": "the table has no snapshot yet"}
         if edge is None:
             return {"skipped": "every snapshot of main is within revert_window: its runs stay revertable"}
-        jt = self._jtable()
-        strategy = "binpack" if jt.sortOrder().isUnsorted() else "sort"
+        strategy = "sort" if "sort-order" in self._table_properties() else "binpack"
         plan = plan_compaction(
             self._data_files(edge), target=self.cfg.target_file_size, min_input_files=self.cfg.min_input_files
         )
@@ -457,6 +474,9 @@ class TableMaintenance:
         }
         if edge != head:
             figures["left_for_revert_window"] = f"files added after snapshot {edge} (runs within revert_window)"
+            why_not = self._no_swap_on_main()
+            if why_not:
+                return {**figures, "skipped": why_not, "rewritten_data_files": 0}
         if plan["files"] == 0:
             return {**figures, "skipped": "no small files to compact", "rewritten_data_files": 0}
         if self.dry_run:
@@ -478,6 +498,21 @@ class TableMaintenance:
             conflicts_retried=self.conflicts,
         )
         return figures
+
+    def _no_swap_on_main(self) -> str | None:
+        """Why main's files before the revert window cannot be compacted here (None: they can). That takes
+        a rewrite on an Iceberg branch of the table and a file swap on main through Iceberg's Java API."""
+        if self.on_nessie:
+            how, other = "a rewrite on an Iceberg branch of the table, which wapflow does not make on Nessie", ""
+        elif not self.java:
+            how = "Iceberg's Java API (a file swap on main), which a Spark Connect client does not have"
+            other = " or by `wap maintain` with a local master"
+        else:
+            return None
+        return (
+            f"main has runs within revert_window; compacting only the files before them needs {how}: "
+            f"compacted once those runs are older than revert_window{other}"
+        )
 
     def _compact_before_window(self, edge: int, args: str) -> Any:
         """Rewrite main's files as of `edge` on a branch of this pass, then swap the same files on main."""
@@ -551,6 +586,8 @@ class TableMaintenance:
         )
 
     def expire(self) -> dict[str, Any]:
+        if self.on_nessie:
+            return {"skipped": "snapshot expiry is " + NESSIE_GC}
         plan = self._plan()
         figures: dict[str, Any] = plan.to_dict()
         if self.dry_run:
@@ -582,6 +619,8 @@ class TableMaintenance:
         return {**figures, **totals}
 
     def orphans(self) -> dict[str, Any]:
+        if self.on_nessie:
+            return {"skipped": "orphan-file removal is " + NESSIE_GC}
         seconds = self.cfg.seconds("orphan_older_than")
         if seconds is None:
             return {"skipped": 'orphan_older_than = "never"'}
