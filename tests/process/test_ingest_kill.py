@@ -118,9 +118,16 @@ def test_two_watch_workers_and_an_ingest_on_one_source_split_the_files(tmp_path:
     # table at once may make one lose with a commit conflict (transient), which puts its files back in line
     # (a second attempt in the ledger), and another takes them over. Either way each file is published once,
     # under one run id, and its rows are on main once (below).
-    assert {f["state"] for d in docs for f in d["files"]} == {"published"}
     ledger = {f["uri"]: f for f in json.loads(wap("files", "trips", "--config", str(cfg), "--json").stdout)["files"]}
     assert set(ledger) == {str(f) for f in files} and {f["state"] for f in ledger.values()} == {"published"}
+    # A process reports each file's state as the ledger had it when it finished: a file it handed back may be
+    # "claimed" then, by the worker that took it over (which reports it published, a second attempt).
+    published = {f["uri"] for d in docs for f in d["files"] if f["state"] == "published"}
+    for d in docs:
+        for f in d["files"]:
+            assert f["state"] == "published" or (
+                f["state"] == "claimed" and f["uri"] in published and ledger[f["uri"]]["attempts"] >= 2
+            ), (f, ledger[f["uri"]])
     ran = [{f["uri"] for f in d["files"]} for d in docs]
     for i, j in ((0, 1), (0, 2), (1, 2)):
         for uri in ran[i] & ran[j]:
