@@ -25,6 +25,7 @@ from wapflow.config import load_config
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.connect import ConnectServer, port_answers
 from wapflow.lakehouse.processes import free_port
+from wapflow.maintain.run import ACTIONS
 
 
 @pytest.fixture(scope="session")
@@ -345,13 +346,6 @@ def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectSer
     assert log.code == 0, log.text
     mine = [a for a in log.doc["actions"] if a["pass_id"] == r.doc["pass_id"]]
     by_action = {a["action"]: a for a in mine}
-    assert set(by_action) == {
-        "properties",
-        "drop_branches",
-        "compact",
-        "rewrite_manifests",
-        "expire_snapshots",
-        "remove_orphans",
-    }
+    assert set(by_action) == set(ACTIONS)
     assert by_action["compact"]["status"] == "done" and by_action["compact"]["figures"]["rewritten_data_files"] == 5
     assert by_action["expire_snapshots"]["figures"]["expired"] == s["snapshots_expired"]

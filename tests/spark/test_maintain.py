@@ -15,6 +15,7 @@ import pytest
 from support.data import trips_file
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.maintain import maintain
+from wapflow.maintain.run import ACTIONS
 from wapflow.outer.revert import revert
 from wapflow.pipeline import run_wap
 from wapflow.runs.maintenance import MaintenanceLog
@@ -99,14 +100,7 @@ def test_many_small_batches_compacted_and_expired_rows_identical(lakehouse_facto
     assert props["write.metadata.delete-after-commit.enabled"] == "true"
     # Every action is in the run store.
     recs = MaintenanceLog(lh.store.engine).list(T.dotted, pass_id=res.pass_id)
-    assert {r.action for r in recs} == {
-        "properties",
-        "drop_branches",
-        "compact",
-        "rewrite_manifests",
-        "expire_snapshots",
-        "remove_orphans",
-    }
+    assert {r.action for r in recs} == set(ACTIONS)
     assert {r.status for r in recs} <= {"done", "skipped"}
     assert next(r for r in recs if r.action == "expire_snapshots").figures["expired"] == expired
     # A second pass finds nothing left to do, and rows are still the same.
