@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from support.cli_harness import WAP, Proc, Reader, env, wap, write_config
+from support.cli_harness import WAP, Proc, Reader, env, setup_run, unique_catalog, wap, write_config
 from support.data import trips_file
 from wapflow.errors import EXIT_CONFLICT, EXIT_REVIEW
 
@@ -19,13 +20,14 @@ def _finish(p: subprocess.Popen[str]) -> Proc:
     return Proc(p.returncode, out, err)
 
 
-def test_two_approvals_at_once_exactly_one_publishes(tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, TABLES)
+def test_two_approvals_at_once_exactly_one_publishes(tmp_path: Path, spark: Any) -> None:
+    catalog = unique_catalog("rr")
+    cfg = write_config(tmp_path, TABLES, catalog=catalog)
     f = trips_file(tmp_path / "landing", "a.parquet", 100)
-    held = wap("run", "nyc.trips", str(f), "--config", str(cfg), "--json")
-    assert held.code == EXIT_REVIEW, held.text
-    run_id = held.doc["run_id"]
-    reader = Reader(tmp_path)
+    held = setup_run(spark, cfg, "nyc.trips", f)  # the run held for review (the scene; the approvals are processes)
+    assert held.exit_code == EXIT_REVIEW, held.message
+    run_id = held.run_id
+    reader = Reader(tmp_path, catalog)
     assert reader.rows("nyc.trips") == [] and reader.branches("nyc.trips") == [f"wap_{run_id}"]
 
     procs = [
@@ -58,20 +60,21 @@ def test_two_approvals_at_once_exactly_one_publishes(tmp_path: Path) -> None:
     assert report["review"]["reason"] == f"checked by {who}"
 
 
-def test_an_approval_killed_before_or_after_main_moved_resumes_and_publishes_once(tmp_path: Path) -> None:
+def test_an_approval_killed_before_or_after_main_moved_resumes_and_publishes_once(tmp_path: Path, spark: Any) -> None:
     """SIGKILL of `wap approve` after its second audit (nothing published yet) and after main moved (the run
     store not told): `wap runs` shows the run interrupted with its resume command, which publishes it exactly
     once, approval recorded."""
     import shlex
 
-    cfg = write_config(tmp_path, TABLES)
+    catalog = unique_catalog("rk")
+    cfg = write_config(tmp_path, TABLES, catalog=catalog)
     expected: list[int] = []
     for i, point in enumerate(("audit", "publish:moved")):
         f = trips_file(tmp_path / "landing", f"k{i}.parquet", 50, start_id=1 + 1000 * i, seed=i)
-        held = wap("run", "nyc.trips", str(f), "--config", str(cfg), "--json")
-        assert held.code == EXIT_REVIEW, held.text
-        run_id = held.doc["run_id"]
-        reader = Reader(tmp_path)  # the catalog exists once the first run made the table
+        held = setup_run(spark, cfg, "nyc.trips", f)  # held for review, in this process (the scene)
+        assert held.exit_code == EXIT_REVIEW, held.message
+        run_id = held.run_id
+        reader = Reader(tmp_path, catalog)  # the catalog exists once the first run made the table
         killed = wap("approve", run_id, "--reason", "looked fine", "--config", str(cfg), WAP_CRASH_AT=point)
         assert killed.code == -9, killed.text  # SIGKILL at the crash point: nothing after it ran
         runs = wap("runs", "--config", str(cfg), "--json")

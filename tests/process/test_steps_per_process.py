@@ -15,10 +15,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from support.cli_harness import Reader, env, write_config
+from support.cli_harness import Reader, env, unique_catalog, write_config
 from support.data import trips_file
 from wapflow.config import load_config
-from wapflow.pipeline import RunState, new_state
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline import RunState, new_state, run_state
 from wapflow.runs.store import RunStore
 
 pytestmark = pytest.mark.slow
@@ -74,7 +75,7 @@ def _seed(cfg: Path, files: dict[str, list[str]]) -> dict[str, Any]:
 
 def _outcome(folder: Path, cfg: Path, state: RunState) -> dict[str, Any]:
     """What a user checks: main's rows (PyIceberg), snapshots, branches, the report and the run store."""
-    reader = Reader(folder)
+    reader = Reader(folder, load_config(str(cfg)).lakehouse.catalog_name)
     table = state.table
     rec = RunStore(load_config(str(cfg)).run_store_url()).get(state.run_id)
     assert rec is not None
@@ -107,21 +108,29 @@ def _outcome(folder: Path, cfg: Path, state: RunState) -> dict[str, Any]:
     return out
 
 
-def test_each_step_in_its_own_process_equals_one_process(tmp_path):
+def _in_this_process(spark: Any, cfg: Path, specs: list[dict[str, Any]]) -> dict[str, RunState]:
+    """Whole runs, each start to end, in this one process (the shared SparkSession)."""
+    lh = Lakehouse(load_config(str(cfg)), spark=spark)
+    return {s["run_id"]: run_state(lh, new_state(s["table"], s["files"], run_id=s["run_id"])) for s in specs}
+
+
+def test_each_step_in_its_own_process_equals_one_process(tmp_path, spark):
     one_dir, many_dir = tmp_path / "one", tmp_path / "many"
     files = _files(tmp_path / "landing")
-    one_cfg, many_cfg = write_config(one_dir, TABLES), write_config(many_dir, TABLES)
+    # Catalog names of their own: the seeds run on this process's shared SparkSession, which caches catalogs.
+    one_cfg = write_config(one_dir, TABLES, catalog=unique_catalog("one"))
+    many_cfg = write_config(many_dir, TABLES, catalog=unique_catalog("many"))
     for d in (one_dir, many_dir):
         (d / "states").mkdir()
 
-    # Baseline: the seed of s.cols, then the four runs, each start to end, all in one process.
+    # Baseline: the seed of s.cols, then the four runs, each start to end, all in one process (this one).
     specs = [{"table": t, "files": files[rid], "run_id": rid} for rid, (t, _) in RUNS.items()]
-    _worker(one_cfg, "run", json.dumps([_seed(one_cfg, files), *specs]), str(one_dir / "states"))
-    one = {rid: RunState.from_json((one_dir / "states" / f"{rid}.json").read_text()) for rid in RUNS}
+    one = _in_this_process(spark, one_cfg, [_seed(one_cfg, files), *specs])
 
     # The same runs, every step in a fresh process; only the JSON state crosses between them. One process
     # per step serves all four runs (as a queue worker would), so a run's consecutive steps never share one.
-    _worker(many_cfg, "run", json.dumps([_seed(many_cfg, files)]), str(many_dir / "states"))
+    # (The seed of s.cols only sets the scene: it runs here.)
+    _in_this_process(spark, many_cfg, [_seed(many_cfg, files)])
     states = many_dir / "states"
     path: dict[str, Path] = {}
     for rid, (table, _) in RUNS.items():
@@ -147,7 +156,7 @@ def test_each_step_in_its_own_process_equals_one_process(tmp_path):
         assert one[rid].status == status, one[rid].message
         assert many[rid].done == ["prepare", "write", "audit", "publish"]
         assert _outcome(many_dir, many_cfg, many[rid]) == _outcome(one_dir, one_cfg, one[rid]), rid
-    reader = Reader(many_dir)
+    reader = Reader(many_dir, load_config(str(many_cfg)).lakehouse.catalog_name)
     # The dirty run's rows wait on its branch; the quarantined rows are on the quarantine table's main.
     assert "wap_r_dirty" in reader.branches("s.dirty")
     assert len(reader.rows("s.quar__quarantine")) > 0
@@ -167,7 +176,7 @@ def test_each_step_in_its_own_process_equals_one_process(tmp_path):
     assert replayed.record["snapshot_id"] == many["r_quar"].record["snapshot_id"]
     late = RunState.from_json((states / "r_clean.2c.json").read_text())
     assert late.already_published == many["r_clean"].record["snapshot_id"] and late.run_snapshots == []
-    reader = Reader(many_dir)
+    reader = Reader(many_dir, load_config(str(many_cfg)).lakehouse.catalog_name)
     for t, before in main_before.items():
         assert reader.summaries(t) == before, t  # no second append, no second publish
     assert reader.branches("s.clean") == []  # and no branch written again

@@ -75,11 +75,12 @@ def _later(seconds: float = 60.0) -> datetime:
 
 def test_many_small_batches_compacted_and_expired_rows_identical(lakehouse_factory, landing):
     lh = _lake(lakehouse_factory)
-    _batches(lh, landing, 110)
+    # 30 batches (the 1,000 of issue 22's scale are `make bench-maintain`'s): a file and a snapshot each.
+    _batches(lh, landing, 30)
     before = _rows(lh)
     files_before = _data_files(lh)
     snaps_before = len(lh.tables.snapshots(T))
-    assert files_before >= 110
+    assert files_before >= 30
 
     res = maintain(lh, "nyc.trips", now=_later())
 
@@ -89,9 +90,9 @@ def test_many_small_batches_compacted_and_expired_rows_identical(lakehouse_facto
     assert _rows(lh) == before  # an independent reader sees exactly the same rows
     assert _data_files(lh) < files_before / 10
     assert out.after["data_files"] == _data_files(lh)
-    assert out.figures("compact")["rewritten_data_files"] >= 110
+    assert out.figures("compact")["rewritten_data_files"] >= 30
     expired = out.figures("expire_snapshots")["expired"]
-    assert expired > 100
+    assert expired >= 29
     assert expired >= snaps_before - 1
     assert list(lh.tables.snapshots(T)) == [lh.tables.head(T)]  # keep_last = 1: only main's head is left
     assert lh.tables.row_count(T) == len(before)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -39,7 +40,8 @@ class Proc:
 # the serial collector starts no GC threads (about 25% less per `wap run` of a small file, measured here).
 # Tests only: a long run of real data wants C2. The JVM prints "Picked up JAVA_TOOL_OPTIONS" on its own
 # stderr, which a `wap` process sends to its log file.
-FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+BASE_FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+FAST_START_JVM = BASE_FAST_START_JVM
 # Class-data sharing (tests only, see use_class_archive): the driver JVM of a small `wap run` loads some
 # 15,000 classes; mapping them from an archive made once per machine takes a third off each `wap` process.
 CLASS_ARCHIVES = Path.home() / ".cache" / "wapflow" / "test-jvm"
@@ -228,3 +230,29 @@ class LazyReader:
         if self._reader is None:
             self._reader = Reader(self.folder, self.catalog)
         return getattr(self._reader, name)
+
+
+_IN_PROCESS_CATALOGS: dict[str, str] = {}  # catalog name -> warehouse, in this test process's shared session
+_CATALOG_NUMBERS = itertools.count()
+
+
+def unique_catalog(prefix: str) -> str:
+    """A catalog name no other test of this process uses (the shared SparkSession caches catalogs by name)."""
+    return f"{prefix}{os.getpid()}x{next(_CATALOG_NUMBERS)}"
+
+
+def setup_run(spark: Any, cfg: Path, table: str, *files: Path, **kw: Any) -> Any:
+    """A run made in this test process on the shared SparkSession (about a second) instead of a `wap` process
+    (a JVM start, 10-20 s): for runs that only set the scene for what a test checks through `wap` processes.
+
+    The wap.toml's catalog name must be this lakehouse's alone (see unique_catalog): a name the session already
+    holds for another warehouse would silently write there."""
+    from wapflow.config import load_config
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.pipeline import run_wap
+
+    config = load_config(str(cfg))
+    warehouse = str(config.warehouse_location())
+    known = _IN_PROCESS_CATALOGS.setdefault(config.lakehouse.catalog_name, warehouse)
+    assert known == warehouse, f"catalog {config.lakehouse.catalog_name} is another lakehouse's in this session"
+    return run_wap(Lakehouse(config, spark=spark), table, [str(f) for f in files], **kw)

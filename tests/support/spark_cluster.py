@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from support.cli_harness import BASE_FAST_START_JVM
 from wapflow.lakehouse.connect import spark_home
 from wapflow.lakehouse.processes import free_port
 
@@ -53,9 +54,13 @@ def ids(rows: list[dict]) -> list[int]:
     return sorted(r["trip_id"] for r in rows)
 
 
-def server_env() -> dict[str, str]:
+def server_env(jvm_options: str = "") -> dict[str, str]:
+    """The servers' environment; `jvm_options` reach the master, the workers and the executors they start (a
+    worker starts its executors with its own environment)."""
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE", "MASTER")}
     env.update({"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": HOST, "SPARK_NO_DAEMONIZE": "1"})
+    if jvm_options:
+        env["JAVA_TOOL_OPTIONS"] = jvm_options
     return env
 
 
@@ -72,8 +77,9 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 
 
 class StandaloneCluster:
-    def __init__(self, base: Path, workers: int = 2, memory: str = "1G") -> None:
+    def __init__(self, base: Path, workers: int = 2, memory: str = "1G", jvm_options: str = "") -> None:
         self.base = base
+        self.jvm_options = jvm_options  # the tests': JVMs that start fast (the benchmark's: none)
         self.workers = workers
         self.memory = memory  # each worker's, for its executors (the benchmark's 10M-row batches need more)
         self.port = free_port()
@@ -91,7 +97,7 @@ class StandaloneCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=server_env(),
+                env=server_env(self.jvm_options),
                 start_new_session=True,
             )
         self.procs.append(proc)
@@ -170,7 +176,9 @@ def executor_pids(worker_pids: list[int]) -> list[int]:
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     """One standalone master and two workers for the test session; stopped at the end, also on failure."""
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    # Each `wap run` on the cluster starts two executor JVMs, which live for seconds: C1 and the serial collector
+    # start them sooner (as the tests' `wap` processes, support.cli_harness.FAST_START_JVM without its archive).
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), jvm_options=BASE_FAST_START_JVM)
     cluster.start()
     try:
         yield cluster
