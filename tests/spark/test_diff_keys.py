@@ -136,3 +136,19 @@ def test_an_append_run_has_no_sample_keys(lakehouse_factory, landing):
     assert doc["rows"] is not None and doc["rows"]["added"] == 2
     assert doc["keys"] is None
     assert wapflow.report(lh, res.run_id)["change_keys"] is None
+
+
+def test_changes_a_quarantine_held_back_are_not_among_the_sample_keys(lakehouse_factory, landing):
+    cdc = {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'"}
+    quarantine = {"on_row_failure": "quarantine", "checks": [{"check": "not_null", "column": "name"}]}
+    lh: Lakehouse = lakehouse_factory({"crm.customers": {**cdc, **quarantine}})
+    seed = run_wap(
+        lh, "crm.customers", [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])]
+    )
+    assert seed.status == "published", seed.message
+    # 2's update and 7's insert fail not_null(name): quarantined, so main keeps 2 as it was and never gets 7.
+    batch = [(1, "one", "U"), (2, None, "U"), (3, None, "D"), (7, None, "I"), (8, "eight", "I")]
+    res = run_wap(lh, "crm.customers", [changes_file(landing, "b.parquet", batch)])
+    assert res.status == "published" and res.quarantined_rows == 2, res.message
+    keys = wapflow.report(lh, res.run_id)["change_keys"]
+    assert keys == {"key": ["id"], "inserted": [8], "updated": [1], "deleted": [3]}
