@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse
 from wapflow.cli.output import Output, out, render_run, rows_table, run_doc
+from wapflow.service.runs import keys_lines
 
 if TYPE_CHECKING:
     from wapflow.service.diff import DiffDoc, SideDoc
@@ -97,8 +99,9 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """What publishing a run would change on main: rows added (updated, deleted, replaced by a merge or replace),
-    and per column main beside the batch: null fraction, min, max (mean where the audit measured it). From
-    Iceberg metadata and the run store, no data scan. A published run: says so, with its snapshot (exit 0)."""
+    a merge's sample keys of each kind (recorded by its audit), and per column main beside the batch: null
+    fraction, min, max (mean where the audit measured it). From Iceberg metadata and the run store, no data
+    scan. A published run: says so, with its snapshot (exit 0)."""
     from wapflow import api
 
     o = Output(as_json)
@@ -113,6 +116,8 @@ def _show_diff(doc: DiffDoc) -> None:
         return
     figures = [{"rows": k, "count": rows[k]} for k in ("added", "updated", "deleted", "replaced")]
     out.print(rows_table("rows", [f for f in figures if f["count"] or f["rows"] == "added"], ["rows", "count"]))
+    for keys in keys_lines(doc["keys"]):
+        out.print(f"  sample keys {escape(keys)}")
     # The mean only where the batch's audit measured one (an anomaly check on it): main's is never in metadata.
     means = any(
         side is not None and side["mean"] is not None for c in doc["columns"] for side in (c["main"], c["batch"])

@@ -6,12 +6,13 @@ import json
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_store
 from wapflow.cli.output import STATUS_COLOR, Output, checks_table, out, render_failures, rows_table
 from wapflow.errors import WapError
 from wapflow.service.metrics import MetricRowDoc, backfill_metrics, metric_rows
-from wapflow.service.runs import RunReport, RunRow, list_runs, run_report
+from wapflow.service.runs import RunReport, RunRow, keys_lines, list_runs, run_report
 
 
 def runs(
@@ -65,6 +66,8 @@ def _show_report(doc: RunReport) -> None:
         out.print(f"kept for inspection: branch {doc['branch']}")
     if doc["would_change"]:
         out.print(doc["would_change"])
+    for line in keys_lines(doc["change_keys"]):
+        out.print(f"  sample keys {escape(line)}")
     review = doc["review"]
     if review is not None and review["decision"] is None:
         out.print(

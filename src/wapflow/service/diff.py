@@ -1,10 +1,11 @@
 """`wap diff RUN|BRANCH`: what publishing a run that is not on main yet would change there.
 
 The evidence a reviewer needs before `wap approve`: the rows the run adds (a merge's or replace's rows inserted,
-updated, deleted, replaced), and per column main beside the batch: null fraction, min, max (mean where the
-batch's metric history has it). Nothing here scans data:
+updated, deleted, replaced; a merge's sample keys of each), and per column main beside the batch: null
+fraction, min, max (mean where the batch's metric history has it). Nothing here scans data:
 - the batch side is what the run's audit recorded: its change (the `changes` line of its audit, else its
-  change metrics) and its rows in the metric history (wapflow.runs.metrics);
+  change metrics), a merge's sample keys (that line's samples, taken by the audit's own bounded job:
+  wapflow.service.runs.change_keys) and its rows in the metric history (wapflow.runs.metrics);
 - main's side is Iceberg metadata: the column metrics of main's live data files (the `files` metadata table,
   summed as the audit sums a run's added files: wapflow.lakehouse.tables.summed_file_metrics), one Spark
   job over metadata. Iceberg keeps no mean, so main's mean is not shown.
@@ -23,7 +24,7 @@ from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import NotFound, UsageError, did_you_mean
 from wapflow.runs.metrics import PUBLISHED, MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
-from wapflow.service.runs import AWAITING_REVIEW, RowsDoc, change_words, pending, run_rows
+from wapflow.service.runs import AWAITING_REVIEW, ChangeKeysDoc, RowsDoc, change_keys, change_words, pending, run_rows
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
@@ -57,6 +58,7 @@ class DiffDoc(TypedDict):
     published: bool  # already on main: nothing left to diff (snapshot_id says where)
     snapshot_id: int | None
     rows: RowsDoc | None
+    keys: ChangeKeysDoc | None  # a merge's sample keys inserted / updated / deleted; None for other modes
     columns: list[ColumnDiffDoc]
     message: str
 
@@ -142,6 +144,7 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
         "published": False,
         "snapshot_id": rec.snapshot_id,
         "rows": None,
+        "keys": None,
         "columns": [],
         "message": "",
     }
@@ -168,6 +171,7 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
     return {
         **base,
         "rows": rows,
+        "keys": change_keys(rec),
         "columns": side_by_side(main, batch),
         "message": f"publishing run {rec.run_id} ({rec.shown_status}) would {change_words(rows)} on main of "
         f"{rec.table_name} ({rows['main_rows']} row(s) now){measured}{then}",

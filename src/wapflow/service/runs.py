@@ -6,6 +6,7 @@ store. Keep it that way: nothing here may import pyspark or wapflow.lakehouse (t
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from datetime import datetime
@@ -53,6 +54,7 @@ class RunReport(TypedDict):
     finished_at: datetime | None
     review: Review | None  # a run held for review: awaiting, or who decided it, why and when
     would_change: str | None  # a run not on main that could still be: what publishing it would change (wap diff)
+    change_keys: ChangeKeysDoc | None  # a merge's sample keys per kind of change (None: not a merge, or older)
 
 
 class Review(TypedDict):
@@ -179,6 +181,59 @@ def run_rows(rec: RunRecord, batch: Mapping[tuple[str, str], float | str], main_
     }
 
 
+# A key's value: a JSON scalar (dates and timestamps as ISO text, decimals as text), or for a composite key an
+# object {column: value} in the key's column order.
+KeyValue = Any
+
+
+class ChangeKeysDoc(TypedDict):
+    """A merge's sample keys per kind of change, recorded by its audit (the `changes` line's samples, from one
+    bounded Spark job: wapflow.write.modes.MergeMode.change_keys): at most KEY_SAMPLES each, smallest first."""
+
+    key: list[str]  # the key's columns
+    inserted: list[KeyValue]
+    updated: list[KeyValue]
+    deleted: list[KeyValue]
+
+
+def change_keys(rec: RunRecord) -> ChangeKeysDoc | None:
+    """The sample keys the run's audit recorded with its change; None when it recorded none (an append or a
+    replace, a run recorded before samples were kept, or a merge whose sample job failed)."""
+    line = next((c for c in rec.checks if c.get("check") == "changes"), None)
+    samples = [s for s in (line or {}).get("samples") or [] if isinstance(s, dict) and isinstance(s.get("key"), dict)]
+    if not samples:
+        return None
+    key = list(samples[0]["key"])
+    per_kind: dict[str, list[KeyValue]] = {"inserted": [], "updated": [], "deleted": []}
+    for s in samples:
+        kind, value = s.get("change"), s["key"]
+        if kind in per_kind:
+            per_kind[str(kind)].append(value.get(key[0]) if len(key) == 1 else {k: value.get(k) for k in key})
+    return {
+        "key": key,
+        "inserted": per_kind["inserted"],
+        "updated": per_kind["updated"],
+        "deleted": per_kind["deleted"],
+    }
+
+
+def key_text(value: KeyValue) -> str:
+    """A key as a person reads it: its value as a literal (text quoted, control characters escaped, so a key
+    never passes for words or markup of the message around it); a composite key as a tuple `(1, "eu")`."""
+    if isinstance(value, dict):
+        return "(" + ", ".join(key_text(v) for v in value.values()) + ")"
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def keys_lines(doc: ChangeKeysDoc | None) -> list[str]:
+    """One line per kind of change with sample keys: `inserted (id): 9, 10`."""
+    if doc is None:
+        return []
+    key = doc["key"][0] if len(doc["key"]) == 1 else "(" + ", ".join(doc["key"]) + ")"
+    kinds = (("inserted", doc["inserted"]), ("updated", doc["updated"]), ("deleted", doc["deleted"]))
+    return [f"{kind} {key}: {', '.join(key_text(v) for v in values)}" for kind, values in kinds if values]
+
+
 def change_words(rows: RowsDoc) -> str:
     """The change in a few words: "add 1 row(s), update 3, delete 2"."""
     words = [f"add {rows['added']} row(s)"]
@@ -222,4 +277,5 @@ def run_report(store: RunStore, run_id: str) -> RunReport:
         "finished_at": rec.finished_at,
         "review": review_of(rec),
         "would_change": pending_change(rec),
+        "change_keys": change_keys(rec),
     }

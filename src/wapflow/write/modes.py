@@ -10,7 +10,7 @@ One seam, one class per mode. The write step asks the table's mode, never which 
 - the rows the row-level checks audit (merge: the batch's inserted and updated rows, not the files a
   copy-on-write merge rewrote);
 - the change, from the commit's snapshot summary: rows inserted, updated, deleted, replaced (audit metrics,
-  `max_change`);
+  `max_change`), and (merge) a few sample keys of each kind, for `wap diff`;
 - whether publishing on a moved main may re-apply the commit as it is (appends: cherry-pick) or must run
   the change again on a fresh branch of the new main (merge, replace).
 """
@@ -28,13 +28,15 @@ from wapflow.errors import ConfigError, did_you_mean
 from wapflow.sql.identifiers import quote
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from wapflow.config import TableConfig
 
 SAMPLES = 20
+KEY_SAMPLES = 5  # sample keys per kind of change (inserted, updated, deleted) a merge records for `wap diff`
+CHANGE_KINDS = ("inserted", "updated", "deleted")
 DELETE_FLAG = "_wap_delete"  # the merge source's column: delete_when evaluated once per batch row
 # Iceberg 1.11's Spark MERGE writes its row counts into the commit's summary.
 _MERGE_SUMMARY = {
@@ -141,6 +143,13 @@ class WriteMode:
     def changes(self, summaries: Sequence[Mapping[str, str]], main_rows: int) -> Changes:
         return Changes(rows_inserted=_added(summaries), main_rows=main_rows)
 
+    def change_keys(
+        self, applied: Callable[[], DataFrame], before: Callable[[], DataFrame | None]
+    ) -> list[dict[str, Any]]:
+        """Sample keys of the rows the write inserted, updated, deleted: none for a mode without a key (nothing
+        read: the batch and the table come as callables)."""
+        return []
+
 
 class MergeMode(WriteMode):
     """Upsert by `key`; `delete_when` rows delete their key; `order_by` picks the latest change per key."""
@@ -242,6 +251,41 @@ class MergeMode(WriteMode):
             main_rows=main_rows,
         )
 
+    def change_keys(
+        self, applied: Callable[[], DataFrame], before: Callable[[], DataFrame | None]
+    ) -> list[dict[str, Any]]:
+        """Up to KEY_SAMPLES keys per kind of change, smallest first: [{"change": "inserted", "key": {col: value}}].
+
+        `applied`: the merge's source as the write applied it (`source`, without quarantined changes);
+        `before`: the table the MERGE ran against (its branch's base; None: no rows yet). The counts come from
+        the MERGE commit's summary, written by Iceberg's own Spark job, which wapflow cannot tap; so the samples
+        cost one more, bounded job: the batch's keys semi/anti-joined with the key columns of `before` (Iceberg
+        reads those columns only), each kind's first keys by a top-k (Spark's TakeOrderedAndProject), one
+        collect. It classifies as the MERGE does: a matched key is deleted (its delete flag) or updated, an
+        unmatched one is inserted unless it is a delete."""
+        from pyspark.sql import functions as F
+
+        cols = [F.col(quote(k)) for k in self.key]
+        flag = F.col(DELETE_FLAG)
+        batch = applied().select(*cols, flag)
+        table = before()
+        if table is None:
+            matched, unmatched = batch.limit(0), batch
+        else:
+            on = table.select(*cols)
+            matched, unmatched = batch.join(on, self.key, "left_semi"), batch.join(on, self.key, "left_anti")
+        kinds = zip(CHANGE_KINDS, (unmatched.where(~flag), matched.where(~flag), matched.where(flag)), strict=True)
+        tops = [
+            df.select(F.lit(kind).alias("_wap_change"), *cols).orderBy(*[c.asc() for c in cols]).limit(KEY_SAMPLES)
+            for kind, df in kinds
+        ]
+        union = tops[0].unionByName(tops[1]).unionByName(tops[2])
+        out: list[dict[str, Any]] = [
+            {"change": r["_wap_change"], "key": _jsonable_row({k: r[k] for k in self.key})} for r in union.collect()
+        ]
+        order = {kind: i for i, kind in enumerate(CHANGE_KINDS)}
+        return sorted(out, key=lambda d: order[d["change"]])  # stable: each kind's keys keep their order
+
 
 class ReplaceMode(WriteMode):
     """The partitions the batch touches (dynamic overwrite), or the rows matching `replace_where`, are
@@ -334,8 +378,9 @@ def write_mode(cfg: TableConfig) -> WriteMode:
     return _MODES[cfg.mode](cfg)
 
 
-def changes_result(mode: WriteMode, changes: Changes) -> CheckResult:
-    """The change as a line of the audit report (always passes; max_change checks judge it)."""
+def changes_result(mode: WriteMode, changes: Changes, keys: list[dict[str, Any]] | None = None) -> CheckResult:
+    """The change as a line of the audit report (always passes; max_change checks judge it). Its samples: a
+    merge's sample keys per kind (MergeMode.change_keys), which `wap diff` and `wap report` show."""
     return CheckResult(
         name="changes",
         check="changes",
@@ -345,6 +390,7 @@ def changes_result(mode: WriteMode, changes: Changes) -> CheckResult:
         failing_rows=0,
         threshold=f'mode = "{mode.name}": {changes.describe()} (main had {changes.main_rows} row(s))',
         source="metadata",
+        samples=list(keys or []),
     )
 
 
@@ -445,10 +491,17 @@ def _first_line(e: BaseException) -> str:
 
 def _jsonable_row(d: dict[str, Any]) -> dict[str, Any]:
     from datetime import date, datetime
+    from decimal import Decimal
 
     out: dict[str, Any] = {}
     for k, v in d.items():
         if k == DELETE_FLAG:
             continue
-        out[k] = v.isoformat() if isinstance(v, (datetime, date)) else v
+        if isinstance(v, (datetime, date)):
+            v = v.isoformat()
+        elif isinstance(v, Decimal):
+            v = str(v)  # exact, as the table holds it
+        elif isinstance(v, (bytes, bytearray)):
+            v = v.hex()
+        out[k] = v
     return out

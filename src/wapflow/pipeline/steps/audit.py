@@ -22,7 +22,7 @@ from wapflow.pipeline.steps.context import Run
 from wapflow.pipeline.steps.record import unexpected
 from wapflow.runs.metrics import MetricHistory
 from wapflow.spark import errors as spark_errors
-from wapflow.sql.identifiers import TableName
+from wapflow.sql.identifiers import TableName, quote
 from wapflow.write.modes import Changes, WriteMode, changes_result, write_mode
 
 
@@ -115,7 +115,7 @@ def audit(run: Run) -> AuditReport:
                 raise unexpected(e, run.run_id, "audit", f"auditing {run.target}") from e
             _apply_quarantine(run, quarantined)
         if mode.reapplies and changes is not None:
-            run.report.checks.append(changes_result(mode, changes))
+            run.report.checks.append(changes_result(mode, changes, change_keys(run, mode)))
         history.record(
             run.run_id,
             run.target.dotted,
@@ -149,6 +149,36 @@ def run_changes(run: Run, mode: WriteMode) -> Changes:
     base = snaps.get(run.base) if run.base is not None else None
     main_rows = int(base.summary.get("total-records", "0") or 0) if base is not None else 0
     return mode.changes([s.summary for s in run.run_snapshots], main_rows)
+
+
+def change_keys(run: Run, mode: WriteMode) -> list[dict[str, Any]]:
+    """A merge's sample keys per kind of change (WriteMode.change_keys): its batch as the write applied it
+    (without the changes a quarantine held back) against its table at the run's base. Evidence for review,
+    never a verdict: if its job fails, the run goes on without samples (and says so)."""
+    if run.staging is not None or not run.run_snapshots:
+        return []
+    tables = run.wt()
+
+    def applied() -> Any:
+        from wapflow.pipeline.steps.write import batch_of
+
+        source = mode.source(batch_of(run))
+        if run.q_snapshots and run.quarantine is not None:
+            held = tables.read_increment(run.quarantine, run.q_base, run.q_snapshots[-1].snapshot_id)
+            key = list(run.table_cfg.key)
+            source = source.join(held.select(*[quote(k) for k in key]), key, "left_anti")
+        return source
+
+    def before() -> Any:
+        return tables.read_increment(run.target, None, run.base) if run.base is not None else None
+
+    try:
+        return mode.change_keys(applied, before)
+    except WapError:
+        raise
+    except Exception as e:  # noqa: BLE001 - sample keys are evidence for review, not part of the verdict
+        run.lh.progress(f"warning: no sample keys of the change ({spark_errors.describe(e)})")
+        return []
 
 
 def added_rows(run: Run) -> Any:
