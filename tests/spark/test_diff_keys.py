@@ -148,7 +148,20 @@ def test_changes_a_quarantine_held_back_are_not_among_the_sample_keys(lakehouse_
     assert seed.status == "published", seed.message
     # 2's update and 7's insert fail not_null(name): quarantined, so main keeps 2 as it was and never gets 7.
     batch = [(1, "one", "U"), (2, None, "U"), (3, None, "D"), (7, None, "I"), (8, "eight", "I")]
+    lh.config.tables["crm.customers"] = lh.config.tables["crm.customers"].model_copy(update={"review": "always"})
     res = run_wap(lh, "crm.customers", [changes_file(landing, "b.parquet", batch)])
-    assert res.status == "published" and res.quarantined_rows == 2, res.message
+    assert res.status == "awaiting_review" and res.quarantined_rows == 2, res.message
     keys = wapflow.report(lh, res.run_id)["change_keys"]
     assert keys == {"key": ["id"], "inserted": [8], "updated": [1], "deleted": [3]}
+
+
+def test_a_merge_that_publishes_at_once_takes_no_sample_keys(lakehouse_factory, landing):
+    """Nobody diffs a run already on main: its merge pays for no key job."""
+    cdc = {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'"}
+    lh: Lakehouse = lakehouse_factory({"crm.customers": cdc})
+    rows = [(i, f"n{i}", "I") for i in range(1, 4)]
+    seed = run_wap(lh, "crm.customers", [changes_file(landing, "seed.parquet", rows)])
+    assert seed.status == "published", seed.message
+    res = run_wap(lh, "crm.customers", [changes_file(landing, "b.parquet", [(1, "one", "U"), (9, "nine", "I")])])
+    assert res.status == "published", res.message
+    assert wapflow.report(lh, res.run_id)["change_keys"] is None

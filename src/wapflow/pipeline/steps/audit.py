@@ -154,8 +154,13 @@ def run_changes(run: Run, mode: WriteMode) -> Changes:
 def change_keys(run: Run, mode: WriteMode) -> list[dict[str, Any]]:
     """A merge's sample keys per kind of change (WriteMode.change_keys): its batch as the write applied it
     (without the changes a quarantine held back) against its table at the run's base. Evidence for review,
-    never a verdict: if its job fails, the run goes on without samples (and says so)."""
+    never a verdict: if its job fails, the run goes on without samples (and says so).
+
+    Only for a run that stops before main (blocked, or held by the table's `review`): one that publishes now is
+    never diffed, and the job costs about a fifth of its merge (docs/guides/review.md)."""
     if run.staging is not None or not run.run_snapshots:
+        return []
+    if run.report.passed and not run.table_cfg.holds_for_review(bool(run.report.warned)):
         return []
     tables = run.wt()
 
