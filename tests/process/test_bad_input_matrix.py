@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from support.cli_harness import WAP, Proc, Reader, env, wap, write_config
+from support.cli_harness import WAP, Proc, Reader, env, setup_run, wap, write_config
 from support.data import write_parquet
 from wapflow.demo.generate import generate_trips
 
@@ -741,11 +741,11 @@ def test_matrix(lake: Lake, case: Case, tmp_path: Path) -> None:
             assert lake.run_status(run_id) == ("blocked" if case.code == 1 else "failed")
 
 
-def test_run_id_with_other_files_is_refused(lake: Lake, tmp_path: Path) -> None:
+def test_run_id_with_other_files_is_refused(lake: Lake, tmp_path: Path, spark: Any) -> None:
     first = write_parquet(tmp_path / "first.parquet", trips(5))
     other = write_parquet(tmp_path / "other.parquet", trips(5))
-    p = wap("run", "nyc.trips", str(first), "--run-id", "same_id", "--config", str(lake.cfg), "--json")
-    assert p.code == 0, p.text
+    done = setup_run(spark, lake.cfg, "nyc.trips", first, run_id="same_id")  # the scene, in this process
+    assert done.status == "published", done.message
     main = lake.reader.main("nyc.trips")
     p = wap("run", "nyc.trips", str(other), "--run-id", "same_id", "--config", str(lake.cfg))
     assert p.code == 2, p.text

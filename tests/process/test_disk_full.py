@@ -11,10 +11,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from support.cli_harness import WAP, Proc, Reader, env, wap, write_config
+from support.cli_harness import WAP, Proc, Reader, env, setup_run, unique_catalog, wap, write_config
 from support.data import trips_file
 
 pytestmark = pytest.mark.spark
@@ -62,14 +63,17 @@ def _fill(path: Path, leave: int) -> None:
             size -= n
 
 
-def test_a_full_warehouse_fails_cleanly_and_the_rerun_publishes_once(tmp_path: Path, small_disk: Path) -> None:
+def test_a_full_warehouse_fails_cleanly_and_the_rerun_publishes_once(
+    tmp_path: Path, small_disk: Path, spark: Any
+) -> None:
     landing = tmp_path / "landing"
     seed = trips_file(landing, "seed.parquet", 100)
     big = trips_file(landing, "big.parquet", 250_000, start_id=1_000_000, seed=7)
-    cfg = write_config(small_disk, TRIPS, catalog="full")
-    first = wap("run", "nyc.trips", str(seed), "--config", str(cfg), "--json")
-    assert first.code == 0, first.text
-    reader = Reader(small_disk, catalog="full")
+    catalog = unique_catalog("full")
+    cfg = write_config(small_disk, TRIPS, catalog=catalog)
+    first = setup_run(spark, cfg, "nyc.trips", seed)  # the table's first rows (the scene, in this process)
+    assert first.status == "published", first.message
+    reader = Reader(small_disk, catalog=catalog)
     main_before = reader.main("nyc.trips")
     data = small_disk / "lakehouse" / "nyc" / "trips" / "data"
     files_before = sorted(p.name for p in data.rglob("*"))
@@ -115,7 +119,7 @@ def _paused(pid: int, timeout: float = 120) -> bool:
 
 
 def test_a_run_store_on_a_full_disk_gets_the_outcome_at_the_next_command(
-    tmp_path: Path, small_disk: Path, store_disk: Path
+    tmp_path: Path, small_disk: Path, store_disk: Path, spark: Any
 ) -> None:
     """The warehouse fills up during the write and the run store's own disk is full too (filled while the run
     is paused just after its branch was made): the failure cannot be recorded when it happens. The record is
@@ -125,10 +129,11 @@ def test_a_run_store_on_a_full_disk_gets_the_outcome_at_the_next_command(
     seed = trips_file(landing, "seed.parquet", 100)
     big = trips_file(landing, "big.parquet", 250_000, start_id=1_000_000, seed=7)
     store_url = f"sqlite:///{store_disk / 'runs.db'}"
-    cfg = write_config(small_disk, TRIPS, lakehouse=f'run_store = "{store_url}"', catalog="fullstore")
+    catalog = unique_catalog("fullstore")
+    cfg = write_config(small_disk, TRIPS, lakehouse=f'run_store = "{store_url}"', catalog=catalog)
     spool = tmp_path / "pending"  # runs.pending's folder, a test's own (by default: runtime dir, /dev/shm, ...)
-    assert wap("run", "nyc.trips", str(seed), "--config", str(cfg), "--json", WAP_PENDING_DIR=str(spool)).code == 0
-    reader = Reader(small_disk, catalog="fullstore")
+    assert setup_run(spark, cfg, "nyc.trips", seed).status == "published"  # the scene, in this process
+    reader = Reader(small_disk, catalog=catalog)
     main_before = reader.main("nyc.trips")
 
     args = ["run", "nyc.trips", str(big), "--config", str(cfg), "--json", "--run-id", "full2"]

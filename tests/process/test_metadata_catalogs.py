@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from support.catalogs import catalog_config, no_jvm
-from support.cli_harness import Proc, env, wap
+from support.cli_harness import Proc, env, setup_run, unique_catalog, wap
 from support.data import trips_file
 from wapflow.lakehouse.processes import free_port
 
 
-def config(folder: Path, lakehouse: str, table: str) -> Path:
-    return catalog_config(folder, lakehouse, table)
+def config(folder: Path, lakehouse: str, table: str, catalog: str = "lake") -> Path:
+    return catalog_config(folder, lakehouse, table, catalog=catalog)
 
 
 def via_spark(*args: str) -> Proc:
@@ -33,9 +33,15 @@ def error_of(p: Proc) -> tuple[int, str, str]:
     return p.code, doc["error"]["type"], doc["error"]["kind"]
 
 
-def make_tables(cfg: Path, table: str, landing: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def make_tables(cfg: Path, table: str, landing: Path, spark: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A published and a blocked run: `wap run` processes, or on the tests' shared SparkSession when given (the
+    scene only: what is compared are the read-only commands after it)."""
     clean = trips_file(landing, "clean.parquet", 80)
     dirty = trips_file(landing, "dirty.parquet", 40, null_rate=0.1, start_id=1000, seed=3)
+    if spark is not None:
+        done, held = setup_run(spark, cfg, table, clean), setup_run(spark, cfg, table, dirty)
+        assert (done.status, held.status) == ("published", "blocked"), (done.message, held.message)
+        return done.to_dict(), held.to_dict()
     ok = wap("run", table, str(clean), "--config", str(cfg), "--json")
     assert ok.code == 0, ok.text
     blocked = wap("run", table, str(dirty), "--config", str(cfg), "--json")
@@ -87,10 +93,11 @@ def same_as_spark(cfg: Path, table: str, published: dict[str, Any], blocked: dic
 
 
 @pytest.mark.slow  # `wap run` and the Spark path are JVMs
-def test_rest_catalog_metadata_without_a_jvm(rest_catalog, tmp_path, landing):
+def test_rest_catalog_metadata_without_a_jvm(rest_catalog, tmp_path, landing, spark):
     table = "meta_rest.trips"
-    cfg = config(tmp_path / "p", f'catalog = "rest"\ncatalog_properties = {{ uri = "{rest_catalog.url}" }}\n', table)
-    published, blocked = make_tables(cfg, table, landing)
+    rest = f'catalog = "rest"\ncatalog_properties = {{ uri = "{rest_catalog.url}" }}\n'
+    cfg = config(tmp_path / "p", rest, table, catalog=unique_catalog("rest"))
+    published, blocked = make_tables(cfg, table, landing, spark)
     same_as_spark(cfg, table, published, blocked)
 
     gone = config(

@@ -61,7 +61,22 @@ class Started:
         )
         self.t0 = time.monotonic()
 
+    def catches(self, sig: int) -> bool:
+        """Whether the process handles `sig` yet (its SigCgt mask in /proc)."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:
+            return False
+        caught = next((line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), "0")
+        return bool(int(caught, 16) >> (sig - 1) & 1)
+
     def stop_after(self, seconds: float, sig: int = signal.SIGTERM) -> tuple[int, str, str]:
+        """`sig` `seconds` after the start, but not before the process handles it: before that, the Python
+        interpreter is still starting (tens of milliseconds, longer on a loaded machine), which no program can
+        make a clean stop of; wapflow's handler is the first thing its `wap` script runs."""
+        deadline = time.monotonic() + 30
+        while not self.catches(sig) and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
         time.sleep(max(0.0, seconds - (time.monotonic() - self.t0)))
         if self.proc.poll() is None:
             self.proc.send_signal(sig)

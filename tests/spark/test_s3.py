@@ -275,8 +275,11 @@ def test_main_is_unchanged_after_the_bad_inputs(spark, published_on_s3, s3env):
 
 
 def _env(**extra: str) -> dict[str, str]:
+    from support import cli_harness
+
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "AWS_"))}
     env["AWS_EC2_METADATA_DISABLED"] = "true"
+    env.setdefault("JAVA_TOOL_OPTIONS", cli_harness.FAST_START_JVM)  # the tests' `wap` JVMs: they start sooner
     env.update(extra)
     return env
 

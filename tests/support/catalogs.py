@@ -10,9 +10,10 @@ from support.cli_harness import Proc, wap
 from support.no_jvm import NO_SPARK_HOME
 
 
-def catalog_config(folder: Path, lakehouse: str, table: str, *, extra: str = "") -> Path:
+def catalog_config(folder: Path, lakehouse: str, table: str, *, extra: str = "", catalog: str = "lake") -> Path:
     """A wap.toml in `folder`: a local warehouse, `lakehouse` (the catalog's keys) and `extra` in [lakehouse], and
-    `table` with one not_null check."""
+    `table` with one not_null check; `catalog`: Spark's name for it (one of its own for runs made on the tests'
+    shared session, support.cli_harness.setup_run)."""
     folder.mkdir(parents=True, exist_ok=True)
     cfg = folder / "wap.toml"
     cfg.write_text(
@@ -20,7 +21,7 @@ def catalog_config(folder: Path, lakehouse: str, table: str, *, extra: str = "")
             f"""\
             [lakehouse]
             warehouse = "{folder / "lake"}"
-            catalog_name = "lake"
+            catalog_name = "{catalog}"
             master = "local[2]"
             driver_memory = "1g"
             """

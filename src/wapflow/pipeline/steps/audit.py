@@ -160,7 +160,8 @@ def change_keys(run: Run, mode: WriteMode) -> list[dict[str, Any]]:
     never diffed, and the job costs about a fifth of its merge (docs/guides/review.md)."""
     if run.staging is not None or not run.run_snapshots:
         return []
-    if run.report.passed and not run.table_cfg.holds_for_review(bool(run.report.warned)):
+    report = run.report
+    if report is not None and report.passed and not run.table_cfg.holds_for_review(bool(report.warned)):
         return []
     tables = run.wt()
 
