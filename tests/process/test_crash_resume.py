@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from support.cli_harness import WAP, Reader, checksum, env, wap, write_config
+from support.cli_harness import WAP, Reader, checksum, env, setup_run, unique_catalog, wap, write_config
 from support.data import write_parquet
 from wapflow.demo.generate import generate_trips
 
@@ -47,10 +47,6 @@ def _table(i: int) -> str:
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory, spark):
     """One lakehouse, a table per case; add_columns tables seeded in-process (cheap) before any kill."""
-    from wapflow.config import load_config
-    from wapflow.lakehouse.lakehouse import Lakehouse
-    from wapflow.pipeline import run_wap
-
     folder = tmp_path_factory.mktemp("crash")
     sections = []
     for i, kind in enumerate(KINDS):
@@ -60,14 +56,13 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark):
         }.get(kind, "")
         sections.append(f'[tables."{_table(i)}"]\n{extra}checks = {CHECKS}\n')
     sections.append(f'[tables."{_table(99)}"]\nchecks = {CHECKS}\n')
-    # A catalog name of its own: the shared in-process Spark session caches catalogs by name.
-    cfg = write_config(folder, "\n".join(sections), catalog=f"crash{os.getpid()}")
-    lh = Lakehouse(load_config(cfg), spark=spark)
+    catalog = unique_catalog("crash")  # the seeds run on this process's shared session, which caches catalogs
+    cfg = write_config(folder, "\n".join(sections), catalog=catalog)
     for i, kind in enumerate(KINDS):
         if kind in ("add_columns", "plain"):
             seed = write_parquet(folder / "landing" / f"seed{i}.parquet", generate_trips(50, start_id=10_000))
-            assert run_wap(lh, _table(i), [str(seed)]).status == "published"
-    return folder, cfg, Reader(folder, f"crash{os.getpid()}")
+            assert setup_run(spark, cfg, _table(i), seed).status == "published"
+    return folder, cfg, Reader(folder, catalog)
 
 
 def _batch(folder: Path, i: int, kind: str) -> Path:

@@ -12,7 +12,7 @@ import signal
 import pyarrow as pa
 import pytest
 
-from support.cli_harness import Reader, wap, write_config
+from support.cli_harness import Reader, setup_run, unique_catalog, wap, write_config
 from support.data import write_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -34,15 +34,10 @@ def _file(path, rows):
 
 
 def test_a_merge_killed_at_each_step_then_resumed_changes_main_once(tmp_path, spark):
-    from wapflow.config import load_config
-    from wapflow.lakehouse.lakehouse import Lakehouse
-    from wapflow.pipeline import run_wap
-
-    catalog = f"mcrash{os.getpid()}"
+    catalog = unique_catalog("mcrash")
     cfg = write_config(tmp_path, SECTION, catalog=catalog)
-    lh = Lakehouse(load_config(cfg), spark=spark)
     seed = _file(tmp_path / "landing" / "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])
-    assert run_wap(lh, TABLE, [str(seed)]).status == "published"
+    assert setup_run(spark, cfg, TABLE, seed).status == "published"  # the scene, in this process
     reader = Reader(tmp_path, catalog)
     before = reader.main(TABLE)
     f = _file(tmp_path / "landing" / "cdc.parquet", [(1, "one", "U"), (2, None, "D"), (7, "seven", "I")])
