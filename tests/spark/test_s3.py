@@ -279,7 +279,7 @@ def _env(**extra: str) -> dict[str, str]:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "AWS_"))}
     env["AWS_EC2_METADATA_DISABLED"] = "true"
-    env.setdefault("JAVA_TOOL_OPTIONS", cli_harness.FAST_START_JVM)  # the tests' `wap` JVMs: they start sooner
+    env.setdefault("JAVA_TOOL_OPTIONS", cli_harness.fast_start_jvm())  # the tests' `wap` JVMs: they start sooner
     env.update(extra)
     return env
 

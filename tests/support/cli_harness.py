@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,10 +42,18 @@ class Proc:
 # Tests only: a long run of real data wants C2. The JVM prints "Picked up JAVA_TOOL_OPTIONS" on its own
 # stderr, which a `wap` process sends to its log file.
 BASE_FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-FAST_START_JVM = BASE_FAST_START_JVM
 # Class-data sharing (tests only, see use_class_archive): the driver JVM of a small `wap run` loads some
 # 15,000 classes; mapping them from an archive made once per machine takes a third off each `wap` process.
 CLASS_ARCHIVES = Path.home() / ".cache" / "wapflow" / "test-jvm"
+_archive: Path | None = None  # this machine's archive for these jars and flags (it may not exist yet)
+_archive_maker: threading.Thread | None = None
+
+
+def fast_start_jvm() -> str:
+    """JAVA_TOOL_OPTIONS of the tests' `wap` processes: the base flags, and the class archive once it exists."""
+    if _archive is not None and _archive.exists():
+        return f"{BASE_FAST_START_JVM} -XX:SharedArchiveFile={_archive} -Xlog:cds*=off"
+    return BASE_FAST_START_JVM
 
 
 def _archive_key() -> str:
@@ -54,30 +63,49 @@ def _archive_key() -> str:
     java = os.path.realpath(shutil.which("java") or "java")
     jars = Path(pyspark.__file__).parent / "jars"
     listing = sorted((j.name, j.stat().st_size, int(j.stat().st_mtime)) for j in jars.glob("*.jar"))
-    text = json.dumps([java, pyspark.__version__, str(jars), FAST_START_JVM, listing])
+    text = json.dumps([java, pyspark.__version__, str(jars), BASE_FAST_START_JVM, listing])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def use_class_archive(work: Path) -> Path | None:
-    """Make (once per machine) and use a class-data-sharing archive for the `wap` processes' driver JVMs.
+def use_class_archive(work: Path) -> None:
+    """Use a class-data-sharing archive for the `wap` processes' driver JVMs, made once per machine.
 
-    The archive is dumped by the driver JVM of one real `wap run` (publish and quarantine, so the usual
-    classes are in it) when that JVM exits, which is after the `wap` process has gone: the run gets a
-    process group of its own and the archive is moved into place only once nothing of it is left. Any
-    JVM whose class path differs from the archive's (Spark's launcher, the test servers) ignores it;
-    `-Xlog:cds*=off` keeps the JVM quiet about that on stdout, where `--json` output goes.
+    When the archive is missing it is made in the background (a thread driving one real `wap run`), so the
+    test worker goes on with its tests meanwhile, and the other worker does not wait for it either: `wap`
+    processes started before it exists run without it (only slower); fast_start_jvm() picks it up as soon as
+    it is in place (moved there whole, so a JVM sees all of it or none). The archive is dumped by the driver
+    JVM of that run (publish and quarantine, so the usual classes are in it) when that JVM exits, which is after
+    the `wap` process has gone: the run gets a process group of its own and the archive is moved into place
+    only once nothing of it is left. Any JVM whose class path differs from the archive's (Spark's launcher,
+    the test servers) ignores it; `-Xlog:cds*=off` keeps the JVM quiet about that on stdout, where `--json`
+    output goes.
     """
-    global FAST_START_JVM
-    if "SharedArchiveFile" in FAST_START_JVM:
-        return None
-    target = CLASS_ARCHIVES / f"{_archive_key()}.jsa"
+    global _archive, _archive_maker
+    if _archive is not None:
+        return
+    _archive = CLASS_ARCHIVES / f"{_archive_key()}.jsa"
+    if _archive.exists():
+        return
     CLASS_ARCHIVES.mkdir(parents=True, exist_ok=True)
-    with open(CLASS_ARCHIVES / "lock", "w") as lock:  # test workers in parallel: one makes it, the others wait
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not target.exists() and not _make_class_archive(work, target):
-            return None  # tests run as before, only slower
-    FAST_START_JVM = f"{FAST_START_JVM} -XX:SharedArchiveFile={target} -Xlog:cds*=off"
-    return target
+    target = _archive
+
+    def make() -> None:
+        with open(CLASS_ARCHIVES / "lock", "w") as lock:  # test workers in parallel: one of them makes it
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # another worker is making it; fast_start_jvm() uses it once it is there
+            if not target.exists():
+                _make_class_archive(work, target)
+
+    _archive_maker = threading.Thread(target=make, name="class-archive", daemon=True)
+    _archive_maker.start()
+
+
+def class_archive_done() -> None:
+    """Wait for a background archive run of this process (at the end of the session: no JVM left behind)."""
+    if _archive_maker is not None:
+        _archive_maker.join()
 
 
 def _make_class_archive(work: Path, target: Path) -> bool:
@@ -98,7 +126,7 @@ def _make_class_archive(work: Path, target: Path) -> bool:
     (work / "landing").mkdir(exist_ok=True)
     pq.write_table(generate_trips(500, null_rate=0.05), work / "landing" / "trips.parquet")
     dump = CLASS_ARCHIVES / f"{target.stem}.{os.getpid()}.tmp"
-    opts = f"{FAST_START_JVM} -XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off"
+    opts = f"{BASE_FAST_START_JVM} -XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off"
     p = subprocess.Popen(
         [WAP, "run", "cds.trips", str(work / "landing" / "trips.parquet"), "--config", str(cfg)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
@@ -126,7 +154,7 @@ def _make_class_archive(work: Path, target: Path) -> bool:
 def env(**extra: str) -> dict[str, str]:
     e = dict(os.environ)
     e.setdefault("AWS_EC2_METADATA_DISABLED", "true")
-    e.setdefault("JAVA_TOOL_OPTIONS", FAST_START_JVM)
+    e.setdefault("JAVA_TOOL_OPTIONS", fast_start_jvm())
     e.pop("WAP_CONFIG", None)
     e.update(extra)
     return e

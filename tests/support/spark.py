@@ -20,13 +20,16 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _jvm_class_archive(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """`wap` processes start their JVMs from a class-data-sharing archive (made once per machine)."""
+def _jvm_class_archive(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`wap` processes start their JVMs from a class-data-sharing archive (made once per machine, in the
+    background while the tests run)."""
+    from support import cli_harness
+
     wanted = not os.environ.get("WAP_TEST_NO_CLASS_ARCHIVE")  # set it to measure the difference
     if wanted and any(item.get_closest_marker("spark") for item in request.session.items):
-        from support.cli_harness import use_class_archive
-
-        use_class_archive(tmp_path_factory.mktemp("class-archive"))
+        cli_harness.use_class_archive(tmp_path_factory.mktemp("class-archive"))
+    yield
+    cli_harness.class_archive_done()
 
 
 @pytest.fixture(scope="session")

@@ -177,7 +177,7 @@ def executor_pids(worker_pids: list[int]) -> list[int]:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     """One standalone master and two workers for the test session; stopped at the end, also on failure."""
     # Each `wap run` on the cluster starts two executor JVMs, which live for seconds: C1 and the serial collector
-    # start them sooner (as the tests' `wap` processes, support.cli_harness.FAST_START_JVM without its archive).
+    # start them sooner (as the tests' `wap` processes, support.cli_harness.BASE_FAST_START_JVM, without the archive).
     cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), jvm_options=BASE_FAST_START_JVM)
     cluster.start()
     try:

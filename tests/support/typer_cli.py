@@ -49,10 +49,10 @@ def as_json(res) -> dict:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This environment without PYSPARK_* settings (a `wap` process as a user starts it), with the JVM options of
-    the tests' `wap` processes (support.cli_harness.FAST_START_JVM: a JVM that lives for seconds starts sooner)."""
+    the tests' `wap` processes (support.cli_harness.fast_start_jvm(): a JVM that lives for seconds starts sooner)."""
     from support import cli_harness
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK")}
-    env.setdefault("JAVA_TOOL_OPTIONS", cli_harness.FAST_START_JVM)
+    env.setdefault("JAVA_TOOL_OPTIONS", cli_harness.fast_start_jvm())
     env.update(extra)
     return env
