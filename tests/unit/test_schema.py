@@ -181,3 +181,8 @@ def test_two_processes_opening_an_old_store_at_once_migrate_it_once(tmp_path: Pa
     with engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM wap_files")).scalar() == 4
     engine.dispose()
+
+
+def test_the_fast_path_head_is_alembics_head() -> None:
+    """schema.HEAD (what a stamped database is compared with, without Alembic) is the newest migration."""
+    assert schema.head() == schema.HEAD

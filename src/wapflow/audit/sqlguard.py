@@ -20,6 +20,7 @@ and relations that read files by path (parquet.`/path`).
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import unicodedata
@@ -27,13 +28,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import sqlglot
-from sqlglot import exp
-
 from wapflow.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from sqlglot import exp
+
+# sqlglot is imported where layer 1 runs, not with this module: every command loads the config (and so this
+# module), while only text a person wrote (custom_sql, filter, expression, `wap query`) needs the parser.
 
 # A Py4J proxy of a JVM object (Scala plan nodes, expressions, collections): py4j ships no types.
 JavaObject = Any
@@ -180,55 +182,71 @@ def _check_hygiene(text: str, what: str, shape: str, hint: str) -> None:
 
 # --- layer 1: sqlglot ------------------------------------------------------------------------------
 
-_QUERY_ROOTS: tuple[type[exp.Expr], ...] = (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
+
+@functools.cache
+def _query_roots() -> tuple[type[exp.Expr], ...]:
+    from sqlglot import exp
+
+    return (exp.Select, exp.SetOperation, exp.Subquery, exp.Values)
+
+
 # Statement kinds that can change something (or are not a query), rejected anywhere in the tree.
-_STATEMENT_NODES: tuple[type[exp.Expr], ...] = tuple(
-    getattr(exp, n)
-    for n in (
-        "Insert",
-        "Update",
-        "Delete",
-        "Merge",
-        "Create",
-        "Drop",
-        "Alter",
-        "AlterRename",
-        "Command",
-        "Set",
-        "Use",
-        "Cache",
-        "Uncache",
-        "Refresh",
-        "Describe",
-        "Show",
-        "LoadData",
-        "Copy",
-        "Transaction",
-        "Commit",
-        "Rollback",
-        "TruncateTable",
-        "Grant",
-        "Revoke",
-        "Pragma",
-        "Declare",
-        "MultitableInserts",
-        "Into",
-        "Kill",
-        "Analyze",
-        "Summarize",
-        "Export",
-        "Execute",
-        "Comment",
-        "Attach",
-        "Detach",
-        "Install",
-        "Put",
-        "Get",
-        "StoredProcedure",
-        "QueryTransform",
-    )
-    if isinstance(getattr(exp, n, None), type) and not issubclass(getattr(exp, n), exp.Func)
+_STATEMENT_NAMES = (
+    "Insert",
+    "Update",
+    "Delete",
+    "Merge",
+    "Create",
+    "Drop",
+    "Alter",
+    "AlterRename",
+    "Command",
+    "Set",
+    "Use",
+    "Cache",
+    "Uncache",
+    "Refresh",
+    "Describe",
+    "Show",
+    "LoadData",
+    "Copy",
+    "Transaction",
+    "Commit",
+    "Rollback",
+    "TruncateTable",
+    "Grant",
+    "Revoke",
+    "Pragma",
+    "Declare",
+    "MultitableInserts",
+    "Into",
+    "Kill",
+    "Analyze",
+    "Summarize",
+    "Export",
+    "Execute",
+    "Comment",
+    "Attach",
+    "Detach",
+    "Install",
+    "Put",
+    "Get",
+    "StoredProcedure",
+    "QueryTransform",
 )
+
+
+@functools.cache
+def _statement_nodes() -> tuple[type[exp.Expr], ...]:
+    from sqlglot import exp
+
+    return tuple(
+        getattr(exp, n)
+        for n in _STATEMENT_NAMES
+        if isinstance(getattr(exp, n, None), type) and not issubclass(getattr(exp, n), exp.Func)
+    )
+
+
 _KIND_NAMES = {
     "Insert": "INSERT",
     "MultitableInserts": "INSERT",
@@ -266,6 +284,8 @@ def _quiet_sqlglot() -> Iterator[None]:
 
 def _kind(node: exp.Expr) -> str:
     """The statement's kind in SQL words (DELETE, DROP TABLE, CALL, ADD JAR...)."""
+    from sqlglot import exp
+
     name = type(node).__name__
     if isinstance(node, exp.Command):
         head = str(node.this or "").upper()
@@ -284,6 +304,9 @@ def _kind(node: exp.Expr) -> str:
 
 
 def _parse(text: str, what: str, hint: str) -> list[exp.Expr]:
+    import sqlglot
+    from sqlglot import exp
+
     try:
         with _quiet_sqlglot():
             parsed = sqlglot.parse(text, read="spark")
@@ -295,6 +318,8 @@ def _parse(text: str, what: str, hint: str) -> list[exp.Expr]:
 
 def _function_names(node: exp.Func) -> set[str]:
     """Every name the call can go by: as written, sqlglot's names for it, and as Spark SQL would spell it."""
+    from sqlglot import exp
+
     if isinstance(node, exp.Anonymous):
         return {str(node.name).lower()}
     rendered = node.sql(dialect="spark").split("(", 1)[0].strip().lower()
@@ -333,9 +358,11 @@ def _relation_problem(parts: list[str]) -> str | None:
 
 def _check_tree(root: exp.Expr, what: str, shape: str, hint: str) -> None:
     """No statement node anywhere, no forbidden function, no file-reading relation or table function."""
+    from sqlglot import exp
+
     for node in root.walk():
         problem: str | None = None
-        if isinstance(node, _STATEMENT_NODES):
+        if isinstance(node, _statement_nodes()):
             problem = f"found {_kind(node)}"
         elif isinstance(node, exp.Table):
             if isinstance(node.this, exp.Func):
@@ -361,13 +388,16 @@ def check_query_text(text: str, what: str, *, hint: str = QUERY_HINT) -> None:
             f"{what} must be {QUERY_SHAPE}; found a second statement after ';' ({_kind(statements[1])})", hint=hint
         )
     root = statements[0]
-    if not isinstance(root, _QUERY_ROOTS):
+    if not isinstance(root, _query_roots()):
         raise UnsafeSql(f"{what} must be {QUERY_SHAPE}; found {_kind(root)}", hint=hint)
     _check_tree(root, what, QUERY_SHAPE, hint)
 
 
 def check_expression_text(text: str, what: str, *, hint: str = EXPRESSION_HINT) -> None:
     """Layer 1 (no Spark): `text` must be one expression (subqueries only as plain queries). Raises UnsafeSql."""
+    import sqlglot
+    from sqlglot import exp
+
     _check_hygiene(text, what, EXPRESSION_SHAPE, hint)
     try:  # only for a clearer message: `a = 1; DROP TABLE t` is two statements, not a syntax error
         with _quiet_sqlglot():
