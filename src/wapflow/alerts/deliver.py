@@ -16,8 +16,8 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import httpx
 import sqlalchemy as sa
 
 from wapflow.alerts.event import AlertEvent
@@ -27,6 +27,9 @@ from wapflow.faults import crash_point
 from wapflow.pipeline.retry import backoff
 from wapflow.redact import redact
 from wapflow.runs.alerts import AlertLog
+
+if TYPE_CHECKING:
+    import httpx
 
 RETRY_AFTER_CAP = 30.0
 BACKOFF_CAP = 8.0
@@ -72,6 +75,8 @@ def post(
     transport: httpx.BaseTransport | None = None,
 ) -> tuple[str, int, int | None, str | None]:
     """POST `body` as JSON with retries: (status sent|failed, attempts, last HTTP status, error)."""
+    import httpx  # here, not at import: every run loads this module, few send anything
+
     content = json.dumps(body, default=str).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "wapflow-alerts"}
     status: int | None = None

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import httpx
-
 from wapflow.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
@@ -156,6 +154,8 @@ def fetch_artifact(art: Artifact, dest_dir: Path, repo: str, progress: Progress 
     dest = dest_dir / art.filename
     if dest.is_file() and dest.stat().st_size > 0:
         return dest
+    import httpx  # here, not at import: only a download needs it
+
     url = art.url(repo)
     if progress:
         progress(f"downloading {art.coordinate}")
