@@ -178,3 +178,25 @@ def test_approve_one_held_run_and_reject_another(lake: Held, monkeypatch: pytest
     assert [p["band_low"] for p in points[:3]] == [None] * 3
     assert (points[3]["band_low"], points[3]["median"], points[3]["band_high"]) == (85, 100, 115)
     assert [p["outside"] for p in points] == [False] * 4 + [True, True]
+
+
+def test_a_held_merge_shows_its_sample_keys(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge held for review: the Review page names a few keys of the rows it would insert, update and delete
+    (the same lines as `wap diff`), as plain text."""
+    from support.data import changes_file
+
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\ncatalog_name = "rv_keys"\nmaster = "local[2]"\n\n'
+        '[tables."crm.c"]\nmode = "merge"\nkey = ["id"]\ndelete_when = "op = \'D\'"\nreview = "on_warn"\n'
+        'checks = [{ check = "row_count", max = 2, severity = "warn" }]\n'
+    )
+    landing = tmp_path / "landing"
+    seed = changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in (1, 2)])
+    assert wap("run", "crm.c", seed, "--config", str(cfg)).exit_code == 0
+    change = changes_file(landing, "c.parquet", [(1, "one", "U"), (2, None, "D"), (10, "ten", "I"), (9, "nine", "I")])
+    r = wap("run", "crm.c", change, "--config", str(cfg), "--json")
+    assert r.exit_code == EXIT_REVIEW, r.output
+    at = _app(Held(cfg, [], [json.loads(r.stdout)["run_id"]]), monkeypatch, "127.0.0.1")
+    shown = [t.value for t in at.text]
+    assert shown == ["sample keys inserted id: 9, 10", "sample keys updated id: 1", "sample keys deleted id: 2"], shown

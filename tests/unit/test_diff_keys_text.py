@@ -77,3 +77,23 @@ def test_wap_report_shows_the_sample_keys(tmp_path: Path) -> None:
     res = runner.invoke(app, ["report", "r5", "--config", str(toml)])
     assert res.exit_code == 0, res.output
     assert "sample keys deleted id: 4, 8" in res.stdout
+
+
+def test_a_held_merges_alert_names_its_sample_keys() -> None:
+    """The awaiting_review alert carries the keys: a line each in Slack's "What publishing changes", a list in
+    the webhook's diff (escaped for Slack: a key is data, not markup)."""
+    from wapflow.alerts.event import held_for_review
+    from wapflow.alerts.payload import slack_payload, webhook_payload
+    from wapflow.service.diff import summarize
+
+    samples = [{"change": "updated", "key": {"id": 3}}, {"change": "deleted", "key": {"id": "<b>*x*</b>"}}]
+    rec = RunRecord(run_id="r4", table_name="crm.c", status="awaiting_review", checks=_changes(samples))
+    rows = {"added": 0, "updated": 1, "deleted": 1, "replaced": 0, "main_rows": 5}
+    summary = summarize("r4", rows, [], keys=change_keys(rec))  # type: ignore[arg-type]
+    assert summary["keys"] == ["updated id: 3", 'deleted id: "<b>*x*</b>"']
+    ev = held_for_review(rec, summary)
+    assert webhook_payload(ev)["diff"]["keys"] == summary["keys"]
+    texts = [b.get("text", {}).get("text", "") for b in slack_payload(ev)["blocks"]]
+    changes = next(t for t in texts if t.startswith("*What publishing changes*"))
+    assert "• sample keys updated id: 3" in changes
+    assert "<b>" not in changes and "&lt;b&gt;" in changes, changes

@@ -55,6 +55,7 @@ def _diff_text(diff: dict[str, Any]) -> str:
     lines += [f"• {_esc(n)}" for n in diff.get("notable") or []]
     if diff.get("more_notable"):
         lines.append(f"• … {diff['more_notable']} more column change(s)")
+    lines += [f"• sample keys {_esc(k)}" for k in diff.get("keys") or []]
     return "\n".join(lines)
 
 

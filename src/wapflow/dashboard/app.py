@@ -321,6 +321,8 @@ def show_review(config: str | None, tok: str) -> None:
                 st.markdown(f"- {change}")
             if r["diff"]["more_notable"]:
                 st.caption(f"{r['diff']['more_notable']} more column change(s): wap diff {run_id}")
+            for line in r["diff"]["keys"]:
+                st.text(f"sample keys {line}")  # plain text: keys are data, not markdown
             if not may:
                 continue
             left, right = st.columns(2)

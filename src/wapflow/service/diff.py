@@ -24,7 +24,16 @@ from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import NotFound, UsageError, did_you_mean
 from wapflow.runs.metrics import PUBLISHED, MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
-from wapflow.service.runs import AWAITING_REVIEW, ChangeKeysDoc, RowsDoc, change_keys, change_words, pending, run_rows
+from wapflow.service.runs import (
+    AWAITING_REVIEW,
+    ChangeKeysDoc,
+    RowsDoc,
+    change_keys,
+    change_words,
+    keys_lines,
+    pending,
+    run_rows,
+)
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
@@ -192,6 +201,7 @@ class SummaryDoc(TypedDict):
     notable: list[str]  # e.g. "passenger_count: null fraction 0 → 0.3"
     more_notable: int  # notable columns beyond NOTABLE_MAX, not named
     text: str  # one line: "add 100 row(s); passenger_count: null fraction 0 → 0.3"
+    keys: list[str]  # a merge's sample keys, a line per kind: "updated id: 2, 4" (service.runs.keys_lines)
 
 
 def _fmt(v: Any) -> str:
@@ -222,10 +232,17 @@ def notable_change(col: ColumnDiffDoc) -> str | None:
 
 def summary(doc: DiffDoc) -> SummaryDoc:
     """A diff for a person deciding: the rows it changes and at most NOTABLE_MAX notable column changes."""
-    return summarize(doc["run_id"], doc["rows"], doc["columns"], doc["message"])
+    return summarize(doc["run_id"], doc["rows"], doc["columns"], doc["message"], keys=doc["keys"])
 
 
-def summarize(run_id: str, rows: RowsDoc | None, columns: list[ColumnDiffDoc], fallback: str = "") -> SummaryDoc:
+def summarize(
+    run_id: str,
+    rows: RowsDoc | None,
+    columns: list[ColumnDiffDoc],
+    fallback: str = "",
+    *,
+    keys: ChangeKeysDoc | None = None,
+) -> SummaryDoc:
     """summary() of a diff's parts (the dashboard assembles them from PyIceberg, without Spark)."""
     # A table main has no columns of yet (a first batch): every column would be "new", which says nothing.
     first = all(c["on"] == "new" for c in columns)
@@ -234,4 +251,4 @@ def summarize(run_id: str, rows: RowsDoc | None, columns: list[ColumnDiffDoc], f
     shown = notable[:NOTABLE_MAX]
     more = len(notable) - len(shown)
     text = "; ".join([words, *shown]) + (f"; {more} more column change(s) (wap diff {run_id})" if more else "")
-    return {"rows": rows, "notable": shown, "more_notable": more, "text": text}
+    return {"rows": rows, "notable": shown, "more_notable": more, "text": text, "keys": keys_lines(keys)}

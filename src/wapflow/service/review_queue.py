@@ -28,7 +28,7 @@ from wapflow.runs.metrics import PUBLISHED, MetricHistory
 from wapflow.runs.store import RunRecord
 from wapflow.service.diff import SummaryDoc, side_by_side, summarize
 from wapflow.service.review import age_words, awaiting_runs, held_since
-from wapflow.service.runs import run_rows, shown_check_name
+from wapflow.service.runs import change_keys, run_rows, shown_check_name
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -88,7 +88,7 @@ def run_summary(src: Sources, rec: RunRecord) -> SummaryDoc:
     tbl = src.table(rec.table_name)
     main = _main_metrics(tbl) if tbl is not None else FileMetrics(rows=0)
     columns = side_by_side(main, batch) if tbl is not None else []
-    return summarize(rec.run_id, run_rows(rec, batch, main.rows), columns)
+    return summarize(rec.run_id, run_rows(rec, batch, main.rows), columns, keys=change_keys(rec))
 
 
 def review_queue(src: Sources, now: datetime | None = None) -> list[QueueRow]:
