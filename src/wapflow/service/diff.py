@@ -232,7 +232,7 @@ def notable_change(col: ColumnDiffDoc) -> str | None:
 
 def summary(doc: DiffDoc) -> SummaryDoc:
     """A diff for a person deciding: the rows it changes and at most NOTABLE_MAX notable column changes."""
-    return summarize(doc["run_id"], doc["rows"], doc["columns"], doc["message"], keys=doc["keys"])
+    return summarize(doc["run_id"], doc["rows"], doc["columns"], doc["message"], keys=doc.get("keys"))
 
 
 def summarize(
