@@ -7,6 +7,11 @@ mid-write and SIGKILL of the engine mid-run end like the same stops of a `wap` p
 once; two clients racing to start it start one; a stale socket is replaced; a changed wap.toml gets a new
 engine; idle expiry and `wap engine stop` leave no JVM. Rows on main are read by PyIceberg (no wapflow code).
 The rest of the suite runs with WAP_ENGINE=off (tests/conftest.py); here it is unset, so wap.toml decides.
+
+The side without the engine: one real `wap --no-engine` process with its own JVM (a published run), and `wap`
+commands that exit before Spark starts as processes too; the others (a blocked run, query, revert, discard,
+maintain) run their same command lines through the CLI in this test process on the shared SparkSession, which
+a `--no-engine` process would do on a JVM of its own (10-15 s of CPU each): the same code, parsing and rendering.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import chdir
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.cli_harness import WAP, Proc, Reader, env
+from support import typer_cli
+from support.cli_harness import WAP, Proc, Reader, env, setup_run, unique_catalog
 from support.data import trips_file
 from wapflow.lakehouse.processes import alive, children
 
@@ -35,6 +42,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 TABLE = "e.trips"
 STARTING = "starting the wapflow engine"
+# The lakehouse's catalog name: its own in this test process too, whose shared SparkSession caches catalogs by
+# name (the in-process side below registers it there).
+CATALOG = unique_catalog("eng")
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +65,13 @@ def runtime() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def lake(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
+    """The module's lakehouse. The shared session (`spark`, for the commands run in this process) starts first:
+    it sets SPARK_LOCAL_IP in this process's environment, which the `wap` processes inherit and which is part of
+    an engine's key, so every process of the module asks for the same engine."""
     folder = tmp_path_factory.mktemp("engine")
     (folder / "wap.toml").write_text(
-        f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\ncatalog_name = "eng"\nmaster = "local[2]"\n'
+        f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\ncatalog_name = "{CATALOG}"\nmaster = "local[2]"\n'
         'driver_memory = "1g"\nengine = "auto"\nengine_idle = "10m"\n'
         '[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
         f'[tables."{TABLE}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
@@ -99,6 +112,17 @@ def served(runtime: Path, *args: str, cwd: Path | None = None, **extra: str) -> 
     return Proc(p.returncode, box["out"], box["err"]), saw_java
 
 
+def here(*args: str, cwd: Path) -> Proc:
+    """What `wap ARGS --no-engine` in `cwd` runs, through the CLI in this test process on the shared SparkSession
+    instead of a JVM of its own (the CLI here never hands a command to an engine: that is the console script's
+    first step, and tests/conftest.py sets WAP_ENGINE=off)."""
+    with chdir(cwd):
+        res = typer_cli.wap(*args)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return Proc(res.exit_code, res.stdout, res.stderr)
+
+
 def status(runtime: Path, lake: Path) -> dict[str, Any]:
     p, _ = served(runtime, "engine", "status", "-c", str(lake / "wap.toml"), "--json")
     assert p.code == 0, p.text
@@ -113,7 +137,7 @@ def this_engine(runtime: Path, lake: Path) -> dict[str, Any]:
 
 def main_rows(lake: Path) -> list[int]:
     """The trip ids on main, sorted (PyIceberg, the id column only)."""
-    cat = Reader(lake, catalog="eng").cat
+    cat = Reader(lake, catalog=CATALOG).cat
     ids = cat.load_table(TABLE).scan(selected_fields=("trip_id",)).to_arrow().column("trip_id").to_pylist()
     return sorted(ids)
 
@@ -167,10 +191,16 @@ def _normal_doc(text: str) -> dict[str, Any]:
     return doc
 
 
-def test_output_and_exit_codes_are_those_of_a_run_without_the_engine(runtime: Path, lake: Path) -> None:
+def test_output_and_exit_codes_are_those_of_a_run_without_the_engine(runtime: Path, lake: Path, spark: Any) -> None:
+    """Each run through the engine and without it: a published run in a `wap --no-engine` process (its own JVM),
+    the blocked one in this process (see the module docstring), the two refused before Spark as processes."""
     cfg = str(lake / "wap.toml")
     sides: dict[str, dict[str, Proc]] = {}
-    for side, start, flags in (("engine", 1001, []), ("own", 2001, ["--no-engine"])):
+    own_jvm = False
+    # The side without the engine first: the engine's Iceberg catalog keeps a table cached (30 s after its last
+    # use) and meanwhile misses other writers' commits (its publish step refreshes it). Its runs here come after the
+    # other side's, so it starts the next test knowing main as it is and that test's runs branch from there.
+    for side, start, flags in (("own", 2001, ["--no-engine"]), ("engine", 1001, [])):
         folder = lake / f"cmp-{side}"
         good = trips_file(folder, "good.parquet", 50, start_id=start).name
         bad = trips_file(folder, "nulls.parquet", 50, null_rate=0.2, start_id=start + 100).name
@@ -182,13 +212,19 @@ def test_output_and_exit_codes_are_those_of_a_run_without_the_engine(runtime: Pa
         }
         sides[side] = {}
         for name, args in runs.items():
+            if side == "own" and name == "blocked --json":
+                sides[side][name] = here(*args, cwd=folder)
+                continue
             p, saw_java = served(runtime, *args, *flags, cwd=folder)
             sides[side][name] = p
             if side == "engine":
-                assert not saw_java, (name, p.text)
+                assert not saw_java and STARTING not in p.stderr, (name, p.text)  # the engine of the first test
+            elif name == "published":
+                own_jvm = saw_java
     engine, own = sides["engine"], sides["own"]
-    assert [p.code for p in engine.values()] == [p.code for p in own.values()] == [0, 1, 2, 2]
-    assert "starting Spark" in own["published"].stderr  # the other side did start its own JVM
+    codes = [p.code for p in engine.values()], [p.code for p in own.values()]
+    assert codes[0] == codes[1] == [0, 1, 2, 2], (codes, [p.text for p in own.values()])
+    assert "starting Spark" in own["published"].stderr and own_jvm  # the other side did start its own JVM
     for name in ("published", "bad table", "bad option"):
         assert _normal(engine[name].stdout) == _normal(own[name].stdout), name
         assert _normal(engine[name].stderr) == _normal(own[name].stderr), name
@@ -197,19 +233,30 @@ def test_output_and_exit_codes_are_those_of_a_run_without_the_engine(runtime: Pa
     assert _normal(engine["blocked --json"].stderr) == _normal(own["blocked --json"].stderr)
 
 
-def test_query_revert_discard_and_maintain_say_what_they_say_without_the_engine(runtime: Path, lake: Path) -> None:
-    """The other commands the engine serves, each run once through it and once in its own process (each side on its
-    own rows and run ids): the same exit codes, and the same output once the side's names and numbers are masked."""
+def test_query_revert_discard_and_maintain_say_what_they_say_without_the_engine(
+    runtime: Path, lake: Path, spark: Any
+) -> None:
+    """The other commands the engine serves, each run once through it and once without it, in this process (see
+    the module docstring; each side on its own rows and run ids): the same exit codes, and the same output once the
+    side's names and numbers are masked."""
     cfg = str(lake / "wap.toml")
     sides: dict[str, list[Proc]] = {}
-    for side, start, flags in (("engine", 5001, []), ("own", 6001, ["--no-engine"])):
+    for side, start in (("engine", 5001), ("own", 6001)):
         folder = lake / f"more-{side}"
-        good = trips_file(folder, "good.parquet", 40, start_id=start).name
-        bad = trips_file(folder, "nulls.parquet", 40, null_rate=0.3, start_id=start + 100).name
-        for args in (("run", TABLE, good, "--run-id", f"par-{side}"), ("run", TABLE, bad, "--run-id", f"blk-{side}")):
-            p, _ = served(runtime, *args, "-c", cfg, cwd=folder)  # the setup (through the engine), not compared
-            assert p.code in (0, 1), p.text
-        branch = json.loads(served(runtime, "report", f"blk-{side}", "-c", cfg, "--json")[0].stdout)["branch"]
+        good = trips_file(folder, "good.parquet", 40, start_id=start)
+        bad = trips_file(folder, "nulls.parquet", 40, null_rate=0.3, start_id=start + 100)
+        # The setup, not compared: through the engine on its side; on the other, in this process by the session
+        # that runs the commands then.
+        if side == "engine":
+            for f, run_id in ((good, f"par-{side}"), (bad, f"blk-{side}")):
+                p, _ = served(runtime, "run", TABLE, f.name, "--run-id", run_id, "-c", cfg, "--json", cwd=folder)
+                assert p.code in (0, 1), p.text
+            branch = p.doc["branch"]  # the blocked run's, kept
+        else:
+            if spark.conf.get(f"spark.sql.catalog.{CATALOG}", None):  # registered here by the test before
+                spark.catalog.refreshTable(f"{CATALOG}.{TABLE}")  # as a new process: no table cached from before
+            assert setup_run(spark, Path(cfg), TABLE, good, run_id=f"par-{side}").status == "published"
+            branch = setup_run(spark, Path(cfg), TABLE, bad, run_id=f"blk-{side}").branch
         assert branch, side
         commands = [
             ("query", f"SELECT count(*) AS n FROM {TABLE} WHERE trip_id BETWEEN {start} AND {start + 39}"),
@@ -223,10 +270,12 @@ def test_query_revert_discard_and_maintain_say_what_they_say_without_the_engine(
         ]
         sides[side] = []
         for args in commands:
-            p, saw_java = served(runtime, *args, "-c", cfg, *flags, cwd=folder)
+            if side == "own":
+                sides[side].append(here(*args, "-c", cfg, cwd=folder))
+                continue
+            p, saw_java = served(runtime, *args, "-c", cfg, cwd=folder)
             sides[side].append(p)
-            if side == "engine":
-                assert not saw_java, (args, p.text)
+            assert not saw_java and STARTING not in p.stderr, (args, p.text)
         assert main_rows(lake)[-1] < start or start not in main_rows(lake)  # the revert took its rows off
 
     def masked(text: str, side: str, start: int) -> str:
