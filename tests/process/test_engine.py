@@ -36,6 +36,7 @@ import pytest
 from support import typer_cli
 from support.cli_harness import WAP, Proc, Reader, env, setup_run, unique_catalog
 from support.data import trips_file
+from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.processes import alive, children
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -167,6 +168,16 @@ def test_the_first_run_starts_the_engine_and_the_next_is_served_without_a_jvm(ru
     again = this_engine(runtime, lake)
     assert again["pid"] == engine["pid"] and again["commands"] == 2
     assert main_rows(lake) == list(range(1, 401))
+
+    # Another writer's commit (PyIceberg, not wapflow) is what the engine's next command reads: its catalog keeps
+    # no table cached between commands (Iceberg's cache would show it main as the last command saw it for 30 s).
+    count = ("query", f"SELECT count(*) AS n FROM {TABLE}", "-c", cfg, "--json")
+    seen, _ = served(runtime, *count)
+    assert seen.code == 0 and seen.doc["rows"] == [[400]], seen.text
+    Reader(lake, catalog=CATALOG).cat.load_table(TABLE).append(generate_trips(5, start_id=900_001))
+    seen, _ = served(runtime, *count)
+    assert seen.code == 0 and seen.doc["rows"] == [[405]], seen.text
+    assert this_engine(runtime, lake)["pid"] == engine["pid"]
 
     folder = runtime / "wapflow"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700

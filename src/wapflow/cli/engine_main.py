@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         import threading
 
         from wapflow import api
+        from wapflow.lakehouse import session
 
+        session.long_lived = True  # its catalog without Iceberg's table cache: each command sees main as it is
         imports = threading.Thread(target=_import_commands, name="engine-imports", daemon=True)
         imports.start()
         spark = api.connect(cfg, progress=log).spark

@@ -32,6 +32,11 @@ verbose = False
 # Off for what needs Spark's JVM in this process (`wap maintain`; `wap revert`, whose Iceberg Java API path
 # works on every catalog, its Connect path on the JDBC catalogs only).
 use_server = True
+# Whether this process serves many commands on one session (the engine, wapflow.engine). Iceberg's catalog keeps
+# a loaded table for 30 s and meanwhile misses other processes' commits; a one-off command lives about that long,
+# but the engine's next command would read (and branch from) the main an earlier command saw. So the engine's
+# catalog keeps no table cache (unless catalog_properties sets cache-enabled): each load reads the current metadata.
+long_lived = False
 
 
 def log_file() -> Path | None:
@@ -54,11 +59,18 @@ def _new_log_file(cfg: WapConfig) -> Path:
     return folder / f"wap-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}.log"
 
 
+def _catalog_properties(cfg: WapConfig) -> dict[str, str]:
+    props = catalog_properties(cfg)
+    if long_lived:
+        props.setdefault("cache-enabled", "false")
+    return props
+
+
 def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
     """Catalogs load lazily by name, so they can be registered on a running session."""
     name = cfg.lakehouse.catalog_name
     spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
-    props = catalog_properties(cfg)
+    props = _catalog_properties(cfg)
     name_endpoints(cfg, props)
     for k, v in props.items():
         spark.conf.set(f"spark.sql.catalog.{name}.{k}", v)
@@ -148,7 +160,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             )
     name = lh.catalog_name
     settings: dict[str, Any] = {"spark.app.name": "wapflow", f"spark.sql.catalog.{name}": SPARK_CATALOG_CLASS}
-    props = catalog_properties(cfg)
+    props = _catalog_properties(cfg)
     name_endpoints(cfg, props)
     for k, v in props.items():
         settings[f"spark.sql.catalog.{name}.{k}"] = v
