@@ -19,9 +19,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 # One pass killed at each point in turn; each new process resumes what the previous one left (an orphaned
 # claim is taken over and its run resumed). The points are met in this order across the processes:
-# a batch claimed (nothing run), its rows on the branch, a batch's run ended (ledger not updated). Every
-# point inside a run is killed in test_watch_kill.py (durable workflows) and test_crash_resume.py (`wap run`).
-CHAIN = ["ingest:claimed", "write:appended", "ingest:ran"]
+# a batch claimed (nothing run; `wap watch` claims with the same code), a batch's run ended (ledger not
+# updated). Every point inside a run is killed in test_watch_kill.py (durable workflows) and
+# test_crash_resume.py (`wap run`, whose resume is the same run id run again, as a taken-over claim's is).
+CHAIN = ["ingest:claimed", "ingest:ran"]
 
 
 def test_sigkill_ingest_at_each_step_then_finish_exactly_once(tmp_path: Path) -> None:

@@ -21,12 +21,13 @@ from wapflow.demo.generate import generate_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-# Each process is killed at the next point; the next one resumes what it left. In order: a batch claimed
-# (no workflow yet: the orphaned claim is taken over and enqueued), its rows on the branch (killed inside
-# the write step: it runs again and finds them), its audit stored (inside the audit step), main moved
-# (inside the publish step, the branch not dropped), the run over but the ledger not updated (inside the
-# settle step).
-CHAIN = ["ingest:claimed", "write:appended", "audit", "publish:moved", "ingest:ran"]
+# Each process is killed at the next point; the next one resumes what it left (DBOS resumes the workflow, and
+# the orphaned claim is taken over and enqueued again: the same workflow). In order: a batch's rows on the
+# branch (killed inside the write step: it runs again and finds them), its audit stored (inside the audit
+# step), main moved (inside the publish step, the branch not dropped), the run over but the ledger not
+# updated (inside the settle step). A batch claimed and no workflow yet (ingest:claimed) is the ingest loop's
+# own point, the same code in `wap ingest`: killed in test_ingest_kill.py.
+CHAIN = ["write:appended", "audit", "publish:moved", "ingest:ran"]
 
 
 def test_sigkill_watch_inside_each_step_then_finish_exactly_once(tmp_path: Path) -> None:
