@@ -1,10 +1,10 @@
 """The production profile (issue 13): the Iceberg JDBC catalog, the run store and file ledger, and DBOS's system
 database on one real PostgreSQL server (tests/support/pg_server.py), the warehouse on the local S3 server (moto).
 
-Everything is driven as a user drives it: real `wap` processes (each its own Spark application), read back
-independently: PyIceberg's SqlCatalog on the same PostgreSQL tables with its own S3 FileIO, and psycopg on
-the run store's, ledger's and DBOS's tables. The PostgreSQL password is one no other output contains, and
-every output is searched for it.
+Driven as a user drives it: real `wap` processes (each its own Spark application; a run that only follows what
+a process did is made on the tests' shared SparkSession instead), read back independently: PyIceberg's
+SqlCatalog on the same PostgreSQL tables with its own S3 FileIO, and psycopg on the run store's, ledger's and
+DBOS's tables. The PostgreSQL password is one no other output contains, and every output is searched for it.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
-from support.cli_harness import WAP, checksum, env, wap
+from support.cli_harness import WAP, Reader, checksum, env, setup_run, unique_catalog, wap, write_config
 from support.data import TRIPS_CHECKS, write_parquet
 from support.pg_server import PASSWORD
 from support.s3_server import REGION, S3Env, start_s3_env
@@ -267,29 +267,33 @@ def upload(s3env: S3Env, bucket: str, key: str, rows: int, *, null_rate: float =
 
 
 @pytest.mark.slow
-def test_wap_run_publishes_and_blocks_on_a_postgresql_catalog_with_an_s3_warehouse(tmp_path, s3env, pg_db):
+def test_wap_run_publishes_and_blocks_on_a_postgresql_catalog_with_an_s3_warehouse(tmp_path, s3env, pg_db, spark):
+    """The publishing run is a `wap` process (its own Spark application: the JDBC catalog's first table, Spark's
+    log files); the blocked run after it is made on the tests' shared SparkSession (blocking is the same step
+    on any catalog; a `wap run` that blocks exits 1 in tests/process/test_rest.py and test_connect.py)."""
     landing, lake = s3env.buckets()
     clean = upload(s3env, landing, "2026/11/clean.parquet", 300)
     dirty = upload(s3env, landing, "2026/11/dirty.parquet", 200, null_rate=0.05, start_id=1000)
-    cfg = pg_config(tmp_path, pg_db, s3env, lake, catalog="pgcat")
+    catalog = unique_catalog("pgcat")  # the blocked run registers it on the shared session, which caches catalogs
+    cfg = pg_config(tmp_path, pg_db, s3env, lake, catalog=catalog)
 
     ok = wap("run", "nyc.trips", clean, "--config", str(cfg), "--json", timeout=600)
     assert ok.code == 0, ok.text
     doc = ok.doc
     assert doc["status"] == "published" and doc["rows_written"] == 300
-    blocked = wap("run", "nyc.trips", dirty, "--config", str(cfg), "--json", timeout=600)
-    assert blocked.code == 1, blocked.text
-    bdoc = blocked.doc
-    assert bdoc["status"] == "blocked" and bdoc["branch"]
-    no_password(ok.stdout, ok.stderr, blocked.stdout, blocked.stderr)
+    no_password(ok.stdout, ok.stderr)
+    held = setup_run(spark, cfg, "nyc.trips", dirty)
+    bdoc = held.to_dict()
+    assert (bdoc["status"], bdoc["exit_code"]) == ("blocked", 1) and bdoc["branch"], held.message
+    no_password(json.dumps(bdoc, default=str))
 
     # The Iceberg JDBC catalog's tables are in PostgreSQL (the catalog lives nowhere else) ...
-    assert sql(pg_db, "SELECT table_namespace, table_name FROM iceberg_tables WHERE catalog_name = 'pgcat'") == [
+    assert sql(pg_db, "SELECT table_namespace, table_name FROM iceberg_tables WHERE catalog_name = %s", catalog) == [
         ("nyc", "trips")
     ]
     assert not list(tmp_path.rglob("catalog.db")) and not list(tmp_path.rglob("*.sqlite"))
     # ... and PyIceberg reads main from them and from S3: the clean file's rows, the blocked run's rows not.
-    table = pg_catalog(pg_db, "pgcat", s3env, lake).load_table("nyc.trips")
+    table = pg_catalog(pg_db, catalog, s3env, lake).load_table("nyc.trips")
     snaps = main_snapshots(table)
     assert snaps[0].snapshot_id == doc["snapshot_id"]
     assert snaps[0].summary.additional_properties.get("wapflow.run-id") == doc["run_id"]
@@ -415,10 +419,17 @@ def test_wap_run_with_a_wrong_catalog_password_or_the_server_gone(tmp_path, pg, 
     src = write_parquet(tmp_path / "batch.parquet", generate_trips(20, start_id=1))
     wrong = "Wrong-pw-2b9e"
     cases = [
-        (pg_db.jdbc, wrong, 3, "environment", "refused the connection"),
-        (pg_db.jdbc.replace(f":{pg.port}/", f":{free_port()}/"), PASSWORD, 5, "transient", "could not reach"),
+        (pg_db.jdbc, wrong, 3, "EnvironmentProblem", "environment", "refused the connection"),
+        (
+            pg_db.jdbc.replace(f":{pg.port}/", f":{free_port()}/"),
+            PASSWORD,
+            5,
+            "Unreachable",
+            "transient",
+            "could not reach",
+        ),
     ]
-    for uri, password, code, kind, words in cases:
+    for uri, password, code, error, kind, words in cases:
         cfg = tmp_path / "wap.toml"
         cfg.write_text(
             f'[lakehouse]\nwarehouse = "{tmp_path / "lake"}"\nmaster = "local[1]"\ndriver_memory = "1g"\n'
@@ -428,21 +439,21 @@ def test_wap_run_with_a_wrong_catalog_password_or_the_server_gone(tmp_path, pg, 
         res = wap("run", "nyc.trips", str(src), "--config", str(cfg), "--json", timeout=300)
         assert res.code == code, res.text
         doc = json.loads(res.stdout)
-        assert doc["error"]["kind"] == kind and words in doc["error"]["message"], doc
+        assert (doc["error"]["type"], doc["error"]["kind"]) == (error, kind) and words in doc["error"]["message"], doc
         assert "PostgreSQL" in doc["error"]["message"]
         assert password not in res.text and PASSWORD not in res.text
         assert src.exists()
 
 
 @pytest.mark.slow
-def test_the_run_store_server_stopping_mid_run_is_transient_then_the_run_resumes_once(tmp_path, pg):
+def test_the_run_store_server_stopping_mid_run_is_transient_then_the_run_resumes_once(tmp_path, pg, spark):
     """The run store, ledger and publish lock's PostgreSQL stops while a real `wap run` writes: the run ends
     with exit 5 (transient: the server cannot be reached), no traceback and no password, main unchanged and
-    the source kept; once the server is back the same command publishes every row exactly once."""
+    the source kept; once the server is back the same run (its run id, on the tests' shared SparkSession: the
+    process is not what is tested there) publishes every row exactly once."""
     import shutil
     import tempfile
 
-    from support.cli_harness import Reader, write_config
     from wapflow._dev.pg_server import LocalPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="wapflow-pg-gone-"))  # its own server: this test stops it
@@ -450,10 +461,12 @@ def test_the_run_store_server_stopping_mid_run_is_transient_then_the_run_resumes
     try:
         server.start()
         urls = server.create_database("store")
+        catalog = unique_catalog("pgstore")  # the resumed run registers it on the shared session
         cfg = write_config(
             tmp_path,
             '[tables."nyc.trips"]\nchecks = [{ check = "unique", columns = ["trip_id"] }]\n',
             lakehouse=f'run_store = "{urls.sqlalchemy}"\n',
+            catalog=catalog,
         )
         src = write_parquet(tmp_path / "landing" / "big.parquet", generate_trips(300_000, start_id=1, seed=7))
         command = [WAP, "run", "nyc.trips", str(src), "--run-id", "r_store_gone", "--config", str(cfg), "--json"]
@@ -475,15 +488,14 @@ def test_the_run_store_server_stopping_mid_run_is_transient_then_the_run_resumes
         assert "PostgreSQL" in doc["error"]["message"] or "postgresql" in doc["error"]["message"], doc
         assert "Traceback" not in err
         no_password(out, err)
-        reader = Reader(tmp_path)
+        reader = Reader(tmp_path, catalog)
         if reader.exists("nyc.trips"):  # made by the write step, with nothing on main
             assert reader.rows("nyc.trips") == []
         assert src.exists()
 
         server.start()  # the same port again
-        done = wap(*command[1:], timeout=600)
-        assert done.code == 0, done.text
-        assert done.doc["status"] == "published"
+        done = setup_run(spark, cfg, "nyc.trips", src, run_id="r_store_gone")
+        assert done.status == "published", done.message
         got = reader.rows("nyc.trips")
         assert len(got) == 300_000 and len({r["trip_id"] for r in got}) == 300_000
         assert reader.branches("nyc.trips") == []

@@ -34,6 +34,7 @@ def _jvm_class_archive(request: pytest.FixtureRequest, tmp_path_factory: pytest.
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from wapflow.lakehouse import jvm
     from wapflow.lakehouse.session import build_session
 
     base = tmp_path_factory.mktemp("spark-base")
@@ -45,6 +46,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
                 "master": "local[2]",
                 "driver_memory": "1g",
                 "spark_conf": {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"},
+                # The PostgreSQL JDBC driver (wapflow's pin, from the jar cache), as a jdbc:postgresql catalog gets
+                # it: runs on JDBC catalogs on PostgreSQL can set a test's scene on this session (setup_run).
+                "extra_packages": [jvm.POSTGRESQL_JDBC.coordinate],
             },
             # Issue 5: an [s3] section puts the S3 jars (iceberg-aws-bundle, hadoop-aws) on this one
             # session's classpath; tests/spark/test_s3.py then registers S3 catalogs and S3A settings at runtime.
