@@ -2,9 +2,12 @@
 
 One real Spark Connect server (wapflow.lakehouse.connect.ConnectServer: spark-submit of
 SparkConnectServer with wapflow's jars and the Iceberg extensions) runs for the test session; each
-case is a real `wap run` process with `master = "sc://127.0.0.1:P"`, its own warehouse and catalog
-name (the catalog is a session setting each client sends). Then `wap serve` itself: a real foreground
-process that other commands on its config find, stopped by SIGTERM. main is read back with PyIceberg.
+case is a real `wap` process (run, revert, maintain) with `master = "sc://127.0.0.1:P"`, its own
+warehouse and catalog name (the catalog is a session setting each client sends). Runs that only set the
+scene for the command a test checks are made by a Connect client in the test process (the `client`
+fixture, scene_run): the same client code as a `wap run` process, without that process's start. Then
+`wap serve` itself: a real foreground process that other commands on its config find, stopped by SIGTERM.
+main is read back with PyIceberg.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,8 +28,10 @@ from support.spark_cluster import cluster_config, ids
 from wapflow.config import load_config
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.connect import ConnectServer, port_answers
+from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.processes import free_port
 from wapflow.maintain.run import ACTIONS
+from wapflow.pipeline import RunResult, run_wap
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +49,30 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
         server.stop()
 
 
+@pytest.fixture
+def client(connect_server: ConnectServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A Spark Connect client session in this test process (a client of the session's server); stopped after.
+
+    While it lives, pyspark's functions (F.lit, F.expr) build Connect columns, as in a `wap` process on Connect:
+    SPARK_CONNECT_MODE_ENABLED is what PySpark's own `.remote(url)` builder and wapflow's channel set."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    monkeypatch.setenv("SPARK_CONNECT_MODE_ENABLED", "1")
+    session = ConnectSession.builder.remote(connect_server.endpoint).create()
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def scene_run(client: Any, cfg: Path, table: str, path: Path | str) -> RunResult:
+    """A run made by `client` in this process: for runs that only set the scene for the `wap` process a test
+    checks (a `wap run` on Connect is the same run through the same client, plus a process start and imports)."""
+    result = run_wap(Lakehouse(load_config(str(cfg)), spark=client), table, [str(path)])
+    assert result.status == "published", result.message  # what a `wap run` exits 0 for
+    return result
+
+
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer) -> tuple[Path, Path, Reader]:
     folder = tmp_path_factory.mktemp("connect")
@@ -51,7 +81,9 @@ def lake(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Reader]) -> None:
+def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Reader], client: Any) -> None:
+    """`wap run` processes publish a clean file (exit 0) and block a dirty one (exit 1, main unchanged). The
+    quarantine run, the scene for `wap revert`, is made by the client here (exit 0 is the published one's)."""
     folder, cfg, reader = lake
     clean = write_parquet(folder / "in" / "clean.parquet", generate_trips(300, start_id=1))
     r = wap("run", "cl.pub", str(clean), "-c", str(cfg), "--json")
@@ -66,15 +98,14 @@ def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Read
     assert r.doc["status"] == "blocked"
     assert reader.main("cl.pub") == head
 
-    r = wap("run", "cl.quar", str(dirty), "-c", str(cfg), "--json")
-    assert r.code == 0, r.text
+    quarantined = scene_run(client, cfg, "cl.quar", dirty)
     good, bad = reader.rows("cl.quar"), reader.rows("cl.quar__quarantine")
     assert bad and all(row["passenger_count"] is None for row in bad)
     assert all(row["passenger_count"] is not None for row in good)
     assert sorted(ids(good) + ids(bad)) == list(range(1001, 1301))
 
     # `wap revert` on Connect (PyIceberg commits the file removal): the run's rows leave both tables.
-    run_id = r.doc["run_id"]
+    run_id = quarantined.run_id
     r = wap("revert", run_id, "-c", str(cfg), "--json")
     assert r.code == 0, r.text
     assert set(r.doc["snapshots"]) == {"cl.quar", "cl.quar__quarantine"}
@@ -85,11 +116,10 @@ def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Read
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_two_concurrent_runs_through_connect(lake: tuple[Path, Path, Reader]) -> None:
+def test_two_concurrent_runs_through_connect(lake: tuple[Path, Path, Reader], client: Any) -> None:
     folder, cfg, reader = lake
     # The table exists (two first runs racing to create it: one gets exit 5, "retry", by design).
-    seed = write_parquet(folder / "in" / "conc0.parquet", generate_trips(10, start_id=1))
-    assert wap("run", "cl.conc", str(seed), "-c", str(cfg)).code == 0
+    scene_run(client, cfg, "cl.conc", write_parquet(folder / "in" / "conc0.parquet", generate_trips(10, start_id=1)))
     files = [
         write_parquet(folder / "in" / f"conc{i}.parquet", generate_trips(400, start_id=1 + 10_000 * i, seed=i))
         for i in (1, 2)
@@ -173,27 +203,21 @@ def test_wap_serve_bad_input_is_one_error_without_a_server(tmp_path: Path) -> No
 
 
 @pytest.mark.spark
-def test_a_table_created_meanwhile_is_recognised_on_connect(connect_server: ConnectServer) -> None:
+def test_a_table_created_meanwhile_is_recognised_on_connect(client: Any) -> None:
     """Two first runs racing to create one table: the loser must see "created by another run" (a retry
     writes into it), not a bug. A Connect client gets no Java exception classes, only Spark's condition."""
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
     from wapflow.pipeline.steps.write import created_meanwhile
     from wapflow.spark import errors as spark_errors
 
-    client = ConnectSession.builder.remote(connect_server.endpoint).create()
-    try:
-        client.sql("CREATE NAMESPACE IF NOT EXISTS boot.race")
-        client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg")
-        with pytest.raises(Exception) as caught:
-            client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg").collect()
-        assert "TABLE_OR_VIEW_ALREADY_EXISTS" in spark_errors.conditions(caught.value)
-        assert created_meanwhile(caught.value)
-        with pytest.raises(Exception) as other:
-            client.sql("SELECT * FROM boot.race.missing").collect()
-        assert not created_meanwhile(other.value)
-    finally:
-        client.stop()
+    client.sql("CREATE NAMESPACE IF NOT EXISTS boot.race")
+    client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg")
+    with pytest.raises(Exception) as caught:
+        client.sql("CREATE TABLE boot.race.t (a INT) USING iceberg").collect()
+    assert "TABLE_OR_VIEW_ALREADY_EXISTS" in spark_errors.conditions(caught.value)
+    assert created_meanwhile(caught.value)
+    with pytest.raises(Exception) as other:
+        client.sql("SELECT * FROM boot.race.missing").collect()
+    assert not created_meanwhile(other.value)
 
 
 MERGE = 'mode = "merge"\nkey = ["id"]\ndelete_when = "op = \'D\'"\n'
@@ -201,18 +225,17 @@ MERGE = 'mode = "merge"\nkey = ["id"]\ndelete_when = "op = \'D\'"\n'
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_revert_through_connect(tmp_path: Path, connect_server: ConnectServer) -> None:
+def test_revert_through_connect(tmp_path: Path, connect_server: ConnectServer, client: Any) -> None:
     """`wap revert` as a Spark Connect client: an append deep in main's history leaves main in one new
     snapshot (PyIceberg on the same catalog) while the later run's rows stay; a merge rolls main back while it
-    is the latest commit, and is refused (main unchanged) once main has moved on."""
+    is the latest commit, and is refused (main unchanged) once main has moved on. The runs reverted are made
+    by the client here (scene_run); every revert, and `wap runs`, is a `wap` process."""
     cfg = cluster_config(tmp_path, connect_server.endpoint, catalog="rev", tables={"cl.rev": ""})
     cfg.write_text(cfg.read_text() + f'[tables."cl.merge"]\n{MERGE}\n')
     reader = Reader(tmp_path, "rev")
 
     def run(table: str, path: str) -> str:
-        r = wap("run", table, path, "-c", str(cfg), "--json")
-        assert r.code == 0 and r.doc["status"] == "published", r.text
-        return str(r.doc["run_id"])
+        return scene_run(client, cfg, table, path).run_id
 
     first = run("cl.rev", str(write_parquet(tmp_path / "in" / "a.parquet", generate_trips(200, start_id=1))))
     second = run(
@@ -249,9 +272,12 @@ def test_revert_through_connect(tmp_path: Path, connect_server: ConnectServer) -
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_revert_through_connect_on_a_rest_catalog(tmp_path: Path, connect_server: ConnectServer, rest_catalog) -> None:
+def test_revert_through_connect_on_a_rest_catalog(
+    tmp_path: Path, connect_server: ConnectServer, rest_catalog, client: Any
+) -> None:
     """The same removal when wap.toml's catalog is an Iceberg REST catalog: PyIceberg's RestCatalog commits the
-    snapshot that takes the first run's files off main; an independent REST client reads the rest back."""
+    snapshot that takes the first run's files off main; an independent REST client reads the rest back. The two
+    runs are made by the client here (scene_run); the revert is a `wap` process."""
     from pyiceberg.catalog.rest import RestCatalog
 
     table = f"rr{os.getpid()}.trips"
@@ -260,9 +286,7 @@ def test_revert_through_connect_on_a_rest_catalog(tmp_path: Path, connect_server
     runs = []
     for name, start in (("a.parquet", 1), ("b.parquet", 501)):
         f = write_parquet(tmp_path / "in" / name, generate_trips(120, start_id=start, seed=start))
-        r = wap("run", table, str(f), "-c", str(cfg), "--json")
-        assert r.code == 0 and r.doc["status"] == "published", r.text
-        runs.append(str(r.doc["run_id"]))
+        runs.append(scene_run(client, cfg, table, f).run_id)
     reader = RestCatalog("reader", uri=rest_catalog.url)
     head = reader.load_table(table).current_snapshot().snapshot_id
     r = wap("revert", runs[0], "-c", str(cfg), "--json")
@@ -278,17 +302,14 @@ def test_revert_through_connect_on_a_rest_catalog(tmp_path: Path, connect_server
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectServer) -> None:
+def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectServer, client: Any) -> None:
     """A real `wap maintain` process with master sc://...: the Iceberg procedures run as SQL on the server;
     several small files become one, PyIceberg reads the same rows, snapshots are expired, and every action is
     in the run store. Before that, with a run inside revert_window (the clock given to the pass), the
     compaction of the files before it is skipped, saying why: a Connect client has no Iceberg Java API for the
-    file swap on main."""
+    file swap on main. The five runs are made by the client here (scene_run)."""
     from datetime import UTC, datetime, timedelta
 
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.maintain import maintain
 
     base = cluster_config(tmp_path, connect_server.endpoint, catalog="cmaint", tables={"cm.t": ""})
@@ -298,9 +319,12 @@ def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectSer
     cfg.write_text(base.read_text() + f'[maintenance]\n{common}revert_window = "0s"\n')
     reader = Reader(tmp_path, "cmaint")
     for i in range(5):
-        f = write_parquet(tmp_path / "in" / f"m{i}.parquet", generate_trips(30, start_id=1 + 100 * i, seed=i))
-        r = wap("run", "cm.t", str(f), "-c", str(cfg), "--json")
-        assert r.code == 0 and r.doc["status"] == "published", r.text
+        scene_run(
+            client,
+            cfg,
+            "cm.t",
+            write_parquet(tmp_path / "in" / f"m{i}.parquet", generate_trips(30, start_id=1 + 100 * i, seed=i)),
+        )
     rows = sorted(reader.rows("cm.t"), key=lambda r: r["trip_id"])
     assert len(rows) == 150
     table = reader.cat.load_table("cm.t")
@@ -313,11 +337,7 @@ def test_wap_maintain_through_connect(tmp_path: Path, connect_server: ConnectSer
     assert parent is not None
     fourth, fifth = parent.timestamp_ms, head.timestamp_ms
     now = datetime.fromtimestamp((fifth + (fourth - fifth) / 2) / 1000, UTC) + timedelta(hours=1)
-    client = ConnectSession.builder.remote(connect_server.endpoint).create()
-    try:
-        held = maintain(Lakehouse(load_config(str(windowed)), spark=client), "cm.t", dry_run=True, now=now)
-    finally:
-        client.stop()
+    held = maintain(Lakehouse(load_config(str(windowed)), spark=client), "cm.t", dry_run=True, now=now)
     compact = held.tables[0].action("compact")
     assert compact["status"] == "skipped", held.to_dict()
     why = compact["figures"]["skipped"]

@@ -1,6 +1,8 @@
 """WAP on an Iceberg REST catalog (issue 13): real `wap` processes against Iceberg's own REST server fixture
 (tests/support/rest_server.py: a real HTTP server on 127.0.0.1, JDBC catalog on SQLite, local warehouse), read back
-independently by PyIceberg's RestCatalog on the same server (no Spark, no wapflow code).
+independently by PyIceberg's RestCatalog on the same server (no Spark, no wapflow code). The first, published run
+only sets the scene for the blocked run, `wap discard` and `wap revert`: it runs on the tests' shared SparkSession
+(support.cli_harness.setup_run, the same Spark and Iceberg REST client code as a `wap run` without its JVM start).
 
 Table branches on REST: Spark's `ALTER TABLE ... CREATE/DROP BRANCH`, the fast_forward procedure and the
 Iceberg Java API wapflow calls through Spark3Util (table metadata, `wap revert`) all go through Iceberg's
@@ -18,15 +20,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from support.cli_harness import checksum, wap
+from support.cli_harness import checksum, setup_run, unique_catalog, wap
 from support.data import TRIPS_CHECKS, trips_file
 from wapflow.lakehouse.lineage import REVERTED_PROP, RUN_ID_PROP
 from wapflow.lakehouse.processes import free_port
 
 
-def rest_config(folder: Path, uri: str, table: str) -> Path:
+def rest_config(folder: Path, uri: str, table: str, catalog: str = "lake") -> Path:
     """A wap.toml as a user writes it for a REST catalog. [lakehouse].warehouse is a folder of this project,
-    not the server's: the server decides where tables live, wapflow keeps its run store and logs there."""
+    not the server's: the server decides where tables live, wapflow keeps its run store and logs there.
+    `catalog`: the Spark catalog name (unique_catalog's when a run of it is made on the shared session)."""
     folder.mkdir(parents=True, exist_ok=True)
     checks = "\n".join("  { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in c.items()) + " }," for c in TRIPS_CHECKS)
     cfg = folder / "wap.toml"
@@ -36,7 +39,7 @@ def rest_config(folder: Path, uri: str, table: str) -> Path:
             [lakehouse]
             warehouse = "{folder / "state"}"
             catalog = "rest"
-            catalog_name = "lake"
+            catalog_name = "{catalog}"
             catalog_properties = {{ uri = "{uri}" }}
             master = "local[2]"
             driver_memory = "1g"
@@ -67,23 +70,23 @@ def local_path(location: str) -> Path:
     return Path(location.removeprefix("file://").removeprefix("file:"))
 
 
-@pytest.mark.slow  # four `wap` processes, each its own Spark application
-def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_path, landing):
+@pytest.mark.slow  # three `wap` processes, each its own Spark application
+def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_path, landing, spark):
     from pyiceberg.catalog.rest import RestCatalog
 
     table = "rest_nyc.trips"
     project = tmp_path / "project"
-    cfg = str(rest_config(project, rest_catalog.url, table))
+    cfg = str(rest_config(project, rest_catalog.url, table, catalog=unique_catalog("rest")))
     clean = trips_file(landing, "clean.parquet", 200)
     dirty = trips_file(landing, "dirty.parquet", 200, null_rate=0.05, start_id=1000, seed=3)
     reader = RestCatalog("reader", uri=rest_catalog.url)
     clean_rows = checksum(pq.read_table(clean).to_pylist(), "trip_id")
 
-    # 1. A clean file is published: main is the run's snapshot and holds exactly the file's rows; no branch left.
-    r = wap("run", table, str(clean), "--config", cfg, "--json")
-    assert r.code == 0, r.text
-    published = r.doc
-    assert published["status"] == "published" and published["rows_written"] == 200, r.text
+    # 1. A clean file is published (on the shared session: the scene): main is the run's snapshot and holds
+    #    exactly the file's rows; no branch left.
+    done = setup_run(spark, Path(cfg), table, clean)
+    published = done.to_dict()
+    assert published["status"] == "published" and published["rows_written"] == 200, done.message
     assert published["published_via"] == "fast_forward"
     t = reader.load_table(table)
     main = t.current_snapshot()
