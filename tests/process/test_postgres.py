@@ -253,6 +253,28 @@ def test_run_store_ledger_and_publish_lock_on_postgresql(pg_db):
         holder.wait(timeout=30)
     with store.publish_lock("nyc.trips", timeout=30.0):  # the dead holder's session ended: the lock is free
         assert sql(pg_db, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted") == [(1,)]
+
+    # A weekly anomaly history picks its weekday in PostgreSQL's SQL, in UTC whatever the session's time zone:
+    # runs at 02:30 UTC each day for three weeks (a Saturday's run is Friday evening in New York), read back by a
+    # session in New York's zone.
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+
+    from wapflow.runs.metrics import MetricHistory
+
+    saturday = datetime(2026, 11, 28, 2, 30, tzinfo=UTC)
+    for day in range(21):
+        at = saturday - timedelta(days=day)
+        store.save(RunRecord(run_id=f"w{day:02d}", table_name="nyc.weekly", status="published", started_at=at))
+        MetricHistory(store.engine).record(f"w{day:02d}", "nyc.weekly", at, {("row_count", ""): float(day)})
+    new_york = sa.create_engine(store.engine.url, connect_args={"options": "-c timezone=America/New_York"})
+    with new_york.connect() as conn:
+        assert conn.exec_driver_sql("SHOW timezone").scalar() == "America/New_York"
+    history = MetricHistory(new_york)
+    assert history.published("nyc.weekly", "row_count", "", 5, weekday=5) == [0.0, 7.0, 14.0]  # the Saturdays
+    assert history.published("nyc.weekly", "row_count", "", 2, weekday=4) == [1.0, 8.0]  # Fridays, the newest 2
+    new_york.dispose()
     store.close()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -50,6 +51,17 @@ class MetricRow:
 
 def _status() -> sa.ColumnElement[str]:
     return sa.func.coalesce(runs_table.c.status, sa.literal(PUBLISHED))
+
+
+def _weekday(run_at: sa.ColumnElement[Any], dialect: str) -> sa.ColumnElement[int] | None:
+    """A run's UTC weekday (0 Monday .. 6 Sunday, as anomaly.weekday_of) in the database's own SQL, so a weekly
+    history reads its 30 runs, not the whole series (365 ms for 10 checks at 10,000 runs, make bench-anomaly);
+    None for a database without one here (the weekday is then picked in Python)."""
+    if dialect == "sqlite":  # SQLite keeps the UTC time without a zone; %w counts from Sunday = 0
+        return (sa.cast(sa.func.strftime("%w", run_at), sa.Integer) + 6) % 7
+    if dialect == "postgresql":  # ISO: Monday = 1; the timestamptz's weekday in UTC, not the session's zone
+        return sa.cast(sa.extract("isodow", sa.func.timezone("UTC", run_at)), sa.Integer) - 1
+    return None
 
 
 def _joined() -> sa.FromClause:
@@ -121,10 +133,13 @@ class MetricHistory:
             )
             .order_by(t.c.run_at.desc(), t.c.run_id.desc())
         )
-        if weekday is None:
+        day = None if weekday is None else _weekday(t.c.run_at, self.engine.dialect.name)
+        if day is not None:
+            q = q.where(day == weekday)
+        if weekday is None or day is not None:
             q = q.limit(limit)
         with self.engine.connect() as conn:
-            # The weekday is picked here, not in SQL: each database spells it differently (strftime, extract).
+            # Picked again here: on a database without a weekday expression, here only (reading the whole series).
             return same_weekday(((at, float(v)) for at, v in conn.execute(q)), weekday, limit)
 
     def last_published_schema(self, table: str) -> dict[str, str] | None:
