@@ -75,8 +75,10 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> Path:
         f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\ncatalog_name = "{CATALOG}"\nmaster = "local[2]"\n'
         'driver_memory = "1g"\nengine = "auto"\nengine_idle = "10m"\n'
         '[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
-        f'[tables."{TABLE}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
+        f'[tables."{TABLE}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n\n'
+        f'[sources.trips]\ntable = "{TABLE}"\nlocation = "{folder / "incoming"}"\nsettle_seconds = 0\n'
     )
+    (folder / "incoming").mkdir()
     return folder
 
 
@@ -183,6 +185,35 @@ def test_the_first_run_starts_the_engine_and_the_next_is_served_without_a_jvm(ru
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     sock = folder / f"engine-{engine['key']}.sock"
     assert stat.S_ISSOCK(sock.stat().st_mode) and stat.S_IMODE(sock.stat().st_mode) == 0o600
+
+
+def test_ingest_is_served_by_the_engine_command_after_command(runtime: Path, lake: Path) -> None:
+    """`wap ingest` launches DBOS in the engine's process for its batch and destroys it after: a second and a
+    third ingest in the same engine launch it again, and each landed file is published exactly once."""
+    cfg = str(lake / "wap.toml")
+    incoming = lake / "incoming"
+    before = main_rows(lake)
+    pid = this_engine(runtime, lake)["pid"]
+    trips_file(incoming, "i1.parquet", 30, start_id=500_001)
+    trips_file(incoming, "i2.parquet", 30, start_id=500_101)
+    first, saw_java = served(runtime, "ingest", "trips", "-c", cfg, "--json")
+    assert first.code == 0 and not saw_java, first.text
+    assert sorted(Path(f["uri"]).name for f in first.doc["files"]) == ["i1.parquet", "i2.parquet"], first.text
+
+    again, _ = served(runtime, "ingest", "trips", "-c", cfg, "--json")
+    assert again.code == 0 and again.doc["files"] == [] and "nothing new" in again.doc["message"], again.text
+
+    trips_file(incoming, "i3.parquet", 30, start_id=500_201)
+    third, _ = served(runtime, "ingest", "trips", "-c", cfg, "--json")
+    assert third.code == 0 and [Path(f["uri"]).name for f in third.doc["files"]] == ["i3.parquet"], third.text
+
+    ledger, _ = served(runtime, "files", "trips", "-c", cfg, "--json")
+    assert {Path(r["uri"]).name: r["state"] for r in ledger.doc["files"]} == dict.fromkeys(
+        ["i1.parquet", "i2.parquet", "i3.parquet"], "published"
+    ), ledger.text
+    added = [*range(500_001, 500_031), *range(500_101, 500_131), *range(500_201, 500_231)]
+    assert main_rows(lake) == sorted([*before, *added])
+    assert this_engine(runtime, lake)["pid"] == pid
 
 
 def _normal(text: str, snapshot: str = "SNAP") -> str:
