@@ -4,6 +4,7 @@ samples and reproduction SQL, schema contracts and quarantine. Real Spark and Ic
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timedelta
 
 import pyarrow as pa
@@ -228,6 +229,41 @@ def test_metadata_answers_first_and_reads_no_data_when_it_can(lakehouse_factory,
         samples=False,
     )
     assert (r2.checks[0].source, r2.checks[0].failing_rows) == ("scan", 14)
+
+
+def test_an_append_leaves_counted_checks_to_iceberg_and_scans_when_the_table_keeps_no_counts(
+    lakehouse_factory, landing, spark
+):
+    """An append observes only what Iceberg's counts cannot answer (each observed aggregate costs the write CPU).
+    A table whose files keep no counts (metrics turned off by a table property) gets those checks by a scan."""
+    checks = [
+        {"check": "not_null", "column": "email"},
+        {"check": "null_rate", "column": "customer", "max": 0.5},
+        {"check": "anomaly", "metric": "null_fraction", "column": "email", "min_history": 1},
+        {"check": "anomaly", "metric": "mean", "column": "amount", "min_history": 1},
+    ]
+    lh = lakehouse_factory({"shop.orders": {"checks": checks}})
+    plan = AuditPlan(TableConfig.model_validate({"checks": checks}).checks, orders(1).column_names, table=str(T))
+    observed = {re.sub(r".* AS `?(\w+)`?'>$", r"\1", str(c)) for c in plan.observable(counted=True)}
+    assert observed == {"_rows", "c3_v"}, observed  # the row count and the mean only
+    assert len(plan.observable()) == 1 + 2 + 2 + 2 + 1
+
+    first = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", orders(20)))])
+    assert first.status == "published"
+    assert [c["source"] for c in first.checks] == ["metadata", "metadata", "metadata", "write"]
+
+    spark.sql(f"ALTER TABLE {lh.tables.ident(T)} SET TBLPROPERTIES ('write.metadata.metrics.default' = 'none')")
+    t = orders(10, start=100)
+    emails = t.column("email").to_pylist()
+    emails[3] = None
+    second = run_wap(
+        lh, "shop.orders", [str(write_parquet(landing / "b.parquet", t.set_column(2, "email", pa.array(emails))))]
+    )
+    assert second.status == "blocked"
+    got = {c["check"] + ":" + c["name"]: (c["source"], c["status"], c["failing_rows"]) for c in second.checks}
+    assert got["not_null:not_null(email)"] == ("scan", "failed", 1), got
+    assert got["null_rate:null_rate(customer) <= 0.5"] == ("scan", "passed", 0), got
+    assert [c["source"] for c in second.checks if c["check"] == "anomaly"] == ["scan", "write"]
 
 
 def test_report_samples_and_sql_reproduce_the_failure(lakehouse_factory, landing, spark):

@@ -66,6 +66,10 @@ class NullRateCheck(ColumnCheck):
         fail_sql = f"({self.filter}) AND ({qc} IS NULL)" if self.filter else f"{qc} IS NULL"
         return Rule(F.col(qc).isNull(), fail_sql, f"null rate <= {self.max}")
 
+    @property
+    def counted_by_iceberg(self) -> bool:
+        return not self.filter
+
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         return null_counts(self, c, fm)
 
@@ -105,6 +109,10 @@ class RowCountCheck(CheckType):
 
     def aggregates(self, c: Compiled) -> list[Column]:
         return [count_if(c.applies).alias(f"{c.key}_n")]
+
+    @property
+    def counted_by_iceberg(self) -> bool:
+        return not self.filter
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         return None if self.filter else {f"{c.key}_n": fm.rows}
@@ -488,6 +496,10 @@ class AnomalyCheck(CheckType):
         agg = {"min": F.min, "max": F.max, "mean": F.avg, "sum": F.sum}.get(self.metric)
         value = agg(col) if agg is not None else F.avg(F.length(col))  # mean_length
         return [value.alias(f"{c.key}_v")]
+
+    @property
+    def counted_by_iceberg(self) -> bool:
+        return self.metric in ("row_count", "null_fraction")
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         if self.metric == "row_count":

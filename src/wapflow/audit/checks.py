@@ -158,13 +158,20 @@ def compile_check(chk: Check, i: int, mapping: dict[str, str]) -> Compiled:
     return Compiled(i, chk, applies, rule.fail, rule.fail_sql, rule.threshold, mapping)
 
 
-def plain_aggregates(compiled: list[Compiled]) -> list[Column]:
-    """Every metric that is a plain aggregate over rows: observable during the write, or one scan."""
+# Iceberg keeps value and null counts of a table's first 100 columns unless told otherwise
+# (write.metadata.metrics.max-inferred-column-defaults).
+ICEBERG_COUNTED_COLUMNS = 100
+
+
+def plain_aggregates(compiled: list[Compiled], *, counted: bool = False) -> list[Column]:
+    """Every metric that is a plain aggregate over rows: observable during the write, or one scan. `counted`:
+    not those the added files' Iceberg counts will answer (an append whose files the audit reads)."""
     from pyspark.sql import functions as F
 
     aggs = [F.count(F.lit(1)).alias("_rows")]
     for c in compiled:
-        aggs.extend(c.check.aggregates(c))
+        if not (counted and c.check.counted_by_iceberg):
+            aggs.extend(c.check.aggregates(c))
     return aggs
 
 
@@ -188,13 +195,18 @@ class AuditPlan:
     def __init__(self, checks: list[Check], columns: list[str], *, table: str, key: list[str] | None = None) -> None:
         self.table = table
         self.checks = checks
+        self.columns = columns
         self.mapping = resolve_columns(checks, columns, table=table)
         by_lower = {c.lower(): c for c in columns}
         self.key = [by_lower[k.lower()] for k in (key or []) if k.lower() in by_lower]
         self.compiled = [compile_check(chk, i, self.mapping) for i, chk in enumerate(checks)]
 
-    def observable(self) -> list[Column]:
-        return plain_aggregates(self.compiled)
+    def observable(self, *, counted: bool = False) -> list[Column]:
+        """What the write observes. `counted`: the write is an append the audit reads the added files' metadata
+        of, so checks Iceberg's counts answer are left to them (a table of more than 100 columns may not keep
+        counts of the rest: every check is observed there). Were the counts missing after all (metrics turned
+        off by a table property), the audit scans for those checks: slower, never wrong."""
+        return plain_aggregates(self.compiled, counted=counted and len(self.columns) <= ICEBERG_COUNTED_COLUMNS)
 
     def quarantine_flags(self) -> Column:
         return quarantine_flags(self.compiled)

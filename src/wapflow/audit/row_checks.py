@@ -66,6 +66,10 @@ class NotNullCheck(RowColumnCheck):
         c, qc = self._col(mapping)
         return Rule(c.isNull(), f"{qc} IS NULL", "no NULLs")
 
+    @property
+    def counted_by_iceberg(self) -> bool:
+        return not self.filter
+
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         return null_counts(self, c, fm)
 
