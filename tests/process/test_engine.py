@@ -1,11 +1,12 @@
 """The warm engine (wapflow.engine) with real `wap` processes, a real engine process and its JVM.
 
 One lakehouse with `engine = "auto"` for the whole module, its tests in order (the engine they share is part
-of the story): the first `wap run` starts the engine, later ones are served by it without a JVM of their
-own (`wap ingest` too, DBOS launched anew in the engine for each); what a user sees (stdout, stderr, exit
-codes, --json) is what `--no-engine` shows; Ctrl-C of a client mid-write and SIGKILL of the engine mid-run end like the same stops of a `wap` process and the run resumes
-once; two clients racing to start it start one; a stale socket is replaced; a changed wap.toml gets a new
-engine; idle expiry and `wap engine stop` leave no JVM. Rows on main are read by PyIceberg (no wapflow code).
+of the story): the first `wap run` starts the engine, later ones are served by it without a JVM of their own
+(`wap ingest` too, DBOS launched anew in the engine for each); what a user sees (stdout, stderr, exit codes,
+--json) is what `--no-engine` shows; Ctrl-C of a client mid-write and SIGKILL of the engine mid-run end like
+the same stops of a `wap` process and the run resumes once; two clients racing to start it start one; a stale
+socket is replaced; a changed wap.toml gets a new engine; idle expiry and `wap engine stop` leave no JVM. Rows
+on main are read by PyIceberg (no wapflow code).
 The rest of the suite runs with WAP_ENGINE=off (tests/conftest.py); here it is unset, so wap.toml decides.
 
 The side without the engine: one real `wap --no-engine` process with its own JVM (a published run), and `wap`
