@@ -121,19 +121,17 @@ def test_beyond_loopback_decisions_need_the_token(lake: Held, monkeypatch: pytes
     assert TOKEN not in json.dumps(_texts(at))
 
 
-def test_with_oidc_deciding_needs_a_login_and_records_who_the_provider_says(
-    lake: Held, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_with_oidc_deciding_needs_an_allowed_login(lake: Held, monkeypatch: pytest.MonkeyPatch) -> None:
     """[dashboard.oidc]: logged out, the queue shows and "Log in with <provider>" instead of the buttons (on
-    loopback too); logged in, Approve asks for a reason but no name; a click after the login ended decides
-    nothing. Other pages read as before. (The real login, and an approval recorded as the provider's identity:
-    tests/process/test_dashboard_browser.py.)"""
+    loopback too); logged in but not in `allow`, no buttons; logged in and allowed, Approve asks for a reason but
+    no name; a click after the login ended decides nothing. Other pages read as before. (The real login, and an
+    approval recorded as the provider's identity: tests/process/test_dashboard_browser.py.)"""
     first = lake.held[0]
     cfg = lake.config.with_name("wap-oidc.toml")
     cfg.write_text(
         lake.config.read_text() + '\n[dashboard.oidc]\nprovider = "Acme SSO"\n'
         'server_metadata_url = "https://sso.acme.example/.well-known/openid-configuration"\n'
-        'client_id = "wapflow"\nclient_secret_env = "ACME_SSO_SECRET"\n'
+        'client_id = "wapflow"\nclient_secret_env = "ACME_SSO_SECRET"\nallow = ["*@acme.example"]\n'
     )
     oidc = Held(cfg, lake.published, lake.held)
 
@@ -148,6 +146,11 @@ def test_with_oidc_deciding_needs_a_login_and_records_who_the_provider_says(
 
     at = _app(oidc, monkeypatch, "127.0.0.1")  # AppTest's default user: no is_logged_in, as with no [auth]
     assert any("start it with `wap dashboard`" in w.value for w in at.warning), _texts(at)
+    assert not [b for b in at.button if b.key == f"approve_{first}"]
+
+    eve = {"is_logged_in": True, "email": "eve@elsewhere.example", "email_verified": True, "sub": "x-1"}
+    at = _app(oidc, monkeypatch, "127.0.0.1", user=eve)  # the provider knows her; wap.toml's allow does not
+    assert any("eve@elsewhere.example, who may not approve or reject here" in e.value for e in at.error), _texts(at)
     assert not [b for b in at.button if b.key == f"approve_{first}"]
 
     dana = {"is_logged_in": True, "email": "dana@acme.example", "email_verified": True, "sub": "acme-7"}

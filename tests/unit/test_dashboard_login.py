@@ -133,6 +133,18 @@ def test_the_decider_is_who_the_provider_says() -> None:
     assert login.oidc_identity({"email": "test@example.com"}) is None  # AppTest's default user: not a login
 
 
+def test_the_allow_list_says_who_may_decide() -> None:
+    assert login.may_decide("anyone@anywhere.example", [])  # no list: whoever the provider logs in
+    allow = _oidc(allow=[" *@Example.com ", "ops-bot-42"]).allow
+    assert allow == ["*@Example.com", "ops-bot-42"]
+    assert login.may_decide("alice@example.com", allow) and login.may_decide("ALICE@EXAMPLE.COM", allow)
+    assert login.may_decide("ops-bot-42", allow)  # a subject id
+    assert not login.may_decide("alice@example.com.evil.example", allow)
+    assert not login.may_decide("mallory@elsewhere.example", allow)
+    with pytest.raises(ConfigError, match="allow nobody"):
+        _oidc(allow=[""])
+
+
 # --- `wap dashboard` --------------------------------------------------------------------------------------------
 
 

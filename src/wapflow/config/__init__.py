@@ -751,6 +751,10 @@ class OidcConfig(_Strict):
     # Where the provider sends people back, registered with the provider; it ends in /oauth2callback. Unset:
     # [alerts] dashboard_url + /oauth2callback, else http://HOST:PORT/oauth2callback of `wap dashboard`.
     redirect_uri: str | None = Field(default=None, pattern=r"^https?://[^\s]+/oauth2callback$")
+    # Who may decide once logged in: emails, subject ids or patterns such as "*@example.com" (case-insensitive).
+    # Empty: anyone the provider logs in for this client (with Google: any Google account, unless the client is
+    # limited to your organisation's users).
+    allow: list[str] = Field(default_factory=list)
 
     @model_validator(mode="before")
     @classmethod
@@ -764,6 +768,13 @@ class OidcConfig(_Strict):
                         f"variable and name that variable in {key}_env"
                     )
         return data
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, v: list[str]) -> list[str]:
+        if any(not p.strip() for p in v):
+            raise ValueError("an empty entry would allow nobody: give emails or patterns such as '*@example.com'")
+        return [p.strip() for p in v]
 
     @field_validator("client_id", "provider")
     @classmethod

@@ -262,9 +262,10 @@ def signed_in() -> str | None:
     return None
 
 
-def logged_in(provider: str) -> str | None:
-    """Who is deciding with [dashboard.oidc]: the identity `st.user` holds after a login with the provider, else
-    the "Log in with <provider>" button (Streamlit's own OIDC flow, configured by `wap dashboard`)."""
+def logged_in(provider: str, allow: list[str]) -> str | None:
+    """Who is deciding with [dashboard.oidc]: the identity `st.user` holds after a login with the provider (if
+    wap.toml's `allow` lets it decide), else the "Log in with <provider>" button (Streamlit's own OIDC flow,
+    configured by `wap dashboard`)."""
     info = st.user.to_dict()
     if "is_logged_in" not in info:  # Streamlit has no [auth] secrets: not started by `wap dashboard`
         st.warning(
@@ -273,6 +274,10 @@ def logged_in(provider: str) -> str | None:
         )
         return None
     who = login.oidc_identity(info)
+    if who and not login.may_decide(who, allow):
+        st.error(f"logged in with {provider} as {who}, who may not approve or reject here ([dashboard.oidc] allow)")
+        st.button("Log out", key="oidc_logout", on_click=st.logout)
+        return None
     if who:
         st.caption(f"logged in with {provider} as {who}")
         st.button("Log out", key="oidc_logout", on_click=st.logout)
@@ -294,13 +299,15 @@ def _cancel() -> None:
     st.session_state.pop("confirm", None)
 
 
-def _decider(kind: str | None, user: str | None, run_id: str) -> str | None:
-    """The `by` a decision records. OIDC: who `st.user` says now (read again at the click, never a typed name);
-    a token login or this machine: the name typed, marked as given on the dashboard; None: the OS user."""
+def _decider(config: str | None, kind: str | None, user: str | None, run_id: str) -> str | None:
+    """The `by` a decision records. OIDC: who `st.user` says now (read again at the click, never a typed name),
+    if allowed; a token login or this machine: the name typed, marked as given on the dashboard; None: the OS
+    user."""
+    oidc = sources(config).cfg.dashboard.oidc
     if kind == "oidc":
         who = login.oidc_identity(st.user.to_dict())
-        if who is None:
-            raise WapError("not logged in: log in again to approve or reject")
+        if who is None or oidc is None or not login.may_decide(who, oidc.allow):
+            raise WapError("not logged in as someone who may decide: log in again to approve or reject")
         return who
     typed = user or str(st.session_state.get(f"by_{run_id}") or "").strip()
     return f"{typed} (dashboard)" if typed else None
@@ -311,7 +318,7 @@ def _decide(config: str | None, run_id: str, decision: str, kind: str | None, us
     for the page to show."""
     reason = str(st.session_state.get(f"reason_{run_id}") or "")
     try:
-        by = _decider(kind, user, run_id)
+        by = _decider(config, kind, user, run_id)
         with st.spinner(f"{decision} run {run_id}: auditing and publishing can take a minute"):
             done = rq.decide(decider(config), run_id, decision, reason=reason, by=by)
         st.session_state["review_outcome"] = {"ok": done["status"] in ("published", "rejected"), **done}
@@ -346,7 +353,7 @@ def show_review(config: str | None, tok: str) -> None:
     st.dataframe(_frame(shown), hide_index=True)
     user = None
     if allowed and kind == "oidc" and oidc is not None:
-        user = logged_in(oidc.provider)
+        user = logged_in(oidc.provider, oidc.allow)
     elif allowed and kind == "token":
         user = signed_in()
     may = allowed and (user is not None or kind is None)

@@ -8,15 +8,17 @@ read (`write_secrets`), passed to Streamlit as its `secrets.files` option. Each 
 (exit 2) naming the key or variable; no message carries a secret.
 
 On the page, `oidc_identity` turns `st.user` into the decider the run store records: the email the provider
-verified, else the provider's subject id. Nothing here imports Streamlit.
+verified, else the provider's subject id; `may_decide` applies wap.toml's `allow` list to it. Nothing here
+imports Streamlit.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,3 +142,8 @@ def oidc_identity(user: Mapping[str, Any]) -> str | None:
         return email
     sub = str(user.get("sub") or "").strip()
     return sub or None
+
+
+def may_decide(who: str, allow: Sequence[str]) -> bool:
+    """Whether [dashboard.oidc] `allow` lets this identity decide (no list: anyone the provider logs in)."""
+    return not allow or any(fnmatch.fnmatchcase(who.lower(), p.lower()) for p in allow)
