@@ -78,7 +78,10 @@ def login_secrets(cfg: WapConfig, host: str, port: int) -> Path | None:
         pid = old.stem.removeprefix("secrets-")
         if pid.isdigit() and not alive(int(pid)):
             old.unlink(missing_ok=True)  # a stopped server's secrets
-    return login.write_secrets(auth, folder / f"secrets-{os.getpid()}.toml")
+    try:
+        return login.write_secrets(auth, folder / f"secrets-{os.getpid()}.toml")
+    except OSError as e:
+        raise ConfigError(f"cannot write the dashboard's login secrets in {folder}: {e.strerror}") from None
 
 
 def dashboard(

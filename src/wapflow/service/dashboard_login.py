@@ -97,7 +97,7 @@ def check_provider(url: str, timeout: float = METADATA_TIMEOUT, *, hide: tuple[s
 
     try:
         resp = httpx.get(url, timeout=timeout, follow_redirects=True)
-    except httpx.HTTPError as e:
+    except (httpx.HTTPError, httpx.InvalidURL) as e:
         raise fail(f"the provider did not answer ({type(e).__name__}: {e})") from None
     if resp.status_code != 200:
         raise fail(f"the provider answered HTTP {resp.status_code}, not its discovery document")
