@@ -23,6 +23,7 @@ pytest_plugins = [
     "support.servers",
     "support.ingest",
     "support.receiver",
+    "support.oidc_provider",
     "support.s3_server",
     "support.pg_server",
     "support.rest_server",

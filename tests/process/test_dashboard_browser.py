@@ -23,6 +23,7 @@ import pytest
 
 from support.cli_harness import WAP, env
 from support.dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, Lake, build
+from support.oidc_provider import CLIENT_SECRET, OidcProvider, oidc_toml
 from wapflow.lakehouse.processes import free_port
 from wapflow.runs.store import RunRecord, RunStore, runs_table
 
@@ -46,7 +47,7 @@ def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
 
 
 @contextmanager
-def _serve(config: Path, tmp_path: Path) -> Iterator[str]:
+def _serve(config: Path, tmp_path: Path, **extra_env: str) -> Iterator[str]:
     """`wap dashboard` on a free port, up once its health endpoint answers; stopped afterwards."""
     port = free_port()
     log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115 - closed in the finally below
@@ -55,7 +56,8 @@ def _serve(config: Path, tmp_path: Path) -> Iterator[str]:
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
-        env=env(HOME=str(tmp_path)),  # Streamlit's own files (~/.streamlit) stay in the test's folder
+        # Streamlit's own files (~/.streamlit) and the login's secrets file stay in the test's folder.
+        env=env(HOME=str(tmp_path), XDG_RUNTIME_DIR=str(tmp_path), **extra_env),
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -184,9 +186,13 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
         shutil.copy(tmp_path / "overview.png", Path(os.environ["WAP_DASHBOARD_SCREENSHOTS"]) / "dashboard.png")
 
 
-def test_a_person_approves_a_held_run_with_one_click(spark: Any, browser: Any, tmp_path: Path, landing: Path):
-    """The Review page in Chromium: Approve, a reason, Confirm; the dashboard's process publishes the run (its own
-    JVM starts for it), main read back with PyIceberg, who and why in the run store."""
+def test_a_person_approves_a_held_run_with_one_click(
+    spark: Any, browser: Any, tmp_path: Path, landing: Path, oidc_provider: OidcProvider
+):
+    """The Review page in Chromium, with [dashboard.oidc]: the person logs in through the (local) identity
+    provider, then Approve, a reason, Confirm; the dashboard's process publishes the run (its own JVM starts for
+    it), main read back with PyIceberg, who (the provider's identity, not a typed name) and why in the run store
+    and in the published snapshot's summary."""
     import json
 
     from pyiceberg.catalog.sql import SqlCatalog
@@ -195,20 +201,22 @@ def test_a_person_approves_a_held_run_with_one_click(spark: Any, browser: Any, t
 
     from support.data import trips_file
     from support.typer_cli import wap
+    from wapflow.lakehouse.lineage import approval_of
 
     _need_chromium()
     cfg = tmp_path / "wap.toml"
     wh = tmp_path / "lakehouse"
     cfg.write_text(
         f'[lakehouse]\nwarehouse = "{wh}"\ncatalog_name = "rv_browser"\nmaster = "local[1]"\n\n'
-        '[tables."nyc.trips"]\nreview = "always"\n'
+        '[tables."nyc.trips"]\nreview = "always"\n' + oidc_toml(oidc_provider, "TEST_OIDC_SECRET")
     )
     r = wap("run", "nyc.trips", str(trips_file(landing, "held.parquet", 50)), "--config", str(cfg), "--json")
     run = json.loads(r.stdout)["run_id"]
     assert r.exit_code == 6, r.output
-    with _serve(cfg, tmp_path) as url:
-        browser.get(f"{url}/?{urlencode({'page': 'Review'})}")
-        _wait_for(browser, "Runs awaiting review", f"run {run}")
+    with _serve(cfg, tmp_path, TEST_OIDC_SECRET=CLIENT_SECRET) as url:
+        review = f"{url}/?{urlencode({'page': 'Review'})}"
+        browser.get(review)
+        _wait_for(browser, "Runs awaiting review", f"run {run}", "Log in with Test IdP to approve or reject")
 
         def button(text: str) -> Any:
             """The button labelled `text`, once Streamlit has drawn it."""
@@ -218,20 +226,40 @@ def test_a_person_approves_a_held_run_with_one_click(spark: Any, browser: Any, t
                 time.sleep(0.3)
             return found[0]
 
+        assert not browser.find_elements(By.XPATH, "//button[normalize-space()='Approve']")  # not before a login
+        button("Log in with Test IdP").click()  # to the provider and back, then Streamlit's home page
+        deadline = time.monotonic() + 30
+        while browser.get_cookie("_streamlit_user") is None:  # Streamlit's signed identity cookie
+            assert time.monotonic() < deadline, f"not logged in; the provider refused: {oidc_provider.token_errors}"
+            time.sleep(0.3)
+        assert [c["email"] for c in oidc_provider.issued] == ["alice@example.com"]
+        browser.get(review)
+        _wait_for(browser, "logged in with Test IdP as alice@example.com")
+        [asked] = oidc_provider.authorized
+        assert asked["redirect_uri"] == f"{url}/oauth2callback" and asked["code_challenge_method"] == "S256"
         button("Approve").click()
         _wait_for(browser, f"Why approve run {run}?")
+        assert "Your name" not in _visible(browser)  # the provider says who decides
         box = browser.find_element(By.CSS_SELECTOR, f"input[aria-label^='Why approve run {run}']")
         box.send_keys("checked in the browser", Keys.ENTER)
         time.sleep(1.5)  # the entered reason reaches the server before the confirmation
         button("Confirm approve").click()
         _wait_for(browser, "no run awaits review", timeout=240)  # the dashboard's own Spark publishes it
         browser.save_screenshot(str(tmp_path / "review.png"))
+        log = (tmp_path / "dashboard.log").read_text()
+    assert CLIENT_SECRET not in log
+    [secrets_file] = (tmp_path / "wapflow" / "dashboard").glob("secrets-*.toml")
+    assert secrets_file.stat().st_mode & 0o777 == 0o600 and secrets_file.parent.stat().st_mode & 0o777 == 0o700
     store = RunStore(f"sqlite:///{wh / 'wapflow_runs.db'}")
     rec = store.get(run)
-    assert rec is not None and (rec.status, rec.review, rec.review_reason) == (
+    assert rec is not None and (rec.status, rec.review, rec.review_by, rec.review_reason) == (
         "published",
         "approved",
+        "alice@example.com",
         "checked in the browser",
     )
     catalog = SqlCatalog("rv_browser", uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
-    assert len(catalog.load_table("nyc.trips").scan().to_arrow()) == 50
+    table = catalog.load_table("nyc.trips")
+    assert len(table.scan().to_arrow()) == 50
+    snapshot = table.current_snapshot()
+    assert snapshot is not None and approval_of(snapshot.summary) == ("alice@example.com", "checked in the browser")

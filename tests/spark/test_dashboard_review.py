@@ -55,7 +55,9 @@ def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Held:
     return Held(cfg, published, held)
 
 
-def _app(lake: Held, monkeypatch: pytest.MonkeyPatch, host: str, token: str | None = None) -> Any:
+def _app(
+    lake: Held, monkeypatch: pytest.MonkeyPatch, host: str, token: str | None = None, user: dict[str, Any] | None = None
+) -> Any:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
@@ -68,6 +70,8 @@ def _app(lake: Held, monkeypatch: pytest.MonkeyPatch, host: str, token: str | No
     st.cache_data.clear()
     st.cache_resource.clear()
     at = AppTest.from_file(str(APP), default_timeout=240)
+    if user is not None:
+        at.user = user  # what st.user holds: Streamlit's login sets it from the provider's id token
     at.run()
     at.sidebar.radio(key="page").set_value("Review").run()
     assert not at.exception, at.exception
@@ -115,6 +119,51 @@ def test_beyond_loopback_decisions_need_the_token(lake: Held, monkeypatch: pytes
     assert any("signed in as carol" in c.value for c in at.caption)
     assert [b for b in at.button if b.key == f"approve_{first}"]  # now a person may decide
     assert TOKEN not in json.dumps(_texts(at))
+
+
+def test_with_oidc_deciding_needs_an_allowed_login(lake: Held, monkeypatch: pytest.MonkeyPatch) -> None:
+    """[dashboard.oidc]: logged out, the queue shows and "Log in with <provider>" instead of the buttons (on
+    loopback too); logged in but not in `allow`, no buttons; logged in and allowed, Approve asks for a reason but
+    no name; a click after the login ended decides nothing. Other pages read as before. (The real login, and an
+    approval recorded as the provider's identity: tests/process/test_dashboard_browser.py.)"""
+    first = lake.held[0]
+    cfg = lake.config.with_name("wap-oidc.toml")
+    cfg.write_text(
+        lake.config.read_text() + '\n[dashboard.oidc]\nprovider = "Acme SSO"\n'
+        'server_metadata_url = "https://sso.acme.example/.well-known/openid-configuration"\n'
+        'client_id = "wapflow"\nclient_secret_env = "ACME_SSO_SECRET"\nallow = ["*@acme.example"]\n'
+    )
+    oidc = Held(cfg, lake.published, lake.held)
+
+    at = _app(oidc, monkeypatch, "127.0.0.1", token=TOKEN, user={"is_logged_in": False})
+    assert sorted(at.dataframe[0].value["run_id"]) == sorted(lake.held)
+    assert [b.label for b in at.button if b.key == "oidc_login"] == ["Log in with Acme SSO"]
+    assert not [b for b in at.button if b.key == f"approve_{first}"]
+    assert not [t for t in at.text_input if t.key == "login_token"]  # the provider replaces the token
+    at.sidebar.radio(key="page").set_value("Overview").run()
+    assert not at.exception and not at.warning and not at.error, _texts(at)
+    assert [m.value for m in at.metric][:2] == ["1", "6"]  # one table, six runs
+
+    at = _app(oidc, monkeypatch, "127.0.0.1")  # AppTest's default user: no is_logged_in, as with no [auth]
+    assert any("start it with `wap dashboard`" in w.value for w in at.warning), _texts(at)
+    assert not [b for b in at.button if b.key == f"approve_{first}"]
+
+    eve = {"is_logged_in": True, "email": "eve@elsewhere.example", "email_verified": True, "sub": "x-1"}
+    at = _app(oidc, monkeypatch, "127.0.0.1", user=eve)  # the provider knows her; wap.toml's allow does not
+    assert any("eve@elsewhere.example, who may not approve or reject here" in e.value for e in at.error), _texts(at)
+    assert not [b for b in at.button if b.key == f"approve_{first}"]
+
+    dana = {"is_logged_in": True, "email": "dana@acme.example", "email_verified": True, "sub": "acme-7"}
+    at = _app(oidc, monkeypatch, "0.0.0.0", user=dana)
+    assert any(c.value == "logged in with Acme SSO as dana@acme.example" for c in at.caption), _texts(at)
+    at.button(key=f"approve_{first}").click().run()
+    at.text_input(key=f"reason_{first}").input("looks right").run()
+    assert not [t for t in at.text_input if t.key == f"by_{first}"]  # no name to type: the provider says who
+    at.user = {"is_logged_in": False}  # logged out (another tab) before the click
+    at.button(key=f"confirm_{first}").click().run()
+    assert any("not logged in" in e.value for e in at.error), _texts(at)
+    store = RunStore(load_config(str(lake.config)).run_store_url())
+    assert store.get(first).status == "awaiting_review"  # type: ignore[union-attr]
 
 
 def test_approve_one_held_run_and_reject_another(lake: Held, monkeypatch: pytest.MonkeyPatch) -> None:

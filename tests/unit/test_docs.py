@@ -50,6 +50,8 @@ def test_config_reference_names_every_section_and_key_with_its_default() -> None
         "alerts.sinks.NAME",
         "maintenance",
         "lineage",
+        "dashboard",
+        "dashboard.oidc",
     ]
     for key in WapConfig.model_fields["lakehouse"].annotation.model_fields:  # type: ignore[union-attr]  # a model
         assert f"| `{key}` |" in page

@@ -272,12 +272,12 @@ def test_notable_column_changes_of_a_diff() -> None:
 def test_who_may_decide_on_the_dashboard() -> None:
     from wapflow.service.review_queue import token_matches, writes_allowed
 
-    assert writes_allowed("127.0.0.1", {}) == (True, False, None)
-    assert writes_allowed("localhost", {}) == (True, False, None)
+    assert writes_allowed("127.0.0.1", {}) == (True, None, None)
+    assert writes_allowed("localhost", {}) == (True, None, None)
     allowed, login, why = writes_allowed("0.0.0.0", {})
-    assert (allowed, login) == (False, False) and why is not None and "WAP_DASHBOARD_TOKEN is not set" in why
+    assert (allowed, login) == (False, None) and why is not None and "neither WAP_DASHBOARD_TOKEN nor" in why
     assert writes_allowed(None, {})[0] is False  # Streamlit's default binds every interface
-    assert writes_allowed("0.0.0.0", {"WAP_DASHBOARD_TOKEN": "t0k"}) == (True, True, None)
+    assert writes_allowed("0.0.0.0", {"WAP_DASHBOARD_TOKEN": "t0k"}) == (True, "token", None)
     assert token_matches("t0k", {"WAP_DASHBOARD_TOKEN": "t0k"})
     assert not token_matches("t0K", {"WAP_DASHBOARD_TOKEN": "t0k"}) and not token_matches("", {})
 
@@ -287,4 +287,5 @@ def test_wap_dashboard_refuses_the_network_without_a_token(tmp_path: Path, monke
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["dashboard", "--host", "0.0.0.0", "--port", "1"])
     assert r.exit_code == EXIT_USAGE, r.output
-    assert "set WAP_DASHBOARD_TOKEN" in r.output and "approves and rejects" in r.output
+    assert "approves and rejects" in r.output and "Traceback" not in r.output
+    assert "[dashboard.oidc] in wap.toml" in r.output and "WAP_DASHBOARD_TOKEN (a secret" in r.output  # both ways

@@ -2,8 +2,9 @@
 
 It only renders. Every number comes from wapflow.service.dashboard and service.review_queue (run store, ledger,
 and Iceberg metadata through PyIceberg: no Spark, no JVM). The one write, approving or rejecting a held run on
-the Review page, calls the functions `wap approve` / `wap reject` call (Spark starts in this process then); bound
-beyond loopback it needs $WAP_DASHBOARD_TOKEN entered once per session (service.review_queue.writes_allowed).
+the Review page, calls the functions `wap approve` / `wap reject` call (Spark starts in this process then). With
+[dashboard.oidc] it needs a login with that provider (`st.login`; the decider recorded is who the provider says);
+otherwise, bound beyond loopback, $WAP_DASHBOARD_TOKEN entered once per session (review_queue.writes_allowed).
 Reads are cached, keyed on the run store's change token, so a new run
 shows at the next refresh, and the page body refreshes on its own every $WAP_DASHBOARD_REFRESH seconds.
 The config is $WAP_CONFIG (set by `wap dashboard --config`), else ./wap.toml, else the defaults.
@@ -19,6 +20,7 @@ import streamlit as st
 
 from wapflow.errors import WapError
 from wapflow.service import dashboard as svc
+from wapflow.service import dashboard_login as login
 from wapflow.service import review_queue as rq
 
 PAGES = ("Overview", "Review", "Table", "Run", "Branch")
@@ -260,6 +262,35 @@ def signed_in() -> str | None:
     return None
 
 
+def logged_in(provider: str, allow: list[str]) -> str | None:
+    """Who is deciding with [dashboard.oidc]: the identity `st.user` holds after a login with the provider (if
+    wap.toml's `allow` lets it decide), else the "Log in with <provider>" button (Streamlit's own OIDC flow,
+    configured by `wap dashboard`)."""
+    info = st.user.to_dict()
+    if "is_logged_in" not in info:  # Streamlit has no [auth] secrets: not started by `wap dashboard`
+        st.warning(
+            f"approve and reject are off: wap.toml's [dashboard.oidc] asks for a login with {provider}, but this "
+            "Streamlit has no login configured; start it with `wap dashboard`"
+        )
+        return None
+    who = login.oidc_identity(info)
+    if who and not login.may_decide(who, allow):
+        st.error(f"logged in with {provider} as {who}, who may not approve or reject here ([dashboard.oidc] allow)")
+        st.button("Log out", key="oidc_logout", on_click=st.logout)
+        return None
+    if who:
+        st.caption(f"logged in with {provider} as {who}")
+        st.button("Log out", key="oidc_logout", on_click=st.logout)
+        return who
+    if info.get("is_logged_in"):
+        st.error(f"logged in, but {provider} gave neither a verified email nor a subject id to record decisions by")
+        st.button("Log out", key="oidc_logout", on_click=st.logout)
+        return None
+    st.markdown(f"**Log in with {provider} to approve or reject** (decisions record who you are)")
+    st.button(f"Log in with {provider}", key="oidc_login", type="primary", on_click=st.login)
+    return None
+
+
 def _ask(run_id: str, decision: str) -> None:
     st.session_state["confirm"] = {"run_id": run_id, "decision": decision}
 
@@ -268,14 +299,28 @@ def _cancel() -> None:
     st.session_state.pop("confirm", None)
 
 
-def _decide(config: str | None, run_id: str, decision: str, user: str | None) -> None:
+def _decider(config: str | None, kind: str | None, user: str | None, run_id: str) -> str | None:
+    """The `by` a decision records. OIDC: who `st.user` says now (read again at the click, never a typed name),
+    if allowed; a token login or this machine: the name typed, marked as given on the dashboard; None: the OS
+    user."""
+    oidc = sources(config).cfg.dashboard.oidc
+    if kind == "oidc":
+        who = login.oidc_identity(st.user.to_dict())
+        if who is None or oidc is None or not login.may_decide(who, oidc.allow):
+            raise WapError("not logged in as someone who may decide: log in again to approve or reject")
+        return who
+    typed = user or str(st.session_state.get(f"by_{run_id}") or "").strip()
+    return f"{typed} (dashboard)" if typed else None
+
+
+def _decide(config: str | None, run_id: str, decision: str, kind: str | None, user: str | None) -> None:
     """The confirmation's callback: the same service call as `wap approve` / `wap reject`; the outcome is kept
     for the page to show."""
     reason = str(st.session_state.get(f"reason_{run_id}") or "")
-    by = user or str(st.session_state.get(f"by_{run_id}") or "").strip() or None
     try:
+        by = _decider(config, kind, user, run_id)
         with st.spinner(f"{decision} run {run_id}: auditing and publishing can take a minute"):
-            done = rq.decide(decider(config), run_id, decision, reason=reason, by=f"{by} (dashboard)" if by else None)
+            done = rq.decide(decider(config), run_id, decision, reason=reason, by=by)
         st.session_state["review_outcome"] = {"ok": done["status"] in ("published", "rejected"), **done}
         st.session_state.pop("confirm", None)
     except WapError as e:
@@ -287,7 +332,8 @@ def show_review(config: str | None, tok: str) -> None:
     outcome = st.session_state.get("review_outcome")
     if outcome:
         (st.success if outcome["ok"] else st.error)(f"{outcome['run_id']}: {outcome['message']}")
-    allowed, needs_login, why = rq.writes_allowed(bind_address())
+    oidc = sources(config).cfg.dashboard.oidc
+    allowed, kind, why = rq.writes_allowed(bind_address(), oidc=oidc is not None)
     if why:
         st.warning(why)
     rows = review_queue(config, tok)
@@ -305,8 +351,12 @@ def show_review(config: str | None, tok: str) -> None:
         for r in rows
     ]
     st.dataframe(_frame(shown), hide_index=True)
-    user = signed_in() if allowed and needs_login else None
-    may = allowed and (user is not None or not needs_login)
+    user = None
+    if allowed and kind == "oidc" and oidc is not None:
+        user = logged_in(oidc.provider, oidc.allow)
+    elif allowed and kind == "token":
+        user = signed_in()
+    may = allowed and (user is not None or kind is None)
     pending = st.session_state.get("confirm") or {}
     for r in rows:
         run_id = r["run_id"]
@@ -331,7 +381,7 @@ def show_review(config: str | None, tok: str) -> None:
             if pending.get("run_id") == run_id:
                 decision = pending["decision"]
                 st.text_input(f"Why {decision} run {run_id}? (required, recorded)", key=f"reason_{run_id}")
-                if user is None:
+                if user is None and kind is None:
                     st.text_input("Your name (recorded; empty: the user running the dashboard)", key=f"by_{run_id}")
                 ok, no = st.columns(2)
                 ok.button(
@@ -339,7 +389,7 @@ def show_review(config: str | None, tok: str) -> None:
                     key=f"confirm_{run_id}",
                     type="primary",
                     on_click=_decide,
-                    args=(config, run_id, decision, user),
+                    args=(config, run_id, decision, kind, user),
                 )
                 no.button("Cancel", key=f"cancel_{run_id}", on_click=_cancel)
 

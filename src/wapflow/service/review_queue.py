@@ -7,9 +7,10 @@ metric history (wapflow.runs.metrics) with, for each run, the band the anomaly c
 (wapflow.audit.anomaly.band over the published runs before it).
 
 Deciding is a write: `decide` calls service.review.approve / reject, which start Spark in the dashboard's
-process on first use (an approval audits the run again and publishes it). A dashboard bound beyond loopback
-lets a person decide only after entering $WAP_DASHBOARD_TOKEN (compared in constant time, never shown);
-`writes_allowed` says whether this one may, and why not.
+process on first use (an approval audits the run again and publishes it). With [dashboard.oidc] a person
+decides only once logged in with the provider (service.dashboard_login); otherwise a dashboard bound beyond
+loopback lets a person decide only after entering $WAP_DASHBOARD_TOKEN (compared in constant time, never shown).
+`writes_allowed` says whether this one may, after which login, and why not.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hmac
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
 from wapflow.audit.anomaly import band, same_weekday, weekday_of
 from wapflow.audit.batch_checks import AnomalyCheck, VolumeCheck
@@ -121,22 +122,33 @@ def loopback(address: str | None) -> bool:
     return (address or "").strip().lower() in LOOPBACK
 
 
-def writes_allowed(address: str | None, env: Mapping[str, str] | None = None) -> tuple[bool, bool, str | None]:
-    """(may decide at all, needs a login first, why not): on loopback anyone at this machine may; beyond it
-    only after the token is entered, and not at all when no token is configured."""
+class Gate(NamedTuple):
+    """Whether this dashboard lets people decide: at all, after which login ("token", "oidc", None), why not."""
+
+    allowed: bool
+    login: Literal["token", "oidc"] | None
+    why: str | None
+
+
+def writes_allowed(address: str | None, env: Mapping[str, str] | None = None, *, oidc: bool = False) -> Gate:
+    """Who may decide. With [dashboard.oidc]: a person logged in with the provider, on any address. Otherwise on
+    loopback anyone at this machine; beyond it only after the token is entered, and nobody when none is set."""
+    if oidc:
+        return Gate(True, "oidc", None)
     token = (os.environ if env is None else env).get(TOKEN_ENV, "")
     if loopback(address):
-        return True, False, None
+        return Gate(True, None, None)
     if not token:
-        return (
+        return Gate(
             False,
-            False,
+            None,
             (
                 f"approve and reject are off: this dashboard is bound beyond loopback ({address or 'every interface'}) "
-                f"and {TOKEN_ENV} is not set; set it (and restart) to decide here, or use `wap approve` / `wap reject`"
+                f"and neither {TOKEN_ENV} nor [dashboard.oidc] is set; set one (and restart) to decide here, or use "
+                "`wap approve` / `wap reject`"
             ),
         )
-    return True, True, None
+    return Gate(True, "token", None)
 
 
 def token_matches(given: str, env: Mapping[str, str] | None = None) -> bool:
