@@ -245,12 +245,13 @@ def test_an_append_leaves_counted_checks_to_iceberg_and_scans_when_the_table_kee
     lh = lakehouse_factory({"shop.orders": {"checks": checks}})
     plan = AuditPlan(TableConfig.model_validate({"checks": checks}).checks, orders(1).column_names, table=str(T))
     observed = {re.sub(r".* AS `?(\w+)`?'>$", r"\1", str(c)) for c in plan.observable(counted=True)}
-    assert observed == {"_rows", "c3_v"}, observed  # the row count and the mean only
-    assert len(plan.observable()) == 1 + 2 + 2 + 2 + 1
+    assert observed == {"_rows", "c3_s"}, observed  # the row count, and the mean's sum (its count: Iceberg's)
+    assert len(plan.observable()) == 1 + 2 + 2 + 2 + 2
 
     first = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", orders(20)))])
     assert first.status == "published"
     assert [c["source"] for c in first.checks] == ["metadata", "metadata", "metadata", "write"]
+    assert by_name(first)["anomaly(mean(amount))"]["observed"]["value"] == pytest.approx(19.5)  # 10.0 + 0..19
 
     spark.sql(f"ALTER TABLE {lh.tables.ident(T)} SET TBLPROPERTIES ('write.metadata.metrics.default' = 'none')")
     t = orders(10, start=100)
@@ -263,7 +264,9 @@ def test_an_append_leaves_counted_checks_to_iceberg_and_scans_when_the_table_kee
     got = {c["check"] + ":" + c["name"]: (c["source"], c["status"], c["failing_rows"]) for c in second.checks}
     assert got["not_null:not_null(email)"] == ("scan", "failed", 1), got
     assert got["null_rate:null_rate(customer) <= 0.5"] == ("scan", "passed", 0), got
-    assert [c["source"] for c in second.checks if c["check"] == "anomaly"] == ["scan", "write"]
+    assert [c["source"] for c in second.checks if c["check"] == "anomaly"] == ["scan", "scan"]
+    mean = next(c for c in second.checks if c["name"] == "anomaly(mean(amount))")
+    assert mean["observed"]["value"] == pytest.approx(14.5)  # 10.0 + 0..9: the sum over the count, both scanned
 
 
 def test_report_samples_and_sql_reproduce_the_failure(lakehouse_factory, landing, spark):

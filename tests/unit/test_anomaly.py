@@ -83,8 +83,8 @@ def test_the_window_limits_the_history_used() -> None:
     chk = C.anomaly("mean", "fare", min_history=3, window=3)
     c = compiled(chk, {"fare": "fare"})
     ctx = history_of({("mean", "fare"): [10.0, 10.5, 9.5, 1000.0, 1000.0, 1000.0, 1000.0]})
-    v = chk.verdict(c, {"c0_v": 10.2}, 100, ctx)
-    assert v.ok and v.observed["history"] == 3
+    v = chk.verdict(c, {"c0_s": 1020, "c0_c": 100}, 100, ctx)  # a mean is a sum over a non-null count
+    assert v.ok and v.observed["history"] == 3 and v.observed["value"] == 10.2
 
 
 @pytest.mark.parametrize("on_short, status_ok", [("pass", True), ("warn", False)])

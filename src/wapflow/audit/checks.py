@@ -170,8 +170,7 @@ def plain_aggregates(compiled: list[Compiled], *, counted: bool = False) -> list
 
     aggs = [F.count(F.lit(1)).alias("_rows")]
     for c in compiled:
-        if not (counted and c.check.counted_by_iceberg):
-            aggs.extend(c.check.aggregates(c))
+        aggs.extend(c.check.write_aggregates(c, counted=True) if counted else c.check.aggregates(c))
     return aggs
 
 
@@ -261,15 +260,16 @@ def evaluate(
         for c in plan.compiled:
             got = c.check.from_metadata(c, fm) if "metadata" in c.check.computed else None
             if got is not None:
-                values.update(got)
-                source[c.index] = "metadata"
+                values.update(got)  # all a verdict needs, or a part the write's observation completes
+                if c.check.answered(c, got):
+                    source[c.index] = "metadata"
     if observed:
         for k, v in observed.items():
             values.setdefault(k, v)
         for c in plan.compiled:
-            if c.index not in source and (_value_keys(c) & set(observed)):
+            if c.index not in source and c.check.answered(c, values):
                 source[c.index] = "write"
-    needed = [c for c in plan.compiled if c.check.observable and not (_value_keys(c) & set(values))]
+    needed = [c for c in plan.compiled if c.check.observable and not c.check.answered(c, values)]
     if needed or "_rows" not in values:
         values.update(added.agg(*plain_aggregates(needed)).collect()[0].asDict())  # a global aggregate: one row
         for c in needed:
@@ -290,11 +290,6 @@ def evaluate(
                 r.sql = _reproduce_sql(c, ctx)
                 r.samples = _samples(added, c, plan, ctx)
     return AuditReport(rows=rows, checks=results, metrics=metrics)
-
-
-def _value_keys(c: Compiled) -> set[str]:
-    """The keys of values a check type's aggregates produce: any of them present means it was measured."""
-    return {f"{c.key}_n", f"{c.key}_f", f"{c.key}_max", f"{c.key}_v"}
 
 
 def _result(c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> CheckResult:

@@ -18,7 +18,7 @@ How a check is computed, cheapest first (`CheckType.computed`):
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, get_args
@@ -219,9 +219,18 @@ class CheckType(BaseModel):
             return []
         return [count_if(c.applies & c.fail).alias(f"{c.key}_f"), count_if(c.applies).alias(f"{c.key}_n")]
 
+    def write_aggregates(self, c: Compiled, *, counted: bool) -> list[Column]:
+        """What an append observes of it. `counted`: the added files' Iceberg counts will be read, so what they
+        answer (`from_metadata`) is left to them."""
+        return [] if counted and self.counted_by_iceberg else self.aggregates(c)
+
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         """Exact values from file metrics, or None when metadata cannot answer this check exactly."""
         return None
+
+    def answered(self, c: Compiled, values: Mapping[str, Any]) -> bool:
+        """The gathered values hold what its verdict needs (default: any of the keys its aggregates produce)."""
+        return any(f"{c.key}_{k}" in values for k in ("n", "f", "max", "v"))
 
     def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
         """Values of a type that is not a plain aggregate, and where they came from."""
