@@ -118,7 +118,11 @@ class Lakehouse:
 
     @cached_property
     def tables(self) -> Tables:
-        return Tables(self.spark, self.catalog, catalog_client=self._pyiceberg_catalog)
+        from wapflow.lakehouse.manifests import ManifestMetrics
+
+        return Tables(
+            self.spark, self.catalog, catalog_client=self._pyiceberg_catalog, manifests=ManifestMetrics(self.storage)
+        )
 
     def _pyiceberg_catalog(self) -> Catalog:
         """The catalog through PyIceberg, for what a Spark Connect session cannot commit (Tables.remove_added_files);
