@@ -7,7 +7,7 @@ run's audit). Here the table's metadata JSON (Iceberg's own: through the gateway
 the catalog in wapflow.lakehouse.metadata) names each snapshot's manifest list; PyIceberg's Avro readers read
 it and the manifests through wapflow's Storage (local files and s3://, with wap.toml's [s3] settings).
 
-The values are those of Spark's `readable_metrics` (tables.summed_file_metrics sums either): every primitive
+The values are those of Spark's `readable_metrics` (audit.metrics.summed_file_metrics sums either): every primitive
 column of the table's current schema by its full name, None where a file lacks a metric, bounds of the
 Python type PySpark returns for the column (int, float, bool, str, Decimal, date, datetime: a timestamp with
 time zone as naive local time, one without as it is; binary as bytearray, a UUID as its string).
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wapflow.audit.metrics import FileMetrics
+from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.storage.settings import is_s3_uri
 
 if TYPE_CHECKING:
@@ -112,8 +112,6 @@ class ManifestMetrics:
 
 
 def _summed(schema: Schema, files: Iterable[DataFile]) -> FileMetrics:
-    from wapflow.lakehouse.tables import summed_file_metrics
-
     columns = _columns(schema)
     return summed_file_metrics((int(f.record_count), _readable(f, columns)) for f in files)
 

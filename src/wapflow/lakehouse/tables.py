@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wapflow.audit.metrics import FileMetrics
+from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.errors import UsageError, WapError
 from wapflow.lakehouse.lineage import RUN_ID_PROP
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
@@ -395,33 +395,3 @@ class Tables(SnapshotReads):
 
     def row_count(self, table: TableName, branch: str | None = None) -> int:
         return int(self.read(table, branch).count())
-
-
-def summed_file_metrics(files: Iterable[tuple[int, Mapping[str, Any]]]) -> FileMetrics:
-    """Per-column metrics of data files (each: its record count, its `readable_metrics` as a dict of Rows or
-    dicts) summed: null and NaN counts added, bounds widened; None where some file does not track one. A
-    column is in `columns` when some file holds values of it (a value count)."""
-    fm = FileMetrics(rows=0)
-    first = True
-    for count, metrics in files:
-        fm.rows += count
-        for col, met in metrics.items():
-            key = col.lower()
-            met = met.asDict() if hasattr(met, "asDict") else dict(met or {})
-            if met.get("value_count") is not None:
-                fm.columns.add(key)
-            for target, name in ((fm.null_counts, "null_value_count"), (fm.nan_counts, "nan_value_count")):
-                v = met.get(name)
-                if first:
-                    target[key] = v
-                elif target.get(key) is not None:
-                    target[key] = None if v is None else target[key] + v
-            lo, hi = met.get("lower_bound"), met.get("upper_bound")
-            if first:
-                fm.lower[key], fm.upper[key] = lo, hi
-            else:
-                cur_lo, cur_hi = fm.lower.get(key), fm.upper.get(key)
-                fm.lower[key] = None if lo is None or cur_lo is None else min(lo, cur_lo)
-                fm.upper[key] = None if hi is None or cur_hi is None else max(hi, cur_hi)
-        first = False
-    return fm
