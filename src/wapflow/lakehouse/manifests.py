@@ -80,8 +80,14 @@ class ManifestMetrics:
     @staticmethod
     def available(meta: dict[str, Any] | None) -> bool:
         """Whether this reader can answer for a table of this metadata (PyIceberg installed, files on a
-        filesystem wapflow's Storage reads); if not, the caller reads the metadata tables."""
-        return meta is not None and pyiceberg_installed() and readable_location(str(meta.get("location") or ""))
+        filesystem wapflow's Storage reads, every snapshot with a manifest list: not an early v1 table's
+        inline manifests); if not, the caller reads the metadata tables."""
+        return (
+            meta is not None
+            and pyiceberg_installed()
+            and readable_location(str(meta.get("location") or ""))
+            and all(s.get("manifest-list") for s in meta.get("snapshots") or [])
+        )
 
     def io(self) -> FileIO:
         if self._io is None:
@@ -94,21 +100,11 @@ class ManifestMetrics:
         """Summed over the data files the given snapshots added."""
         lists = _manifest_lists(meta)
         files = (f for sid in snapshot_ids if sid in lists for f in added_entries(self.io(), lists[sid], sid))
-        return self._summed(meta, files)
-
-    def added_by_snapshot(self, meta: dict[str, Any], snapshot_ids: Iterable[int]) -> dict[int, FileMetrics]:
-        """Per snapshot: summed over the data files it added (one schema parse for all of them)."""
-        lists = _manifest_lists(meta)
-        schema = _schema(meta)
-        return {sid: _summed(schema, added_entries(self.io(), lists[sid], sid)) for sid in snapshot_ids if sid in lists}
+        return _summed(_schema(meta), files)
 
     def live(self, meta: dict[str, Any], snapshot_id: int) -> FileMetrics:
         """Summed over the data files live in a snapshot (a branch's head)."""
-        return self._summed(meta, live_entries(self.io(), _manifest_lists(meta)[snapshot_id]))
-
-    @staticmethod
-    def _summed(meta: dict[str, Any], files: Iterable[DataFile]) -> FileMetrics:
-        return _summed(_schema(meta), files)
+        return _summed(_schema(meta), live_entries(self.io(), _manifest_lists(meta)[snapshot_id]))
 
 
 def _summed(schema: Schema, files: Iterable[DataFile]) -> FileMetrics:
@@ -117,9 +113,7 @@ def _summed(schema: Schema, files: Iterable[DataFile]) -> FileMetrics:
 
 
 def _manifest_lists(meta: dict[str, Any]) -> dict[int, str]:
-    return {
-        int(s["snapshot-id"]): str(s["manifest-list"]) for s in meta.get("snapshots") or [] if s.get("manifest-list")
-    }
+    return {int(s["snapshot-id"]): str(s["manifest-list"]) for s in meta.get("snapshots") or []}
 
 
 def _schema(meta: dict[str, Any]) -> Schema:
