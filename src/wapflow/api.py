@@ -152,7 +152,10 @@ def metrics(
 ) -> list[MetricRowDoc]:
     """A table's metric history as `wap metrics` shows it: each of its last `limit` audited runs' row count,
     null fractions, min, max... with the run's time and status, newest run first. No Spark. `backfill` first
-    gives the appends on main with no recorded metrics their row count from the snapshots (`--backfill`)."""
+    gives the appends on main with no recorded metrics (another writer's, an older wapflow's) their row count
+    from the snapshots and each column's null_fraction, min and max (numeric columns) from the column metrics
+    of the files they added (`--backfill`: metadata only, no JVM where the catalog is read directly and
+    PyIceberg is installed); what a run recorded itself is kept, and doing it again records nothing."""
     from wapflow.service.metrics import backfill_metrics, metric_rows
 
     if backfill:

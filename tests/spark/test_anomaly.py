@@ -167,7 +167,10 @@ def test_an_anomaly_check_that_cannot_fit_the_data_is_a_config_error_before_any_
 def test_a_table_adopted_mid_life_gets_its_history_from_main_snapshots(lakehouse_factory, landing: Path):
     import wapflow
 
-    lh = lakehouse_factory({"nyc.trips": {"checks": [{"check": "anomaly", "metric": "row_count", "min_history": 3}]}})
+    nulls = {"check": "anomaly", "metric": "null_fraction", "column": "passenger_count", "min_history": 3}
+    lh = lakehouse_factory(
+        {"nyc.trips": {"checks": [{"check": "anomaly", "metric": "row_count", "min_history": 3}, nulls]}}
+    )
     ident = lh.tables.ident(T)
     lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {T.namespace_sql(lh.catalog)}")
     for day, rows in enumerate([100, 104, 98]):  # another writer's appends, before wapflow
@@ -187,15 +190,24 @@ def test_a_table_adopted_mid_life_gets_its_history_from_main_snapshots(lakehouse
         ("published", 100.0),
     ]
     assert all(r["run_id"].startswith("snapshot-") for r in got[1:])
+    # Per column too, from the files each append added (Iceberg metadata): what an audit records of its own.
+    fares = wapflow.metrics(lh, "nyc.trips", metric="max", column="fare_amount")
+    assert [r["run_id"] for r in fares] == [r["run_id"] for r in got]
+    old = lh.spark.read.parquet(str(landing / "old1.parquet"))
+    assert fares[2]["value"] == pytest.approx(old.agg({"fare_amount": "max"}).first()[0])
     again = CliRunner().invoke(
         app, ["metrics", "nyc.trips", "--backfill", "--json", "--config", str(write_config_for(lh, landing))]
     )
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout)["backfill"] == {"table": "nyc.trips", "recorded": 0, "already": 4}
+    assert json.loads(again.stdout)["backfill"] == {"table": "nyc.trips", "recorded": 0, "already": 4, "columns": 0}
 
     drop = run_wap(lh, "nyc.trips", [str(trips_file(landing, "drop.parquet", 10, start_id=95000))])
     assert drop.status == "blocked", drop.message
     assert drop.checks[0]["observed"]["history"] == 4 and drop.checks[0]["observed"]["band"][0] > 10
+    spike = run_wap(lh, "nyc.trips", [str(trips_file(landing, "spike.parquet", 100, null_rate=0.3, start_id=96000))])
+    assert spike.status == "blocked", spike.message
+    assert [c["status"] for c in spike.checks] == ["passed", "failed"]
+    assert spike.checks[1]["observed"]["history"] == 4 and spike.checks[1]["observed"]["band"][1] < 0.1
 
 
 def write_config_for(lh, folder: Path) -> Path:

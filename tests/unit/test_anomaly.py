@@ -259,3 +259,58 @@ def test_the_quality_trend_draws_the_band_the_check_uses(tmp_path: Path, seasona
     assert saturday["value"] == 107 and saturday["outside"] is outside
     assert (saturday["band_high"] < 200) is (seasonality == "weekly")
     assert ("on the same weekday" in doc["band"]) is (seasonality == "weekly")
+
+
+def test_a_table_pyiceberg_wrote_gets_per_column_history_and_its_band_without_a_jvm(tmp_path: Path) -> None:
+    """Issue 23: a table adopted mid-life (written by PyIceberg, not wapflow) gets from `--backfill` each
+    append's row count, null fractions, min and max from its files' metadata, and an anomaly check then has a
+    band; a wapflow run that recorded its own metrics keeps them, and a second backfill records nothing."""
+    import pyarrow as pa
+
+    from wapflow.config import parse_config
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.lakehouse.lineage import RUN_ID_PROP
+    from wapflow.lakehouse.pyiceberg_client import open_catalog
+    from wapflow.service.metrics import backfill_metrics
+
+    (tmp_path / "lake").mkdir()
+    cfg = parse_config({"lakehouse": {"warehouse": str(tmp_path / "lake"), "catalog_name": "lake"}})
+    cat = open_catalog(cfg, why="the other writer")
+    cat.create_namespace("nyc")
+    days = [(100, 2, 40.0), (104, 3, 41.5), (98, 2, 39.0), (102, 1, 44.0)]  # rows, null tips, top fare
+
+    def day(rows: int, nulls: int, top: float) -> pa.Table:
+        return pa.table(
+            {
+                "trip_id": pa.array(range(rows), pa.int64()),
+                "fare": pa.array([top - i % 7 for i in range(rows)], pa.float64()),
+                "tip": pa.array([None] * nulls + [1.5] * (rows - nulls), pa.float64()),
+            }
+        )
+
+    tbl = cat.create_table("nyc.trips", schema=day(1, 0, 1.0).schema)
+    for i, (rows, nulls, top) in enumerate(days):  # the last append is a wapflow run's, audited by itself
+        tbl.append(day(rows, nulls, top), snapshot_properties={RUN_ID_PROP: "r-own"} if i == 3 else {})
+    lh = Lakehouse(cfg)
+    history = MetricHistory(lh.store.engine)
+    own = {("row_count", ""): 102.0, ("null_fraction", "tip"): 0.01, ("schema", ""): "{}"}
+    history.record("r-own", "nyc.trips", datetime.now(UTC), own)
+
+    assert backfill_metrics(lh, "nyc.trips") == {"table": "nyc.trips", "recorded": 3, "already": 1, "columns": 3}
+    assert history.published("nyc.trips", "max", "fare", 10) == [39.0, 41.5, 40.0]  # newest first
+    assert history.published("nyc.trips", "min", "trip_id", 10) == [0.0, 0.0, 0.0]
+    assert sorted(history.published("nyc.trips", "null_fraction", "tip", 10)) == sorted(
+        [0.01, 2 / 98, 3 / 104, 2 / 100]
+    )
+    assert history.of_run("r-own", "nyc.trips") == own  # what the run recorded itself is kept as it was
+    again = backfill_metrics(lh, "nyc.trips")
+    assert again == {"table": "nyc.trips", "recorded": 0, "already": 4, "columns": 0}
+
+    ctx = AuditContext(metric_history=lambda m, col, n, weekday: history.published("nyc.trips", m, col, n, weekday))
+    chk = C.anomaly("null_fraction", "tip", min_history=4)
+    c = compiled(chk, {"tip": "tip"})
+    spike = chk.verdict(c, {"c0_f": 30, "c0_n": 100}, 100, ctx)
+    assert not spike.ok and spike.observed["history"] == 4
+    lo, hi = spike.observed["band"]
+    assert lo < 0.02 < hi < 0.3
+    assert chk.verdict(c, {"c0_f": 2, "c0_n": 100}, 100, ctx).ok

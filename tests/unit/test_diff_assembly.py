@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from wapflow.audit.metrics import FileMetrics
+from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.cli import app
 from wapflow.config import parse_config
 from wapflow.errors import NotFound, UsageError
-from wapflow.lakehouse.tables import summed_file_metrics
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
 from wapflow.service.diff import diff, side_by_side, target

@@ -129,3 +129,38 @@ def test_a_catalog_nobody_listens_on_is_transient(tmp_path):
         with pytest.raises(Unreachable) as caught:
             lh.metadata.exists(TRIPS)
         assert caught.value.exit_code == 5 and str(port) in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("location", "snapshot", "readable"),
+    [
+        ("/wh/nyc/trips", {"snapshot-id": 1, "manifest-list": "/wh/nyc/trips/metadata/snap-1.avro"}, True),
+        ("s3://lake/nyc/trips", {"snapshot-id": 1, "manifest-list": "s3://lake/m/snap-1.avro"}, True),
+        ("gs://lake/nyc/trips", {"snapshot-id": 1, "manifest-list": "gs://lake/m/snap-1.avro"}, False),
+        ("/wh/nyc/trips", {"snapshot-id": 1, "manifests": ["/wh/nyc/trips/metadata/m1.avro"]}, False),  # early v1
+    ],
+)
+def test_file_metrics_come_from_the_manifests_only_where_wapflow_can_read_them(
+    location: str, snapshot: dict[str, object], readable: bool
+) -> None:
+    """Elsewhere (another filesystem, an early v1 table's inline manifests) the metadata tables answer through
+    Spark, and a view without Spark says what to do instead of guessing."""
+    from wapflow.lakehouse.manifests import ManifestMetrics
+
+    meta = {"location": location, "snapshots": [snapshot]}
+    table = TableName.parse("nyc.trips")
+    assert ManifestMetrics.available(meta) is readable
+    assert not ManifestMetrics.available(None)
+
+    class One:
+        def load(self, _: TableName) -> dict[str, object]:
+            return meta
+
+        def list_tables(self) -> list[TableName]:
+            return [table]
+
+    view = CatalogTables(One(), "lake", ManifestMetrics(Storage(s3_enabled=False)))
+    if not readable:
+        with pytest.raises(EnvironmentProblem, match="without Spark") as e:
+            view.added_file_metrics(table, "main", [1])
+        assert "WAP_METADATA=spark" in (e.value.hint or "")

@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
 
+from wapflow.audit.metrics import FileMetrics
+
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally distributed values
 # The least spread a band assumes: 5% of |median|, and never less than 0.001. Without it a constant history
 # (every run 200 rows, a null fraction always 0) has MAD 0 and would block the smallest change; with it a
@@ -140,3 +142,19 @@ def as_number(v: Any) -> float | None:
     if isinstance(v, (int, float, Decimal)):
         return float(v)
     return None
+
+
+def file_metric_values(fm: FileMetrics) -> dict[tuple[str, str], float]:
+    """What the metric history keeps of data files' column metrics (Iceberg metadata, no scan): per column the
+    null fraction, and the min and max of numeric columns. An audited run's added files and each append a
+    backfill reads (wapflow.service.metrics) give the same values this way."""
+    out: dict[tuple[str, str], float] = {}
+    for col, nulls in fm.null_counts.items():
+        if nulls is not None and fm.rows:
+            out[("null_fraction", col)] = nulls / fm.rows
+    for name, bounds in (("min", fm.lower), ("max", fm.upper)):
+        for col, v in bounds.items():
+            number = as_number(v)
+            if number is not None:
+                out[(name, col)] = number
+    return out

@@ -97,7 +97,8 @@ def metrics(
         typer.Option(
             "--backfill",
             help="First give the appends on main that have no recorded metrics (other writers', older wapflow "
-            "runs') their row count from the snapshots' summaries: history for a table adopted mid-life.",
+            "runs') their row count, and each column's null fraction, min and max from the column metrics of "
+            "the files they added (Iceberg metadata only): history for a table adopted mid-life.",
         ),
     ] = False,
     config: ConfigOpt = None,
@@ -108,7 +109,10 @@ def metrics(
     doc: dict[str, object] = {"table": table}
     if backfill:
         done = on_lakehouse(config, o, lambda lh: backfill_metrics(lh, table))
-        o.progress(f"backfilled the row count of {done['recorded']} run(s) from main's snapshots")
+        o.progress(
+            f"backfilled {done['recorded']} run(s) from main's snapshots ({done['columns']} with per-column metrics;"
+            f" {done['already']} had theirs already)"
+        )
         doc["backfill"] = done
     try:
         rows = metric_rows(open_store(config), table, column=column, metric=metric, limit=limit)

@@ -118,7 +118,11 @@ class Lakehouse:
 
     @cached_property
     def tables(self) -> Tables:
-        return Tables(self.spark, self.catalog, catalog_client=self._pyiceberg_catalog)
+        from wapflow.lakehouse.manifests import ManifestMetrics
+
+        return Tables(
+            self.spark, self.catalog, catalog_client=self._pyiceberg_catalog, manifests=ManifestMetrics(self.storage)
+        )
 
     def _pyiceberg_catalog(self) -> Catalog:
         """The catalog through PyIceberg, for what a Spark Connect session cannot commit (Tables.remove_added_files);
@@ -141,8 +145,10 @@ class Lakehouse:
     def catalog_metadata(self, ref: str = "main") -> CatalogTables | None:
         """The catalog's table metadata read directly, with no JVM (a new view: each loads a table once), or None
         where only Spark reads this catalog (wapflow.lakehouse.metadata.source_for). Never starts Spark."""
+        from wapflow.lakehouse.manifests import ManifestMetrics
+
         source = self._metadata_source(ref)
-        return None if source is None else CatalogTables(source, self.catalog)
+        return None if source is None else CatalogTables(source, self.catalog, ManifestMetrics(self.storage))
 
     @property
     def metadata(self) -> TableMetadata:
@@ -150,6 +156,16 @@ class Lakehouse:
         from the catalog itself, with no JVM, where wapflow.lakehouse.metadata can read it; else Spark's view.
         A new view on every access (each loads a table once), so later commits show."""
         direct = self.catalog_metadata()
+        return self.tables if direct is None else direct
+
+    @property
+    def file_metrics(self) -> TableMetadata:
+        """Where the column metrics of the data files snapshots added are read (added_file_metrics): from the
+        catalog and the manifests with no JVM where the catalog is read directly and PyIceberg is installed;
+        else Spark's view (Tables: the manifests through the gateway's metadata, or the metadata tables)."""
+        from wapflow.lakehouse.manifests import pyiceberg_installed
+
+        direct = self.catalog_metadata() if pyiceberg_installed() else None
         return self.tables if direct is None else direct
 
     def list_branches(self, table: TableName | None = None) -> list[BranchInfo]:

@@ -29,6 +29,7 @@ import ssl
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote as urlquote
 
+from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import ConfigError, EnvironmentProblem, ServiceError, Unreachable, WapError
 from wapflow.lakehouse.catalog_props import REST_TOKEN_SETTING
 from wapflow.lakehouse.tables import Ref, Snapshot, SnapshotReads, refs_of, snapshots_of
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
     from wapflow.config import WapConfig
+    from wapflow.lakehouse.manifests import ManifestMetrics
     from wapflow.lakehouse.nessie import NessieClient
     from wapflow.storage import Storage
 
@@ -76,14 +78,18 @@ class TableMetadata(Protocol):
 
     def list_tables(self) -> list[TableName]: ...
 
+    def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> FileMetrics: ...
+
 
 class CatalogTables(SnapshotReads):
     """Table metadata straight from the catalog (no JVM). Each table is loaded once per instance: an instance is
-    one command's consistent view, so make a new one to see later commits."""
+    one command's consistent view, so make a new one to see later commits. `manifests`: the reader of data
+    files' column metrics (wapflow.lakehouse.manifests), for added_file_metrics."""
 
-    def __init__(self, source: MetadataSource, catalog: str) -> None:
+    def __init__(self, source: MetadataSource, catalog: str, manifests: ManifestMetrics | None = None) -> None:
         self.source = source
         self.catalog = catalog
+        self.manifests = manifests
         self._loaded: dict[str, dict[str, Any] | None] = {}
 
     def metadata(self, table: TableName) -> dict[str, Any] | None:
@@ -104,6 +110,21 @@ class CatalogTables(SnapshotReads):
 
     def list_tables(self) -> list[TableName]:
         return sorted(set(self.source.list_tables()), key=lambda t: t.dotted)
+
+    def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> FileMetrics:
+        """Column metrics summed over the data files the given snapshots added, from the manifests with no JVM
+        (as Tables.added_file_metrics; Lakehouse.file_metrics offers this view only where PyIceberg is
+        installed). `branch` is the one the snapshots are on: a snapshot's own manifests say what it added."""
+        meta = self.metadata(table)
+        if meta is None:
+            return FileMetrics(rows=0)
+        if self.manifests is None or not self.manifests.available(meta):
+            raise EnvironmentProblem(
+                f"the column metrics of {table}'s data files cannot be read here without Spark "
+                f"(its files are at {meta.get('location')}; PyIceberg reads them, from a local or s3:// warehouse)",
+                hint="pip install 'wapflow[readers]', or set WAP_METADATA=spark to read them through Spark",
+            )
+        return self.manifests.added(meta, [int(i) for i in snapshot_ids])
 
 
 def direct_reads() -> bool:

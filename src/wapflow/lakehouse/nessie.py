@@ -412,7 +412,8 @@ class NessieBranches:
     def tables_for(self, branch: str) -> Tables:
         """The catalog's tables as seen on a Nessie branch (a Spark catalog with ref=branch)."""
         if branch not in self._views:
-            self._views[branch] = Tables(self.spark, register_branch_catalog(self.spark, self.cfg, branch))
+            catalog = register_branch_catalog(self.spark, self.cfg, branch)
+            self._views[branch] = Tables(self.spark, catalog, manifests=self.tables.manifests)
         return self._views[branch]
 
     def iceberg_ref(self, branch: str) -> str:

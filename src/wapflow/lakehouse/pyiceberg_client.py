@@ -96,17 +96,12 @@ def _open_rest(cfg: WapConfig, props: Mapping[str, str], *, why: str) -> Catalog
 
 def added_data_files(tbl: Table, snapshot_id: int) -> Iterator[DataFile]:
     """The data files a snapshot added (as Iceberg's Snapshot.addedDataFiles: its own manifests' ADDED entries)."""
-    from pyiceberg.manifest import ManifestContent, ManifestEntryStatus
+    from wapflow.lakehouse.manifests import added_entries
 
     snap = tbl.snapshot_by_id(snapshot_id)
     if snap is None:
         return
-    for manifest in snap.manifests(tbl.io):
-        if manifest.content != ManifestContent.DATA or manifest.added_snapshot_id != snapshot_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(tbl.io, discard_deleted=True):
-            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot_id:
-                yield entry.data_file
+    yield from added_entries(tbl.io, snap.manifest_list, snapshot_id)
 
 
 def remove_added_files(

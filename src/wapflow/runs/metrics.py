@@ -95,25 +95,43 @@ class MetricHistory:
             if rows:
                 conn.execute(t.insert(), rows)
 
-    def record_missing(self, table: str, metric: str, values: dict[str, tuple[datetime, float]]) -> int:
-        """A batch metric for runs that have none recorded (run id -> (its time, value)): backfilled history.
-        Returns how many were recorded; what a run recorded itself is never replaced."""
+    def audited(self, table: str) -> set[str]:
+        """Runs that recorded their metrics themselves: every audit records the batch's schema, a backfill never
+        does."""
+        from wapflow.audit.anomaly import SCHEMA_METRIC
+
+        t = metrics_table
+        q = sa.select(t.c.run_id).where(t.c.table_name == table, t.c.metric == SCHEMA_METRIC)
+        with self.engine.connect() as conn:
+            return {r[0] for r in conn.execute(q).all()}
+
+    def record_missing(
+        self, table: str, values: dict[str, tuple[datetime, dict[tuple[str, str], float]]]
+    ) -> list[tuple[str, str, str]]:
+        """Backfilled history (run id -> its time and (metric, column) -> value): the metrics a run lacks. A run
+        that recorded its metrics itself (`audited`) is left as it is, and so is every metric already there:
+        nothing a run recorded is replaced, and doing it again records nothing. Returns the (run id, metric,
+        column) recorded."""
+        from wapflow.audit.anomaly import SCHEMA_METRIC
+
         t = metrics_table
         with self.engine.begin() as conn:
-            have = {
-                r[0]
-                for r in conn.execute(
-                    sa.select(t.c.run_id).where(t.c.table_name == table, t.c.metric == metric, t.c.column_name == "")
-                ).all()
-            }
+            have: dict[str, set[tuple[str, str]]] = {}
+            for rid, metric, column in conn.execute(
+                sa.select(t.c.run_id, t.c.metric, t.c.column_name).where(t.c.table_name == table)
+            ).all():
+                have.setdefault(rid, set()).add((metric, column))
+            audited = {rid for rid, got in have.items() if (SCHEMA_METRIC, "") in got}
             rows = [
-                {"run_id": rid, "table_name": table, "metric": metric, "column_name": "", "value": v, "run_at": at}
-                for rid, (at, v) in values.items()
-                if rid not in have
+                {"run_id": rid, "table_name": table, "metric": m, "column_name": c.lower(), "value": v, "run_at": at}
+                for rid, (at, metrics) in values.items()
+                if rid not in audited
+                for (m, c), v in metrics.items()
+                if (m, c.lower()) not in have.get(rid, set())
             ]
             if rows:
                 conn.execute(t.insert(), rows)
-        return len(rows)
+        return [(str(r["run_id"]), str(r["metric"]), str(r["column_name"])) for r in rows]
 
     def published(self, table: str, metric: str, column: str, limit: int, weekday: int | None = None) -> list[float]:
         """The metric's values over the table's last `limit` published runs, newest first; with `weekday` (0

@@ -6,9 +6,10 @@ fraction, min, max (mean where the batch's metric history has it). Nothing here 
 - the batch side is what the run's audit recorded: its change (the `changes` line of its audit, else its
   change metrics), a merge's sample keys (that line's samples, taken by the audit's own bounded job:
   wapflow.service.runs.change_keys) and its rows in the metric history (wapflow.runs.metrics);
-- main's side is Iceberg metadata: the column metrics of main's live data files (the `files` metadata table,
-  summed as the audit sums a run's added files: wapflow.lakehouse.tables.summed_file_metrics), one Spark
-  job over metadata. Iceberg keeps no mean, so main's mean is not shown.
+- main's side is Iceberg metadata: the column metrics of main's live data files (Tables.live_file_metrics:
+  main's manifests, or the `files` metadata table; summed as the audit sums a run's added files:
+  wapflow.audit.metrics.summed_file_metrics), no data file read. Iceberg keeps no mean, so main's mean is
+  not shown.
 
 The CLI and the Python API (wapflow.api.diff) call `diff`; `side_by_side` is the assembly alone (no Spark).
 """

@@ -77,28 +77,43 @@ class BackfillDoc(TypedDict):
     """What `wap metrics TABLE --backfill` recorded."""
 
     table: str
-    recorded: int  # runs (or other writers' snapshots) given a row_count from main's history
-    already: int  # appends on main whose run had recorded its metrics already
+    recorded: int  # runs (or other writers' snapshots) given metrics from main's history
+    already: int  # appends on main whose run had recorded its metrics already (itself, or an earlier backfill)
+    columns: int  # of those recorded, how many got per-column metrics (null_fraction, min, max) from their files
 
 
 def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
     """History for a table adopted mid-life, from main's snapshots (metadata only, no JVM where the catalog
-    allows): each append on main whose run recorded no row count (another writer's commit, a run of a wapflow
-    before the metric history) gets its added-records as row_count at its commit time. Other writers'
-    snapshots are recorded under `snapshot-<id>` and count as published. Doing it again records nothing new."""
+    allows): each append on main whose run did not record its metrics (another writer's commit, a run of a
+    wapflow before the metric history) gets, at its commit time, its added records as row_count and, from the
+    column metrics of the data files it added (its manifests), each column's null_fraction and the min and
+    max of numeric columns, as an audit records them. A run's snapshots count together. Other writers'
+    snapshots are recorded under `snapshot-<id>` and count as published. What a run recorded itself is never
+    replaced; doing it again records nothing new."""
+    from wapflow.audit.anomaly import file_metric_values
     from wapflow.lakehouse.lineage import run_of
-    from wapflow.service.tables import main_snapshots
+    from wapflow.service.tables import main_snapshots, reading
 
     name = TableName.parse(table)
     snaps, main = main_snapshots(lh, name)
-    rows: dict[str, tuple[datetime, int]] = {}  # run id -> (its first commit, rows it added)
+    runs: dict[str, tuple[datetime, int, list[int]]] = {}  # run id -> (its first commit, rows added, snapshots)
     for s in reversed(main):  # oldest first: a run's time is its first snapshot's
         if s.operation != "append":
             continue  # overwrites, deletes, compaction (replace): not a batch's row count
         rid = run_of(snaps, s) or f"snapshot-{s.snapshot_id}"
-        at, n = rows.get(rid, (s.committed_at, 0))
-        rows[rid] = (at, n + s.added_records)
-    recorded = MetricHistory(lh.store.engine).record_missing(
-        name.dotted, "row_count", {rid: (at, float(n)) for rid, (at, n) in rows.items()}
-    )
-    return BackfillDoc(table=name.dotted, recorded=recorded, already=len(rows) - recorded)
+        at, n, ids = runs.get(rid, (s.committed_at, 0, []))
+        runs[rid] = (at, n + s.added_records, [*ids, s.snapshot_id])
+    history = MetricHistory(lh.store.engine)
+    audited = history.audited(name.dotted)
+    files = lh.file_metrics if any(rid not in audited for rid in runs) else None
+    values: dict[str, tuple[datetime, dict[tuple[str, str], float]]] = {}
+    for rid, (at, n, ids) in runs.items():
+        got: dict[tuple[str, str], float] = {("row_count", ""): float(n)}
+        if files is not None and rid not in audited:
+            with reading(f"reading the manifests of {name}"):
+                got.update(file_metric_values(files.added_file_metrics(name, "main", ids)))
+        values[rid] = (at, got)
+    new = history.record_missing(name.dotted, values)
+    recorded = len({rid for rid, _, column in new})
+    columns = len({rid for rid, _, column in new if column})
+    return BackfillDoc(table=name.dotted, recorded=recorded, already=len(runs) - recorded, columns=columns)

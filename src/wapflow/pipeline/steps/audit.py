@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, as_number
+from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, file_metric_values
 from wapflow.audit.batch_checks import schema_of
 from wapflow.audit.checks import AuditContext, AuditPlan, FileMetrics, evaluate
 from wapflow.audit.report import AuditReport, CheckResult
@@ -237,14 +237,7 @@ def batch_metrics(
     audited rows' columns and types (for schema_change)."""
     out: dict[tuple[str, str], float | str] = {("row_count", ""): float(report.rows)}
     if fm is not None:
-        for col, nulls in fm.null_counts.items():
-            if nulls is not None and fm.rows:
-                out[("null_fraction", col)] = nulls / fm.rows
-        for name, bounds in (("min", fm.lower), ("max", fm.upper)):
-            for col, v in bounds.items():
-                number = as_number(v)
-                if number is not None:
-                    out[(name, col)] = number
+        out.update(file_metric_values(fm))
     for m in report.metrics:
         out[(str(m["metric"]), str(m["column"]))] = float(m["value"])
     if changes is not None:
