@@ -16,11 +16,12 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote_plus, urlencode, urlsplit
 
 import pytest
+
+from support.local_http import QuietHandler, serve
 
 CLIENT_ID = "wapflow-dashboard"
 CLIENT_SECRET = "oidc-client-s3cret-for-the-tests"
@@ -46,7 +47,7 @@ class OidcProvider:
         self._lock = threading.Lock()
         provider = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 url = urlsplit(self.path)
                 if url.path == "/.well-known/openid-configuration":
@@ -82,13 +83,7 @@ class OidcProvider:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-            def log_message(self, *_: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+        self.server, self.thread = serve(Handler)
 
     @property
     def issuer(self) -> str:

@@ -7,10 +7,11 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
+from support.local_http import QuietHandler, serve
 
 SECRET = "T000SECRET/B000SECRET/xoxbsecrettoken"
 
@@ -31,7 +32,7 @@ class Receiver:
         self._lock = threading.Lock()
         receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with receiver._lock:
@@ -51,13 +52,7 @@ class Receiver:
                 self.end_headers()
                 self.wfile.write(text)
 
-            def log_message(self, *_: Any) -> None:
-                return None
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
+        self.server, self.thread = serve(Handler)
 
     @property
     def url(self) -> str:
