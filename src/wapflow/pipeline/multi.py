@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from wapflow.errors import PublishConflict, UsageError, WapError
+from wapflow.errors import ConfigError, PublishConflict, UsageError, WapError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import lineage
 from wapflow.pipeline.driver import drive
@@ -44,6 +44,18 @@ class MultiWapRun:
         branch: str | None = None,
         run_id: str | None = None,
     ) -> None:
+        held = [(t, lakehouse.config.table(t).review) for t, _ in specs]
+        held = [(t, review) for t, review in held if review != "never"]
+        if held:
+            # Approval re-audits and publishes one run of one table; a group's one commit cannot wait for that yet.
+            # Refused before anything is written, rather than published without the person the config asks for.
+            t, review = held[0]
+            raise ConfigError(
+                f'[tables."{t}"] review = "{review}": a run over several tables cannot be held for review yet, '
+                "so it would publish without one",
+                hint=f'run {t} on its own (`wap run`: held runs are approved table by table), or set review = "never" '
+                "for the tables of a multi-table run",
+            )
         if not lakehouse.branches.publishes_tables_together:
             raise UsageError(
                 "a run over several tables needs catalog-level branches",
