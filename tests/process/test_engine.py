@@ -171,6 +171,10 @@ def test_the_first_run_starts_the_engine_and_the_next_is_served_without_a_jvm(ru
     again = this_engine(runtime, lake)
     assert again["pid"] == engine["pid"] and again["commands"] == 2
     assert main_rows(lake) == list(range(1, 401))
+    # Iceberg's procedures get the table catalog-qualified: no "Failed to load catalog" WARN (a 90-line stack
+    # trace in Spark's log) for every publish.
+    logs = list((lake / "lakehouse" / "logs").glob("wap-*.log"))
+    assert logs and not any("Failed to load catalog" in p.read_text(errors="replace") for p in logs)
 
     # Another writer's commit (PyIceberg, not wapflow) is what the engine's next command reads: its catalog keeps
     # no table cached between commands (Iceberg's cache would show it main as the last command saw it for 30 s).

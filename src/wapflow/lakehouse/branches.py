@@ -337,14 +337,14 @@ class IcebergTableBranches:
         validate_branch(branch)
         row = self.spark.sql(
             f"CALL {quote(self.catalog)}.system.fast_forward("
-            f"table => {sql_string(table.dotted)}, branch => 'main', to => {sql_string(branch)})"
+            f"table => {table.procedure_arg(self.catalog)}, branch => 'main', to => {sql_string(branch)})"
         ).collect()[0]
         return int(row["updated_ref"])
 
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
         row = self.spark.sql(
             f"CALL {quote(self.catalog)}.system.cherrypick_snapshot("
-            f"table => {sql_string(table.dotted)}, snapshot_id => {int(snapshot_id)})"
+            f"table => {table.procedure_arg(self.catalog)}, snapshot_id => {int(snapshot_id)})"
         ).collect()[0]
         return int(row["current_snapshot_id"])
 

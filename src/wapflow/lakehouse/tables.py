@@ -186,7 +186,7 @@ class Tables(SnapshotReads):
         """Make `snapshot_id` (an ancestor of the current one) the table's current snapshot again."""
         self.spark.sql(
             f"CALL {quote(self.catalog)}.system.rollback_to_snapshot("
-            f"table => {sql_string(table.dotted)}, snapshot_id => {int(snapshot_id)})"
+            f"table => {table.procedure_arg(self.catalog)}, snapshot_id => {int(snapshot_id)})"
         )
 
     def check_remove_files(self) -> None:

@@ -343,6 +343,9 @@ class TableMaintenance:
         assert jvm is not None
         return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident)
 
+    def _table_arg(self) -> str:
+        return self.t.procedure_arg(self.lh.catalog)
+
     def _call(self, procedure: str, args: str) -> list[Any]:
         return self.spark.sql(f"CALL {quote(self.lh.catalog)}.system.{procedure}({args})").collect()
 
@@ -486,7 +489,7 @@ class TableMaintenance:
             "min-input-files": str(self.cfg.min_input_files),
         }
         opts = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in options.items())
-        args = f"table => {sql_string(self.t.dotted)}, strategy => {sql_string(strategy)}, options => map({opts})"
+        args = f"table => {self._table_arg()}, strategy => {sql_string(strategy)}, options => map({opts})"
         if edge == head:
             row = self._retrying(lambda: self._call("rewrite_data_files", args))[0]
         else:
@@ -566,7 +569,7 @@ class TableMaintenance:
             return {"manifests": n, "skipped": "one manifest or none", "rewritten_manifests": 0}
         if self.dry_run:
             return {"manifests": n}
-        row = self._retrying(lambda: self._call("rewrite_manifests", f"table => {sql_string(self.t.dotted)}"))[0]
+        row = self._retrying(lambda: self._call("rewrite_manifests", f"table => {self._table_arg()}"))[0]
         return {
             "manifests": n,
             "rewritten_manifests": int(row["rewritten_manifests_count"]),
@@ -603,7 +606,7 @@ class TableMaintenance:
                 if not ids:
                     return None
                 args = (
-                    f"table => {sql_string(self.t.dotted)}, older_than => {_NOTHING_OLDER}, "
+                    f"table => {self._table_arg()}, older_than => {_NOTHING_OLDER}, "
                     f"snapshot_ids => array({', '.join(str(int(s)) for s in ids)})"
                 )
                 return ids, self._call("expire_snapshots", args)[0]
@@ -627,7 +630,7 @@ class TableMaintenance:
         # The real clock, whatever `now` planning was given: this is about writes running right now.
         older = (min(self.now_utc, datetime.now(UTC)) - timedelta(seconds=seconds)).strftime("%Y-%m-%d %H:%M:%S")
         args = (
-            f"table => {sql_string(self.t.dotted)}, older_than => TIMESTAMP '{older}Z', "
+            f"table => {self._table_arg()}, older_than => TIMESTAMP '{older}Z', "
             f"dry_run => {'true' if self.dry_run else 'false'}"
         )
         rows = self._call("remove_orphan_files", args)

@@ -84,6 +84,11 @@ class TableName:
     def sql(self, catalog: str) -> str:
         return ".".join(quote(p) for p in (catalog, *self.namespace, self.name))
 
+    def procedure_arg(self, catalog: str) -> str:
+        """The table as an Iceberg procedure's `table` argument: catalog-qualified, so Iceberg does not first try
+        its namespace as a catalog (Spark3Util logs a WARN with a 90-line stack trace for that on every call)."""
+        return sql_string(self.sql(catalog))
+
     def namespace_sql(self, catalog: str) -> str:
         return ".".join(quote(p) for p in (catalog, *self.namespace))
 
