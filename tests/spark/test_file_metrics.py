@@ -9,6 +9,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import pyiceberg.manifest  # noqa: F401 - PyIceberg's readers loaded, as in a process that has audited before
 import pytest
 
 from wapflow.audit.metrics import FileMetrics

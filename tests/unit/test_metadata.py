@@ -164,3 +164,17 @@ def test_file_metrics_come_from_the_manifests_only_where_wapflow_can_read_them(
         with pytest.raises(EnvironmentProblem, match="without Spark") as e:
             view.added_file_metrics(table, "main", [1])
         assert "WAP_METADATA=spark" in (e.value.hint or "")
+
+
+def test_a_one_off_process_keeps_the_spark_job_and_reads_manifests_from_its_second_audit_on() -> None:
+    """PyIceberg's readers cost a fresh process more to import than the one metadata-table job they save: in a
+    fresh interpreter the first ask says no, later ones yes (a watch worker, the engine)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from wapflow.lakehouse.manifests import worth_loading as w; "
+        "a = w(); print(a, 'pyiceberg.manifest' in sys.modules, w())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "True"]

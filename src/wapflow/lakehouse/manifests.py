@@ -19,6 +19,7 @@ whether this reader can work for a table; where it cannot, callers read the meta
 from __future__ import annotations
 
 import importlib.util
+import sys
 from collections.abc import Iterable, Iterator
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,21 @@ if TYPE_CHECKING:
     from wapflow.storage import Storage
 
 _EPOCH = date(1970, 1, 1)
+
+
+_asked = False
+
+
+def worth_loading() -> bool:
+    """Whether to read manifests here rather than run the metadata table's Spark job. PyIceberg's readers cost
+    a process ~0.5 s of CPU to import, more than the one job they save, so a one-off `wap run` keeps the job;
+    a process that audits again (a watch worker, the engine, a Python caller) reads manifests from its second
+    call on, or at once when its PyIceberg readers are loaded already."""
+    global _asked
+    if _asked or "pyiceberg.manifest" in sys.modules:
+        return True
+    _asked = True
+    return False
 
 
 def pyiceberg_installed() -> bool:

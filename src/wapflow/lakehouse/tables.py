@@ -330,7 +330,9 @@ class Tables(SnapshotReads):
         """The table's metadata when its manifests can be read here (classic session, PyIceberg installed,
         files where wapflow's Storage reads them), else None: the metadata tables answer, a Spark job each.
         The one place that chooses between the two."""
-        if self.manifests is None:
+        from wapflow.lakehouse.manifests import worth_loading
+
+        if self.manifests is None or not worth_loading():
             return None
         meta = self._metadata(table)
         return meta if self.manifests.available(meta) else None
