@@ -6,12 +6,10 @@ test's verdict on main (snapshot id, rows, branches) does not depend on the code
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import itertools
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -42,63 +40,32 @@ class Proc:
 # Tests only: a long run of real data wants C2. The JVM prints "Picked up JAVA_TOOL_OPTIONS" on its own
 # stderr, which a `wap` process sends to its log file.
 BASE_FAST_START_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-# Class-data sharing (tests only, see use_class_archive): the driver JVM of a small `wap run` loads some
-# 15,000 classes; mapping them from an archive made once per machine takes a third off each `wap` process.
-CLASS_ARCHIVES = Path.home() / ".cache" / "wapflow" / "test-jvm"
-_archive: Path | None = None  # this machine's archive for these jars and flags (it may not exist yet)
-_archive_maker: threading.Thread | None = None
 
 
 def fast_start_jvm() -> str:
-    """JAVA_TOOL_OPTIONS of the tests' `wap` processes: the base flags, and the class archive once it exists."""
-    if _archive is not None and _archive.exists():
-        return f"{BASE_FAST_START_JVM} -XX:SharedArchiveFile={_archive} -Xlog:cds*=off"
+    """JAVA_TOOL_OPTIONS of the tests' `wap` processes. Their driver JVMs also map wapflow's class archive
+    (wapflow.lakehouse.class_archive: `wap setup`, which `make test` runs first, or use_class_archive)."""
     return BASE_FAST_START_JVM
 
 
-def _archive_key() -> str:
-    """What the archive depends on: the java binary, the JVM flags and Spark's jars (names, sizes, times)."""
-    import pyspark
-
-    java = os.path.realpath(shutil.which("java") or "java")
-    jars = Path(pyspark.__file__).parent / "jars"
-    listing = sorted((j.name, j.stat().st_size, int(j.stat().st_mtime)) for j in jars.glob("*.jar"))
-    text = json.dumps([java, pyspark.__version__, str(jars), BASE_FAST_START_JVM, listing])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+_archive_maker: threading.Thread | None = None
 
 
-def use_class_archive(work: Path) -> None:
-    """Use a class-data-sharing archive for the `wap` processes' driver JVMs, made once per machine.
+def use_class_archive() -> None:
+    """Make wapflow's JVM class archive in the background when `wap setup` has not (a plain `pytest`): the test
+    worker goes on meanwhile, `wap` processes started before it is in place run without it (only slower), and
+    later ones map it. Two workers at once: wapflow's lock lets one train, the other finds its archive."""
+    global _archive_maker
+    from wapflow.config import WapConfig
+    from wapflow.lakehouse import class_archive, jvm
 
-    When the archive is missing it is made in the background (a thread driving one real `wap run`), so the
-    test worker goes on with its tests meanwhile, and the other worker does not wait for it either: `wap`
-    processes started before it exists run without it (only slower); fast_start_jvm() picks it up as soon as
-    it is in place (moved there whole, so a JVM sees all of it or none). The archive is dumped by the driver
-    JVM of that run (publish and quarantine, so the usual classes are in it) when that JVM exits, which is after
-    the `wap` process has gone: the run gets a process group of its own and the archive is moved into place
-    only once nothing of it is left. Any JVM whose class path differs from the archive's (Spark's launcher,
-    the test servers) ignores it; `-Xlog:cds*=off` keeps the JVM quiet about that on stdout, where `--json`
-    output goes.
-    """
-    global _archive, _archive_maker
-    if _archive is not None:
+    java = jvm.find_java()
+    if _archive_maker is not None or java is None or class_archive.path_for(WapConfig(), java).is_file():
         return
-    _archive = CLASS_ARCHIVES / f"{_archive_key()}.jsa"
-    if _archive.exists():
-        return
-    CLASS_ARCHIVES.mkdir(parents=True, exist_ok=True)
-    target = _archive
-
-    def make() -> None:
-        with open(CLASS_ARCHIVES / "lock", "w") as lock:  # test workers in parallel: one of them makes it
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return  # another worker is making it; fast_start_jvm() uses it once it is there
-            if not target.exists():
-                _make_class_archive(work, target)
-
-    _archive_maker = threading.Thread(target=make, name="class-archive", daemon=True)
+    trainer = [sys.executable, "-m", "wapflow.cli.train_archive"]
+    _archive_maker = threading.Thread(
+        target=class_archive.ensure, args=(WapConfig(), trainer), name="class-archive", daemon=True
+    )
     _archive_maker.start()
 
 
@@ -106,49 +73,6 @@ def class_archive_done() -> None:
     """Wait for a background archive run of this process (at the end of the session: no JVM left behind)."""
     if _archive_maker is not None:
         _archive_maker.join()
-
-
-def _make_class_archive(work: Path, target: Path) -> bool:
-    """One real `wap run` whose driver JVM dumps its classes into `target` when it exits."""
-    import signal
-    import time
-
-    import pyarrow.parquet as pq
-
-    from wapflow.demo.generate import generate_trips
-
-    work.mkdir(parents=True, exist_ok=True)
-    cfg = write_config(
-        work,
-        '[tables."cds.trips"]\non_row_failure = "quarantine"\nchecks = [{ check = "not_null", column = '
-        '"passenger_count" }, { check = "unique", columns = ["trip_id"] }, { check = "row_count", min = 1 }]\n',
-    )
-    (work / "landing").mkdir(exist_ok=True)
-    pq.write_table(generate_trips(500, null_rate=0.05), work / "landing" / "trips.parquet")
-    dump = CLASS_ARCHIVES / f"{target.stem}.{os.getpid()}.tmp"
-    opts = f"{BASE_FAST_START_JVM} -XX:ArchiveClassesAtExit={dump} -Xlog:cds*=off"
-    p = subprocess.Popen(
-        [WAP, "run", "cds.trips", str(work / "landing" / "trips.parquet"), "--config", str(cfg)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-        env=env(JAVA_TOOL_OPTIONS=opts), start_new_session=True,
-    )  # fmt: skip
-    ok = p.wait(timeout=300) == 0
-    deadline = time.monotonic() + 180
-    while True:  # the driver JVM outlives `wap` by the seconds it takes to write the archive
-        try:
-            os.killpg(p.pid, 0)
-        except ProcessLookupError:
-            break
-        if time.monotonic() > deadline:
-            os.killpg(p.pid, signal.SIGKILL)
-            ok = False
-            break
-        time.sleep(0.5)
-    if not ok or not dump.exists() or dump.stat().st_size < 10_000_000:
-        dump.unlink(missing_ok=True)
-        return False
-    os.replace(dump, target)
-    return True
 
 
 def env(**extra: str) -> dict[str, str]:

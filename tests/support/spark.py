@@ -20,14 +20,13 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _jvm_class_archive(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """`wap` processes start their JVMs from a class-data-sharing archive (made once per machine, in the
-    background while the tests run)."""
+def _jvm_class_archive(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Driver JVMs map wapflow's class archive (made by `make test`'s `wap setup`, else here in the background
+    while the tests run; `WAP_CLASS_ARCHIVE=off` to measure the difference)."""
     from support import cli_harness
 
-    wanted = not os.environ.get("WAP_TEST_NO_CLASS_ARCHIVE")  # set it to measure the difference
-    if wanted and any(item.get_closest_marker("spark") for item in request.session.items):
-        cli_harness.use_class_archive(tmp_path_factory.mktemp("class-archive"))
+    if any(item.get_closest_marker("spark") for item in request.session.items):
+        cli_harness.use_class_archive()
     yield
     cli_harness.class_archive_done()
 

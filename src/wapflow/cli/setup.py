@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -29,10 +30,19 @@ def setup(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
     s3: Annotated[bool, typer.Option("--s3", help="Also fetch the S3 jars (automatic when wap.toml uses S3).")] = False,
+    archive: Annotated[
+        bool,
+        typer.Option(
+            "--class-archive/--no-class-archive",
+            help="Make the JVM class archive (a short training run, once per Java and PySpark install) that makes "
+            "every later Spark start faster.",
+        ),
+    ] = True,
 ) -> None:
-    """Check Java and fetch the JVM jars (Iceberg runtime, SQLite JDBC; S3 ones if used) so later runs never stall."""
+    """Check Java, fetch the JVM jars (Iceberg runtime, SQLite JDBC; S3 ones if used) and make the JVM class
+    archive, so later runs never stall and start faster."""
     from wapflow.config import load_config
-    from wapflow.lakehouse import jvm
+    from wapflow.lakehouse import class_archive, jvm
 
     o = Output(as_json)
     try:
@@ -41,6 +51,9 @@ def setup(
         plan = jvm.plan_for(cfg, o.progress, s3=s3)
     except WapError as e:
         o.fail(e)
+    made: tuple[Path | None, str] = (None, "not asked (--no-class-archive)")
+    if archive:
+        made = class_archive.ensure(cfg, [sys.executable, "-m", "wapflow.cli.train_archive"], o.progress)
 
     def show() -> None:
         out.print(f"Java {major}: ok")
@@ -48,5 +61,13 @@ def setup(
             out.print(f"jar: {j}")
         for p in plan.packages:
             out.print(f"package (resolved by Spark/Ivy at start): {p}")
+        where, what = made
+        out.print(f"class archive: {where} ({what})" if where else f"class archive: none: {what}")
 
-    o.result({"java": major, "jars": list(plan.jars), "packages": list(plan.packages)}, show)
+    doc = {
+        "java": major,
+        "jars": list(plan.jars),
+        "packages": list(plan.packages),
+        "class_archive": {"path": str(made[0]) if made[0] else None, "state": made[1]},
+    }
+    o.result(doc, show)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from wapflow.config import WapConfig
 from wapflow.errors import EnvironmentProblem, UsageError
-from wapflow.lakehouse import jvm, tls
+from wapflow.lakehouse import class_archive, jvm, tls
 from wapflow.lakehouse.processes import alive, terminate
 
 HOST = "127.0.0.1"
@@ -117,6 +117,7 @@ def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -
     log_conf = resources.files("wapflow.lakehouse").joinpath("log4j2.properties")
     java_opts = [f"-Dlog4j2.configurationFile=file:{log_conf}", f"-Dwap.log.file={log_file}", "-Dwap.console.level=off"]
     java_opts += tls.java_options(cfg)  # [lakehouse] ca_bundle: the catalog clients' trust store
+    java_opts += class_archive.java_options(cfg)  # the driver's classes mapped (when `wap setup` made the archive)
     confs = {
         "spark.master": master,
         "spark.app.name": "wapflow-connect",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from wapflow.config import WapConfig
 from wapflow.config.urls import redact_url
 from wapflow.errors import EnvironmentProblem, TransientError, Unreachable, WapError
-from wapflow.lakehouse import connect_channel, jvm, tls
+from wapflow.lakehouse import class_archive, connect_channel, jvm, tls
 from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
 from wapflow.spark.kind import is_connect
 from wapflow.stopping import STOP
@@ -146,6 +146,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             f"-Dwap.log.file={_log_file}",
             f"-Dwap.console.level={'warn' if verbose else 'off'}",
             *tls.java_options(cfg),  # [lakehouse] ca_bundle: the catalog clients' trust store
+            *class_archive.java_options(cfg),  # Spark's classes mapped, not loaded one by one (when made)
         ]
         # Quoted: Spark splits this option on blanks, and the state folder may contain some.
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(f'"{o}"' for o in java_opts))

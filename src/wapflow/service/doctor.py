@@ -44,6 +44,7 @@ def diagnose(cfg: WapConfig) -> list[Finding]:
     checks: list[tuple[str, Callable[[WapConfig], list[Finding]]]] = [
         ("java", _java),
         ("jars", _jars),
+        ("class archive", _class_archive),
         ("spark", _master),
         ("catalog", _catalog),
         ("run store", _run_store),
@@ -107,6 +108,21 @@ def _jars(cfg: WapConfig) -> list[Finding]:
     if missing:
         return [Finding("jars", "fail", f"not downloaded yet: {', '.join(missing)}", "run `wap setup`")]
     return [Finding("jars", "ok", f"{len(needed)} jar(s) in {folder}")]
+
+
+def _class_archive(cfg: WapConfig) -> list[Finding]:
+    from wapflow.lakehouse import class_archive, jvm
+
+    part = "class archive"
+    java = jvm.find_java()
+    if _connect_client(cfg) or java is None:
+        return [Finding(part, "skip", "no local driver JVM here" if java else "no Java")]
+    if not class_archive.enabled():
+        return [Finding(part, "skip", f"off ({class_archive.SWITCH}=off)")]
+    path = class_archive.path_for(cfg, java)
+    if not path.is_file():
+        return [Finding(part, "warn", "none for this Java and PySpark: Spark starts slower", "run `wap setup`")]
+    return [Finding(part, "ok", f"{path} ({path.stat().st_size // 1_000_000} MB)")]
 
 
 def _endpoints(master: str) -> list[tuple[str, int]]:

@@ -1,0 +1,97 @@
+"""The JVM class archive's safety rules (wapflow.lakehouse.class_archive), without a JVM: an archive is put in
+place only after the process that wrote it exited 0, a JVM is pointed only at an archive in place, and the
+switch turns both off. The real training run is `wap setup`'s (`make test` runs it first); the shared test
+session's JVM mapping that archive is asserted in tests/spark/test_session_archive.py."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wapflow.config import WapConfig
+from wapflow.lakehouse import class_archive
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> WapConfig:
+    monkeypatch.setenv("WAP_JARS_DIR", str(tmp_path / "jars"))
+    monkeypatch.delenv(class_archive.SWITCH, raising=False)
+    monkeypatch.delenv(class_archive.TRAINING, raising=False)
+    return WapConfig()
+
+
+def trainer(script: str) -> list[str]:
+    """A stand-in training process: writes (or not) the file named by the training variable, then exits."""
+    return [sys.executable, "-c", f"import os, sys\npart = os.environ[{class_archive.TRAINING!r}]\n{script}"]
+
+
+def test_an_archive_is_put_in_place_only_after_its_writer_exited_0(cfg: WapConfig) -> None:
+    path, state = class_archive.ensure(cfg, trainer("open(part, 'wb').write(b'x' * 64)"))
+    assert state == "made" and path is not None and path.read_bytes() == b"x" * 64
+    assert list(path.parent.glob("*.part")) == []
+    opts = class_archive.java_options(cfg)
+    assert f"-XX:SharedArchiveFile={path}" in opts and "-Xshare:auto" in opts and "-Xlog:cds*=off" in opts
+    # Present: no second training run (this one would fail).
+    assert class_archive.ensure(cfg, trainer("sys.exit(1)")) == (path, "present")
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "open(part, 'wb').write(b'half'); sys.exit(1)",  # the JVM failed after writing part of it
+        "open(part, 'wb').write(b'half'); os.kill(os.getpid(), 9)",  # killed while writing
+        "pass",  # this Java wrote nothing (no base archive, dumping unsupported)
+    ],
+)
+def test_a_failed_or_killed_training_leaves_no_archive_and_spark_starts_without_one(
+    cfg: WapConfig, script: str
+) -> None:
+    path, why = class_archive.ensure(cfg, trainer(script))
+    assert path is None and "did not write" in why
+    folder = class_archive.folder(cfg)
+    assert list(folder.glob("*.jsa*")) == []  # no truncated archive a JVM could map (it would crash with SIGBUS)
+    assert class_archive.java_options(cfg) == []
+
+
+def test_the_switch_turns_making_and_using_off(cfg: WapConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, _ = class_archive.ensure(cfg, trainer("open(part, 'wb').write(b'x')"))
+    assert path is not None
+    monkeypatch.setenv(class_archive.SWITCH, "off")
+    assert class_archive.java_options(cfg) == []
+    assert class_archive.ensure(cfg, trainer("sys.exit(1)")) == (None, f"off ({class_archive.SWITCH}=off)")
+
+
+def test_the_training_process_writes_where_it_is_told(cfg: WapConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(class_archive.TRAINING, "/tmp/x.part")
+    assert class_archive.java_options(cfg)[0] == "-XX:ArchiveClassesAtExit=/tmp/x.part"
+
+
+def test_stale_parts_of_killed_trainings_are_removed(cfg: WapConfig) -> None:
+    folder = class_archive.folder(cfg)
+    folder.mkdir(parents=True)
+    old, fresh = folder / "spark-a.jsa.1.part", folder / "spark-a.jsa.2.part"
+    old.write_bytes(b"old")
+    fresh.write_bytes(b"fresh")  # maybe another `wap setup` writing right now: kept
+    past = time.time() - 2 * 3600
+    os.utime(old, (past, past))
+    class_archive.ensure(cfg, trainer("pass"))
+    assert not old.exists() and fresh.exists()
+
+
+def test_the_key_follows_the_java_runtime(tmp_path: Path) -> None:
+    def fake_java(root: Path, modules: bytes) -> str:
+        (root / "bin").mkdir(parents=True)
+        (root / "lib" / "server").mkdir(parents=True)
+        (root / "lib" / "modules").write_bytes(modules)
+        (root / "lib" / "server" / "libjvm.so").write_bytes(b"vm")
+        java = root / "bin" / "java"
+        java.write_text("")
+        return str(java)
+
+    a = fake_java(tmp_path / "a", b"17.0.15")
+    assert class_archive.key(a) == class_archive.key(a)
+    assert class_archive.key(a) != class_archive.key(fake_java(tmp_path / "b", b"17.0.16+1"))
