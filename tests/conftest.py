@@ -12,7 +12,8 @@ import os
 import pytest
 
 # `wap` processes the tests start run their commands themselves, as they always did: the warm engine
-# (wapflow.engine) is tested by tests/process/test_engine.py, which turns it on for its own processes.
+# (wapflow.engine) is tested by tests/process/test_engine.py, which turns it on for its own processes, and
+# tests whose commands follow each other on one wap.toml run them through one (support.engines: `engine`).
 # WAP_ENGINE=auto in the environment runs the CLI tests through the engine instead.
 os.environ.setdefault("WAP_ENGINE", "off")
 
@@ -20,6 +21,7 @@ pytest_plugins = [
     "support.data",
     "support.jars",
     "support.spark",
+    "support.engines",
     "support.servers",
     "support.ingest",
     "support.receiver",

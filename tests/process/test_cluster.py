@@ -28,33 +28,39 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark_cluster: StandaloneClus
     return folder, cluster_config(folder, spark_cluster.url), Reader(folder)
 
 
-def test_publish_blocked_quarantine_and_two_concurrent_runs_on_a_cluster(lake: tuple[Path, Path, Reader]) -> None:
-    """Clean rows publish; a failing check blocks (main unchanged); quarantine splits good and bad rows; then two
-    `wap run` processes (two applications sharing the cluster) on the published table: both publish, every row
-    once. (One test: the concurrent runs need a table that exists, two first runs racing to create it get exit
-    5, "retry", by design; the published one serves, and each `wap run` here costs a driver and two executors.)"""
+def test_publish_blocked_quarantine_and_two_concurrent_runs_on_a_cluster(
+    lake: tuple[Path, Path, Reader], engine: dict[str, str]
+) -> None:
+    """Clean rows publish; a failing check blocks (main unchanged); quarantine splits good and bad rows (these
+    three through one warm engine, whose one application keeps its executors on the cluster, as a user's
+    commands run by default); then, the engine stopped, two `wap run --no-engine` processes (two applications
+    sharing the cluster) on the published table: both publish, every row once. (One test: the concurrent runs
+    need a table that exists, two first runs racing to create it get exit 5, "retry", by design; the published
+    one serves, and each application here costs a driver and two executors.)"""
     folder, cfg, reader = lake
     clean = write_parquet(folder / "in" / "clean.parquet", generate_trips(300, start_id=1))
-    r = wap("run", "cl.pub", str(clean), "-c", str(cfg), "--json")
+    r = wap("run", "cl.pub", str(clean), "-c", str(cfg), "--json", **engine)
     assert r.code == 0, r.text
     assert r.doc["status"] == "published"
     assert ids(reader.rows("cl.pub")) == list(range(1, 301))
     head = reader.main("cl.pub")
 
     dirty = write_parquet(folder / "in" / "dirty.parquet", generate_trips(300, start_id=1001, null_rate=0.1, seed=2))
-    r = wap("run", "cl.pub", str(dirty), "-c", str(cfg), "--json")
+    r = wap("run", "cl.pub", str(dirty), "-c", str(cfg), "--json", **engine)
     assert r.code == 1, r.text
     assert r.doc["status"] == "blocked"
     blocked_branch = r.doc["branch"]
     assert reader.main("cl.pub") == head
     assert ids(reader.rows("cl.pub")) == list(range(1, 301))
 
-    r = wap("run", "cl.quar", str(dirty), "-c", str(cfg), "--json")
+    r = wap("run", "cl.quar", str(dirty), "-c", str(cfg), "--json", **engine)
     assert r.code == 0, r.text
     good, bad = reader.rows("cl.quar"), reader.rows("cl.quar__quarantine")
     assert bad and all(row["passenger_count"] is None for row in bad)
     assert all(row["passenger_count"] is not None for row in good)
     assert sorted(ids(good) + ids(bad)) == list(range(1001, 1301))
+    stopped = wap("engine", "stop", "-c", str(cfg), **engine)  # its executors hold the cluster's two cores
+    assert stopped.code == 0, stopped.text
 
     files = [
         write_parquet(folder / "in" / f"conc{i}.parquet", generate_trips(400, start_id=1 + 10_000 * i, seed=i))

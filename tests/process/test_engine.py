@@ -18,13 +18,10 @@ a `--no-engine` process would do on a JVM of its own (10-15 s of CPU each): the 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +34,7 @@ import pytest
 from support import typer_cli
 from support.cli_harness import WAP, Proc, Reader, env, setup_run, unique_catalog
 from support.data import trips_file
+from support.engines import engine_runtime
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.processes import alive, children
 
@@ -51,19 +49,9 @@ CATALOG = unique_catalog("eng")
 
 @pytest.fixture(scope="module")
 def runtime() -> Iterator[Path]:
-    """XDG_RUNTIME_DIR of this module's processes: short (a Unix socket path has ~100 bytes), its own, and every
-    engine under it stopped at the end (servers started by tests are stopped by them)."""
-    folder = Path(tempfile.mkdtemp(prefix="wre", dir="/tmp"))
-    yield folder
-    for info in (folder / "wapflow").glob("engine-*.json"):
-        doc = json.loads(info.read_text())
-        if alive(int(doc["pid"])):
-            kids = children(int(doc["pid"]))
-            os.kill(int(doc["pid"]), signal.SIGKILL)
-            for k in kids:
-                if alive(k):
-                    os.kill(k, signal.SIGKILL)
-    shutil.rmtree(folder, ignore_errors=True)
+    """XDG_RUNTIME_DIR of this module's processes: its own, every engine under it stopped at the end."""
+    with engine_runtime() as folder:
+        yield folder
 
 
 @pytest.fixture(scope="module")

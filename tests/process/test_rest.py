@@ -70,8 +70,8 @@ def local_path(location: str) -> Path:
     return Path(location.removeprefix("file://").removeprefix("file:"))
 
 
-@pytest.mark.slow  # three `wap` processes, each its own Spark application
-def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_path, landing, spark):
+@pytest.mark.slow  # three `wap` commands through one warm engine (one Spark application)
+def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_path, landing, spark, engine):
     from pyiceberg.catalog.rest import RestCatalog
 
     table = "rest_nyc.trips"
@@ -103,7 +103,7 @@ def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_pa
     assert (project / "state" / "wapflow_runs.db").is_file()  # wapflow's own state stays local
 
     # 2. A file with NULLs in a not_null column is blocked: main unchanged, the branch kept with the rows.
-    r = wap("run", table, str(dirty), "--config", cfg, "--json")
+    r = wap("run", table, str(dirty), "--config", cfg, "--json", **engine)
     assert r.code == 1, r.text
     blocked = r.doc
     assert blocked["status"] == "blocked" and blocked["branch_kept"], r.text
@@ -117,7 +117,7 @@ def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_pa
     assert pc.sum(pc.is_null(on_branch["passenger_count"])).as_py() == 10
 
     # 3. Discarding the kept branch drops it on the server; main stays where it was.
-    r = wap("discard", blocked["branch"], "--config", cfg)
+    r = wap("discard", blocked["branch"], "--config", cfg, **engine)
     assert r.code == 0, r.text
     t = reader.load_table(table)
     assert branches(t) == {}
@@ -125,7 +125,7 @@ def test_publish_block_discard_and_revert_on_a_rest_catalog(rest_catalog, tmp_pa
 
     # 4. Reverting the published run (Iceberg's Java API through the REST client): one new snapshot on main,
     #    child of the run's, that takes exactly its rows off.
-    r = wap("revert", published["run_id"], "--config", cfg, "--json")
+    r = wap("revert", published["run_id"], "--config", cfg, "--json", **engine)
     assert r.code == 0, r.text
     t = reader.load_table(table)
     main = t.current_snapshot()
