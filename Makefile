@@ -34,8 +34,10 @@ dashboard: setup
 	$(BIN)/wap dashboard --config wap-demo/wap.toml
 
 # Every layer: tests/unit, tests/spark (one shared SparkSession), tests/process (`wap` processes, servers).
+# Files in collection order (process, spark, unit): xdist's default puts files with the most tests first, which
+# left the heaviest single-test process files for last, one worker busy with them while the other idled.
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # The pure-Python layer alone (tests/unit): no JVM, no jars, well under two minutes.
 test-fast: install
