@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # `WAP_CLASS_ARCHIVE=off`: neither make nor use one (a JVM whose class loading must be exactly Java's own).
 SWITCH = "WAP_CLASS_ARCHIVE"
 # Set in the training process only: where its JVM writes the archive at exit.
-TRAINING = "WAP_CLASS_ARCHIVETRAINING"
+TRAINING = "WAP_CLASS_ARCHIVE_TRAINING"
 _STALE_PARTS = 3600.0  # a temporary archive this old belongs to a training run that was killed
 TRAIN_TIMEOUT = 900.0
 
