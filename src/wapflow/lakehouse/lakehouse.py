@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -188,6 +188,15 @@ class Lakehouse:
             return branches_changing(self.nessie, view, at, table)
         tables = [table] if table is not None else view.list_tables()
         return [b for t in tables for b in table_branches(view, t)]
+
+    def sandbox_left(self, branch: str, tables: Sequence[TableName], staging: TableName) -> bool:
+        """Whether a run's sandbox may hold anything to drop: the branch on one of its tables, or its staging
+        table. Answered False only from the catalog's metadata read with no JVM (table branches); a
+        catalog-level branch (Nessie), or a catalog only Spark reads here, may always be left."""
+        view = None if self._on_nessie else self.catalog_metadata()
+        if view is None:
+            return True
+        return view.exists(staging) or any(view.exists(t) and branch in view.refs(t) for t in tables)
 
     @cached_property
     def branches(self) -> BranchBackend:

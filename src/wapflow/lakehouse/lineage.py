@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wapflow.lakehouse.tables import Snapshot, Tables
+    from wapflow.lakehouse.metadata import TableMetadata
+    from wapflow.lakehouse.tables import Snapshot
     from wapflow.sql.identifiers import TableName
 
 RUN_ID_PROP = "wapflow.run-id"
@@ -105,7 +106,7 @@ def run_of(snaps: Mapping[int, Snapshot], snap: Snapshot) -> str | None:
     return run_id_of(snap.summary, lambda sid: snaps[sid].summary if sid in snaps else None)
 
 
-def on_main(tables: Tables, table: TableName, run_id: str) -> list[int]:
+def on_main(tables: TableMetadata, table: TableName, run_id: str) -> list[int]:
     """main's snapshots that hold run_id's rows (its own, or cherry-picks of them), newest first. Only what
     came after the run's latest revert counts (a reverted run may publish again)."""
     snaps = tables.snapshots(table)
@@ -121,7 +122,7 @@ def on_main(tables: Tables, table: TableName, run_id: str) -> list[int]:
     return out
 
 
-def find_published(tables: Tables, table: TableName, run_id: str) -> int | None:
+def find_published(tables: TableMetadata, table: TableName, run_id: str) -> int | None:
     """The main snapshot that carries run_id (directly, or as a cherry-pick of one of its snapshots); None
     also when a newer snapshot took the run's rows back off main (`wap revert`): it may publish again."""
     found = on_main(tables, table, run_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wapflow.errors import UsageError
 from wapflow.faults import crash_point
@@ -12,6 +12,9 @@ from wapflow.pipeline.steps.context import Run
 from wapflow.runs.store import REJECTED, RunRecord, current_owner, owner_alive
 from wapflow.sql.identifiers import validate_branch
 from wapflow.write.read import detect_format
+
+if TYPE_CHECKING:
+    from wapflow.lakehouse.metadata import TableMetadata
 
 
 def _describe_files(ids: list[dict[str, Any]], limit: int = 5) -> str:
@@ -68,24 +71,26 @@ def prepare(run: Run) -> None:
             run.record_owned = False
             _refuse_other_files(run, previous.file_ids)
         run.fmt = detect_format(run.files, run.table_cfg.format)
-        tables = run.lh.tables
-        if tables.exists(run.target):
-            run.already_published = find_published(tables, run.target, run.run_id)
+        # Read from the catalog's metadata, with no JVM where it can be: a run found published (a rerun, or
+        # the restart after a crash past main's move) then ends without starting Spark.
+        meta = run.lh.metadata
+        if meta.exists(run.target):
+            run.already_published = find_published(meta, run.target, run.run_id)
             if run.already_published is not None and (previous is None or not previous.file_ids):
-                _same_files_as_published(run)
-            if run.already_published is None and _expired_publish(run, previous):
+                _same_files_as_published(run, meta)
+            if run.already_published is None and _expired_publish(meta, run, previous):
                 assert previous is not None and previous.snapshot_id is not None
                 run.already_published = previous.snapshot_id
         run.save()
         crash_point("prepare")
 
 
-def _expired_publish(run: Run, previous: RunRecord | None) -> bool:
+def _expired_publish(meta: TableMetadata, run: Run, previous: RunRecord | None) -> bool:
     """The run store says published, and main's history no longer holds its snapshot: `wap maintain`
     expired it (outside the revert window). The record decides then, so the rows never land twice."""
     if previous is None or previous.status != "published" or previous.snapshot_id is None:
         return False
-    return previous.snapshot_id not in run.lh.tables.snapshots(run.target)
+    return previous.snapshot_id not in meta.snapshots(run.target)
 
 
 def _same_files(run: Run, before: list[dict[str, Any]]) -> bool:
@@ -102,10 +107,9 @@ def _refuse_other_files(run: Run, before: list[dict[str, Any]]) -> None:
     )
 
 
-def _same_files_as_published(run: Run) -> None:
+def _same_files_as_published(run: Run, meta: TableMetadata) -> None:
     """No run record (another machine's store, or lost): compare with the fingerprint on main's snapshot."""
-    tables = run.lh.tables
-    snaps = tables.snapshots(run.target)
+    snaps = meta.snapshots(run.target)
     published = snaps.get(run.already_published) if run.already_published is not None else None
     first = origin(snaps, published) if published else None
     recorded = first.summary.get(FILES_HASH_PROP) if first else None

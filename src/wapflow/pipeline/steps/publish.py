@@ -30,11 +30,13 @@ def publish(run: Run) -> None:
         # A publish replayed after a crash (or a retried step) finds its rows on main: nothing twice.
         run.already_published = find_published(run.lh.tables, run.target, run.run_id)
     if run.already_published is not None:
-        with run.timer("cleanup"):
-            run.lh.branches.discard(run.branch, run.run_tables())
-            staging = run.staging_name()
-            if run.lh.tables.exists(staging):
-                run.lh.tables.drop(staging)
+        staging = run.staging_name()
+        # Found published by prepare from the catalog's metadata: Spark starts only if a sandbox is left to drop.
+        if run.lh.sandbox_left(run.branch, run.run_tables(), staging):
+            with run.timer("cleanup"):
+                run.lh.branches.discard(run.branch, run.run_tables())
+                if run.lh.tables.exists(staging):
+                    run.lh.tables.drop(staging)
         mark_published(run, run.already_published, "already")
         run.message = f"run {run.run_id} was already published (snapshot {run.already_published}); nothing to do"
     else:
