@@ -2,21 +2,24 @@
 the JDBC catalog on PostgreSQL (tests/support/rest_server.py, pg_server.py). Tables are made by runs on the
 tests' shared SparkSession (the scene); each read-only command then runs as a `wap` process with no Spark to
 start (SPARK_HOME points nowhere), and its --json document and exit code are compared with the same command
-read through Spark (WAP_METADATA=spark, a JVM). Errors too: a catalog nobody listens on, a refused password
-(Spark's answer to those on PostgreSQL is asserted on `wap run` in test_postgres.py)."""
+read through Spark (WAP_METADATA=spark: the CLI in the test process, on the shared session). Errors too: a
+catalog nobody listens on, a refused password (Spark's answer to those on PostgreSQL is asserted on `wap run`
+in test_postgres.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from support.catalogs import catalog_config, no_jvm
-from support.cli_harness import Proc, env, setup_run, unique_catalog, wap
+from support.cli_harness import Proc, env, setup_run, unique_catalog
 from support.data import trips_file
 from wapflow.lakehouse.processes import free_port
 
@@ -26,7 +29,13 @@ def config(folder: Path, lakehouse: str, table: str, catalog: str = "lake") -> P
 
 
 def via_spark(*args: str) -> Proc:
-    return wap(*args, WAP_METADATA="spark")
+    """The same command read through Spark (WAP_METADATA=spark): the CLI in this process, on the tests' shared
+    SparkSession (the config's catalog name must be its own: unique_catalog), instead of a JVM of its own."""
+    from support.typer_cli import wap as wap_here
+
+    with mock.patch.dict(os.environ, {"WAP_METADATA": "spark"}):
+        res = wap_here(*args)
+    return Proc(res.exit_code, res.stdout, res.stderr)
 
 
 def error_of(p: Proc) -> tuple[int, str, str]:
@@ -87,7 +96,7 @@ def same_as_spark(cfg: Path, table: str, published: dict[str, Any], blocked: dic
     assert f"did you mean '{table}'" in missing.doc["error"]["message"]
 
 
-@pytest.mark.slow  # the Spark path is a JVM
+@pytest.mark.slow  # the catalog servers
 def test_rest_catalog_metadata_without_a_jvm(rest_catalog, tmp_path, landing, spark):
     table = "meta_rest.trips"
     rest = f'catalog = "rest"\ncatalog_properties = {{ uri = "{rest_catalog.url}" }}\n'
@@ -99,6 +108,7 @@ def test_rest_catalog_metadata_without_a_jvm(rest_catalog, tmp_path, landing, sp
         tmp_path / "gone",
         f'catalog = "rest"\ncatalog_properties = {{ uri = "http://127.0.0.1:{free_port()}" }}\n',
         table,
+        catalog=unique_catalog("gone"),
     )
     new = no_jvm("history", table, "--config", str(gone), "--json")
     old = via_spark("history", table, "--config", str(gone), "--json")
@@ -106,7 +116,7 @@ def test_rest_catalog_metadata_without_a_jvm(rest_catalog, tmp_path, landing, sp
     assert "could not reach the Iceberg catalog" in new.doc["error"]["message"]
 
 
-@pytest.mark.slow  # the Spark path is a JVM
+@pytest.mark.slow  # the catalog servers
 def test_postgresql_jdbc_catalog_metadata_without_a_jvm(pg, pg_db, tmp_path, landing, spark):
     table = "meta_pg.trips"
 
