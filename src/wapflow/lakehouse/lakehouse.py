@@ -192,11 +192,17 @@ class Lakehouse:
     def sandbox_left(self, branch: str, tables: Sequence[TableName], staging: TableName) -> bool:
         """Whether a run's sandbox may hold anything to drop: the branch on one of its tables, or its staging
         table. Answered False only from the catalog's metadata read with no JVM (table branches); a
-        catalog-level branch (Nessie), or a catalog only Spark reads here, may always be left."""
-        view = None if self._on_nessie else self.catalog_metadata()
+        catalog-level branch (Nessie), a Spark Connect client (its catalog may answer its server only), a
+        catalog only Spark reads here, or a direct read that fails: it may be left, Spark looks."""
+        if self._on_nessie or self.config.lakehouse.master.startswith("sc://"):
+            return True
+        view = self.catalog_metadata()
         if view is None:
             return True
-        return view.exists(staging) or any(view.exists(t) and branch in view.refs(t) for t in tables)
+        try:
+            return view.exists(staging) or any(view.exists(t) and branch in view.refs(t) for t in tables)
+        except Exception:  # noqa: BLE001 - Spark's view then looks, and reports what is wrong
+            return True
 
     @cached_property
     def branches(self) -> BranchBackend:

@@ -71,9 +71,7 @@ def prepare(run: Run) -> None:
             run.record_owned = False
             _refuse_other_files(run, previous.file_ids)
         run.fmt = detect_format(run.files, run.table_cfg.format)
-        # Read from the catalog's metadata, with no JVM where it can be: a run found published (a rerun, or
-        # the restart after a crash past main's move) then ends without starting Spark.
-        meta = run.lh.metadata
+        meta = _view(run, previous)
         if meta.exists(run.target):
             run.already_published = find_published(meta, run.target, run.run_id)
             if run.already_published is not None and (previous is None or not previous.file_ids):
@@ -83,6 +81,23 @@ def prepare(run: Run) -> None:
                 run.already_published = previous.snapshot_id
         run.save()
         crash_point("prepare")
+
+
+def _view(run: Run, previous: RunRecord | None) -> TableMetadata:
+    """Where prepare looks for the run on main. A run with a record (a rerun, or the restart after a crash past
+    main's move) may be published already: the catalog's metadata read directly, with no JVM, lets it end without
+    starting Spark. A new run (it starts Spark to write anyway), a Spark Connect client (its catalog may answer
+    its server only) and a direct read that fails get Spark's view, which names any problem as it always did."""
+    if previous is None or run.lh.config.lakehouse.master.startswith("sc://"):
+        return run.lh.tables
+    direct = run.lh.catalog_metadata()
+    if direct is None:
+        return run.lh.tables
+    try:
+        direct.exists(run.target)  # the view loads the table's metadata once; later reads reuse it
+    except Exception:  # noqa: BLE001 - Spark's view then reads it, and reports what is wrong
+        return run.lh.tables
+    return direct
 
 
 def _expired_publish(meta: TableMetadata, run: Run, previous: RunRecord | None) -> bool:
