@@ -88,6 +88,11 @@ class Lakehouse:
     def _on_nessie(self) -> bool:
         return self.config.lakehouse.catalog == "nessie"
 
+    @property
+    def connect_client(self) -> bool:
+        """Spark Connect (master sc://): its catalog and warehouse may answer its server only, not this machine."""
+        return self.config.lakehouse.master.startswith("sc://")
+
     def check_catalog(self) -> None:
         """Nessie down, wrong URL or token: one clear error before Spark starts or anything is written."""
         if self._catalog_checked or not self._on_nessie:
@@ -194,7 +199,7 @@ class Lakehouse:
         table. Answered False only from the catalog's metadata read with no JVM (table branches); a
         catalog-level branch (Nessie), a Spark Connect client (its catalog may answer its server only), a
         catalog only Spark reads here, or a direct read that fails: it may be left, Spark looks."""
-        if self._on_nessie or self.config.lakehouse.master.startswith("sc://"):
+        if self._on_nessie or self.connect_client:
             return True
         view = self.catalog_metadata()
         if view is None:

@@ -88,7 +88,7 @@ def _view(run: Run, previous: RunRecord | None) -> TableMetadata:
     main's move) may be published already: the catalog's metadata read directly, with no JVM, lets it end without
     starting Spark. A new run (it starts Spark to write anyway), a Spark Connect client (its catalog may answer
     its server only) and a direct read that fails get Spark's view, which names any problem as it always did."""
-    if previous is None or run.lh.config.lakehouse.master.startswith("sc://"):
+    if previous is None or run.lh.connect_client:
         return run.lh.tables
     direct = run.lh.catalog_metadata()
     if direct is None:
