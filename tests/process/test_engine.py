@@ -17,7 +17,9 @@ a `--no-engine` process would do on a JVM of its own (10-15 s of CPU each): the 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import signal
 import stat
@@ -209,6 +211,52 @@ def test_ingest_is_served_by_the_engine_command_after_command(runtime: Path, lak
     assert this_engine(runtime, lake)["pid"] == pid
 
 
+def test_commands_at_once_run_together_each_its_own_run(runtime: Path, lake: Path) -> None:
+    """Three clients at once: the engine runs their commands side by side (each in its own child of the engine,
+    on the warm session), and each run publishes its own rows under its own run id."""
+    cfg = str(lake / "wap.toml")
+    engine = this_engine(runtime, lake)
+    log_file = Path(engine["log"])
+    log_before = log_file.read_text()
+    before = main_rows(lake)
+    starts = [600_001, 600_101, 600_201]
+    files = [str(trips_file(lake / "landing", f"at-once-{i}.parquet", 50, start_id=n)) for i, n in enumerate(starts)]
+    procs = [
+        subprocess.Popen(
+            [WAP, "run", TABLE, file, "-c", cfg, "--run-id", f"at-once-{i}", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=engine_env(runtime),
+        )
+        for i, file in enumerate(files)
+    ]
+    results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    assert [code for code, _, _ in results] == [0, 0, 0], results
+    assert [json.loads(out)["status"] for _, out, _ in results] == ["published"] * 3, results
+    assert all(STARTING not in err for _, _, err in results), results
+
+    # Side by side: the three commands had all begun before the first of them ended (the engine's log).
+    lines = log_file.read_text()[len(log_before) :].splitlines()
+    began = [i for i, line in enumerate(lines) if re.search(r"\] command \d+ for pid ", line)]
+    ended = [i for i, line in enumerate(lines) if re.search(r"\] command \d+ ended with 0", line)]
+    assert len(began) == 3 and len(ended) == 3, lines
+    assert max(began) < min(ended), lines
+    assert this_engine(runtime, lake)["pid"] == engine["pid"]
+
+    added = [n for first in starts for n in range(first, first + 50)]
+    assert main_rows(lake) == sorted([*before, *added])
+    # Each commit on main carries the run id of the command that made it (nothing of one leaked into another).
+    table = Reader(lake, catalog=CATALOG).cat.load_table(TABLE)
+    by_run = {
+        s.summary.additional_properties.get("wapflow.run-id"): int(s.summary.additional_properties["added-records"])
+        for s in table.snapshots()
+        if s.summary is not None and "added-records" in s.summary.additional_properties
+    }
+    assert {f"at-once-{i}": 50 for i in range(3)}.items() <= by_run.items(), by_run
+
+
 def _normal(text: str, snapshot: str = "SNAP") -> str:
     """Run ids, snapshot ids and the lines only one side prints (Spark's start, the engine's, Spark's log)."""
     text = re.sub(r"\d{8}t\d{6}_[0-9a-f]{6}", "RUN", text)
@@ -368,17 +416,37 @@ def test_ctrl_c_mid_write_stops_the_command_and_the_run_resumes_once(runtime: Pa
     assert len(main_rows(lake)) == rows_before + 1_500_000
 
 
+def _paused_child(engine_pid: int, within: float = 120.0) -> int:
+    """The engine's child (a command's process) stopped at its WAP_PAUSE_AT point."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        for pid in children(engine_pid):
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] == "T":
+                    return pid
+        time.sleep(0.1)
+    raise AssertionError("no command of the engine paused")
+
+
 def test_engine_killed_mid_run_then_two_racing_commands_start_one_engine(runtime: Path, lake: Path) -> None:
     cfg = str(lake / "wap.toml")
     landing = lake / "landing"
     engine = this_engine(runtime, lake)
     killed_file = str(trips_file(landing, "killed.parquet", 300, start_id=50_001))
-    killed, _ = served(
-        runtime, "run", TABLE, killed_file, "-c", cfg, "--run-id", "engine-killed", WAP_CRASH_AT="write:appended"
+    p = subprocess.Popen(
+        [WAP, "run", TABLE, killed_file, "-c", cfg, "--run-id", "engine-killed"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=engine_env(runtime, WAP_PAUSE_AT="write:appended"),
     )
-    assert killed.code == 3, killed.text
-    assert f"the wapflow engine (pid {engine['pid']}) ended while running the command" in killed.stderr
-    assert gone([engine["pid"], *engine["jvm_pids"]]), engine  # its JVM ends with it (stdin closed)
+    command = _paused_child(engine["pid"])  # its rows are on its branch
+    os.kill(engine["pid"], signal.SIGKILL)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 3, err
+    assert f"the wapflow engine (pid {engine['pid']}) ended while running the command" in err
+    assert gone([engine["pid"], command, *engine["jvm_pids"]]), engine  # the command and the JVM end with it
     stale = runtime / "wapflow" / f"engine-{engine['key']}.sock"
     assert stale.exists()  # left by the SIGKILL: the next client finds it dead and replaces it
 
@@ -402,8 +470,21 @@ def test_engine_killed_mid_run_then_two_racing_commands_start_one_engine(runtime
     new = this_engine(runtime, lake)
     assert new["pid"] != engine["pid"] and new["commands"] == 2
     rows = main_rows(lake)
-    assert [r for r in rows if 50_001 <= r <= 50_300] == list(range(50_001, 50_301))  # published once
+    assert [r for r in rows if 50_001 <= r <= 50_300] == list(range(50_001, 50_300 + 1))  # published once
     assert [r for r in rows if 60_001 <= r <= 60_100] == list(range(60_001, 60_101))
+
+    # Only the command's process killed (after its rows were committed on its branch): the engine ends with its
+    # JVM, which may still hold that command's work, and says so as if it had been killed; the run resumes once.
+    crashed_file = str(trips_file(landing, "crashed.parquet", 40, start_id=65_001))
+    crashed, _ = served(
+        runtime, "run", TABLE, crashed_file, "-c", cfg, "--run-id", "command-killed", WAP_CRASH_AT="write:appended"
+    )
+    assert crashed.code == 3, crashed.text
+    assert f"the wapflow engine (pid {new['pid']}) ended while running the command" in crashed.stderr
+    assert gone([new["pid"], *new["jvm_pids"]]), new
+    again, _ = served(runtime, "run", TABLE, crashed_file, "-c", cfg, "--run-id", "command-killed")
+    assert again.code == 0 and STARTING in again.stderr, again.text
+    assert [r for r in main_rows(lake) if 65_001 <= r <= 65_040] == list(range(65_001, 65_041))
 
 
 def test_a_changed_wap_toml_gets_its_own_engine_which_idles_out(runtime: Path, lake: Path) -> None:

@@ -35,6 +35,7 @@ from wapflow.audit.checktype import (
     read_only,
 )
 from wapflow.errors import ConfigError, did_you_mean
+from wapflow.spark.shared_session import session_change
 
 # wapflow.sql.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
 # run store) must not load the lakehouse (tests/test_layers.py).
@@ -648,9 +649,10 @@ class CustomSqlCheck(CheckType):
 
     def validate_on(self, on: Against) -> None:
         spark = on.df.sparkSession
-        on.df.limit(0).createOrReplaceTempView("batch")
         try:
-            _ = spark.sql(self.sql).schema  # analysis only: the guard let only a pure read through
+            with session_change():  # the view `batch` is the session's
+                on.df.limit(0).createOrReplaceTempView("batch")
+                _ = spark.sql(self.sql).schema  # analysis only: the guard let only a pure read through
         except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException: the user's query is wrong
             raise ConfigError(
                 f"{on.where}: its query is not valid: {first_line(e)}",
@@ -665,8 +667,9 @@ class CustomSqlCheck(CheckType):
         # spark.sql runs commands at once: only SQL both guard layers accept gets there, checked again right here
         # (a resumed run audits without validate_checks).
         self.guard_sql(spark, self.where(None))
-        added.where(c.applies).createOrReplaceTempView("batch")
-        return spark.sql(self.sql)
+        with session_change():  # the view `batch` is the session's; the analysed plan keeps these rows
+            added.where(c.applies).createOrReplaceTempView("batch")
+            return spark.sql(self.sql)
 
     def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
         return {f"{c.key}_f": self._rows(added, c).count()}, "scan"

@@ -36,6 +36,7 @@ from wapflow.engine.runtime import (
     engine_setting,
     ensure_runtime_dir,
     is_engine,
+    lost_message,
     read_info,
     remove_files,
 )
@@ -307,8 +308,5 @@ class Client:
     def _lost(self) -> int:
         doc = read_info(self.paths.info) or {}
         pid = doc.get("pid", "?")
-        sys.stderr.write(
-            f"error: the wapflow engine (pid {pid}) ended while running the command; a run under way resumes "
-            f"with the command `wap runs` shows for it (the engine's log: {self.paths.log})\n"
-        )
+        sys.stderr.write(lost_message(pid, self.paths.log))
         return EXIT_RUNTIME

@@ -24,6 +24,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ DEFAULT_MODE = "auto"
 # are too, except those read per command (each request carries the client's whole environment).
 _KEY_ENV_PREFIXES = ("WAP_", "SPARK_", "PYSPARK_", "HADOOP_", "AWS_", "JAVA_", "_JAVA_")
 _KEY_ENV_NAMES = ("XDG_CACHE_HOME", "JDK_JAVA_OPTIONS")
-_PER_COMMAND_ENV = ("WAP_ENGINE", "WAP_CONFIG", "WAP_CRASH_AT", "WAP_RAISE_AT", "WAP_STOP_MARKER")
+_PER_COMMAND_ENV = ("WAP_ENGINE", "WAP_CONFIG", "WAP_CRASH_AT", "WAP_RAISE_AT", "WAP_PAUSE_AT", "WAP_STOP_MARKER")
 
 
 class EngineUnavailable(Exception):
@@ -187,9 +188,18 @@ def read_info(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def lost_message(pid: object, log: Path) -> str:
+    """What a client says when its command's engine ended under it (told by the client, or by the engine when
+    only the command's process was killed)."""
+    return (
+        f"error: the wapflow engine (pid {pid}) ended while running the command; a run under way resumes "
+        f"with the command `wap runs` shows for it (the engine's log: {log})\n"
+    )
+
+
 def write_info(path: Path, doc: dict[str, Any]) -> None:
     """Replace an engine's record atomically (readers never see half of one)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # writers may race
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(json.dumps(doc))

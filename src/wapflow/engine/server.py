@@ -2,16 +2,22 @@
 
 Started detached by the first client that finds none (wapflow.engine.client), it listens on its Unix socket
 before Spark starts (so racing clients find it and wait), builds the session once (the same code path as a
-command: wapflow.lakehouse.session.build_session), then runs one command at a time on its main thread, as the
-`wap` process would: the client's argv, folder and environment, its stdout and stderr (frames back to it), its
-terminal (width, colour), its own Spark job group. The runs a command records belong to the client's process
-(wapflow.runs.store.acting_for), so a command whose client is gone is orphaned like a killed `wap`.
+command: wapflow.lakehouse.session.build_session), then runs each command in a child forked from itself, up to
+PARALLEL at once (more wait their turn): the child is the `wap` process the client would have been, with the
+client's argv, folder and environment, its stdout and stderr (frames back to it), its terminal (width,
+colour), its own connection to the JVM and so its own Spark job group, and the warm session. Whatever a
+command changes in Python (environment, folder, modules, caches) ends with its child; the runs it records
+belong to the client's process (wapflow.runs.store.acting_for), so a command whose client is gone is orphaned
+like a killed `wap`. The children die with the engine (PR_SET_PDEATHSIG).
 
 Stops: the client's Ctrl-C or SIGTERM arrives as a stop frame, its end as a closed socket. Either cancels the
-command's job group and delivers the stop to the main thread (wapflow.stopping) through SIGUSR1, so the command
-ends exactly as a stopped in-process command does (exit 130, the run resumes later). SIGTERM or SIGINT to the
-engine itself (`wap engine stop`) stops a running command the same way and then the engine. It exits after
-`engine_idle` without a command, stopping Spark and its JVM.
+command's job group and sends the signal to its child, which ends exactly as a stopped `wap` does (exit 130,
+the run resumes later). A command stopped or killed while it ran may have left work going on in the JVM (a
+write may still commit), so, as a stopped `wap` process ends its own JVM, the engine then takes no new command,
+lets the others finish, and ends with its JVM before that client hears how its command ended: the command that
+resumes the run never races that work. SIGTERM or SIGINT to the engine itself (`wap engine stop`) stops the
+running commands the same way, then the engine. It exits after `engine_idle` without a command, stopping Spark
+and its JVM.
 """
 
 from __future__ import annotations
@@ -31,11 +37,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from wapflow.engine import protocol as P
-from wapflow.engine.runtime import EnginePaths, ensure_runtime_dir, remove_files, write_info
+from wapflow.engine.runtime import EnginePaths, ensure_runtime_dir, lost_message, remove_files, write_info
 from wapflow.errors import EXIT_RUNTIME
+from wapflow.spark.shared_session import share_with_children
 from wapflow.stopping import STOP
 
 if TYPE_CHECKING:
@@ -45,8 +52,11 @@ if TYPE_CHECKING:
 Runner = Callable[[list[str], str], int]
 # A stop that reached the engine before the runner could handle it: its line and exit code (as the runner's).
 OnStop = Callable[[BaseException], int]
-_INJECT = signal.SIGUSR1
 _POLL = 0.5
+# Commands run at once; more wait for one of these to end (2 cores run a few small commands well together).
+PARALLEL = 4
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+PR_SET_PDEATHSIG = 1
 
 
 def log(msg: str) -> None:
@@ -70,9 +80,12 @@ class Request:
     tty: dict[str, Any]
     gone: threading.Event = field(default_factory=threading.Event)
     stop_signum: int | None = None
-    stop_delivered: bool = False
+    stop_delivered: bool = False  # the stop was sent to the command's child while it ran
     group: str = "wap-engine"  # the command's Spark job group
     early: bool = False  # stopped before it began: nothing of it reached Spark
+    child: int | None = None  # the pid of the process running it
+    number: int = 0
+    began: float = 0.0
 
     def send(self, kind: bytes, payload: bytes = b"") -> None:
         """To the client; a client that is gone is not an error (its command is being stopped)."""
@@ -112,7 +125,7 @@ def _text_stream(req: Request, kind: bytes, tty: bool, encoding: str) -> io.Text
 
 
 class Engine:
-    """The engine of one key: its socket, its session, its queue of commands."""
+    """The engine of one key: its socket, its session, its queue of commands and the children running them."""
 
     def __init__(
         self,
@@ -136,7 +149,10 @@ class Engine:
         self.stopping = threading.Event()
         self.queue: queue.Queue[Request] = queue.Queue()
         self.lock = threading.Lock()
-        self.running: Request | None = None
+        self.changed = threading.Condition(self.lock)
+        self.running: dict[int, Request] = {}  # child pid -> its command
+        self.held: list[tuple[Request, int | None]] = []  # told how they ended once the JVM has ended
+        self.conns: set[socket.socket] = set()
         self.requests = 0
         self.started = time.time()
         self.last_used = time.time()
@@ -162,6 +178,7 @@ class Engine:
             try:
                 self.spark = self.warm_up()
                 self._install_signals()  # a new SparkContext takes SIGINT for itself
+                share_with_children()
                 self.ready = True
                 log("Spark is ready")
             except BaseException as e:  # noqa: BLE001 - any failure to start: clients run their commands themselves
@@ -170,8 +187,15 @@ class Engine:
                 code = EXIT_RUNTIME
             if self.broken is None:
                 self._loop()
+            self._wait_for_children()
         finally:
-            self._close()
+            self._close(hard=bool(self.held))
+            for req, exit_code in self.held:
+                if exit_code is None:  # its child was killed: as if the engine had been
+                    req.send(P.STDERR, lost_message(os.getpid(), self.paths.log).encode())
+                    req.send(P.EXIT, str(EXIT_RUNTIME).encode())
+                else:
+                    req.send(P.EXIT, str(exit_code).encode())
         return code
 
     def _loop(self) -> None:
@@ -179,22 +203,24 @@ class Engine:
             try:
                 req = self.queue.get(timeout=_POLL)
             except queue.Empty:
-                if self.running is None and time.time() - self.last_used > self.idle:
+                if not self.running and time.time() - self.last_used > self.idle:
                     log(f"idle for {self.idle:.0f}s: stopping")
                     return
                 continue
-            if req.gone.is_set():
-                continue
-            code = self._run(req)
-            if req.stop_delivered and not req.early:
-                # The stop cut the command inside a Spark call whose work goes on in the JVM (a write may still
-                # commit). As a stopped `wap` process does, the engine ends with its JVM before the client hears
-                # the exit code, so the command that resumes the run never races that work.
-                log(f"command {self.requests} was stopped inside Spark: the engine ends with its JVM")
-                self._close(hard=True)
-                req.send(P.EXIT, str(code).encode())
-                return
-            req.send(P.EXIT, str(code).encode())
+            with self.changed:
+                while len(self.running) >= PARALLEL and not self.stopping.is_set():
+                    self.changed.wait(_POLL)
+                if self.stopping.is_set():
+                    self.queue.put(req)  # refused with the others by _close
+                    return
+                if req.gone.is_set():
+                    continue
+                self._start(req)
+
+    def _wait_for_children(self) -> None:
+        with self.changed:
+            while self.running:
+                self.changed.wait(_POLL)
 
     def _close(self, hard: bool = False) -> None:
         """No new clients, queued ones told to go elsewhere, Spark and its JVM stopped (`hard`: the JVM ended
@@ -214,6 +240,9 @@ class Engine:
             except queue.Empty:
                 break
             req.send(P.REFUSED, (self.broken or "stopping: the engine is stopping").encode())
+        for pid in list(self.running):  # only when the engine itself failed: they die with it anyway
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         self.shut_down(None if hard else self.spark)
         log("stopped")
 
@@ -222,92 +251,130 @@ class Engine:
     def _install_signals(self) -> None:
         signal.signal(signal.SIGTERM, self._on_engine_signal)
         signal.signal(signal.SIGINT, self._on_engine_signal)
-        signal.signal(_INJECT, self._on_inject)
 
     def _on_engine_signal(self, signum: int, _: FrameType | None) -> None:
-        """SIGTERM/SIGINT to the engine: stop the running command (as a stop of it), then the engine."""
+        """SIGTERM/SIGINT to the engine: stop the running commands (as stops of them), then the engine. A
+        signal handler: it takes no lock (the main thread it interrupts may hold it)."""
         self.stopping.set()
-        req = self.running
-        if req is not None and not req.stop_delivered:
-            req.stop_signum = req.stop_signum or signum
-            self._deliver(req)
-
-    def _on_inject(self, _signum: int, _: FrameType | None) -> None:
-        """A client's stop, on the main thread: delivered only to the command still running for it."""
-        req = self.running
-        if req is not None and req.stop_signum is not None and not req.stop_delivered:
-            self._deliver(req)
-
-    def _deliver(self, req: Request) -> None:
-        req.stop_delivered = True
-        STOP.deliver(req.stop_signum or signal.SIGTERM)  # raises StopRequested, or asks a graceful part
+        for req in list(self.running.values()):
+            if req.stop_signum is None:
+                req.stop_signum = signum
+            self._forward_stop(req)
 
     def client_stop(self, req: Request, signum: int) -> None:
-        """The client asked to stop (or went away): cancel its Spark jobs, interrupt the main thread."""
+        """The client asked to stop (or went away): cancel its Spark jobs, stop its child."""
         with self.lock:
             if req.stop_signum is None:
                 req.stop_signum = signum
-            if self.running is not req:
-                return
-        if self.spark is not None:
+            if req.child is None or req.child not in self.running:
+                return  # not begun: its child, when it starts, stops at once; or already ended
+        self._forward_stop(req)
+
+    def _forward_stop(self, req: Request) -> None:
+        if req.stop_delivered or req.child is None:
+            return
+        req.stop_delivered = True
+        if self.spark is not None and not req.early:
             with contextlib.suppress(Exception):
                 self.spark.sparkContext.cancelJobGroup(req.group)
-        signal.pthread_kill(threading.main_thread().ident or 0, _INJECT)
+        with contextlib.suppress(OSError):
+            os.kill(req.child, req.stop_signum or signal.SIGTERM)
 
-    # --- one command ------------------------------------------------------------------------------
+    # --- one command, in a child ------------------------------------------------------------------
 
-    def _run(self, req: Request) -> int:
-        from wapflow.runs.store import acting_for
-
+    def _start(self, req: Request) -> None:
+        """Fork the child that runs the command (under self.lock: a stop either finds its pid or, not yet
+        begun, is taken by the child from the request it copied)."""
         self.requests += 1
-        req.group = f"wap-engine-{os.getpid()}-{self.requests}"
-        log(f"command {self.requests} for pid {req.pid}: {' '.join(req.argv)[:300]}")
-        t0 = time.monotonic()
+        req.number = self.requests
+        req.group = f"wap-engine-{os.getpid()}-{req.number}"
+        req.early = req.stop_signum is not None or req.gone.is_set()
+        req.began = time.monotonic()
+        log(f"command {req.number} for pid {req.pid}: {' '.join(req.argv)[:300]}")
+        me = os.getpid()
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # until the child has its handlers
+        try:
+            pid = os.fork()
+            if pid == 0:
+                self._child(req, me, blocked)  # never returns
+            req.child = pid
+            self.running[pid] = req
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        threading.Thread(target=self._reap, args=(req,), name="engine-reap", daemon=True).start()
+
+    def _reap(self, req: Request) -> None:
+        """The child's end: the client hears its exit code, or, if it was stopped or killed while it ran,
+        the engine ends with its JVM first."""
+        assert req.child is not None
+        _, status = os.waitpid(req.child, 0)
+        code: int | None = os.waitstatus_to_exitcode(status)
+        if code is not None and code < 0:
+            log(f"command {req.number}: its process was killed by signal {-code}")
+            code = None
+        hold = code is None or (req.stop_delivered and not req.early)
+        with self.changed:
+            del self.running[req.child]
+            self.last_used = time.time()
+            if hold:
+                self.held.append((req, code))
+                self.stopping.set()
+            self.changed.notify_all()
+        log(f"command {req.number} ended with {code} in {time.monotonic() - req.began:.2f}s")
+        if hold:
+            log(f"command {req.number} was stopped or killed inside Spark: the engine ends with its JVM")
+        else:
+            req.send(P.EXIT, str(code).encode())
+        self._write_info()
+
+    def _child(self, req: Request, parent: int, blocked: set[int | signal.Signals]) -> NoReturn:
+        """The forked child: the client's `wap` process, on the warm session."""
         code = EXIT_RUNTIME
         try:
-            with self._as_client(req), acting_for(req.pid):
-                req.send(P.STARTED)
-                code = self._execute(req)
-        except BaseException as e:  # noqa: BLE001 - the engine outlives whatever a command did
-            log(f"command {self.requests} broke the engine's request handling: {e!r}")
-            req.send(P.STDERR, f"error: the wapflow engine could not run the command: {_first_line(e)}\n".encode())
-        self.last_used = time.time()
-        log(f"command {self.requests} ended with {code} in {time.monotonic() - t0:.2f}s")
-        self._write_info()
-        return code
+            _die_with(parent)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            STOP.install()
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            for other in [self.listener, *self.conns]:
+                if other is not None and other is not req.chan.sock:
+                    with contextlib.suppress(OSError):
+                        other.close()
+            req.chan = P.Channel(req.chan.sock)  # its own send lock (the parent's may be held by a thread gone here)
+            code = self._execute(req)
+        except BaseException as e:  # noqa: BLE001 - whatever happened, the child ends here with a code
+            with contextlib.suppress(Exception):
+                req.send(P.STDERR, f"error: the wapflow engine could not run the command: {_first_line(e)}\n".encode())
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            os._exit(code)
 
     def _execute(self, req: Request) -> int:
-        """The runner on the main thread, the client's stop deliverable from the moment it starts."""
-        from wapflow.lakehouse.session import reset_gateway_nodelay
+        """The runner, the client's stop deliverable from the moment it starts."""
+        from wapflow.lakehouse.session import gateway_after_fork, release_objects
+        from wapflow.runs.store import acting_for
         from wapflow.stopping import StopRequested
 
         STOP.reset()
         if self.spark is not None:
-            jvm = self.spark._jvm  # this thread's session in the JVM (a stop may have replaced its connection)
+            gateway_after_fork(self.spark)
+            jvm = self.spark._jvm
             jvm.SparkSession.setActiveSession(self.spark._jsparkSession)  # type: ignore[union-attr]
             self.spark.sparkContext.setJobGroup(req.group, " ".join(req.argv)[:200], interruptOnCancel=True)
         code: int | None = None
-        try:
-            with self.lock:
-                self.running = req
-            if req.gone.is_set() or req.stop_signum is not None:
-                req.early = True
-                self._deliver(req)  # stopped between its arrival and its start
-            code = self.runner(req.argv, req.prog)
-            with self.lock:
-                self.running = None
-        except StopRequested as e:  # delivered before the runner's own handling began, or once it had ended
-            with self.lock:
-                self.running = None
-            if code is None:
+        with self._as_client(req), acting_for(req.pid):
+            req.send(P.STARTED)
+            try:
+                if req.early:
+                    STOP.deliver(req.stop_signum or signal.SIGTERM)  # stopped between its arrival and its start
+                code = self.runner(req.argv, req.prog)
+            except StopRequested as e:  # delivered before the runner's own handling began
                 code = self.on_stop(e)
-        finally:
-            STOP.reset()
-            if req.stop_delivered:
-                reset_gateway_nodelay()  # the stop may have cut a py4j call: its connection is a new one now
-            if self.spark is not None:
-                with contextlib.suppress(Exception):
-                    self.spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        if self.spark is not None:
+            with contextlib.suppress(Exception):
+                release_objects(self.spark)
         return code
 
     @contextlib.contextmanager
@@ -366,10 +433,19 @@ class Engine:
             except OSError:
                 return
             conn.settimeout(None)
+            with self.lock:
+                self.conns.add(conn)
             threading.Thread(target=self._client, args=(conn,), name="engine-client", daemon=True).start()
 
     def _client(self, conn: socket.socket) -> None:
         """One client's connection: who it is, its request, then its stop frames until it closes."""
+        try:
+            self._converse(conn)
+        finally:
+            with self.lock:
+                self.conns.discard(conn)
+
+    def _converse(self, conn: socket.socket) -> None:
         chan = P.Channel(conn)
         pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
         if uid != os.getuid():
@@ -394,8 +470,8 @@ class Engine:
                 return
             if not self.ready:
                 req.send(P.WAITING, b"starting:waiting for the wapflow engine to start Spark")
-            elif self.running is not None or not self.queue.empty():
-                req.send(P.WAITING, b"busy:waiting for the engine (another command is running)")
+            elif len(self.running) >= PARALLEL or not self.queue.empty():
+                req.send(P.WAITING, f"busy:waiting for the engine ({PARALLEL} commands are running)".encode())
             self.queue.put(req)
         while True:
             try:
@@ -454,6 +530,16 @@ def _tell(fd: int | None, line: str) -> None:
         os.write(fd, (line + "\n").encode())
     with contextlib.suppress(OSError):
         os.close(fd)
+
+
+def _die_with(parent: int) -> None:
+    """A command's child ends when the engine does, even by SIGKILL (Linux; elsewhere it outlives it)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the engine died before the line above
+        os._exit(EXIT_RUNTIME)
 
 
 def _first_line(e: BaseException) -> str:

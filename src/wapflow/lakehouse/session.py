@@ -284,6 +284,64 @@ def reset_gateway_nodelay() -> None:
         _nodelay_threads.clear()
 
 
+# What a forked child took over from its parent's gateway client and must neither use nor finalise: kept
+# referenced until the child exits, so no socket of the parent's is closed or shut down from here.
+_parent_gateway_state: list[object] = []
+
+
+def gateway_after_fork(spark: SparkSession) -> None:
+    """In a child forked from the process that holds the gateway (the engine runs each command so): its own
+    py4j connections, and garbage collection only of the JVM objects it creates itself.
+
+    The child has copies of the parent's connections (sockets the parent goes on using) and of every Python
+    handle on a JVM object; dropping one of those handles must not free the parent's object in the JVM, so
+    py4j ids up to one made right after the fork are never released from here. Objects the child makes are
+    released as py4j does, by a finaliser thread of the child's own, and the rest by `release_objects`.
+    """
+    import collections
+
+    from py4j.clientserver import FinalizerWorker  # type: ignore[import-untyped]  # py4j ships no types
+
+    reset_gateway_nodelay()
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    _parent_gateway_state.append(dict(vars(client)))
+    client.deque = collections.deque()
+    if hasattr(client, "thread_connection"):
+        client.thread_connection = threading.local()
+    first = _object_number(spark.sparkContext._jvm.java.lang.Object()._target_id)  # type: ignore[union-attr]
+    own_gc = type(client).garbage_collect_object
+
+    def garbage_collect_object(target_id: str, *args: Any, **kwargs: Any) -> None:
+        if _object_number(target_id) > first:
+            own_gc(client, target_id, *args, **kwargs)
+
+    client.garbage_collect_object = garbage_collect_object
+    if hasattr(client, "finalizer_deque"):
+        client.finalizer_deque = collections.deque()
+        FinalizerWorker(client.finalizer_deque).start()
+    gateway_nodelay(spark)
+
+
+def release_objects(spark: SparkSession) -> None:
+    """Before a forked child exits: the JVM objects it made and no longer holds are released now (its
+    finaliser thread ends with it)."""
+    import gc
+
+    client = spark.sparkContext._gateway._gateway_client  # type: ignore[union-attr]
+    gc.collect()
+    pending = getattr(client, "finalizer_deque", None)
+    while pending:
+        item = pending.pop()
+        if isinstance(item, tuple) and len(item) == 2:
+            with contextlib.suppress(Exception):
+                item[0].garbage_collect_object(item[1], enqueue=False)
+
+
+def _object_number(target_id: str) -> int:
+    """py4j names JVM objects o1, o2, ... in the order it makes them (other ids: never released from here)."""
+    return int(target_id[1:]) if target_id[:1] == "o" and target_id[1:].isdigit() else -1
+
+
 def _check_connect_client() -> None:
     """A Spark Connect client needs pyspark[connect]'s packages: say which extra installs them."""
     try:

@@ -15,6 +15,8 @@ calls: each connects, looks, and returns a small dict, or raises the WapError a 
 
 from __future__ import annotations
 
+import os
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlsplit
@@ -27,6 +29,20 @@ if TYPE_CHECKING:
     import sqlalchemy as sa
 
     from wapflow.config import WapConfig
+
+# Every engine this process made: a forked child (a command of the wapflow engine, wapflow.engine.server)
+# must not use its parent's pooled connections, which share one socket with the parent.
+_ENGINES: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
+
+
+def _forget_parent_connections() -> None:
+    """In a forked child: each engine's pool starts empty, the parent's connections left to the parent
+    (SQLAlchemy's rule for os.fork: dispose(close=False))."""
+    for engine in list(_ENGINES):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forget_parent_connections)
 
 # A driver's module for each SQLAlchemy dialect+driver wapflow can be asked to use, to name what is missing.
 _DRIVER_MODULES = {
@@ -69,6 +85,7 @@ def create_engine(url: str, *, what: str, reached_as: str | None = None) -> sa.E
         ) from None
     if parsed.drivername.startswith("postgresql"):
         _name_lost_connections(engine, url, reached_as or what)
+    _ENGINES.add(engine)
     return engine
 
 

@@ -17,6 +17,7 @@ from sqlglot import exp
 from wapflow.audit import sqlguard
 from wapflow.errors import UsageError
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.spark.shared_session import session_change
 from wapflow.sql.identifiers import validate_branch
 
 if TYPE_CHECKING:
@@ -100,9 +101,10 @@ def run_query(
         branch = None if ref == "main" else ref
     final = rewrite(sql, branch=branch, as_of=as_of)
     read_only(final, spark)  # the exact text Spark will run, both layers
-    spark.catalog.setCurrentCatalog(catalog)
     try:
-        df = spark.sql(final)
+        with session_change():  # the current catalog is the session's; the analysed plan keeps what it named
+            spark.catalog.setCurrentCatalog(catalog)
+            df = spark.sql(final)
         rows = df.limit(limit).collect() if limit > 0 else df.collect()
     except Exception as e:  # noqa: BLE001 - AnalysisException etc.: the user's SQL is wrong
         first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)

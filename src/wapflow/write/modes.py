@@ -17,7 +17,7 @@ One seam, one class per mode. The write step asks the table's mode, never which 
 
 from __future__ import annotations
 
-import threading
+import uuid
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -25,6 +25,7 @@ from wapflow.audit import sqlguard
 from wapflow.audit.checks import boolean_condition
 from wapflow.audit.report import CheckResult
 from wapflow.errors import ConfigError, did_you_mean
+from wapflow.spark.shared_session import session_change
 from wapflow.sql.identifiers import quote
 
 if TYPE_CHECKING:
@@ -46,8 +47,7 @@ _MERGE_SUMMARY = {
 }
 _SESSION_PROPERTY = "spark.sql.iceberg.snapshot-property."
 # SQL commands take snapshot properties from the session's conf (a writer's own options win over it, so
-# concurrent DataFrame appends keep theirs); one SQL write with properties at a time in this process.
-_SQL_PROPERTIES = threading.Lock()
+# concurrent DataFrame appends keep theirs); one SQL write with properties at a time (wapflow.spark.shared_session).
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ class MergeMode(WriteMode):
         names = ", ".join(quote(c) for c in cols)
         values = ", ".join(f"s.{quote(c)}" for c in cols)
         flag = f"s.{quote(DELETE_FLAG)}"
-        view = f"wap_merge_{threading.get_ident()}"
+        view = f"wap_merge_{uuid.uuid4().hex}"  # temp views are the session's, shared by the engine's commands
         source.createOrReplaceTempView(view)
         sql = (
             f"MERGE INTO {target} t USING {quote(view)} s ON {on} "
@@ -347,7 +347,7 @@ class ReplaceMode(WriteMode):
         # inserts the batch, in one commit.
         cols = ", ".join(quote(c) for c in source.columns)
         values = ", ".join(f"s.{quote(c)}" for c in source.columns)
-        view = f"wap_replace_{threading.get_ident()}"
+        view = f"wap_replace_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         try:
             sql_with_properties(
@@ -396,7 +396,7 @@ def changes_result(mode: WriteMode, changes: Changes, keys: list[dict[str, Any]]
 
 def sql_with_properties(spark: SparkSession, sql: str, properties: Mapping[str, str]) -> None:
     """Run one SQL write whose commit carries these snapshot properties (session conf, set and unset here)."""
-    with _SQL_PROPERTIES:
+    with session_change():
         for k, v in properties.items():
             spark.conf.set(_SESSION_PROPERTY + k, v)
         try:

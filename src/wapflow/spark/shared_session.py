@@ -1,0 +1,45 @@
+"""Uses of a SparkSession's shared state that must not interleave: one at a time in this process, and in every
+process forked from it that uses the same session (the engine's commands, wapflow.engine.server).
+
+The session's runtime conf, temp views and current catalog are one per session. Iceberg reads a SQL write's
+snapshot properties (the run id its commit carries) only from the conf, a custom_sql check names the new rows
+as the view `batch`, `wap query` resolves names in a current catalog: two commands doing so at once would
+use each other's. Held from setting such state until Spark has analysed the statement (its plan keeps what it
+resolved). POSIX record locks belong to a process, so the children sharing one inherited descriptor exclude
+each other, and a child killed while it holds the lock releases it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+
+_in_process = threading.Lock()
+_across: int | None = None  # a descriptor forked children inherit, once share_with_children() ran
+
+
+def share_with_children() -> None:
+    """This process's session will be used by children forked from it from now on (at once, possibly)."""
+    global _across
+    if _across is None:
+        fd, name = tempfile.mkstemp(prefix="wapflow-conf-", suffix=".lock")
+        os.unlink(name)  # only the descriptor is needed
+        _across = fd
+
+
+@contextlib.contextmanager
+def session_change() -> Iterator[None]:
+    """Hold while setting such state and having Spark analyse (or run) what reads it."""
+    with _in_process:
+        if _across is None:
+            yield
+            return
+        fcntl.lockf(_across, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(_across, fcntl.LOCK_UN)
