@@ -15,12 +15,13 @@ engine_app = typer.Typer(
     help="The warm wapflow engine: commands that need Spark run in it (wap.toml `engine`).", no_args_is_help=True
 )
 
-STATUS_COLUMNS = ["pid", "this_config", "config", "started", "idle_for_s", "commands", "memory_mb", "key"]
+STATUS_COLUMNS = ["pid", "this_config", "config", "started", "idle_for_s", "commands", "running", "memory_mb", "key"]
 
 
 @engine_app.command("status")
 def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
-    """The engines running for this user: pid, key, config, started, idle for, memory (engine and its JVM)."""
+    """The engines running for this user: pid, key, config, started, idle for, commands served and running,
+    memory (engine, its JVM and its commands)."""
     from wapflow.engine import control
     from wapflow.engine.runtime import EngineUnavailable, runtime_dir
 

@@ -66,12 +66,41 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
+# What a `wap run` imports after its start, beyond the Click tree: each command runs in a child forked from the
+# engine (wapflow.engine.server), which would import them again every time. The engine also imports, between
+# commands, whatever a command's child imported that it had not (so other commands warm up after their first).
+_COMMAND_MODULES = (
+    "wapflow.cli.root",
+    "wapflow.api",
+    "wapflow.pipeline.driver",
+    "wapflow.alerts",
+    "wapflow.checks",
+    "wapflow.lakehouse.manifests",
+    "wapflow.lakehouse.progress",
+    "wapflow.runs.pending",
+    "wapflow.deprecation",
+    "pyiceberg.manifest",  # read here, not by a Spark job each (wapflow.lakehouse.manifests.worth_loading)
+    "pyiceberg.table",
+    "pyiceberg.expressions.parser",
+    "pyiceberg.avro.decoder_fast",
+    "wapflow.lakehouse.storage_io",
+    "pyarrow.fs",
+    "pyarrow.parquet",
+    "pyspark.sql.classic.dataframe",
+    "pyspark.sql.pandas.map_ops",
+    "typer._click.decorators",
+    "rich._emoji_codes",
+    "encodings.idna",
+)
+
+
 def _import_commands() -> None:
     """What a `wap run` imports after its start, and the Click command tree (root.execute builds it once)."""
     import importlib
 
-    for name in ("wapflow.cli.root", "wapflow.api", "wapflow.pipeline.driver", "wapflow.alerts", "wapflow.checks"):
-        importlib.import_module(name)
+    for name in _COMMAND_MODULES:
+        with contextlib.suppress(ImportError):  # a module of a library's other version: only time depends on it
+            importlib.import_module(name)
     from wapflow.cli import root
 
     root.click_command()

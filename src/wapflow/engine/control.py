@@ -29,11 +29,13 @@ def key_for(config: str | None) -> str:
 
 
 def status(this_key: str | None) -> list[dict[str, Any]]:
-    """The engines running for this user: pid, key, config, started, idle for, memory (engine and JVM)."""
+    """The engines running for this user: pid, key, config, started, idle for, commands, memory, its JVM."""
     rows = []
     now = time.time()
     for doc in engines():
         pid = int(doc["pid"])
+        kids = children(pid)
+        commands = [k for k in kids if _same_program(k, pid)]  # forked from the engine: commands running
         rows.append(
             {
                 "pid": pid,
@@ -44,12 +46,21 @@ def status(this_key: str | None) -> list[dict[str, Any]]:
                 "idle_for_s": round(now - float(doc.get("last_used") or now), 1),
                 "idle_stop_s": doc.get("idle_seconds"),
                 "commands": doc.get("requests", 0),
+                "running": len(commands),
                 "memory_mb": round(memory_bytes(pid) / 2**20, 1),
-                "jvm_pids": children(pid),
+                "jvm_pids": [k for k in kids if k not in commands],
                 "log": doc.get("log"),
             }
         )
     return rows
+
+
+def _same_program(child: int, pid: int) -> bool:
+    """The child runs the engine's own executable (a command's fork), not another (its JVM)."""
+    try:
+        return os.readlink(f"/proc/{child}/exe") == os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return False
 
 
 def stop(pid: int, grace: float = 60.0) -> list[int]:

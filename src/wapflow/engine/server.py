@@ -23,6 +23,7 @@ and its JVM.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
@@ -84,6 +85,7 @@ class Request:
     group: str = "wap-engine"  # the command's Spark job group
     early: bool = False  # stopped before it began: nothing of it reached Spark
     child: int | None = None  # the pid of the process running it
+    report: int | None = None  # the read end of the pipe its child names the modules it imported on
     number: int = 0
     began: float = 0.0
 
@@ -153,6 +155,7 @@ class Engine:
         self.running: dict[int, Request] = {}  # child pid -> its command
         self.held: list[tuple[Request, int | None]] = []  # told how they ended once the JVM has ended
         self.conns: set[socket.socket] = set()
+        self.learned: queue.SimpleQueue[str] = queue.SimpleQueue()  # modules commands imported, to import here
         self.requests = 0
         self.started = time.time()
         self.last_used = time.time()
@@ -200,6 +203,7 @@ class Engine:
 
     def _loop(self) -> None:
         while not self.stopping.is_set():
+            self._import_learned()
             try:
                 req = self.queue.get(timeout=_POLL)
             except queue.Empty:
@@ -216,6 +220,21 @@ class Engine:
                 if req.gone.is_set():
                     continue
                 self._start(req)
+
+    def _import_learned(self) -> None:
+        """Import here what commands imported in their children, so that the next child has it: a command
+        forked from the engine starts from the engine's modules, not from the last command's. On the main
+        thread only, between forks (a child must never inherit an import half done)."""
+        import importlib
+
+        while True:
+            try:
+                name = self.learned.get_nowait()
+            except queue.Empty:
+                return
+            if name not in sys.modules:
+                with contextlib.suppress(Exception):  # only a later command's speed depends on it
+                    importlib.import_module(name)
 
     def _wait_for_children(self) -> None:
         with self.changed:
@@ -292,12 +311,16 @@ class Engine:
         req.began = time.monotonic()
         log(f"command {req.number} for pid {req.pid}: {' '.join(req.argv)[:300]}")
         me = os.getpid()
+        report, told = os.pipe()
+        gc.freeze()  # what the engine holds now is never collected by a child (its collections stay short)
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)  # until the child has its handlers
         try:
             pid = os.fork()
             if pid == 0:
-                self._child(req, me, blocked)  # never returns
-            req.child = pid
+                os.close(report)
+                self._child(req, me, blocked, told)  # never returns
+            os.close(told)
+            req.child, req.report = pid, report
             self.running[pid] = req
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
@@ -306,7 +329,10 @@ class Engine:
     def _reap(self, req: Request) -> None:
         """The child's end: the client hears its exit code, or, if it was stopped or killed while it ran,
         the engine ends with its JVM first."""
-        assert req.child is not None
+        assert req.child is not None and req.report is not None
+        with os.fdopen(req.report, "rb") as report:  # read to its end first: a child never blocks on a full pipe
+            for name in report.read().decode(errors="replace").split():
+                self.learned.put(name)
         _, status = os.waitpid(req.child, 0)
         code: int | None = os.waitstatus_to_exitcode(status)
         if code is not None and code < 0:
@@ -327,9 +353,11 @@ class Engine:
             req.send(P.EXIT, str(code).encode())
         self._write_info()
 
-    def _child(self, req: Request, parent: int, blocked: set[int | signal.Signals]) -> NoReturn:
-        """The forked child: the client's `wap` process, on the warm session."""
+    def _child(self, req: Request, parent: int, blocked: set[int | signal.Signals], told: int) -> NoReturn:
+        """The forked child: the client's `wap` process, on the warm session. It tells the engine which modules
+        it imported (on `told`), for the engine to import for the next child."""
         code = EXIT_RUNTIME
+        modules = set(sys.modules)
         try:
             _die_with(parent)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -349,6 +377,8 @@ class Engine:
             for stream in (sys.stdout, sys.stderr):
                 with contextlib.suppress(Exception):
                     stream.flush()
+            with contextlib.suppress(Exception):
+                os.write(told, " ".join(sorted(set(sys.modules) - modules)).encode())
             os._exit(code)
 
     def _execute(self, req: Request) -> int:
