@@ -35,26 +35,26 @@ def _wait(pid: int) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-def test_children_of_a_sharing_process_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _holder_then_waiter(journal: Path, hold: float, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """This process shares its session; child a takes the lock (and holds it `hold` s), then child b asks."""
     monkeypatch.setattr(shared_session, "_across", None)
     shared_session.share_with_children()
-    journal = tmp_path / "journal"
     r, w = os.pipe()
-    first = _child(journal, "a", 0.6, ready=w)
+    holder = _child(journal, "a", hold, ready=w)
     os.read(r, 1)  # a holds the lock
-    second = _child(journal, "b", 0.0)
+    return holder, _child(journal, "b", 0.0)
+
+
+def test_children_of_a_sharing_process_take_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = tmp_path / "journal"
+    first, second = _holder_then_waiter(journal, 0.6, monkeypatch)
     assert _wait(first) == 0 and _wait(second) == 0
     assert journal.read_text().split("\n")[:4] == ["a in", "a out", "b in", "b out"]
 
 
 def test_a_child_killed_while_holding_it_releases_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shared_session, "_across", None)
-    shared_session.share_with_children()
     journal = tmp_path / "journal"
-    r, w = os.pipe()
-    holder = _child(journal, "a", 60.0, ready=w)
-    os.read(r, 1)
-    waiter = _child(journal, "b", 0.0)
+    holder, waiter = _holder_then_waiter(journal, 60.0, monkeypatch)
     time.sleep(0.3)
     assert journal.read_text() == "a in\n"  # b waits
     os.kill(holder, signal.SIGKILL)

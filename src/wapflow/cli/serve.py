@@ -10,6 +10,7 @@ import typer
 from wapflow.cli.common import ConfigOpt, JsonOpt
 from wapflow.cli.output import Output, out
 from wapflow.errors import EXIT_PUBLISHED, EXIT_RUNTIME, UsageError, WapError
+from wapflow.spark.kind import is_connect_url
 from wapflow.stopping import StopRequested
 
 PortOpt = Annotated[
@@ -22,7 +23,7 @@ def _port_for(master: str, port: int | None) -> int:
     """--port, else the port of a local sc:// master, else 15002; a remote sc:// master is not ours to start."""
     from wapflow.lakehouse.connect import DEFAULT_PORT
 
-    if not master.startswith("sc://"):
+    if not is_connect_url(master):
         return port if port is not None else DEFAULT_PORT
     url = urlparse(master)
     if url.hostname not in ("127.0.0.1", "localhost"):

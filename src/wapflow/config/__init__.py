@@ -23,6 +23,7 @@ from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES
 from wapflow.audit.spec import Check as Check
 from wapflow.audit.spec import NotNullCheck as NotNullCheck
 from wapflow.errors import ConfigError, did_you_mean
+from wapflow.spark.kind import is_connect_url
 from wapflow.sql.layout import Layout, layout_of, parse_partition_by, parse_sort_by
 from wapflow.storage.settings import SECRET_FIELDS, S3Config
 
@@ -98,7 +99,7 @@ class LakehouseConfig(_Strict):
     @classmethod
     def _engine(cls, v: str) -> str:
         v = v.strip()
-        if v not in ("auto", "off") and not v.startswith("sc://"):
+        if v not in ("auto", "off") and not is_connect_url(v):
             raise ValueError(f'{v!r} is not "auto", "off" or a Spark Connect URL (sc://host:15002)')
         return v
 

@@ -1,10 +1,10 @@
 """Where an engine lives and which one a command may use: the per-user runtime folder, the engine key, the files.
 
-Standard library only (and wapflow's process helpers): the `wap` client reads it before anything heavy is
-imported. An engine serves one
-configuration, named by its key: a hash of what the engine fixed when it started (wapflow's version, the
-wap.toml path and bytes, the Python executable, the Java it found and the environment the JVM and the catalog
-read at start). A command whose key differs uses another engine; an old one is never used and idles out.
+Standard library only (and two leaves of wapflow: its process helpers, spark.kind): the `wap` client reads it
+before anything heavy is imported. An engine serves one configuration, named by its key: a hash of what the
+engine fixed when it started (wapflow's version, the wap.toml path and bytes, the Python executable, the Java
+it found and the environment the JVM and the catalog read at start). A command whose key differs uses another
+engine; an old one is never used and idles out.
 
     <runtime>/engine-<key>.sock   the Unix socket (0600), in a folder only its user can enter (0700)
     <runtime>/engine-<key>.json   pid, key, config, started, last request (what `wap engine status` shows)
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from wapflow.lakehouse.processes import alive
+from wapflow.spark.kind import is_connect_url
 
 # Environment variables that turn the engine off (`off`) or on (`auto`) for this shell, whatever wap.toml says.
 ENGINE_ENV = "WAP_ENGINE"
@@ -144,7 +145,7 @@ def engine_setting(path: Path | None) -> tuple[str, bytes]:
     lh = lh if isinstance(lh, dict) else {}
     mode = lh.get("engine", DEFAULT_MODE)
     master = lh.get("master", "")
-    if not isinstance(mode, str) or (isinstance(master, str) and master.startswith("sc://")):
+    if not isinstance(mode, str) or (isinstance(master, str) and is_connect_url(master)):
         return "off", data
     return mode.strip(), data
 

@@ -29,6 +29,7 @@ from wapflow.config import WapConfig
 from wapflow.errors import EnvironmentProblem, UsageError
 from wapflow.lakehouse import class_archive, jvm, tls
 from wapflow.lakehouse.processes import alive, terminate
+from wapflow.spark.kind import is_connect_url
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 15002
@@ -113,7 +114,7 @@ def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -
     from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
 
     lh = cfg.lakehouse
-    master = lh.master if not lh.master.startswith("sc://") else "local[*]"
+    master = lh.master if not is_connect_url(lh.master) else "local[*]"
     log_conf = resources.files("wapflow.lakehouse").joinpath("log4j2.properties")
     java_opts = [f"-Dlog4j2.configurationFile=file:{log_conf}", f"-Dwap.log.file={log_file}", "-Dwap.console.level=off"]
     java_opts += tls.java_options(cfg)  # [lakehouse] ca_bundle: the catalog clients' trust store

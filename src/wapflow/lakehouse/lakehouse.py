@@ -16,6 +16,7 @@ from wapflow.lakehouse.session import build_session, gateway_nodelay
 from wapflow.lakehouse.tables import Tables
 from wapflow.runs.ledger import Ledger
 from wapflow.runs.store import RunStore
+from wapflow.spark.kind import is_connect_url
 from wapflow.sql.identifiers import TableName
 from wapflow.storage import Storage
 
@@ -91,7 +92,7 @@ class Lakehouse:
     @property
     def connect_client(self) -> bool:
         """Spark Connect (master sc://): its catalog and warehouse may answer its server only, not this machine."""
-        return self.config.lakehouse.master.startswith("sc://")
+        return is_connect_url(self.config.lakehouse.master)
 
     def check_catalog(self) -> None:
         """Nessie down, wrong URL or token: one clear error before Spark starts or anything is written."""

@@ -16,7 +16,7 @@ from wapflow.config.urls import redact_url
 from wapflow.errors import EnvironmentProblem, TransientError, Unreachable, WapError
 from wapflow.lakehouse import class_archive, connect_channel, jvm, tls
 from wapflow.lakehouse.catalog_props import ICEBERG_EXTENSIONS, SPARK_CATALOG_CLASS, catalog_properties
-from wapflow.spark.kind import is_connect
+from wapflow.spark.kind import is_connect, is_connect_url
 from wapflow.stopping import STOP
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def effective_master(cfg: WapConfig, progress: jvm.Progress | None = None) -> st
     """The master this process uses: the configured one, or, for a local master, the endpoint of the
     Spark Connect server `wap serve` runs for this config when it is alive (said in one progress line)."""
     master = cfg.lakehouse.master
-    if cfg.lakehouse.engine.startswith("sc://"):
+    if is_connect_url(cfg.lakehouse.engine):
         return cfg.lakehouse.engine  # engine = "sc://...": each command is a client of that server
     if not use_server or not _is_local_master(master):
         return master
@@ -122,7 +122,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
 
     lh = cfg.lakehouse
     master = effective_master(cfg, progress)
-    connect = master.startswith("sc://")
+    connect = is_connect_url(master)
     shown = redact_url(master)  # an sc:// URL may carry ;token=
     builder = SparkSession.builder.appName("wapflow")
     if connect:

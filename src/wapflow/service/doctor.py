@@ -19,6 +19,7 @@ import httpx
 
 from wapflow.config import WapConfig
 from wapflow.errors import ConfigError, WapError
+from wapflow.spark.kind import CONNECT_SCHEME, is_connect_url
 
 Status = Literal["ok", "warn", "fail", "skip"]
 _TIMEOUT = 3.0
@@ -70,7 +71,7 @@ def failed(findings: list[Finding]) -> bool:
 
 
 def _connect_client(cfg: WapConfig) -> bool:
-    return cfg.lakehouse.master.startswith("sc://")
+    return is_connect_url(cfg.lakehouse.master)
 
 
 def _java(cfg: WapConfig) -> list[Finding]:
@@ -127,8 +128,8 @@ def _class_archive(cfg: WapConfig) -> list[Finding]:
 
 def _endpoints(master: str) -> list[tuple[str, int]]:
     """host:port pairs of a spark:// (possibly several masters) or sc:// master."""
-    if master.startswith("sc://"):
-        rest = master[len("sc://") :].split("/")[0].split(";")[0]
+    if is_connect_url(master):
+        rest = master[len(CONNECT_SCHEME) :].split("/")[0].split(";")[0]
         host, _, port = rest.rpartition(":") if ":" in rest else (rest, "", "15002")
         return [(host or rest, int(port or 15002))]
     out = []
@@ -156,7 +157,7 @@ def _master(cfg: WapConfig) -> list[Finding]:
         if served is not None:
             return [Finding("spark", "ok", f"`wap serve` at {served.endpoint} (pid {served.pid}): commands use it")]
         return [Finding("spark", "ok", f"{master}: Spark runs inside each wap process (`wap serve` keeps one warm)")]
-    if not master.startswith(("spark://", "sc://")):
+    if not master.startswith(("spark://", CONNECT_SCHEME)):
         return [Finding("spark", "skip", f"{master}: not checked (only spark:// and sc:// masters are)")]
     try:
         endpoints = _endpoints(master)
@@ -165,11 +166,11 @@ def _master(cfg: WapConfig) -> list[Finding]:
     found = []
     for host, port in endpoints:
         why = _reachable(host, port)
-        kind = "Spark Connect server" if master.startswith("sc://") else "Spark master"
+        kind = "Spark Connect server" if is_connect_url(master) else "Spark master"
         if why is None:
             found.append(Finding("spark", "ok", f"{kind} at {host}:{port} accepts connections"))
         else:
-            hint = "start it with `wap serve`" if master.startswith("sc://") else "start the master"
+            hint = "start it with `wap serve`" if is_connect_url(master) else "start the master"
             found.append(
                 Finding("spark", "fail", f"no {kind} at {host}:{port} ({why})", f"{hint}, or fix [lakehouse].master")
             )
@@ -179,7 +180,7 @@ def _master(cfg: WapConfig) -> list[Finding]:
 def _remote_cluster(cfg: WapConfig) -> bool:
     """Spark's executors (or its Connect server) may be on other machines than this one."""
     master = cfg.lakehouse.master
-    if not master.startswith(("spark://", "sc://")):
+    if not master.startswith(("spark://", CONNECT_SCHEME)):
         return False
     try:
         return any(h not in _LOOPBACK for h, _ in _endpoints(master))

@@ -12,3 +12,11 @@ from typing import Any
 def is_connect(spark: Any) -> bool:
     """A Spark Connect client session: no JVM, gateway or SparkContext on this side."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+CONNECT_SCHEME = "sc://"
+
+
+def is_connect_url(url: str) -> bool:
+    """A Spark Connect server's URL (`sc://host:port/;params`), as wap.toml's `master` or `engine` names one."""
+    return url.startswith(CONNECT_SCHEME)
