@@ -278,8 +278,8 @@ def gateway_nodelay(spark: SparkSession) -> None:
 
 
 def reset_gateway_nodelay() -> None:
-    """Forget which threads have Nagle off: a stop that cut a py4j call dropped that thread's connection, and
-    the next call opens a new one (the engine, wapflow.engine, goes on after such a stop)."""
+    """Forget which threads have Nagle off: the calls from here on use new connections (a child forked from the
+    process that holds the gateway: gateway_after_fork)."""
     with _nodelay_lock:
         _nodelay_threads.clear()
 
