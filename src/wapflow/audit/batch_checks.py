@@ -649,15 +649,15 @@ class CustomSqlCheck(CheckType):
 
     def validate_on(self, on: Against) -> None:
         spark = on.df.sparkSession
-        try:
-            with session_change():  # the view `batch` is the session's
-                on.df.limit(0).createOrReplaceTempView("batch")
+        with session_change():  # the view `batch` is the session's
+            on.df.limit(0).createOrReplaceTempView("batch")
+            try:
                 _ = spark.sql(self.sql).schema  # analysis only: the guard let only a pure read through
-        except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException: the user's query is wrong
-            raise ConfigError(
-                f"{on.where}: its query is not valid: {first_line(e)}",
-                hint="the new rows are the view `batch`, e.g. SELECT * FROM batch WHERE amount < 0",
-            ) from None
+            except Exception as e:  # noqa: BLE001 - AnalysisException / ParseException: the user's query is wrong
+                raise ConfigError(
+                    f"{on.where}: its query is not valid: {first_line(e)}",
+                    hint="the new rows are the view `batch`, e.g. SELECT * FROM batch WHERE amount < 0",
+                ) from None
 
     def compile(self, mapping: dict[str, str]) -> Rule:
         return Rule(None, None, "no rows returned")
