@@ -133,22 +133,33 @@ def _wait_for(driver: Any, *texts: str, read: Any = _visible, timeout: float = 6
     raise AssertionError(f"never saw {texts} on {driver.current_url}; the page said:\n{body}")
 
 
+def _metrics(driver: Any, expected: dict[str, str], timeout: float = 60) -> None:
+    """Wait until each metric label's next line on the page is its expected value. Streamlit draws a page's
+    elements one by one and redraws them on each refresh, so one read of the page may lack a metric."""
+    deadline = time.monotonic() + timeout
+    seen: dict[str, str | None] = {}
+    while time.monotonic() < deadline:
+        lines = _visible(driver).splitlines()
+        seen = {k: lines[lines.index(k) + 1] if k in lines[:-1] else None for k in expected}
+        if seen == expected:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"on {driver.current_url} the metrics were {seen}, not {expected}")
+
+
 def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any, lake: Lake, tmp_path: Path):
     browser.get(server)
-    body = _wait_for(browser, "nyc.trips rows on main", "Kept branches", "Runs per day by status")
-    lines = body.splitlines()
-    assert lines[lines.index("nyc.trips rows on main") + 1] == str(CLEAN_ROWS)
-    assert lines[lines.index("Blocked") + 1] == "1" and lines[lines.index("Published") + 1] == "1"
+    _wait_for(browser, "nyc.trips rows on main", "Kept branches", "Runs per day by status")
+    _metrics(browser, {"nyc.trips rows on main": str(CLEAN_ROWS), "Blocked": "1", "Published": "1"})
     time.sleep(1)  # the charts draw after the text
     browser.save_screenshot(str(tmp_path / "overview.png"))
 
     browser.get(f"{server}/?{urlencode({'page': 'Run', 'run_id': lake.blocked_run})}")
     nulls = lake.dirty_nulls["passenger_count"]
-    body = _wait_for(
+    _wait_for(
         browser, f"run {lake.blocked_run}", f"not_null(passenger_count): {nulls} failing rows", "publish after a fix"
     )
-    lines = body.splitlines()
-    assert lines[lines.index("Status") + 1] == "blocked"
+    _metrics(browser, {"Status": "blocked"})
     # The reproduction SQL and the commands are code blocks; Streamlit may fill them in one by one.
     _wait_for(
         browser,
@@ -160,9 +171,8 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
     browser.save_screenshot(str(tmp_path / "run.png"))
 
     browser.get(f"{server}/?{urlencode({'page': 'Branch', 'branch': lake.branch})}")
-    body = _wait_for(browser, f"branch {lake.branch}", "Rows added", "nulls per column of the new rows")
-    lines = body.splitlines()
-    assert lines[lines.index("Rows added") + 1] == str(DIRTY_ROWS)
+    _wait_for(browser, f"branch {lake.branch}", "nulls per column of the new rows")
+    _metrics(browser, {"Rows added": str(DIRTY_ROWS)})
     browser.save_screenshot(str(tmp_path / "branch.png"))
     for name in ("overview.png", "run.png", "branch.png"):
         assert (tmp_path / name).stat().st_size > 10_000, name  # a rendered page, not a blank one
@@ -174,10 +184,7 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
     rec = RunRecord("20991231t000000_b10c4d", "nyc.trips", "failed", started_at=datetime.now(UTC))
     store.save(rec)
     try:
-        deadline = time.monotonic() + 30
-        while (lines := _visible(browser).splitlines())[lines.index("Runs") + 1] != "3":
-            assert time.monotonic() < deadline, "the new run did not show within 30 s of refreshes"
-            time.sleep(0.5)
+        _metrics(browser, {"Runs": "3"}, timeout=30)  # within 30 s of refreshes, without reloading
     finally:
         with store.engine.begin() as conn:
             conn.execute(runs_table.delete().where(runs_table.c.run_id == rec.run_id))
