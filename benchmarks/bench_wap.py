@@ -48,6 +48,8 @@ WARMUP_ROWS = 20_000
 # Targets. The WAP target is defined at 10M rows, where fixed per-run costs no longer dominate.
 WAP_TARGET_ROWS = 10_000_000
 WAP_TARGET_RATIO = 1.15
+# unique(trip_id) (an integer key: counted with bitmaps, no shuffle of the rows) against the same run without it.
+UNIQUE_TARGET_RATIO = 1.3
 # Publish is metadata-only; if it touched data, 10x the rows would cost ~10x. Anything up to
 # 1.5x is "flat" within the noise of sub-second timings on a 2-core machine.
 PUBLISH_FLAT_MAX = 1.5
@@ -79,7 +81,8 @@ def audit_checks() -> list[Check]:
 
 
 def unique_checks() -> list[Check]:
-    """The same five with unique(trip_id) instead of the expression: unique needs a shuffle of the key."""
+    """The same five with unique(trip_id) instead of the expression: unique reads the key again (an integer key
+    is counted with bitmaps; other keys are grouped, a shuffle of the key)."""
     return audit_checks()[:4] + [UniqueCheck(check="unique", columns=["trip_id"])]
 
 
@@ -327,10 +330,18 @@ def verdicts(sizes: list[SizeResult], pub: PublishResult | None) -> dict[str, di
             "indicative": indicative,
         }
         out["wap_overhead_with_unique"] = {
-            "target": f"same, with unique(trip_id) as one of the five checks (needs a shuffle of the key)",
+            "target": "same, with unique(trip_id) as one of the five checks",
             "measured_rows": at.rows,
             "ratio": at.ratio_unique,
             "status": "PASS" if at.ratio_unique <= WAP_TARGET_RATIO else "MISS",
+            "indicative": indicative,
+        }
+        unique_cost = round(at.wap_unique_s / at.wap_s, 3) if at.wap_s else 0.0
+        out["unique_cost"] = {
+            "target": f"WAP with unique(trip_id) <= {UNIQUE_TARGET_RATIO}x WAP without it at {WAP_TARGET_ROWS:,} rows",
+            "measured_rows": at.rows,
+            "ratio": unique_cost,
+            "status": "PASS" if unique_cost <= UNIQUE_TARGET_RATIO else "MISS",
             "indicative": indicative,
         }
     if pub is not None:
