@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly serve bench-connect bench-cold bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly serve bench-connect bench-cold bench-bulk bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -98,6 +98,11 @@ bench-connect: setup
 # reference process, and the first run (engine start) vs --no-engine; median of 3.
 bench-cold: setup
 	$(BIN)/python benchmarks/bench_cold.py
+
+# A 10M- and a 100M-row file (generated in bench-data/bulk, ~2.6 GB) through one `wap run` process (served by the
+# warm engine, and with its own JVM) vs the PyIceberg peer process and Arrow's own rewrite: seconds, peak memory.
+bench-bulk: setup
+	$(BIN)/python benchmarks/bench_bulk.py
 
 # A local PostgreSQL (Debian's postgresql package) on 127.0.0.1:55432, data in .wap/postgres: the production
 # profile's catalog, run store and DBOS on one server. `pg-up` prints the wap.toml lines; the data stays after pg-down.
