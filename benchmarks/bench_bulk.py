@@ -16,8 +16,9 @@ is appended to a table that already holds a small seed, as a whole process each:
 - Arrow's own parquet rewrite of the same file with the table's codec (zstd), streamed one row group at a
   time: the machine's limit for reading and writing these rows, printed next to both.
 
-Peak memory is the largest sum of resident memory over the process and its children (the JVM included),
-sampled every 0.2 s from /proc. Ratios are wap / peer in one run; seconds on a shared machine are noisy.
+Peak memory is the largest sum of resident memory over the process and its children (the JVM included;
+wapflow.engine.runtime.memory_bytes), sampled every 0.2 s. Ratios are wap / peer in one run; seconds on a
+shared machine are noisy.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_wap import ensure_file, log, parse_rows  # the benchmarks' shared data files
+
+from wapflow.engine.runtime import memory_bytes
 
 HERE = Path(__file__).resolve().parent
 WAP = str(Path(sys.executable).with_name("wap"))
@@ -66,27 +69,6 @@ class SizeResult:
         return round(self.wap.seconds / self.peer.seconds, 2) if self.peer else None
 
 
-def _tree_rss_kb(root: int) -> int:
-    """Resident memory of a process and all its descendants (kB), from /proc."""
-    parents: dict[int, int] = {}
-    rss: dict[int, int] = {}
-    for p in Path("/proc").iterdir():
-        if not p.name.isdigit():
-            continue
-        try:
-            stat = (p / "stat").read_text().rsplit(")", 1)[-1].split()
-            parents[int(p.name)] = int(stat[1])
-            rss[int(p.name)] = int(stat[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-        except (OSError, ValueError, IndexError):
-            continue
-    tree, frontier = {root}, [root]
-    while frontier:
-        kids = [pid for pid, ppid in parents.items() if ppid in frontier and pid not in tree]
-        tree.update(kids)
-        frontier = kids
-    return sum(rss.get(pid, 0) for pid in tree)
-
-
 def measured(cmd: list[str], env: dict[str, str] | None = None, also: tuple[int, ...] = ()) -> Side:
     """Wall time and peak tree memory of one process (and of the process trees `also`: the engine serving
     it); its output only on failure."""
@@ -98,7 +80,7 @@ def measured(cmd: list[str], env: dict[str, str] | None = None, also: tuple[int,
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, sum(_tree_rss_kb(pid) for pid in (proc.pid, *also)))
+            peak = max(peak, sum(memory_bytes(pid) for pid in (proc.pid, *also)))
             done.wait(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -109,7 +91,7 @@ def measured(cmd: list[str], env: dict[str, str] | None = None, also: tuple[int,
     sampler.join()
     if proc.returncode != 0:
         log(f"  {' '.join(cmd[:3])} ... exited {proc.returncode}: {out[-2000:]}")
-    return Side(round(took, 2), round(peak / 1024, 0), proc.returncode)
+    return Side(round(took, 2), round(peak / 2**20, 0), proc.returncode)
 
 
 def arrow_rewrite(src: Path, dst: Path) -> Side:
