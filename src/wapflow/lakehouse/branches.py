@@ -223,6 +223,9 @@ class IcebergTableBranches:
         )
 
     def write_target(self, table: TableName, branch: str) -> str:
+        """The branch in the identifier (`t`.`branch_b`), which must exist. Not `writeTo(t).option("branch", b)`:
+        on wapflow's tables, with Spark 4.1 and Iceberg 1.11, that option is ignored and the append lands on
+        main (measured 2026-11-27, for an existing branch and a new one alike)."""
         return table.branch_sql(self.catalog, branch)
 
     def tables_for(self, branch: str) -> Tables:
