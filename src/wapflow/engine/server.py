@@ -323,6 +323,7 @@ class Engine:
             req.child, req.report = pid, report
             self.running[pid] = req
         finally:
+            gc.unfreeze()  # the engine's own garbage stays collectable here; the child keeps its heap frozen
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         threading.Thread(target=self._reap, args=(req,), name="engine-reap", daemon=True).start()
 
