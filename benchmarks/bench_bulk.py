@@ -8,8 +8,10 @@ Run from the repo root (jars cached: `wap setup`), on an otherwise idle machine:
 For each size, one file of trips (generated on the fly, reused while its row count matches; never committed)
 is appended to a table that already holds a small seed, as a whole process each:
 
-- `wap run --no-engine` (its own JVM, `local[2]`; one `not_null(passenger_count)` check, `--unique` adds
-  `unique(trip_id)`): write to a branch, audit, publish;
+- `wap run` served by a warm engine, `wap run --no-engine` (its own JVM, `local[2]`), and the served run with
+  `adopt_parquet = false` (one `not_null(passenger_count)` check, `--unique` adds `unique(trip_id)`): write to a
+  branch, audit, publish; the file's columns are the table's, so the first two adopt it as it is (scanned,
+  copied, committed) and the third has Spark rewrite its rows;
 - the peer, `ref_pyiceberg_wap.py` (the reference design's process: the file read into Arrow, appended to a
   branch, the NULL count, fast-forward), for sizes up to `--peer-max` (it holds the whole file in memory:
   300M rows do not fit in 24 GB);
@@ -60,7 +62,8 @@ class SizeResult:
     rows: int
     file_mb: float
     arrow: Side
-    wap: Side  # `wap run` served by a warm engine (the default): no JVM start
+    wap: Side  # `wap run` served by a warm engine (the default): no JVM start; the file adopted as it is
+    rewrite: Side  # the same with `adopt_parquet = false`: Spark reads and rewrites the rows
     own_jvm: Side  # `wap run --no-engine`: its own JVM
     peer: Side | None
 
@@ -113,7 +116,7 @@ def engine_pids(runtime: Path) -> tuple[int, ...]:
     return tuple(int(json.loads(f.read_text())["pid"]) for f in (runtime / "wapflow").glob("engine-*.json"))
 
 
-def wap_config(folder: Path, unique: bool) -> Path:
+def wap_config(folder: Path, unique: bool, adopt: bool = True) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     checks = '{ check = "not_null", column = "passenger_count" }'
     if unique:
@@ -121,7 +124,7 @@ def wap_config(folder: Path, unique: bool) -> Path:
     cfg = folder / "wap.toml"
     cfg.write_text(
         f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\nmaster = "local[2]"\ndriver_memory = "4g"\n'
-        f'\n[tables."bench.trips"]\nchecks = [{checks}]\n'
+        f'\n[tables."bench.trips"]\nchecks = [{checks}]\nadopt_parquet = {str(adopt).lower()}\n'
     )
     return cfg
 
@@ -138,8 +141,8 @@ def measure(rows: int, data: Path, work: Path, *, peer: bool, unique: bool) -> S
     # The engine's runtime folder is the benchmark's own: its engine is found, measured and stopped here.
     env = {**os.environ, "WAP_ENGINE": "auto", "XDG_RUNTIME_DIR": str(work)}
     sides: dict[str, Side] = {}
-    for side, flags in (("engine", []), ("own JVM", ["--no-engine"])):
-        cfg = wap_config(work / side.replace(" ", "_"), unique)
+    for side, flags in (("engine", []), ("rewrite", []), ("own JVM", ["--no-engine"])):
+        cfg = wap_config(work / side.replace(" ", "_"), unique, adopt=side != "rewrite")
         seed_run = [WAP, "run", "bench.trips", str(seed), "--config", str(cfg), *flags]
         seeded = subprocess.run(seed_run, env=env, check=False, capture_output=True, text=True)
         if seeded.returncode != 0:
@@ -159,14 +162,15 @@ def measure(rows: int, data: Path, work: Path, *, peer: bool, unique: bool) -> S
         log(f"{rows:,} rows: the PyIceberg peer")
         peer_side = measured([*args, str(file)])
     shutil.rmtree(work, ignore_errors=True)
-    return SizeResult(rows, size_mb, arrow, sides["engine"], sides["own JVM"], peer_side)
+    return SizeResult(rows, size_mb, arrow, sides["engine"], sides["rewrite"], sides["own JVM"], peer_side)
 
 
 def report(results: list[SizeResult]) -> tuple[list[str], dict[str, dict[str, object]]]:
     """The table of sides per size and the targets' verdicts."""
     out = [f"\n{'rows':>12}  {'MB':>6}  {'side':>7}  {'seconds':>8}  {'peak MB':>8}  {'M rows/s':>8}  {'vs Arrow':>8}"]
     for r in results:
-        for name, side in (("arrow", r.arrow), ("wap", r.wap), ("wap jvm", r.own_jvm), ("peer", r.peer)):
+        sides = (("arrow", r.arrow), ("wap", r.wap), ("rewrite", r.rewrite), ("wap jvm", r.own_jvm), ("peer", r.peer))
+        for name, side in sides:
             if side is None:
                 out.append(
                     f"{r.rows:>12,}  {r.file_mb:>6,.0f}  {name:>7}  (not run: it holds the whole file in memory)"
@@ -197,7 +201,10 @@ def report(results: list[SizeResult]) -> tuple[list[str], dict[str, dict[str, ob
         }
     out.append("\nSummary")
     out += [f"  {t['status']:<5} {name:<24} ratio {t['ratio']}  target: {t['target']}" for name, t in targets.items()]
-    out.append("  wap: `wap run` served by a warm engine (the default); wap jvm: `wap run --no-engine` (its own JVM)")
+    out.append(
+        "  wap: `wap run` served by a warm engine (the default; the file is adopted as it is); rewrite: the same with "
+        "adopt_parquet = false (Spark rewrites the rows); wap jvm: `wap run --no-engine` (its own JVM, adopted)"
+    )
     return out, targets
 
 

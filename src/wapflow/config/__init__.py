@@ -334,6 +334,12 @@ class TableConfig(_Strict):
     maintenance: MaintenanceConfig | None = Field(
         default=None, description="this table's overrides of [maintenance] (any of its keys)"
     )
+    adopt_parquet: bool = Field(
+        default=True,
+        description="landed parquet files whose columns are exactly the table's (an append to an unpartitioned, "
+        "unsorted table, local files) are validated by one scan and copied into the table as they are, not "
+        "rewritten by Spark; false: always rewrite (the table's codec, row groups and file size for every file)",
+    )
     # A person looks before main changes: "never" publishes a run whose audit passed; "on_warn" holds it as
     # awaiting_review (branch kept, main unchanged, exit 6) when a warn-severity check failed; "always" holds
     # every run that passed. `wap approve RUN --reason ...` publishes it (audited again against main as it is

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.errors import UsageError, WapError
@@ -236,6 +238,60 @@ class Tables(SnapshotReads):
         self.refresh(table)
         return int(tbl.currentSnapshot().snapshotId())
 
+    def metadata(self, table: TableName) -> dict[str, Any] | None:
+        """The table's current metadata as Iceberg's JSON (schemas, specs, sort orders, properties, location);
+        None where no gateway reaches Iceberg's Java API (Spark Connect)."""
+        return self._metadata(table)
+
+    def append_local_parquet(
+        self, table: TableName, ref: str, sources: Sequence[Path], prefix: str, properties: Mapping[str, str]
+    ) -> list[str] | None:
+        """Copy local parquet files byte for byte into the table's data location and commit them to `ref` in one
+        append that carries `properties`; the data file locations, or None (nothing done) when a location is
+        not a local path (an object store: the caller rewrites the rows instead).
+
+        Through Iceberg's Java API in this process, as its add_files procedure does (which cannot target a
+        branch): each file's metrics come from its footer, and columns are found by name through the table's
+        name mapping (`schema.name-mapping.default`, set from the table's schema first when it has none), since
+        such files carry no Iceberg field ids. The caller checked that their columns are the table's."""
+        jvm = self.spark.sparkContext._jvm  # PySpark's gateway: the one way to Iceberg's table API here
+        assert jvm is not None
+        iceberg = jvm.org.apache.iceberg
+        tbl = iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident(table))
+        targets: list[tuple[Path, str, Path]] = []
+        for i, src in enumerate(sources):
+            location = str(tbl.locationProvider().newDataLocation(f"{prefix}-{i:05d}.parquet"))
+            local = local_location(location)
+            if local is None:
+                return None
+            targets.append((src, location, local))
+        mapping_json = tbl.properties().get(NAME_MAPPING_PROP)
+        if mapping_json is None:
+            mapping = iceberg.mapping.MappingUtil.create(tbl.schema())
+            tbl.updateProperties().set(NAME_MAPPING_PROP, iceberg.mapping.NameMappingParser.toJson(mapping)).commit()
+        else:
+            mapping = iceberg.mapping.NameMappingParser.fromJson(mapping_json)
+        metrics_config = iceberg.MetricsConfig.forTable(tbl)
+        op = tbl.newAppend().toBranch(ref)
+        for src, location, local in targets:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, local)
+            metrics = iceberg.parquet.ParquetUtil.fileMetrics(tbl.io().newInputFile(location), metrics_config, mapping)
+            data_file = (
+                iceberg.DataFiles.builder(tbl.spec())
+                .withPath(location)
+                .withFormat(iceberg.FileFormat.PARQUET)
+                .withFileSizeInBytes(local.stat().st_size)
+                .withMetrics(metrics)
+                .build()
+            )
+            op.appendFile(data_file)
+        for k, v in properties.items():
+            op.set(k, v)
+        op.commit()
+        self.refresh(table)
+        return [location for _, location, _ in targets]
+
     def schema(self, table: TableName) -> StructType:
         return self.spark.table(self.ident(table)).schema
 
@@ -397,3 +453,16 @@ class Tables(SnapshotReads):
 
     def row_count(self, table: TableName, branch: str | None = None) -> int:
         return int(self.read(table, branch).count())
+
+
+NAME_MAPPING_PROP = "schema.name-mapping.default"  # Iceberg's table property: columns by name in files without ids
+
+
+def local_location(location: str) -> Path | None:
+    """A data file location on this machine's file system (file:/..., file:///..., or a bare path), else None."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return Path(unquote(parsed.path))
+    if parsed.scheme == "" and location.startswith("/"):
+        return Path(location)
+    return None

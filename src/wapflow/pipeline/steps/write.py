@@ -14,6 +14,7 @@ from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import layout as table_layout
 from wapflow.lakehouse.lineage import find_published
+from wapflow.pipeline.steps import adopt
 from wapflow.pipeline.steps.context import Run
 from wapflow.spark import errors as spark_errors
 from wapflow.write.input_errors import input_error_from_spark
@@ -157,16 +158,21 @@ def _write(run: Run) -> None:
             return
         run.lh.progress(f"writing to branch {run.branch}")
         observation = None
+        from pyspark.sql import Observation
+
         if run.checks:
             # Row-level checks are computed by the write job itself: auditing them costs no extra scan.
-            from pyspark.sql import Observation
-
             observation = Observation(f"wap_audit_{run.run_id}")
         started = time.time()
         try:
             if run.quarantine is not None and run.plan.quarantinable:
                 _write_split(run, df, mode, observation)
+            elif adopt.why_not(run, mode, df) is None and adopt.adopt(run, df, observation):
+                pass  # the landed parquet files are the table's rows as they are: copied, not rewritten
             else:
+                if observation is not None and run.fmt == "parquet":
+                    # An Observation serves one query: a scan for adoption that fell back may have used it.
+                    observation = Observation(f"wap_audit_{run.run_id}_write")
                 # An append: the audit reads its files' Iceberg counts, so what they answer is not observed.
                 out = df.observe(observation, *run.plan.observable(counted=True)) if observation else df
                 run.write_options(out.writeTo(branches.write_target(run.target, run.branch))).append()

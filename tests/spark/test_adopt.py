@@ -1,0 +1,125 @@
+"""Landed parquet files adopted as they are (wapflow.pipeline.steps.adopt): copied byte for byte into the table and
+committed to the run's branch when their columns are the table's, rewritten otherwise. What a reader of main
+gets is checked by PyIceberg on the same catalog, which finds the adopted files' columns by the name mapping."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from support.data import TRIPS_CHECKS, trips_file, write_parquet
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.tables import NAME_MAPPING_PROP
+from wapflow.pipeline import run_wap
+from wapflow.sql.identifiers import TableName
+
+pytestmark = pytest.mark.spark
+T = TableName.parse("nyc.trips")
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _main(lh: Lakehouse) -> Any:
+    """main of nyc.trips through PyIceberg on the lakehouse's SQLite catalog (no Spark, no wapflow code)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    wh = Path(lh.config.lakehouse.warehouse)
+    cat = SqlCatalog(lh.config.lakehouse.catalog_name, uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
+    return cat.load_table("nyc.trips")
+
+
+def _files_on_main(lh: Lakehouse) -> list[Path]:
+    return [Path(t.file.file_path.removeprefix("file:")) for t in _main(lh).scan().plan_files()]
+
+
+def test_a_matching_file_is_copied_as_it_is_and_read_back_by_name(trips_lakehouse, landing):
+    lh = trips_lakehouse
+    first = trips_file(landing, "first.parquet", 300)
+    assert run_wap(lh, "nyc.trips", [str(first)]).status == "published"  # creates the table like the file
+    second = trips_file(landing, "second.parquet", 500, start_id=1000, seed=5)
+    res = run_wap(lh, "nyc.trips", [str(second)])
+    assert res.status == "published", res.message
+    assert res.rows_written == 500
+    assert {c["status"] for c in res.checks} == {"passed"}
+    table = _main(lh)
+    assert table.metadata.snapshot_by_id(res.snapshot_id).summary["wapflow.run-id"] == res.run_id
+    assert NAME_MAPPING_PROP in table.properties
+    adopted = [p for p in _files_on_main(lh) if "adopted" in p.name]
+    assert sorted(map(_sha, adopted)) == sorted([_sha(first), _sha(second)])  # the landed bytes, not a rewrite
+    assert second.exists()
+    rows = table.scan().to_arrow().sort_by("trip_id")
+    expected = pa.concat_tables([pq.read_table(first), pq.read_table(second)]).sort_by("trip_id")
+    assert rows.num_rows == 800
+    assert rows.column("trip_id").to_pylist() == expected.column("trip_id").to_pylist()
+    assert rows.column("fare_amount").to_pylist() == expected.column("fare_amount").to_pylist()
+
+
+def test_failing_rows_of_an_adopted_file_block_the_run_from_the_scan(trips_lakehouse, landing):
+    lh = trips_lakehouse
+    assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
+    main_before = lh.tables.head(T)
+    dirty = trips_file(landing, "dirty.parquet", 200, null_rate=0.05, start_id=1000, seed=3)
+    res = run_wap(lh, "nyc.trips", [str(dirty)])
+    assert res.status == "blocked" and res.exit_code == 1
+    failed = [c for c in res.checks if c["status"] == "failed"]
+    assert [(c["check"], c["failing_rows"]) for c in failed] == [("not_null", 10)]
+    assert lh.tables.head(T) == main_before
+    assert lh.tables.read(T, res.branch).filter("passenger_count IS NULL").count() == 10
+
+
+def test_a_file_spark_cannot_decode_fails_before_anything_is_copied(trips_lakehouse, landing):
+    lh = trips_lakehouse
+    assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
+    main_before = lh.tables.head(T)
+    files_before = sorted(p.name for p in (Path(lh.config.lakehouse.warehouse)).rglob("*.parquet"))
+    bad = trips_file(landing, "corrupt.parquet", 2000, start_id=5000, seed=9)
+    # Garble the data pages, keep the footer: the magic bytes and the schema check still pass.
+    data = bytearray(bad.read_bytes())
+    footer_len = int.from_bytes(data[-8:-4], "little")
+    for i in range(64, len(data) - footer_len - 8, 7):
+        data[i] ^= 0x5A
+    bad.write_bytes(bytes(data))
+    res = run_wap(lh, "nyc.trips", [str(bad)])
+    assert res.status == "failed" and res.exit_code != 0, res.message
+    assert "corrupt.parquet" in res.message
+    assert lh.tables.head(T) == main_before
+    files_after = sorted(p.name for p in (Path(lh.config.lakehouse.warehouse)).rglob("*.parquet"))
+    assert files_after == files_before
+    assert bad.exists()
+
+
+@pytest.mark.parametrize(
+    ("why", "tables", "second"),
+    [
+        ("adopt_parquet = false", {"adopt_parquet": False}, None),
+        ("an int column of a long table column", {}, "narrow"),
+        ("a partitioned table", {"partition_by": ["payment_type"]}, None),
+        ("two small files", {}, "two"),
+    ],
+)
+def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, why, tables, second):
+    lh = lakehouse_factory({"nyc.trips": {"checks": TRIPS_CHECKS, **tables}})
+    assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
+    f = trips_file(landing, "b.parquet", 150, start_id=1000, seed=2)
+    if second == "narrow":
+        t = pq.read_table(f)
+        i = t.schema.get_field_index("trip_id")
+        f = write_parquet(landing / "narrow.parquet", t.set_column(i, "trip_id", t[i].cast(pa.int32())))
+        assert lh.tables.schema(T)["trip_id"].dataType.simpleString() == "bigint", why
+    files = [str(f)]
+    if second == "two":
+        files = [
+            str(trips_file(landing, "b1.parquet", 75, start_id=1000)),
+            str(trips_file(landing, "b2.parquet", 75, start_id=2000)),
+        ]
+    res = run_wap(lh, "nyc.trips", files)
+    assert res.status == "published", (why, res.message)
+    assert not [p for p in _files_on_main(lh) if p.name.startswith(f"{res.run_id}-adopted")], why
+    assert _main(lh).scan().to_arrow().num_rows == 250
