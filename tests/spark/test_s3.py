@@ -44,6 +44,23 @@ def etags(env: S3Env, bucket: str) -> dict[str, str]:
     return {o["Key"]: o["ETag"] for p in pages for o in p.get("Contents", []) or []}
 
 
+def _pyiceberg(name: str, tmp_path: Path, lake: str, s3env: S3Env) -> Any:
+    """PyIceberg on the lakehouse's SQLite catalog and its S3 warehouse, as the read-only user: no Spark."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(
+        name,
+        uri=f"sqlite:///{tmp_path / '.wap' / 'catalog.db'}",
+        warehouse=f"s3://{lake}/warehouse",
+        **{
+            "s3.endpoint": s3env.endpoint,
+            "s3.region": REGION,
+            "s3.access-key-id": s3env.reader.access_key_id,
+            "s3.secret-access-key": s3env.reader.secret_access_key,
+        },
+    )
+
+
 # --- Spark: write-audit-publish from a landing bucket into an S3 warehouse --------------------
 
 
@@ -59,8 +76,6 @@ def test_s3_sources_need_s3_switched_on(lakehouse_factory, landing):
 
 @pytest.mark.spark
 def test_landing_bucket_to_s3_warehouse_publish_block_and_pyiceberg(spark, s3env, tmp_path):
-    from pyiceberg.catalog.sql import SqlCatalog
-
     landing, lake = s3env.buckets()
     upload_trips(s3env, landing, "2026/11/clean/part-1.parquet", 300)
     upload_trips(s3env, landing, "2026/11/clean/part-2.parquet", 200, start_id=1000)
@@ -93,22 +108,35 @@ def test_landing_bucket_to_s3_warehouse_publish_block_and_pyiceberg(spark, s3env
     assert etags(s3env, landing) == landed  # the landing files are read, never moved or changed
 
     # PyIceberg reads the same catalog and the same S3 objects, without Spark.
-    catalog = SqlCatalog(
-        "s3_e2e",
-        uri=f"sqlite:///{tmp_path / '.wap' / 'catalog.db'}",
-        warehouse=f"s3://{lake}/warehouse",
-        **{
-            "s3.endpoint": s3env.endpoint,
-            "s3.region": REGION,
-            "s3.access-key-id": s3env.reader.access_key_id,
-            "s3.secret-access-key": s3env.reader.secret_access_key,
-        },
-    )
+    catalog = _pyiceberg("s3_e2e", tmp_path, lake, s3env)
     table = catalog.load_table("nyc.trips")
     assert table.current_snapshot().snapshot_id == main
     arrow = table.scan().to_arrow()
     assert arrow.num_rows == 500 and arrow.column("passenger_count").null_count == 0
     assert set(table.refs()) == {"main", blocked.branch}
+
+
+@pytest.mark.spark
+def test_a_landed_object_whose_columns_are_the_tables_is_adopted_by_a_server_side_copy(spark, s3env, tmp_path):
+    """wapflow.pipeline.steps.adopt on S3: the object is copied within S3 (on the condition that its ETag is
+    the listed one) and committed as it is; PyIceberg finds its columns through the table's name mapping."""
+    landing, lake = s3env.buckets()
+    first = upload_trips(s3env, landing, "2026/11/a.parquet", 300)
+    second = upload_trips(s3env, landing, "2026/11/b.parquet", 200, start_id=1000)
+    lh = lakehouse(spark, tmp_path, s3env, lake=lake, catalog="s3_adopt", keys=s3env.admin)
+    runs = [run_wap(lh, "nyc.trips", [uri]) for uri in (first, second)]
+    assert [r.status for r in runs] == ["published", "published"], [r.message for r in runs]
+    client = s3env.client()
+    for run, uri in zip(runs, (first, second), strict=True):
+        adopted = [k for k in s3env.keys_in(lake) if k.endswith(f"/{run.run_id}-adopted-00000.parquet")]
+        assert len(adopted) == 1, s3env.keys_in(lake)
+        key = uri.removeprefix(f"s3://{landing}/")
+        landed_bytes = client.get_object(Bucket=landing, Key=key)["Body"].read()
+        assert client.get_object(Bucket=lake, Key=adopted[0])["Body"].read() == landed_bytes
+    catalog = _pyiceberg("s3_adopt", tmp_path, lake, s3env)
+    arrow = catalog.load_table("nyc.trips").scan().to_arrow()
+    assert arrow.num_rows == 500
+    assert sorted(arrow.column("trip_id").to_pylist()) == [*range(1, 301), *range(1000, 1200)]
 
 
 @pytest.mark.spark

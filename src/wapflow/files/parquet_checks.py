@@ -34,7 +34,7 @@ def check_parquet_magic(files: list[FileIdentity], storage: Storage | None = Non
             )
 
 
-def _parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
+def parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
     """The file's arrow schema from its footer only (local: pyarrow; S3: one or two ranged GETs)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -94,10 +94,10 @@ def check_parquet_schemas(files: list[FileIdentity], storage: Storage | None = N
     files add would be dropped and the ones they lack read as NULL.
     """
     if len(files) == 1:
-        schemas = [_parquet_schema(files[0], storage)]
+        schemas = [parquet_schema(files[0], storage)]
     else:
         with ThreadPoolExecutor(max_workers=8) as pool:
-            schemas = list(pool.map(lambda s: _parquet_schema(s, storage), files))
+            schemas = list(pool.map(lambda s: parquet_schema(s, storage), files))
     for s, sch in zip(files, schemas, strict=True):
         if sch is None:
             continue

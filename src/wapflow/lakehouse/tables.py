@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -114,6 +113,8 @@ class Tables(SnapshotReads):
         self.catalog_client = catalog_client
         # Column metrics of data files read from the manifests (no Spark job); None: the metadata tables only.
         self.manifests = manifests
+        # The last metadata JSON read per table, by its metadata file location (see _metadata); callers only read it.
+        self._metadata_seen: dict[str, tuple[str, dict[str, Any]]] = {}
 
     def ident(self, table: TableName) -> str:
         return table.sql(self.catalog)
@@ -243,28 +244,26 @@ class Tables(SnapshotReads):
         None where no gateway reaches Iceberg's Java API (Spark Connect)."""
         return self._metadata(table)
 
-    def append_local_parquet(
-        self, table: TableName, ref: str, sources: Sequence[Path], prefix: str, properties: Mapping[str, str]
-    ) -> list[str] | None:
-        """Copy local parquet files byte for byte into the table's data location and commit them to `ref` in one
-        append that carries `properties`; the data file locations, or None (nothing done) when a location is
-        not a local path (an object store: the caller rewrites the rows instead).
+    def data_locations(self, table: TableName, names: Sequence[str]) -> list[str]:
+        """Where the table's location provider puts new data files of these names (as Spark's writes do)."""
+        tbl = self._java_table(table)
+        provider = tbl.locationProvider()
+        return [str(provider.newDataLocation(n)) for n in names]
+
+    def append_parquet(
+        self, table: TableName, ref: str, locations: Sequence[str], properties: Mapping[str, str]
+    ) -> None:
+        """Commit parquet files already at these locations (written by another tool, copied there by the caller)
+        to `ref` in one append that carries `properties`.
 
         Through Iceberg's Java API in this process, as its add_files procedure does (which cannot target a
         branch): each file's metrics come from its footer, and columns are found by name through the table's
         name mapping (`schema.name-mapping.default`, set from the table's schema first when it has none), since
         such files carry no Iceberg field ids. The caller checked that their columns are the table's."""
-        jvm = self.spark.sparkContext._jvm  # PySpark's gateway: the one way to Iceberg's table API here
+        jvm = self.spark.sparkContext._jvm
         assert jvm is not None
         iceberg = jvm.org.apache.iceberg
-        tbl = iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident(table))
-        targets: list[tuple[Path, str, Path]] = []
-        for i, src in enumerate(sources):
-            location = str(tbl.locationProvider().newDataLocation(f"{prefix}-{i:05d}.parquet"))
-            local = local_location(location)
-            if local is None:
-                return None
-            targets.append((src, location, local))
+        tbl = self._java_table(table)
         mapping_json = tbl.properties().get(NAME_MAPPING_PROP)
         if mapping_json is None:
             mapping = iceberg.mapping.MappingUtil.create(tbl.schema())
@@ -273,16 +272,14 @@ class Tables(SnapshotReads):
             mapping = iceberg.mapping.NameMappingParser.fromJson(mapping_json)
         metrics_config = iceberg.MetricsConfig.forTable(tbl)
         op = tbl.newAppend().toBranch(ref)
-        for src, location, local in targets:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, local)
-            metrics = iceberg.parquet.ParquetUtil.fileMetrics(tbl.io().newInputFile(location), metrics_config, mapping)
+        for location in locations:
+            file = tbl.io().newInputFile(location)
             data_file = (
                 iceberg.DataFiles.builder(tbl.spec())
                 .withPath(location)
                 .withFormat(iceberg.FileFormat.PARQUET)
-                .withFileSizeInBytes(local.stat().st_size)
-                .withMetrics(metrics)
+                .withFileSizeInBytes(file.getLength())
+                .withMetrics(iceberg.parquet.ParquetUtil.fileMetrics(file, metrics_config, mapping))
                 .build()
             )
             op.appendFile(data_file)
@@ -290,7 +287,12 @@ class Tables(SnapshotReads):
             op.set(k, v)
         op.commit()
         self.refresh(table)
-        return [location for _, location, _ in targets]
+
+    def _java_table(self, table: TableName) -> Any:
+        """The table in Iceberg's Java API, through PySpark's gateway (a classic session only)."""
+        jvm = self.spark.sparkContext._jvm
+        assert jvm is not None
+        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident(table))
 
     def schema(self, table: TableName) -> StructType:
         return self.spark.table(self.ident(table)).schema
@@ -325,14 +327,23 @@ class Tables(SnapshotReads):
             return None
         from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # py4j ships no types
 
+        ident = self.ident(table)
         try:
             jvm = self.spark.sparkContext._jvm
             assert jvm is not None
-            tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(jsession, self.ident(table))
-            text = jvm.org.apache.iceberg.TableMetadataParser.toJson(tbl.operations().current())
+            current = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(jsession, ident).operations().current()
+            # A metadata file is never rewritten: while the table's is the same, so is its JSON (a run asks
+            # about ten times, and the JSON grows with the table's history).
+            location = current.metadataFileLocation()
+            seen = self._metadata_seen.get(ident)
+            if location is not None and seen is not None and seen[0] == location:
+                return seen[1]
+            text = jvm.org.apache.iceberg.TableMetadataParser.toJson(current)
         except Py4JError:
             return None
         meta: dict[str, Any] = json.loads(text)
+        if location is not None:
+            self._metadata_seen[ident] = (str(location), meta)
         return meta
 
     def snapshots(self, table: TableName) -> dict[int, Snapshot]:

@@ -3,25 +3,30 @@ for byte into the table's data location and committed to the run's branch, inste
 compressed again by a Spark write (at 100M rows, most of a run's time).
 
 A file is adopted only when nothing about its rows would change in a rewrite: an append (no merge, replace,
-quarantine or staged new columns) to an unpartitioned, unsorted table on table branches (not Nessie) with a
-local data location, from local files read without reader options (one file, or several of 64 MiB and more:
-small ones are better packed by a rewrite), whose parquet columns are exactly the table's (names, Iceberg types,
-a required column only where the file's is too), with no nested types and no Iceberg field ids of their own.
-Anything else is rewritten as before; `adopt_parquet = false` in a table's section always rewrites.
+quarantine or staged new columns) to an unpartitioned, unsorted table on table branches (not Nessie), local
+files into a local table or S3 objects into a table on S3, read without reader options (one file, or several
+of 64 MiB and more: small ones are better packed by a rewrite), whose parquet columns are exactly the table's
+(names, Iceberg types, a required column only where the file's is too), with no nested types and no Iceberg
+field ids of their own. Anything else is rewritten as before; `adopt_parquet = false` always rewrites.
 
 What a rewrite would have checked still is: the scan decodes every value (a corrupt page fails the run
 before anything is copied, naming the file), and it observes the row-level checks as the write would. The
-copy keeps the file's codec, row groups and size; `wap maintain`'s compaction rewrites files far from the
-table's target size.
+bytes copied are the file the ledger listed: an S3 copy is conditional on its ETag, a local copy is followed
+by a stat (a file changed meanwhile is rewritten instead). The copy keeps the file's codec, row groups and
+size; `wap maintain`'s compaction rewrites files far from the table's target size.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from wapflow.files.access import local_path
+from wapflow.files.parquet_checks import parquet_schema
 from wapflow.lakehouse.tables import local_location
+from wapflow.storage import Storage, is_s3_uri
+from wapflow.storage.files import FileIdentity, local_identity
+from wapflow.storage.settings import parse_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,53 +62,94 @@ def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
         return "branches are the catalog's (Nessie)"
     if is_connect(run.lh.spark):
         return "Spark Connect has no gateway to Iceberg's Java API"
-    if any(local_path(f) is None for f in run.files):
-        return "a file is not local"
     if len(run.files) > 1 and any((f.size or 0) < MIN_FILE_BYTES for f in run.files):
         return "several files, some small (a rewrite packs them into fewer data files)"
     meta = run.wt().metadata(run.target)
     if meta is None:
         return "the table's metadata is not readable here"
-    if not _unpartitioned_unsorted(meta):
+    if not unpartitioned_unsorted(meta):
         return "the table is partitioned or sorted"
     props = meta.get("properties") or {}
-    if local_location(props.get("write.data.path") or f"{meta.get('location', '')}/data") is None:
-        return "the table's data location is not local"
-    return _columns_differ(meta, [Path(str(local_path(f))) for f in run.files], df)
+    data = props.get("write.data.path") or f"{meta.get('location', '')}/data"
+    if local_location(data) is not None:
+        if any(local_path(f) is None for f in run.files):
+            return "the table is local and a file is not"
+    elif is_s3_uri(data):
+        if not all(is_s3_uri(f.uri) and f.version for f in run.files):
+            return "the table is on S3 and a file is not"
+    else:
+        return f"the table's data location {data} is neither local nor on S3"
+    return columns_differ(meta, run.files, run.lh.storage, list(df.columns))
 
 
 def adopt(run: Run, df: DataFrame, observation: Any) -> bool:
     """Scan the batch (observing the row-level checks), then copy its files into the table and commit them to
-    the run's branch. False (nothing committed) when the table's data location is not local or a file changed
-    while it was scanned: the caller rewrites the rows then, observing again."""
-    sources = [Path(str(local_path(f))) for f in run.files]
-    run.lh.progress(f"adopting {len(sources)} parquet file(s) as they are: their columns are the table's")
+    the run's branch. False (nothing committed) when a file changed since it was listed: the caller rewrites
+    the rows then, observing again."""
+    run.lh.progress(f"adopting {len(run.files)} parquet file(s) as they are: their columns are the table's")
     out = df.observe(observation, *run.plan.observable(counted=True)) if observation is not None and run.plan else df
     # Every value decoded once (the noop sink reads all columns): what the write's read would have found.
     out.write.format("noop").mode("overwrite").save()
-    if any(_version(p) != f.version for p, f in zip(sources, run.files, strict=True)):
-        run.lh.progress("a file changed while it was read: rewriting the batch instead")
-        return False
-    locations = run.lh.tables.append_local_parquet(
-        run.target, run.ref(), sources, f"{run.run_id}-adopted", run.snapshot_properties()
-    )
-    if locations is None:
-        run.lh.progress("the table's data location is not local: rewriting the batch instead")
-        return False
+    names = [f"{run.run_id}-adopted-{i:05d}.parquet" for i in range(len(run.files))]
+    locations = run.lh.tables.data_locations(run.target, names)
+    copied: list[str] = []
+    try:
+        for f, location in zip(run.files, locations, strict=True):
+            if not _copy(run, f, location):
+                run.lh.progress(f"{f.uri} changed since it was listed: rewriting the batch instead")
+                _remove(run, copied)
+                return False
+            copied.append(location)
+        run.lh.tables.append_parquet(run.target, run.ref(), locations, run.snapshot_properties())
+    except BaseException:
+        _remove(run, copied)  # a commit that failed references none of them
+        raise
     return True
 
 
-def _version(path: Path) -> str | None:
-    """The file's identity as the ledger records it (wapflow.storage.files: mtime and size of one stat)."""
-    from wapflow.storage.files import local_identity
-
+def _copy(run: Run, f: FileIdentity, location: str) -> bool:
+    """Copy the file, as the ledger identified it, to `location`; False when its content is another by now.
+    Local: one stat after the copy (mtime and size, the ledger's identity). S3: a server-side copy on the
+    condition that the object's ETag is still the listed one, so the bytes adopted are the bytes scanned."""
+    local = local_location(location)
+    if local is not None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(str(local_path(f)), local)
+        try:
+            return local_identity(str(local_path(f))).version == f.version
+        except OSError:
+            return False
+    src, dst = parse_s3_uri(f.uri), parse_s3_uri(location)
+    store = run.lh.storage.s3
     try:
-        return local_identity(str(path)).version
-    except OSError:
-        return None
+        store.client.copy(
+            {"Bucket": src.bucket, "Key": src.key},
+            dst.bucket,
+            dst.key,
+            ExtraArgs={"CopySourceIfMatch": f'"{f.version}"'},
+        )
+    except Exception as e:
+        if "PreconditionFailed" in str(e) or "412" in str(e):
+            return False
+        raise store.error_for(e, action="copy", bucket=src.bucket, key=src.key) from e
+    return True
 
 
-def _unpartitioned_unsorted(meta: dict[str, Any]) -> bool:
+def _remove(run: Run, locations: list[str]) -> None:
+    """Take copies back out (a failed or abandoned adoption leaves nothing behind)."""
+    for location in locations:
+        try:
+            local = local_location(location)
+            if local is not None:
+                local.unlink(missing_ok=True)
+            else:
+                dst = parse_s3_uri(location)
+                run.lh.storage.s3.client.delete_object(Bucket=dst.bucket, Key=dst.key)
+        except Exception as e:  # noqa: BLE001 - cleanup must not hide the adoption's own outcome
+            run.lh.progress(f"warning: could not remove {location}: {e} (`wap maintain` removes orphan files)")
+
+
+def unpartitioned_unsorted(meta: dict[str, Any]) -> bool:
     spec_id = meta.get("default-spec-id", 0)
     specs = [s for s in meta.get("partition-specs", []) if s.get("spec-id") == spec_id]
     order_id = meta.get("default-sort-order-id", 0)
@@ -111,9 +157,9 @@ def _unpartitioned_unsorted(meta: dict[str, Any]) -> bool:
     return bool(specs) and not specs[0].get("fields") and not (orders and orders[0].get("fields"))
 
 
-def _columns_differ(meta: dict[str, Any], paths: list[Path], df: DataFrame) -> str | None:
-    """Why the files' columns are not exactly the table's, as an Iceberg reader sees them; None when they are."""
-    import pyarrow.parquet as pq
+def columns_differ(meta: dict[str, Any], files: list[FileIdentity], storage: Storage, columns: list[str]) -> str | None:
+    """Why the files' columns are not exactly the table's (`meta`: its Iceberg metadata JSON), as an Iceberg
+    reader sees them; None when they are. `columns`: the batch's, as the write step read them."""
     from pyiceberg.io.pyarrow import pyarrow_to_schema
     from pyiceberg.schema import Schema
     from pyiceberg.table.name_mapping import create_mapping_from_schema, parse_mapping_from_json
@@ -128,23 +174,26 @@ def _columns_differ(meta: dict[str, Any], paths: list[Path], df: DataFrame) -> s
     table = Schema.model_validate(found[0])
     mapping_json = (meta.get("properties") or {}).get(NAME_MAPPING_PROP)
     mapping = parse_mapping_from_json(mapping_json) if mapping_json else create_mapping_from_schema(table)
-    if [f.name for f in df.schema.fields] != [f.name for f in table.fields]:
+    if columns != [f.name for f in table.fields]:
         return "the batch's columns are not the table's, in its order"
     want = {f.name: f for f in table.fields}
-    for path in paths:
-        arrow = pq.read_schema(path)
+    for file in files:
+        arrow = parquet_schema(file, storage)
+        if arrow is None:
+            return f"the footer of {file.uri} is not readable here"
+        name = file.uri.rsplit("/", 1)[-1]
         if any(f.metadata and _FIELD_ID_KEY in f.metadata for f in arrow):
-            return f"{path.name} carries Iceberg field ids of its own"
+            return f"{name} carries Iceberg field ids of its own"
         if sorted(arrow.names) != sorted(want):
-            return f"{path.name}'s columns are not the table's"
+            return f"{name}'s columns are not the table's"
         try:
             got = pyarrow_to_schema(arrow, name_mapping=mapping)
         except Exception as e:  # noqa: BLE001 - PyIceberg refuses an unmappable type with several error types
-            return f"{path.name} has a type Iceberg does not map ({str(e).splitlines()[0][:120]})"
+            return f"{name} has a type Iceberg does not map ({str(e).splitlines()[0][:120]})"
         for f in got.fields:
             t = want[f.name]
             if not isinstance(f.field_type, PrimitiveType) or f.field_type != t.field_type:
-                return f"column {f.name!r} of {path.name} is {f.field_type}, the table's is {t.field_type}"
+                return f"column {f.name!r} of {name} is {f.field_type}, the table's is {t.field_type}"
             if t.required and not f.required:
-                return f"column {f.name!r} is required in the table and optional in {path.name}"
+                return f"column {f.name!r} is required in the table and optional in {name}"
     return None
