@@ -123,3 +123,23 @@ def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, 
     assert res.status == "published", (why, res.message)
     assert not [p for p in _files_on_main(lh) if p.name.startswith(f"{res.run_id}-adopted")], why
     assert _main(lh).scan().to_arrow().num_rows == 250
+
+
+def test_a_file_changed_after_it_was_listed_is_rewritten_not_adopted(trips_lakehouse, landing):
+    """The ledger's identity of a local file is its mtime and size: a file touched between the run's listing
+    (prepare) and its write is not the file listed, so its rows are read and rewritten by Spark instead."""
+    import os
+
+    from wapflow.pipeline import audit, new_state, prepare, publish_step, write
+
+    lh = trips_lakehouse
+    assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
+    f = trips_file(landing, "b.parquet", 150, start_id=1000, seed=2)
+    state = prepare(lh, new_state("nyc.trips", [str(f)]))
+    st = f.stat()
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    for step in (write, audit, publish_step):
+        state = step(lh, state)
+    assert state.status == "published", state.record["error"]
+    assert not [p for p in _files_on_main(lh) if p.name.startswith(f"{state.run_id}-adopted")]
+    assert _main(lh).scan().to_arrow().num_rows == 250

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from wapflow.files.access import local_path
 from wapflow.files.parquet_checks import parquet_schema
 from wapflow.lakehouse.tables import local_location
+from wapflow.spark import errors as spark_errors
 from wapflow.storage import Storage, is_s3_uri
 from wapflow.storage.files import FileIdentity, local_identity
 from wapflow.storage.settings import parse_s3_uri
@@ -38,6 +39,7 @@ _FIELD_ID_KEY = b"PARQUET:field_id"
 # A batch of several files is adopted only when each is at least this big: small files are better packed by a
 # rewrite into fewer data files (one file alone becomes one data file either way).
 MIN_FILE_BYTES = 64 * 2**20
+_COMMIT_STATE_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 
 
 def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
@@ -95,14 +97,21 @@ def adopt(run: Run, df: DataFrame, observation: Any) -> bool:
     copied: list[str] = []
     try:
         for f, location in zip(run.files, locations, strict=True):
+            copied.append(location)  # before the copy: a copy cut short is taken back out too
             if not _copy(run, f, location):
                 run.lh.progress(f"{f.uri} changed since it was listed: rewriting the batch instead")
                 _remove(run, copied)
                 return False
-            copied.append(location)
-        run.lh.tables.append_parquet(run.target, run.ref(), locations, run.snapshot_properties())
     except BaseException:
-        _remove(run, copied)  # a commit that failed references none of them
+        _remove(run, copied)
+        raise
+    try:
+        run.lh.tables.append_parquet(run.target, run.ref(), locations, run.snapshot_properties())
+    except Exception as e:
+        # A commit that failed references none of the copies; one whose outcome Iceberg does not know may, so
+        # its copies stay (`wap maintain` removes them if they are orphans). A stop signal leaves them too.
+        if not spark_errors.raised(e, _COMMIT_STATE_UNKNOWN):
+            _remove(run, copied)
         raise
     return True
 
