@@ -224,9 +224,7 @@ class Tables(SnapshotReads):
             sid = remove_added_files(self._pyiceberg(), table, snapshot_ids, properties)
             self.refresh(table)  # the server's cached table must see the commit it did not make
             return sid
-        jvm = self.spark.sparkContext._jvm  # PySpark's gateway: the one way to Iceberg's table API here
-        assert jvm is not None
-        tbl = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident(table))
+        tbl = self._java_table(table)
         op = tbl.newDelete()
         for sid in snapshot_ids:
             it = tbl.snapshot(int(sid)).addedDataFiles(tbl.io()).iterator()
