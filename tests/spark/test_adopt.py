@@ -87,7 +87,8 @@ def test_a_file_spark_cannot_decode_fails_before_anything_is_copied(trips_lakeho
         data[i] ^= 0x5A
     bad.write_bytes(bytes(data))
     res = run_wap(lh, "nyc.trips", [str(bad)])
-    assert res.status == "failed" and res.exit_code != 0, res.message
+    assert res.status == "failed" and res.exit_code == 3, res.message  # an input error (docs: exit codes)
+    assert res.error is not None and res.error["kind"] == "input", res.error
     assert "corrupt.parquet" in res.message
     assert lh.tables.head(T) == main_before
     files_after = sorted(p.name for p in (Path(lh.config.lakehouse.warehouse)).rglob("*.parquet"))

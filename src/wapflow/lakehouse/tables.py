@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
 from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.errors import UsageError, WapError
@@ -373,17 +372,17 @@ class Tables(SnapshotReads):
         of any ref refers to: what a write cut short left behind (a file whose close failed on a full disk is
         not one Iceberg's abort knows of). Empty for a table not on a local filesystem."""
         meta = self._metadata(table)
-        location = str((meta or {}).get("location") or "")
-        if not location.startswith("file:") and not location.startswith("/"):
+        table_root = local_location(str((meta or {}).get("location") or ""))
+        if table_root is None:
             return []
-        root = Path(location.removeprefix("file://").removeprefix("file:")) / "data"
+        root = table_root / "data"
         if not root.is_dir():
             return []
         fresh = [p for p in root.rglob("*") if p.is_file() and p.stat().st_mtime >= since]
         if not fresh:
             return []
         rows = self.spark.sql(f"SELECT file_path FROM {table.metadata_sql(self.catalog, 'all_files')}").collect()
-        referenced = {str(r["file_path"]).removeprefix("file://").removeprefix("file:") for r in rows}
+        referenced = {str(local_location(str(r["file_path"])) or r["file_path"]) for r in rows}
         left: list[Path] = []
         for p in fresh:
             data = p.with_name(p.name[1:].removesuffix(".crc")) if p.name.startswith(".") else p  # Hadoop's .crc
@@ -469,9 +468,8 @@ NAME_MAPPING_PROP = "schema.name-mapping.default"  # Iceberg's table property: c
 
 def local_location(location: str) -> Path | None:
     """A data file location on this machine's file system (file:/..., file:///..., or a bare path), else None."""
-    parsed = urlparse(location)
-    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
-        return Path(unquote(parsed.path))
-    if parsed.scheme == "" and location.startswith("/"):
+    if location.startswith("file:"):
+        return Path(location.removeprefix("file://").removeprefix("file:"))
+    if location.startswith("/"):
         return Path(location)
     return None
