@@ -14,10 +14,13 @@ step is tests/process/test_crash_resume.py; concurrent processes are at the end 
 
 Where a case runs: every case that ends before Spark starts (identifiers, check declarations,
 configuration, names refused by the file checks) and one case per group that needs Spark run as their
-own `wap` process, so the terminal a person sees is what is asserted, JVM and all. The other Spark cases
-(IN_PROCESS below) run the same `wap` command line through the CLI in this test process, on the
-session's JVM: the same parsing, errors and rendering, without a 15-25 s JVM start each (that was 15 of
-CI's minutes). Their stderr is Python's only: what a JVM could print is covered by the process cases.
+own `wap` process, so the terminal a person sees is what is asserted. On the lakehouse's own wap.toml those
+processes hand their command to one warm engine (wapflow.engine), as a person's `wap` does by default: the
+client's stdout, stderr and exit code are what is asserted, without a JVM start per case; a case with a
+wap.toml of its own runs with its own JVM (WAP_ENGINE=off), and so do the concurrent processes at the end,
+where no JVM log line may reach stderr either. The other Spark cases (IN_PROCESS below) run the same `wap`
+command line through the CLI in this test process, on the session's JVM: the same parsing, errors and
+rendering. Their stderr is Python's only.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import json
 import os
 import sqlite3
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,7 @@ import pytest
 
 from support.cli_harness import WAP, Proc, Reader, env, setup_run, wap, write_config
 from support.data import write_parquet
+from support.engines import engine_runtime
 from wapflow.demo.generate import generate_trips
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -68,6 +72,7 @@ class Lake:
     folder: Path
     cfg: Path
     reader: Reader
+    engine: dict[str, str]  # the environment of `wap` processes served by the lakehouse's warm engine
     n: int = 0
 
     def next_id(self) -> int:
@@ -82,7 +87,7 @@ class Lake:
 
 
 @pytest.fixture(scope="module")
-def lake(tmp_path_factory: pytest.TempPathFactory, spark) -> Lake:
+def lake(tmp_path_factory: pytest.TempPathFactory, spark) -> Iterator[Lake]:
     from wapflow.config import load_config
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.pipeline import run_wap
@@ -104,7 +109,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark) -> Lake:
     ):
         res = run_wap(lh, table, [str(f)])
         assert res.status == "published", res.message
-    return Lake(folder, cfg, Reader(folder, CATALOG))
+    with engine_runtime() as runtime:  # its engine stopped, with its JVM, after the module
+        yield Lake(folder, cfg, Reader(folder, CATALOG), {"XDG_RUNTIME_DIR": str(runtime), "WAP_ENGINE": "auto"})
 
 
 # --- case definitions ----------------------------------------------------------------------------
@@ -701,7 +707,12 @@ def test_matrix(lake: Lake, case: Case, tmp_path: Path) -> None:
         args += ["--config", _config_for(lake, case, d)]
     if as_json:
         args.append("--json")
-    p = _wap_here(*args) if case.id in IN_PROCESS else wap(*args)
+    if case.id in IN_PROCESS:
+        p = _wap_here(*args)
+    elif case.config is None and "--config" not in case.args:
+        p = wap(*args, **lake.engine)  # the lakehouse's wap.toml: through its warm engine
+    else:
+        p = wap(*args)
     assert p.code == case.code, p.text
     _assert_no_trace(p.stderr)
     if as_json:
@@ -747,12 +758,12 @@ def test_run_id_with_other_files_is_refused(lake: Lake, tmp_path: Path, spark: A
     done = setup_run(spark, lake.cfg, "nyc.trips", first, run_id="same_id")  # the scene, in this process
     assert done.status == "published", done.message
     main = lake.reader.main("nyc.trips")
-    p = wap("run", "nyc.trips", str(other), "--run-id", "same_id", "--config", str(lake.cfg))
+    p = wap("run", "nyc.trips", str(other), "--run-id", "same_id", "--config", str(lake.cfg), **lake.engine)
     assert p.code == 2, p.text
     assert "first.parquet" in p.stderr and "other.parquet" in p.stderr and "one set of files" in p.stderr
     _assert_no_trace(p.stderr)
     assert lake.reader.main("nyc.trips") == main
-    p = wap("run", "nyc.trips", str(first), "--run-id", "same_id", "--config", str(lake.cfg), "--json")
+    p = wap("run", "nyc.trips", str(first), "--run-id", "same_id", "--config", str(lake.cfg), "--json", **lake.engine)
     assert p.code == 0 and "already published" in p.doc["message"]
     assert lake.reader.main("nyc.trips") == main
 

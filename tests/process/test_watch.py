@@ -5,6 +5,9 @@ and a watch's bad configuration refused before anything runs (real `wap` process
 from __future__ import annotations
 
 import os
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,6 +87,39 @@ def test_watch_runs_each_batch_as_one_durable_workflow(source, landing):
     assert again.files[0].claims == dirty.claims + 1 and again.files[0].run_id == dirty.run_id
     assert workflows(lh)[workflow_id(dirty.run_id or "", [again.files[0]])] == "SUCCESS"
     assert reader.main("nyc.trips") == head
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="folder events are Linux's inotify")
+def test_a_file_landing_in_a_watched_folder_is_listed_at_once(source, landing, tmp_path):
+    """The listing interval is an hour: after the first listing at the start, only the folder's event (a file
+    renamed in) can make the watch see the file, and it does; the ledger says published."""
+    lh, reader = source()
+    lh.config.watch = WatchConfig(interval=3600, worker="ev")
+    staged = trips_file(tmp_path, "staged.parquet", 30, start_id=500)
+    watcher = Watcher(lh, ["trips"])
+    outcome: dict[str, str] = {}
+
+    def land_then_stop() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(s.listed for s in getattr(watcher, "sources", [])):
+            time.sleep(0.05)
+        time.sleep(0.3)  # the first listing is over: the next one is an hour away
+        os.rename(staged, landing / "landed.parquet")
+        while time.monotonic() < deadline:
+            rows = lh.ledger.rows("trips")
+            if rows and rows[0].state not in ("pending", "claimed"):
+                outcome["state"] = rows[0].state
+                break
+            time.sleep(0.1)
+        watcher._ask_stop()
+
+    helper = threading.Thread(target=land_then_stop)
+    helper.start()
+    watcher.run()  # the main thread: a watch installs the stop signals' handlers
+    helper.join()
+    assert outcome == {"state": "published"}
+    assert sorted(r["trip_id"] for r in reader.rows("nyc.trips")) == list(range(500, 530))
 
 
 @pytest.mark.parametrize(

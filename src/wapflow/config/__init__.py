@@ -598,7 +598,8 @@ class Source:
 class WatchConfig(_Strict):
     """`wap watch`: the long-running worker (durable runs on DBOS)."""
 
-    interval: float = Field(default=10.0, gt=0)  # seconds between listings of a source without schedule
+    # Seconds between listings of a source without schedule (a local folder is listed at once when a file lands).
+    interval: float = Field(default=10.0, gt=0)
     relist_seconds: float = Field(default=300.0, gt=0)  # a source with events is listed this often as well
     concurrency: int = Field(default=1, ge=1, le=64)  # runs at once in one worker (never two per table)
     # DBOS's system database (SQLAlchemy URL); default: dbos.sqlite beside the run store, or the run

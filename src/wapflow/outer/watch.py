@@ -29,6 +29,7 @@ from wapflow.outer.ingest import Ingest, files_exit_code
 from wapflow.runs.ledger import LedgerRow
 from wapflow.stopping import STOP
 from wapflow.storage.files import FileIdentity, glob_regex, has_glob, skipped_as_bookkeeping
+from wapflow.storage.notify import FolderEvents, folder_of
 from wapflow.storage.settings import is_s3_uri, parse_s3_uri
 
 TICK_SECONDS = 0.25  # how often pending files and finished workflows are looked at (cheap ledger queries)
@@ -61,6 +62,7 @@ class _Source:
     events: SqsEvents | None = None
     next_listing: float = 0.0  # time.time() of the next listing
     listed: bool = False
+    notified: bool = False  # a local folder whose landings wake the loop (inotify): listed at once
 
 
 @dataclass
@@ -101,6 +103,7 @@ class Watcher:
         resolved = [lh.config.resolve_source(n) for n in names]
         self.sources = [self._source(src) for src in resolved]
         self.stopping = threading.Event()
+        self.events: FolderEvents | None = None
         self.inflight: dict[str, Any] = {}  # workflow id -> DBOS handle
         self.result = WatchResult()
         self._keys: dict[str, None] = {}
@@ -143,15 +146,46 @@ class Watcher:
         _ = self.lh.spark  # warm: the first file does not wait for a JVM (a stop meanwhile ends the command at once)
         own = not STOP.installed  # the CLI installed it first thing; a Python caller gets it for the watch
         STOP.install()
+        self.events = FolderEvents()
         try:
             # From here a stop only asks: the loop ends at its next tick, then running steps get stop_timeout.
-            with STOP.graceful(self.stopping.set):
+            with STOP.graceful(self._ask_stop):
                 self._loop()
         finally:
+            self.events.close()
             if own:
                 STOP.uninstall()
         self.result.files = self.lh.ledger.rows(keys=list(self._keys))
         return self.result
+
+    def _ask_stop(self) -> None:
+        self.stopping.set()
+        if self.events is not None:
+            self.events.wake()
+
+    def _watch_folders(self) -> None:
+        """Local sources listed on an interval (no cron schedule, no S3 events) are also listed as soon as a
+        file lands in their folder; the interval's listing stays, so a missed event only waits for it."""
+        if self.events is None or not self.events.available:
+            return
+        for s in self.sources:
+            if s.events is not None or s.source.cfg.schedule:
+                continue
+            folder = folder_of(s.source.location)
+            if folder is not None and self.events.watch(s.source.name, folder):
+                s.notified = True
+
+    def _wait(self, seconds: float) -> None:
+        """Until the next tick, or a file landing in a watched folder (its source is then listed at once)."""
+        if self.events is None:
+            self.stopping.wait(seconds)
+            return
+        landed = self.events.wait(seconds)
+        if landed:
+            now = time.time()
+            for s in self.sources:
+                if s.notified and s.source.name in landed:
+                    s.next_listing = min(s.next_listing, now)
 
     def _loop(self) -> None:
         from wapflow.outer.durable import Durable
@@ -163,6 +197,7 @@ class Watcher:
             s.next_listing = now if not s.source.cfg.schedule else self._next_listing(s, now)
         # The first maintenance one interval after the start: a restarted worker does not maintain at once.
         self.next_maintenance = {t: now + every for t, every in self.maintenance_every.items()}
+        self._watch_folders()
         self.say(
             f"watching {', '.join(s.source.name for s in self.sources)} as worker {self.cfg.worker!r}"
             + (" (until done)" if self.once else "; stop with Ctrl-C or SIGTERM")
@@ -172,7 +207,7 @@ class Watcher:
                 self.tick()
                 if self.once and self._idle():
                     break
-                self.stopping.wait(TICK_SECONDS)
+                self._wait(TICK_SECONDS)
         finally:
             if self.stopping.is_set():
                 self.say(f"stopping: waiting up to {self.cfg.stop_timeout:.0f}s for running steps")
