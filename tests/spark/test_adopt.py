@@ -74,8 +74,13 @@ def test_failing_rows_of_an_adopted_file_block_the_run_from_the_scan(trips_lakeh
     assert lh.tables.read(T, res.branch).filter("passenger_count IS NULL").count() == 10
 
 
-def test_a_file_spark_cannot_decode_fails_before_anything_is_copied(trips_lakehouse, landing):
-    lh = trips_lakehouse
+@pytest.mark.parametrize("decoder", ["arrow", "spark"])
+def test_a_file_that_cannot_be_decoded_fails_before_anything_is_copied(lakehouse_factory, landing, decoder):
+    """A small local batch whose checks Iceberg's counts answer (not_null) is decoded by Arrow in the driver; one
+    with checks to observe (the README's six) by the Spark scan: either way every page is decoded before
+    anything is copied."""
+    checks = [{"check": "not_null", "column": "passenger_count"}] if decoder == "arrow" else TRIPS_CHECKS
+    lh = lakehouse_factory({"nyc.trips": {"checks": checks}})
     assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
     main_before = lh.tables.head(T)
     files_before = sorted(p.name for p in (Path(lh.config.lakehouse.warehouse)).rglob("*.parquet"))
@@ -90,6 +95,7 @@ def test_a_file_spark_cannot_decode_fails_before_anything_is_copied(trips_lakeho
     assert res.status == "failed" and res.exit_code == 3, res.message  # an input error (docs: exit codes)
     assert res.error is not None and res.error["kind"] == "input", res.error
     assert "corrupt.parquet" in res.message
+    assert ("cannot decode its data" in res.message) == (decoder == "arrow"), res.message
     assert lh.tables.head(T) == main_before
     files_after = sorted(p.name for p in (Path(lh.config.lakehouse.warehouse)).rglob("*.parquet"))
     assert files_after == files_before

@@ -45,7 +45,7 @@ from wapflow.runs.ledger import LedgerRow
 
 QUEUE = "wapflow_ingest"
 WORKFLOW_VERSION = "3"  # 2: the core steps moved to wapflow.integrations.dbos; 3: alert step after settle
-QUEUE_POLL_SECONDS = 0.1
+QUEUE_POLL_SECONDS = 0.05
 
 _lock = threading.Lock()
 _launched = False
@@ -195,7 +195,7 @@ class Durable:
             DBOS.destroy()
             _release()
             raise _open_error(e, self.url) from None
-        # At most one run per table (publish order), `concurrency` runs in this worker. Polled every 0.1 s
+        # At most one run per table (publish order), `concurrency` runs in this worker. Polled every 0.05 s
         # rather than DBOS's 1 s: a landed file waited 0.5 s on average for its batch to start (bench_outer).
         self.queue: Queue = DBOS.register_queue(
             QUEUE, worker_concurrency=concurrency, partition_concurrency=1, polling_interval_sec=QUEUE_POLL_SECONDS

@@ -10,7 +10,10 @@ of 64 MiB and more: small ones are better packed by a rewrite), whose parquet co
 field ids of their own. Anything else is rewritten as before; `adopt_parquet = false` always rewrites.
 
 What a rewrite would have checked still is: the scan decodes every value (a corrupt page fails the run
-before anything is copied, naming the file), and it observes the row-level checks as the write would. The
+before anything is copied, naming the file), and it observes the row-level checks as the write would. A small
+local batch (SMALL_BATCH_BYTES) whose checks the added files' Iceberg counts answer (nothing to observe but the
+row count) is decoded by Arrow in this process instead: a Spark job costs more than the whole decode there,
+and is most of a small file's run in `wap watch`. The
 bytes copied are the file the ledger listed: an S3 copy is conditional on its ETag, a local copy is followed
 by a stat (a file changed meanwhile is rewritten instead). The copy keeps the file's codec, row groups and
 size; `wap maintain`'s compaction rewrites files far from the table's target size.
@@ -19,8 +22,9 @@ size; `wap maintain`'s compaction rewrites files far from the table's target siz
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+from wapflow.errors import InputError
 from wapflow.files.access import local_path
 from wapflow.files.parquet_checks import parquet_schema
 from wapflow.lakehouse.tables import local_location
@@ -40,6 +44,8 @@ _FIELD_ID_KEY = b"PARQUET:field_id"
 # rewrite into fewer data files (one file alone becomes one data file either way).
 MIN_FILE_BYTES = 64 * 2**20
 _COMMIT_STATE_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+# A local batch up to this size whose checks need no row observed is decoded by Arrow here, not by a Spark job.
+SMALL_BATCH_BYTES = 8 * 2**20
 
 
 def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
@@ -84,14 +90,17 @@ def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
     return columns_differ(meta, run.files, run.lh.storage, list(df.columns))
 
 
-def adopt(run: Run, df: DataFrame, observation: Any) -> bool:
+def adopt(run: Run, df: DataFrame, observation: Any) -> Literal["scanned", "decoded"] | None:
     """Scan the batch (observing the row-level checks), then copy its files into the table and commit them to
-    the run's branch. False (nothing committed) when a file changed since it was listed: the caller rewrites
+    the run's branch: "scanned" (by Spark, through `observation`) or "decoded" (by Arrow here: run.observed
+    holds the row count). None (nothing committed) when a file changed since it was listed: the caller rewrites
     the rows then, observing again."""
     run.lh.progress(f"adopting {len(run.files)} parquet file(s) as they are: their columns are the table's")
-    out = df.observe(observation, *run.plan.observable(counted=True)) if observation is not None and run.plan else df
-    # Every value decoded once (the noop sink reads all columns): what the write's read would have found.
-    out.write.format("noop").mode("overwrite").save()
+    observed = _decoded_here(run)
+    if observed is None:
+        out = df.observe(observation, *run.plan.observable(counted=True)) if observation is not None and run.plan else df
+        # Every value decoded once (the noop sink reads all columns): what the write's read would have found.
+        out.write.format("noop").mode("overwrite").save()
     names = [f"{run.run_id}-adopted-{i:05d}.parquet" for i in range(len(run.files))]
     locations = run.lh.tables.data_locations(run.target, names)
     copied: list[str] = []
@@ -101,7 +110,7 @@ def adopt(run: Run, df: DataFrame, observation: Any) -> bool:
             if not _copy(run, f, location):
                 run.lh.progress(f"{f.uri} changed since it was listed: rewriting the batch instead")
                 _remove(run, copied)
-                return False
+                return None
     except BaseException:
         _remove(run, copied)
         raise
@@ -113,7 +122,33 @@ def adopt(run: Run, df: DataFrame, observation: Any) -> bool:
         if not spark_errors.raised(e, _COMMIT_STATE_UNKNOWN):
             _remove(run, copied)
         raise
-    return True
+    if observed is None:
+        return "scanned"
+    run.observed = observed
+    return "decoded"
+
+
+def _decoded_here(run: Run) -> dict[str, Any] | None:
+    """A small local batch whose only observed metric is its row count: every page decoded by Arrow here (what
+    the Spark scan would do), and the count it observed; None when the Spark scan must run (something to
+    observe, a large batch, an object store)."""
+    if run.plan is not None and len(run.plan.observable(counted=True)) > 1:
+        return None
+    paths = [local_path(f) for f in run.files]
+    if any(p is None for p in paths) or sum(f.size or 0 for f in run.files) > SMALL_BATCH_BYTES:
+        return None
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for f, path in zip(run.files, paths, strict=True):
+        try:
+            rows += pq.read_table(str(path)).num_rows
+        except Exception as e:  # noqa: BLE001 - Arrow raises several types for a bad page; all mean the same
+            raise InputError(
+                f"{f.uri} is not a valid parquet file (cannot decode its data: {str(e).splitlines()[0][:200]})",
+                hint="re-export or re-upload the file",
+            ) from None
+    return {"_rows": rows}
 
 
 def _copy(run: Run, f: FileIdentity, location: str) -> bool:
