@@ -142,19 +142,23 @@ def test_each_step_in_its_own_process_equals_one_process(tmp_path, spark):
     for rid, (table, _) in RUNS.items():
         path[rid] = states / f"{rid}.0.json"
         path[rid].write_text(new_state(table, files[rid], run_id=rid).to_json())
+    retried_write: list[str] = []
     for i, step in enumerate(("prepare", "write", "audit", "publish"), start=1):
         nxt = {rid: states / f"{rid}.{i}.json" for rid in RUNS}
-        _worker(many_cfg, "step", *[str(x) for rid in RUNS for x in (step, path[rid], nxt[rid])])
-        if step == "write":
-            # The write of r_clean retried with the same input state, in another fresh process (as after a
-            # crash): it finds its rows and appends nothing.
+        if step == "audit":
+            # First, in the audit's fresh process, the write of r_clean retried with its same input state (as
+            # after a crash): it finds its rows and appends nothing; the run goes on from the retried write, and
+            # its outcome must still equal one process's.
             again = states / "r_clean.2b.json"
-            _worker(many_cfg, "step", step, str(path["r_clean"]), str(again))
-            first, retried = RunState.from_json(nxt["r_clean"].read_text()), RunState.from_json(again.read_text())
+            retried_write = ["write", str(states / "r_clean.1.json"), str(again)]
+            first_write, path["r_clean"] = path["r_clean"], again
+        _worker(many_cfg, "step", *retried_write, *[str(x) for rid in RUNS for x in (step, path[rid], nxt[rid])])
+        if step == "audit":
+            first, retried = RunState.from_json(first_write.read_text()), RunState.from_json(again.read_text())
             assert retried.run_snapshots == first.run_snapshots and retried.base == first.base
             assert retried.record["base_snapshot_id"] == first.record["base_snapshot_id"]
             assert (retried.done, retried.status) == (first.done, "running")
-            nxt["r_clean"] = again  # the run goes on from the retried write: its outcome must still equal one process
+            retried_write = []
         path = nxt
     many = {rid: RunState.from_json(path[rid].read_text()) for rid in RUNS}
 
