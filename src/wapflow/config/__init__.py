@@ -598,7 +598,7 @@ class Source:
 class WatchConfig(_Strict):
     """`wap watch`: the long-running worker (durable runs on DBOS)."""
 
-    # Seconds between listings of a source without schedule (a local folder is listed at once when a file lands).
+    # seconds between listings of a source without schedule (a local folder is listed at once when a file lands)
     interval: float = Field(default=10.0, gt=0)
     relist_seconds: float = Field(default=300.0, gt=0)  # a source with events is listed this often as well
     concurrency: int = Field(default=1, ge=1, le=64)  # runs at once in one worker (never two per table)

@@ -98,7 +98,9 @@ def adopt(run: Run, df: DataFrame, observation: Any) -> Literal["scanned", "deco
     run.lh.progress(f"adopting {len(run.files)} parquet file(s) as they are: their columns are the table's")
     observed = _decoded_here(run)
     if observed is None:
-        out = df.observe(observation, *run.plan.observable(counted=True)) if observation is not None and run.plan else df
+        out = (
+            df.observe(observation, *run.plan.observable(counted=True)) if observation is not None and run.plan else df
+        )
         # Every value decoded once (the noop sink reads all columns): what the write's read would have found.
         out.write.format("noop").mode("overwrite").save()
     names = [f"{run.run_id}-adopted-{i:05d}.parquet" for i in range(len(run.files))]
