@@ -187,6 +187,13 @@ class TlsProxy:
             ready.set()
             loop.run_forever()
             self._server.close()
+            # Connections still relaying end here, on the open loop (closed under them, their cleanup would
+            # schedule callbacks on a closed loop: "Event loop is closed" at garbage collection).
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.run_until_complete(self._server.wait_closed())
             loop.close()
 
