@@ -208,6 +208,17 @@ def glob_literal_prefix(pattern: str) -> str:
     return pattern
 
 
+def local_text(location: str) -> str:
+    """A local location as a path: `file://` dropped, `~` expanded."""
+    return os.path.expanduser(location[len("file://") :] if location.startswith("file://") else location)
+
+
+def glob_base(pattern: str) -> str:
+    """The folder a local glob searches from: the folder of its fixed part (absolute)."""
+    fixed = glob_literal_prefix(pattern)
+    return os.path.abspath((fixed.rsplit("/", 1)[0] or "/") if "/" in fixed else ".")
+
+
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """Shell-style matching on '/'-separated keys, as Python's glob(recursive=True) does on paths.
 
@@ -290,7 +301,7 @@ class LocalStore:
 
     def scan(self, location: str, *, what: str = "") -> Listing:
         """`what` prefixes the message for a missing path ("source file x does not exist")."""
-        text = os.path.expanduser(location[len("file://") :] if location.startswith("file://") else location)
+        text = local_text(location)
         path = Path(text)
         if path.is_dir():
             return self._walk(path, f"folder {text}")
@@ -339,8 +350,7 @@ class LocalStore:
 
     @staticmethod
     def _glob(text: str, what: str) -> Listing:
-        fixed = glob_literal_prefix(text)
-        base = os.path.abspath((fixed.rsplit("/", 1)[0] or "/") if "/" in fixed else ".")
+        base = glob_base(text)
         files: list[FileIdentity] = []
         skipped: list[SkippedFile] = []
         folders = 0

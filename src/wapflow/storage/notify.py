@@ -20,7 +20,7 @@ import struct
 import sys
 from pathlib import Path
 
-from wapflow.storage.files import glob_literal_prefix, has_glob
+from wapflow.storage.files import glob_base, has_glob, local_text
 
 _CLOSE_WRITE = 0x00000008
 _MOVED_TO = 0x00000080
@@ -40,11 +40,10 @@ def folder_of(location: str) -> Path | None:
     folder, a glob's fixed part); None for object stores."""
     if "://" in location and not location.startswith("file://"):
         return None
-    text = os.path.expanduser(location[len("file://") :] if location.startswith("file://") else location)
+    text = local_text(location)
     path = Path(text)
     if not path.is_dir() and has_glob(text):
-        fixed = glob_literal_prefix(text)
-        path = Path((fixed.rsplit("/", 1)[0] or "/") if "/" in fixed else ".")
+        path = Path(glob_base(text))
     elif not path.is_dir():
         path = path.parent
     return path.resolve() if path.is_dir() else None

@@ -145,6 +145,10 @@ def _decoded_here(run: Run) -> dict[str, Any] | None:
     for f, path in zip(run.files, paths, strict=True):
         try:
             rows += pq.read_table(str(path)).num_rows
+        except FileNotFoundError:
+            raise InputError(
+                f"source file {f.uri} disappeared before it was read", hint="run again once the file is back"
+            ) from None
         except Exception as e:  # noqa: BLE001 - Arrow raises several types for a bad page; all mean the same
             raise InputError(
                 f"{f.uri} is not a valid parquet file (cannot decode its data: {str(e).splitlines()[0][:200]})",

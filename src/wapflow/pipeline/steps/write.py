@@ -164,14 +164,14 @@ def _write(run: Run) -> None:
             # Row-level checks are computed by the write job itself: auditing them costs no extra scan.
             observation = Observation(f"wap_audit_{run.run_id}")
         started = time.time()
-        observed = None
+        run.observed = None
         try:
             if run.quarantine is not None and run.plan.quarantinable:
                 _write_split(run, df, mode, observation)
             elif adopt.why_not(run, mode, df) is None and (how := adopt.adopt(run, df, observation)) is not None:
                 # The landed parquet files are the table's rows as they are: copied, not rewritten.
                 if how == "decoded":
-                    observed, observation = run.observed, None  # Arrow decoded them here and counted their rows
+                    observation = None  # Arrow decoded them here; run.observed holds their row count
             else:
                 if observation is not None and run.fmt == "parquet":
                     # An Observation serves one query: a scan for adoption that fell back may have used it.
@@ -184,10 +184,11 @@ def _write(run: Run) -> None:
             raise _classify(run, e) from e
         crash_point("write:appended")
         run.run_snapshots = run.branch_snapshots()
-        if observation is not None or observed is not None:
-            run.observed = observed if observation is None else dict(observation.get)
+        if observation is not None:
+            run.observed = dict(observation.get)
+        if run.observed is not None:
             written = sum(s.added_records for s in run.run_snapshots) + sum(s.added_records for s in run.q_snapshots)
-            if int((run.observed or {}).get("_rows") or 0) != written:
+            if int(run.observed.get("_rows") or 0) != written:
                 # Never trust metrics that do not describe exactly the rows committed: re-scan instead.
                 run.observed = None
 
