@@ -34,7 +34,7 @@ POINTS = (
     "publish:locked",  # the table's publish lock is held; nothing published
     "publish:quarantine-published",  # quarantined rows are on the quarantine table's main
     "publish:columns-added",  # add_columns: main's schema has the new columns; rows not yet appended
-    "publish:moved",  # main carries the run's rows; the branch is not dropped yet
+    "publish:moved",  # main carries the run's rows; a re-applied run's branch is not dropped yet
     "publish:recorded",  # the run store says published
     "ingest:ran",  # wap ingest: a batch's run has ended; the ledger does not say so yet
     "alert:claimed",  # an alert's delivery row is claimed (at most once); nothing sent yet

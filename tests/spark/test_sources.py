@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from support.data import write_parquet
 from support.landing_files import pq_write, s3_put, s3_storage, simple
 from wapflow.errors import InputError, SchemaMismatch
 from wapflow.files.resolve import resolve_files
@@ -335,6 +336,43 @@ def test_parquet_files_of_one_batch_must_share_their_columns(spark, landing):
     b = pq_write(landing / "b.parquet", simple().drop(["amount"]))
     with pytest.raises(InputError, match=r"b.parquet does not have the same columns as .*a.parquet: it lacks 'amount'"):
         read_batch(spark, resolve_files([str(a), str(b)]), "parquet", {})
+
+
+@pytest.mark.spark
+def test_a_parquet_batch_of_a_known_footer_reads_with_the_schema_spark_inferred(spark, landing):
+    """The schema Spark inferred for one batch is given to the next of the same footer schema (no inference
+    job), never to a batch whose footer differs only in types, nor to one of the same schema read otherwise."""
+    import wapflow.write.read as read_module
+
+    def read(f: Path, options: dict[str, str] | None = None) -> Any:
+        srcs = resolve_files([str(f)])
+        with SparkInputs(srcs) as inputs:
+            df = read_batch(spark, srcs, "parquet", options or {}, inputs=inputs)
+            return df.schema, sorted((r.asDict() for r in df.collect()), key=lambda r: r["id"])
+
+    first = pq_write(landing / "first.parquet")
+    second = pq_write(landing / "second.parquet")
+    schema, _ = read(first)
+    known = read_module._INFERRED[spark]
+    assert schema in known.values()
+    count = len(known)
+    again, rows = read(second)
+    assert again == schema and rows == pq_rows(second)
+    assert len(known) == count  # the second batch was read with the first one's schema
+    # The same column names with other types: its own inference, its own types.
+    as_text = simple().set_column(0, "id", pa.array(["1", "2", "3", "4", "5"]))
+    text_schema, text_rows = read(write_parquet(landing / "text.parquet", as_text))
+    assert text_schema["id"].dataType.simpleString() == "string"
+    assert [r["id"] for r in text_rows] == ["1", "2", "3", "4", "5"]
+    assert len(known) == count + 1
+    # INT96 timestamps and INT64 ones have the same arrow schema, not the same footer: each gets Spark's own.
+    stamps = pa.table({"id": [1], "at": pa.array([1_700_000_000_000_000], pa.timestamp("us"))})
+    int64 = write_parquet(landing / "int64.parquet", stamps)
+    int96 = landing / "int96.parquet"
+    pq.write_table(stamps, int96, use_deprecated_int96_timestamps=True)
+    for f in (int64, int96):
+        assert read(f)[0]["at"].dataType == spark.read.parquet(str(f)).schema["at"].dataType
+    assert len(known) == count + 3
 
 
 @pytest.mark.spark

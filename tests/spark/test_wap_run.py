@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -33,6 +34,28 @@ def test_clean_file_is_published_and_branch_dropped(trips_lakehouse, landing):
     assert snap.run_id == res.run_id
     assert str(f) in snap.summary["wapflow.sources"]
     assert f.exists()
+
+
+def test_main_moves_and_the_branch_goes_in_one_commit_without_checksum_sidecars(trips_lakehouse, landing):
+    """A fast-forward publish is one metadata commit: the version before it has the branch at the run's
+    rows and main at its base; the next has main there and no branch. No Hadoop .crc sidecar is written."""
+    lh = trips_lakehouse
+    run_wap(lh, "nyc.trips", [str(trips_file(landing, "seed.parquet", 20))])
+    base = lh.tables.head(T)
+    res = run_wap(lh, "nyc.trips", [str(trips_file(landing, "one.parquet", 50, start_id=100))])
+    assert res.status == "published" and res.published_via == "fast_forward", res.message
+    current = lh.tables.metadata(T)
+    assert current is not None
+    assert set(current["refs"]) == {"main"}
+    assert current["refs"]["main"]["snapshot-id"] == res.snapshot_id
+    before = current["metadata-log"][-1]["metadata-file"]
+    previous = json.loads(Path(before.removeprefix("file:")).read_text())
+    assert previous["refs"]["main"]["snapshot-id"] == base
+    assert previous["refs"][res.branch]["snapshot-id"] == res.snapshot_id
+    warehouse = lh.config.local_warehouse_path()
+    assert warehouse is not None
+    assert list(warehouse.rglob("*.crc")) == []
+    assert any(warehouse.rglob("*.parquet"))
 
 
 def test_dirty_file_is_blocked_main_untouched_branch_kept(trips_lakehouse, landing):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from wapflow.errors import InputError, WapError
@@ -34,15 +35,35 @@ def check_parquet_magic(files: list[FileIdentity], storage: Storage | None = Non
             )
 
 
+# Spark's own schema in the footer of a file Spark wrote: its schema inference reads it besides parquet's.
+_SPARK_ROW_METADATA = b"org.apache.spark.sql.parquet.row.metadata"
+
+
+@dataclass(frozen=True)
+class Footer:
+    """What a parquet file's footer says about its columns."""
+
+    arrow: Any  # pyarrow.Schema
+    # Parquet's schema (physical and logical types, repetition, field ids) and Spark's row metadata: what
+    # Spark infers a DataFrame's schema from, so equal signatures get equal inferred schemas.
+    signature: str
+
+
 def parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
     """The file's arrow schema from its footer only (local: pyarrow; S3: one or two ranged GETs)."""
+    footer = parquet_footer(s, storage)
+    return footer.arrow if footer is not None else None
+
+
+def parquet_footer(s: FileIdentity, storage: Storage | None) -> Footer | None:
+    """The file's footer (local: pyarrow; S3: one or two ranged GETs); None for other URIs."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
         local = local_path(s)
         if local is not None:
-            return pq.read_schema(local)
+            return _footer(pq.ParquetFile(local))
         if not is_s3_uri(s.uri):
             return None
         store = (storage or Storage()).s3
@@ -61,7 +82,7 @@ def parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
         need = int.from_bytes(data[-8:-4], "little") + 8
         if need > len(data):
             data = tail(need)
-        return pq.read_schema(pa.BufferReader(b"PAR1" + data[-need:]))
+        return _footer(pq.ParquetFile(pa.BufferReader(b"PAR1" + data[-need:])))
     except WapError:
         raise
     except Exception as e:  # noqa: BLE001 - pyarrow raises several types for a bad footer; all mean the same
@@ -69,6 +90,12 @@ def parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
             f"{s.uri} is not a valid parquet file (cannot read its footer: {str(e).splitlines()[0][:200]})",
             hint="re-export or re-upload the file",
         ) from None
+
+
+def _footer(pf: Any) -> Footer:
+    schema = str(pf.schema).split("\n", 1)[-1]  # its first line names the Python object
+    spark = (pf.metadata.metadata or {}).get(_SPARK_ROW_METADATA, b"")
+    return Footer(pf.schema_arrow, f"{schema}\n{spark.decode('utf-8', 'replace')}")
 
 
 def _null_typed(t: Any, path: str) -> str | None:
@@ -86,18 +113,20 @@ def _null_typed(t: Any, path: str) -> str | None:
     return None
 
 
-def check_parquet_schemas(files: list[FileIdentity], storage: Storage | None = None) -> None:
+def check_parquet_schemas(files: list[FileIdentity], storage: Storage | None = None) -> str | None:
     """From the footers: no column without a type, and every file of a batch has the same columns.
+    Returns the footers' signature (Footer.signature) when every file's was read and all are the same.
 
     A column of parquet's null type (all values NULL, no type) is read by Spark as int, a guess the
     table would then keep or accept; and Spark takes one file's schema for a batch, so columns other
     files add would be dropped and the ones they lack read as NULL.
     """
     if len(files) == 1:
-        schemas = [parquet_schema(files[0], storage)]
+        footers = [parquet_footer(files[0], storage)]
     else:
         with ThreadPoolExecutor(max_workers=8) as pool:
-            schemas = list(pool.map(lambda s: parquet_schema(s, storage), files))
+            footers = list(pool.map(lambda s: parquet_footer(s, storage), files))
+    schemas = [f.arrow if f is not None else None for f in footers]
     for s, sch in zip(files, schemas, strict=True):
         if sch is None:
             continue
@@ -109,9 +138,11 @@ def check_parquet_schemas(files: list[FileIdentity], storage: Storage | None = N
                 hint="write the column with its real type (an all-NULL column still needs one), e.g. cast it "
                 "to the table's type before writing the file",
             )
+    signatures = {f.signature if f is not None else None for f in footers}
+    signature = signatures.pop() if len(signatures) == 1 else None
     known = [(s, list(sch.names)) for s, sch in zip(files, schemas, strict=True) if sch is not None]
     if len(known) < 2:
-        return
+        return signature
     first, ref = known[0]
     ref_set = {c.lower() for c in ref}
     for s, c in known[1:]:
@@ -120,6 +151,7 @@ def check_parquet_schemas(files: list[FileIdentity], storage: Storage | None = N
             raise _columns_differ(
                 s, first, [x for x in ref if x.lower() not in have], [x for x in c if x.lower() not in ref_set]
             )
+    return signature
 
 
 def column_difference(lacks: list[str], extra: list[str], same: str) -> str:

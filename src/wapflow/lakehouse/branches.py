@@ -20,7 +20,7 @@ from wapflow.errors import PublishConflict
 from wapflow.lakehouse.lineage import RUN_ID_PROP, find_published
 from wapflow.lakehouse.tables import Snapshot, Tables
 from wapflow.spark import errors as spark_errors
-from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch
+from wapflow.sql.identifiers import TableName, quote, validate_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -70,6 +70,7 @@ class Published:
 
     snapshot_id: int
     method: str  # "fast_forward" | "cherry_pick"
+    branch_dropped: bool = False  # the branch went in the same commit (a fast-forward through the Java API)
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ class IcebergTableBranches:
 
         def create() -> int | None:
             base = self.tables.head(table, "main")
-            self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} CREATE BRANCH {quote(branch)}")
+            self.tables.create_branch(table, branch, base)
             return base
 
         return self._committing(table, create)
@@ -216,11 +217,7 @@ class IcebergTableBranches:
         return ref is not None and ref.type == "BRANCH"
 
     def drop(self, table: TableName, branch: str) -> None:
-        validate_branch(branch)
-        self._committing(
-            table,
-            lambda: self.spark.sql(f"ALTER TABLE {self.tables.ident(table)} DROP BRANCH IF EXISTS {quote(branch)}"),
-        )
+        self._committing(table, lambda: self.tables.drop_branch(table, branch))
 
     def write_target(self, table: TableName, branch: str) -> str:
         """The branch in the identifier (`t`.`branch_b`), which must exist. Not `writeTo(t).option("branch", b)`:
@@ -263,6 +260,7 @@ class IcebergTableBranches:
         main. A table whose rows are already on main (a publish cut short by a crash) is not published twice."""
         heads: dict[str, int | None] = {}
         method = "already"
+        dropped: set[str] = set()  # tables whose branch went in the commit that moved main
         for sl in slices:
             if not sl.snapshots:  # nothing of the run in this table (e.g. no row quarantined)
                 heads[sl.table.dotted] = self.tables.head(sl.table, "main")
@@ -271,12 +269,14 @@ class IcebergTableBranches:
             if done_at is None:
                 done = self.move_main(sl.table, branch, list(sl.snapshots), cherry_pick=sl.cherry_pick)
                 done_at, method = done.snapshot_id, done.method
+                if done.branch_dropped:
+                    dropped.add(sl.table.dotted)
                 if after_each is not None:
                     after_each(sl)
             heads[sl.table.dotted] = done_at
         try:
             for sl in slices:
-                if self.tables.exists(sl.table):
+                if sl.table.dotted not in dropped and self.tables.exists(sl.table):
                     self.drop(sl.table, branch)
         except Exception as e:  # noqa: BLE001 - main has moved: the run is published; a branch left over is clutter
             return PublishedRun(method, heads, f"branch {branch} could not be dropped ({spark_errors.describe(e)})")
@@ -291,9 +291,10 @@ class IcebergTableBranches:
         append snapshots (run_snapshots: on the branch, oldest first) on top of main (cherry-pick), so a
         concurrent run's rows are kept."""
         try:
-            return Published(
-                self._committing(table, lambda: self.fast_forward(table, branch), _PUBLISH_RETRIES), "fast_forward"
+            moved_to, dropped = self._committing(
+                table, lambda: self.tables.fast_forward(table, branch, drop=True), _PUBLISH_RETRIES
             )
+            return Published(moved_to, "fast_forward", branch_dropped=dropped)
         except Exception as e:
             if "not an ancestor" not in str(e):
                 # A named condition (commit conflict after the retries, unreachable storage, ...) says what to
@@ -335,14 +336,6 @@ class IcebergTableBranches:
                 ) from e
         assert current is not None
         return Published(current, "cherry_pick")
-
-    def fast_forward(self, table: TableName, branch: str) -> int:
-        validate_branch(branch)
-        row = self.spark.sql(
-            f"CALL {quote(self.catalog)}.system.fast_forward("
-            f"table => {table.procedure_arg(self.catalog)}, branch => 'main', to => {sql_string(branch)})"
-        ).collect()[0]
-        return int(row["updated_ref"])
 
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
         row = self.spark.sql(

@@ -198,8 +198,23 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             hint="check [lakehouse].master and spark_conf; `wap setup` checks Java and the jars",
         ) from e
     if not connect:
+        _no_checksum_sidecars(spark)
         initialize_jdbc_catalog(spark, cfg)
     return spark
+
+
+def _no_checksum_sidecars(spark: SparkSession) -> None:
+    """Hadoop's local file system writes no `.crc` sidecar beside each file this JVM writes (data, manifests,
+    metadata JSON). Without Hadoop's native library (pyspark ships none) every file Hadoop creates locally costs
+    a forked `chmod` (~5 ms), and the sidecars doubled them: a small run's Iceberg append commit took 111 ms
+    with them, 92 ms without (measured 2026-11-27). Set on the JVM's cached local file system, the instance
+    Spark and Iceberg's HadoopFileIO get; files are still read the same, and an existing sidecar still checked.
+    (`fs.file.impl = RawLocalFileSystem` would do it too, but Iceberg's scans ask that class for a scheme
+    it does not implement.)"""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    local = jvm.org.apache.hadoop.fs.FileSystem.getLocal(spark.sparkContext._jsc.hadoopConfiguration())
+    local.setWriteChecksum(False)
 
 
 def initialize_jdbc_catalog(spark: SparkSession, cfg: WapConfig) -> None:

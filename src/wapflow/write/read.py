@@ -9,6 +9,7 @@ naming the file (wapflow.write.input_errors).
 from __future__ import annotations
 
 import re
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -122,8 +123,8 @@ def read_batch(
     try:
         if fmt == "parquet":
             check_parquet_magic(files, storage)
-            check_parquet_schemas(files, storage)
-            return _load(reader(), inputs.paths)
+            signature = check_parquet_schemas(files, storage)
+            return _read_parquet(spark, reader(), inputs.paths, signature, opts)
         if fmt == "csv":
             return _read_csv(spark, files, inputs, reader, low, schema, storage)
         if fmt == "json":
@@ -136,6 +137,34 @@ def read_batch(
         if err is not None:
             raise err from e
         raise
+
+
+# Spark's inferred schema per session, by the batch's footer signature and read options (see _read_parquet).
+_INFERRED: weakref.WeakKeyDictionary[Any, dict[tuple[str, tuple[tuple[str, str], ...]], StructType]] = (
+    weakref.WeakKeyDictionary()
+)
+_INFERRED_MAX = 64  # per session: a batch of a new footer schema beyond it forgets the others
+
+
+def _read_parquet(
+    spark: SparkSession, r: DataFrameReader, paths: list[str], signature: str | None, opts: dict[str, str]
+) -> DataFrame:
+    """A parquet batch read with the schema Spark inferred for an earlier batch of the same footer signature
+    (parquet_checks.Footer) and options, in this session. Inferring is a Spark job (~90 ms of a small run's
+    ~0.5 s), and a watched folder's files mostly share one footer schema; the inference depends only on the
+    footer, the options and the session's settings, so the schema given is the one Spark would infer."""
+    if signature is None:
+        return _load(r, paths)
+    known = _INFERRED.setdefault(spark, {})
+    key = (signature, tuple(sorted(opts.items())))
+    schema = known.get(key)
+    if schema is not None:
+        return _load(r.schema(schema), paths)
+    df = _load(r, paths)
+    if len(known) >= _INFERRED_MAX:
+        known.clear()
+    known[key] = df.schema
+    return df
 
 
 _SPARK_GLOB = re.compile(r"[{}\[\]*?\\]")  # SparkHadoopUtil.isGlobPath
