@@ -205,12 +205,7 @@ class IcebergTableBranches:
         """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
         validate_branch(branch)
 
-        def create() -> int | None:
-            base = self.tables.head(table, "main")
-            self.tables.create_branch(table, branch, base)
-            return base
-
-        return self._committing(table, create)
+        return self._committing(table, lambda: self.tables.create_branch(table, branch))
 
     def exists(self, table: TableName, branch: str) -> bool:
         ref = self.tables.refs(table).get(branch)

@@ -150,7 +150,12 @@ class Tables(SnapshotReads):
     def _catalog_plugin(self) -> Any:
         """Spark's catalog plugin of this catalog (Iceberg's SparkCatalog), as Spark's own statements reach it."""
         if self._plugin is None:
-            self._plugin = self.spark._jsparkSession.sessionState().catalogManager().catalog(self.catalog)
+            session = self.spark._jsparkSession
+            # Spark loads a catalog from the conf of the session active on the calling JVM thread, and a Python
+            # thread new to the gateway (DBOS runs steps on its own) has none: without this, a catalog
+            # registered on the running session would not be found.
+            self._jclass("org.apache.spark.sql.SparkSession").setActiveSession(session)
+            self._plugin = session.sessionState().catalogManager().catalog(self.catalog)
         return self._plugin
 
     def _jident(self, table: TableName) -> Any:
@@ -340,20 +345,24 @@ class Tables(SnapshotReads):
     def _java_table(self, table: TableName) -> Any:
         """The table in Iceberg's Java API, through PySpark's gateway (a classic session only): the object the
         catalog's table cache holds, when it keeps one, so a commit made on it is what Spark's reads see next."""
-        return self._jclass("org.apache.iceberg.spark.Spark3Util").loadIcebergTable(
-            self.spark._jsparkSession, self.ident(table)
-        )
+        return self._catalog_plugin().loadTable(self._jident(table)).table()
 
-    def create_branch(self, table: TableName, branch: str, at: int | None) -> None:
-        """Branch at snapshot `at` (main's head; None: a table without snapshots, branched at a new empty one).
-        Through Iceberg's Java API on a classic session, as CREATE BRANCH does without its SQL's plan (~10 ms
-        of a small run); the statement on Spark Connect."""
+    def create_branch(self, table: TableName, branch: str) -> int | None:
+        """Branch at main's current head; returns that snapshot (None: a table without snapshots, whose branch
+        starts at a new empty one). Through Iceberg's Java API on a classic session, as CREATE BRANCH does
+        without its SQL's plan (~10 ms of a small run), on the table refreshed first: this process's catalog
+        may cache it from before another process's commit, and the head the branch starts at is the audit's
+        base. The statement on Spark Connect."""
         validate_branch(branch)
         if not self._classic():
+            base = self.head(table, "main")
             self.spark.sql(f"ALTER TABLE {self.ident(table)} CREATE BRANCH {quote(branch)}")
-            return
-        refs = self._java_table(table).manageSnapshots()
-        (refs.createBranch(branch, int(at)) if at is not None else refs.createBranch(branch)).commit()
+            return base
+        tbl = self._java_table(table)
+        tbl.refresh()
+        empty = tbl.currentSnapshot() is None
+        tbl.manageSnapshots().createBranch(branch).commit()  # at the current snapshot, or a new empty one
+        return None if empty else int(tbl.refs().get(branch).snapshotId())
 
     def drop_branch(self, table: TableName, branch: str) -> None:
         """DROP BRANCH IF EXISTS; through the Java API on a classic session (no commit when there is none)."""
