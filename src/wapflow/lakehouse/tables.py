@@ -274,7 +274,7 @@ class Tables(SnapshotReads):
             sid = remove_added_files(self._pyiceberg(), table, snapshot_ids, properties)
             self.refresh(table)  # the server's cached table must see the commit it did not make
             return sid
-        tbl = self._java_table(table)
+        tbl = self.java_table(table)
         op = tbl.newDelete()
         for sid in snapshot_ids:
             it = tbl.snapshot(int(sid)).addedDataFiles(tbl.io()).iterator()
@@ -294,7 +294,7 @@ class Tables(SnapshotReads):
 
     def data_locations(self, table: TableName, names: Sequence[str]) -> list[str]:
         """Where the table's location provider puts new data files of these names (as Spark's writes do)."""
-        tbl = self._java_table(table)
+        tbl = self.java_table(table)
         provider = tbl.locationProvider()
         return [str(provider.newDataLocation(n)) for n in names]
 
@@ -310,7 +310,7 @@ class Tables(SnapshotReads):
         such files carry no Iceberg field ids. The caller checked that their columns are the table's."""
         iceberg = "org.apache.iceberg."
         cls = self._jclass
-        tbl = self._java_table(table)
+        tbl = self.java_table(table)
         mapping_json = tbl.properties().get(NAME_MAPPING_PROP)
         if mapping_json is None:
             mapping = cls(iceberg + "mapping.MappingUtil").create(tbl.schema())
@@ -340,9 +340,9 @@ class Tables(SnapshotReads):
             op.appendFile(data_file)
         for k, v in properties.items():
             op.set(k, v)
-        op.commit()  # on the table object Spark's next read loads (see _java_table): no refresh needed
+        op.commit()  # on the table object Spark's next read loads (see java_table): no refresh needed
 
-    def _java_table(self, table: TableName) -> Any:
+    def java_table(self, table: TableName) -> Any:
         """The table in Iceberg's Java API, through PySpark's gateway (a classic session only): the object the
         catalog's table cache holds, when it keeps one, so a commit made on it is what Spark's reads see next."""
         return self._catalog_plugin().loadTable(self._jident(table)).table()
@@ -358,7 +358,7 @@ class Tables(SnapshotReads):
             base = self.head(table, "main")
             self.spark.sql(f"ALTER TABLE {self.ident(table)} CREATE BRANCH {quote(branch)}")
             return base
-        tbl = self._java_table(table)
+        tbl = self.java_table(table)
         tbl.refresh()
         empty = tbl.currentSnapshot() is None
         tbl.manageSnapshots().createBranch(branch).commit()  # at the current snapshot, or a new empty one
@@ -370,7 +370,7 @@ class Tables(SnapshotReads):
         if not self._classic():
             self.spark.sql(f"ALTER TABLE {self.ident(table)} DROP BRANCH IF EXISTS {quote(branch)}")
             return
-        tbl = self._java_table(table)
+        tbl = self.java_table(table)
         if tbl.refs().containsKey(branch):
             tbl.manageSnapshots().removeBranch(branch).commit()
 
@@ -385,7 +385,7 @@ class Tables(SnapshotReads):
                 f"table => {table.procedure_arg(self.catalog)}, branch => 'main', to => {sql_string(branch)})"
             ).collect()[0]
             return int(row["updated_ref"]), False
-        tbl = self._java_table(table)
+        tbl = self.java_table(table)
         refs = tbl.manageSnapshots().fastForwardBranch("main", branch)
         if drop:
             refs = refs.removeBranch(branch)
@@ -422,7 +422,7 @@ class Tables(SnapshotReads):
 
         ident = self.ident(table)
         try:
-            current = self._java_table(table).operations().current()
+            current = self.java_table(table).operations().current()
             # A metadata file is never rewritten: while the table's is the same, so is its JSON (a run asks
             # about ten times, and the JSON grows with the table's history).
             location = current.metadataFileLocation()
@@ -557,9 +557,9 @@ class Tables(SnapshotReads):
         return int(self.read(table, branch).count())
 
 
-NAME_MAPPING_PROP = "schema.name-mapping.default"
+NAME_MAPPING_PROP = "schema.name-mapping.default"  # Iceberg's table property: columns by name in files without ids
 # Up to this many files, an append's manifests are written without Iceberg's worker pool (see append_parquet).
-_DIRECT_COMMIT_FILES = 100  # Iceberg's table property: columns by name in files without ids
+_DIRECT_COMMIT_FILES = 100
 
 
 def local_location(location: str) -> Path | None:

@@ -339,9 +339,7 @@ class TableMaintenance:
 
     def _jtable(self) -> Any:
         """Iceberg's table API: only for the file swap on main (no SQL form); never on a Connect client."""
-        jvm = self.spark.sparkContext._jvm  # PySpark's gateway: Iceberg's table API
-        assert jvm is not None
-        return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(self.spark._jsparkSession, self.ident)
+        return self.lh.tables.java_table(self.t)
 
     def _table_arg(self) -> str:
         return self.t.procedure_arg(self.lh.catalog)
