@@ -203,8 +203,6 @@ class IcebergTableBranches:
 
     def create(self, table: TableName, branch: str) -> int | None:
         """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
-        validate_branch(branch)
-
         return self._committing(table, lambda: self.tables.create_branch(table, branch))
 
     def exists(self, table: TableName, branch: str) -> bool:
