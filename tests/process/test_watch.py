@@ -4,7 +4,9 @@ and a watch's bad configuration refused before anything runs (real `wap` process
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -19,6 +21,7 @@ from wapflow.config import WatchConfig
 from wapflow.lakehouse.processes import free_port
 from wapflow.outer.durable import Durable, workflow_id
 from wapflow.outer.watch import Watcher
+from wapflow.runs.databases import dbos_database_url
 
 
 def workflows(lh) -> dict[str, str]:
@@ -87,6 +90,10 @@ def test_watch_runs_each_batch_as_one_durable_workflow(source, landing):
     assert again.files[0].claims == dirty.claims + 1 and again.files[0].run_id == dirty.run_id
     assert workflows(lh)[workflow_id(dirty.run_id or "", [again.files[0]])] == "SUCCESS"
     assert reader.main("nyc.trips") == head
+    # DBOS's SQLite database was opened by wapflow in WAL mode (outer.durable._sqlite_engine), not DBOS's journal.
+    dbos_db = dbos_database_url(lh.config).removeprefix("sqlite:///")
+    with contextlib.closing(sqlite3.connect(dbos_db)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 @pytest.mark.spark

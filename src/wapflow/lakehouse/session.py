@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -66,14 +67,24 @@ def _catalog_properties(cfg: WapConfig) -> dict[str, str]:
     return props
 
 
+# What register_catalog last set per session and catalog name: a Lakehouse registers its catalog at each
+# `spark` access (another Lakehouse on the same session may have set the name since), ~10 conf calls that a
+# small run made three times (~15 ms); unchanged settings are not sent again.
+_registered: weakref.WeakKeyDictionary[SparkSession, dict[str, dict[str, str]]] = weakref.WeakKeyDictionary()
+
+
 def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
     """Catalogs load lazily by name, so they can be registered on a running session."""
     name = cfg.lakehouse.catalog_name
-    spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
     props = _catalog_properties(cfg)
     name_endpoints(cfg, props)
+    done = _registered.setdefault(spark, {})
+    if done.get(name) == props:
+        return
+    spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
     for k, v in props.items():
         spark.conf.set(f"spark.sql.catalog.{name}.{k}", v)
+    done[name] = dict(props)
 
 
 def _is_local_master(master: str) -> bool:

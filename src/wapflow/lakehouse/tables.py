@@ -393,6 +393,19 @@ class Tables(SnapshotReads):
         return int(tbl.refs().get("main").snapshotId()), drop
 
     def schema(self, table: TableName) -> StructType:
+        """The table's columns as Spark reads them. From the catalog's table object on a classic session (the
+        schema Spark's relation is built from, without the analysis of `spark.table`: ~12 ms of a small run);
+        through Spark where that fails (no such table: Spark's own error) and on Spark Connect."""
+        if self._classic():
+            from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # py4j ships no types
+            from pyspark.sql.types import StructType
+
+            try:
+                text = self._catalog_plugin().loadTable(self._jident(table)).schema().json()
+            except Py4JError:
+                pass
+            else:
+                return StructType.fromJson(json.loads(text))
         return self.spark.table(self.ident(table)).schema
 
     def read(self, table: TableName, branch: str | None = None) -> DataFrame:
@@ -418,7 +431,7 @@ class Tables(SnapshotReads):
         or if the gateway call fails: the metadata tables answer then, and raise their usual errors."""
         if not self._classic():
             return None
-        from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # py4j ships no types
+        from py4j.protocol import Py4JError  # py4j ships no types (the ignore is on the first import)
 
         ident = self.ident(table)
         try:

@@ -257,6 +257,10 @@ class RunStore:
             def _pragmas(dbapi_conn: DBAPIConnection, _rec: object) -> None:  # concurrent wap processes share the file
                 cur = dbapi_conn.cursor()
                 cur.execute("PRAGMA journal_mode=WAL")
+                # Durable through a killed process (the WAL is written before each commit returns); only an
+                # OS crash may roll back the last commits, which a re-run finds on main by its snapshot's run
+                # id anyway. FULL's fsync per commit cost a small run's five saves ~10 ms (3.0 -> 0.9 ms each).
+                cur.execute("PRAGMA synchronous=NORMAL")
                 cur.execute("PRAGMA busy_timeout=30000")
                 cur.close()
 

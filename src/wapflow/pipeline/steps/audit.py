@@ -85,7 +85,9 @@ def audit(run: Run) -> AuditReport:
             run.lh.progress(f"auditing {total} new row(s) with {len(run.checks)} check(s)")
             added = added_rows(run)
             if run.plan is None:
-                run.plan = AuditPlan(run.checks, added.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
+                run.plan = AuditPlan.for_batch(
+                    run.checks, added.columns, table=run.target.dotted, key=run.table_cfg.sample_key()
+                )
             view = run.lh.branches.audit_view(run.target, run.branch, run.base)
             branch_sql = tables.ident(run.staging) if run.staging is not None else view.branch_sql
             # Checks that depend on main read it at a head pinned here (re-checked at publish, where the

@@ -107,7 +107,7 @@ def _write(run: Run) -> None:
             table_exists=tables.exists,
             table_columns=lambda t: tables.schema(t).fieldNames(),
         )
-        run.plan = AuditPlan(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
+        run.plan = AuditPlan.for_batch(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
         # partition_by / sort_by against the batch's columns: a config error before any table or row changes.
         layout = table_layout.for_batch(run.table_cfg.layout(), df.schema, run.target, run.new_columns, run.lh.progress)
         mode.validate(df, run.target.dotted)
