@@ -269,6 +269,51 @@ def test_an_append_leaves_counted_checks_to_iceberg_and_scans_when_the_table_kee
     assert mean["observed"]["value"] == pytest.approx(14.5)  # 10.0 + 0..9: the sum over the count, both scanned
 
 
+def test_blocking_row_checks_are_observed_in_one_count_and_counted_one_by_one_when_it_is_not_zero(
+    lakehouse_factory, landing
+):
+    """An append observes its blocking row checks (error, no tolerance) in one count of the rows failing any of
+    them: zero gives each its exact zero; more sends them to one scan that counts each, exactly as before."""
+    checks = [
+        {"check": "between", "column": "amount", "min": 0, "max": 100},
+        {"check": "accepted_values", "column": "customer", "values": ["c0", "c1", "c2"]},
+        {"check": "expression", "sql": "order_id > 0"},
+        {"check": "accepted_values", "column": "customer", "values": ["c0", "c1"], "severity": "warn"},
+        {"check": "not_null", "column": "email"},
+    ]
+    plan = AuditPlan(TableConfig.model_validate({"checks": checks}).checks, orders(1).column_names, table=str(T))
+    observed = {re.sub(r".* AS `?(\w+)`?'>$", r"\1", str(c)) for c in plan.observable(counted=True)}
+    # One count for the three blocking checks; the warning its own two; not_null is Iceberg's null count.
+    assert observed == {"_rows", "_clear_c0_c1_c2", "c3_f", "c3_n"}, observed
+    lh = lakehouse_factory({"shop.orders": {"checks": checks}})
+
+    first = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", orders(20)))])
+    assert first.status == "published"
+    assert [(c["status"], c["source"], c["failing_rows"]) for c in first.checks] == [
+        ("passed", "metadata", 0),  # the amounts' bounds are inside the range
+        ("passed", "write", 0),
+        ("passed", "write", 0),
+        ("warned", "write", 6),  # customer c2: orders 3, 6, ..., 18 of 20
+        ("passed", "metadata", 0),
+    ]
+
+    t = orders(10, start=100)
+    customers, amounts = t.column("customer").to_pylist(), t.column("amount").to_pylist()
+    customers[0] = customers[4] = "zz"
+    amounts[7] = 500.0
+    t = t.set_column(t.schema.get_field_index("customer"), "customer", pa.array(customers))
+    t = t.set_column(t.schema.get_field_index("amount"), "amount", pa.array(amounts))
+    second = run_wap(lh, "shop.orders", [str(write_parquet(landing / "b.parquet", t))])
+    assert second.status == "blocked"
+    assert [(c["status"], c["source"], c["failing_rows"]) for c in second.checks] == [
+        ("failed", "scan", 1),
+        ("failed", "scan", 2),
+        ("passed", "scan", 0),
+        ("warned", "write", 5),  # zz twice, and c2 at orders 102, 105, 108
+        ("passed", "metadata", 0),
+    ]
+
+
 def test_report_samples_and_sql_reproduce_the_failure(lakehouse_factory, landing, spark):
     lh = lakehouse_factory(
         {

@@ -61,7 +61,7 @@ def test_a_catalog_is_registered_again_only_when_its_settings_differ(spark: Any,
 def test_the_schema_from_the_catalog_is_the_one_spark_reads(spark: Any, tmp_path: Path) -> None:
     lh = Lakehouse(make_config(tmp_path), spark=spark)
     cat = lh.catalog
-    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cat}.w")
+    lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cat}.w")  # lh.spark: the catalog registered on the session
     spark.sql(
         f"CREATE TABLE {cat}.w.types (a int NOT NULL, b decimal(12,3), c timestamp, d timestamp_ntz, "
         "e struct<f: string, g: array<double>>, h map<string, bigint>, i binary, j date, "
@@ -75,15 +75,15 @@ def test_the_schema_from_the_catalog_is_the_one_spark_reads(spark: Any, tmp_path
 
 
 def test_a_batch_shaped_like_its_table_goes_through_the_contract_untouched(spark: Any, tmp_path: Path) -> None:
-    f = write_parquet(tmp_path / "b.parquet", pa.table({"id": pa.array([1, 2], pa.int64()), "v": [0.5, 1.5]}))
+    f = write_parquet(tmp_path / "b.parquet", pa.table({"id": pa.array([1, 2], pa.int32()), "v": [0.5, 1.5]}))
     df = spark.read.parquet(str(f))
     same = apply_contract(df, df.schema, table="w.t")
     assert same.df is df and not same.new_columns and not same.dropped_extra
     # Another order, or another type, is shaped like the table by a projection, as before.
-    reordered = spark.createDataFrame([], "v double, id bigint").schema
+    reordered = spark.createDataFrame([], "v double, id int").schema
     shaped = apply_contract(df, reordered, table="w.t")
     assert shaped.df is not df and shaped.df.columns == ["v", "id"]
-    widened = spark.createDataFrame([], "id decimal(20,0), v double").schema
+    widened = spark.createDataFrame([], "id bigint, v double").schema
     cast = apply_contract(df, widened, table="w.t")
-    assert dict(cast.df.dtypes) == {"id": "decimal(20,0)", "v": "double"}
+    assert dict(cast.df.dtypes) == {"id": "bigint", "v": "double"}
     assert sorted(r["id"] for r in cast.df.collect()) == [1, 2]

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit import sqlguard
-from wapflow.audit.checktype import Against, Evidence
+from wapflow.audit.checktype import Against, Evidence, count_if
 
 # FileMetrics belongs to the audit (what Iceberg metadata says of the files); re-exported for callers that
 # import it from here.
@@ -165,15 +165,43 @@ def compile_check(chk: Check, i: int, mapping: dict[str, str]) -> Compiled:
 ICEBERG_COUNTED_COLUMNS = 100
 
 
+# An observed count of the rows failing any of several blocking row checks: "_clear_c1_c3" for checks c1 and c3.
+CLEAR_PREFIX = "_clear_"
+
+
 def plain_aggregates(compiled: list[Compiled], *, counted: bool = False) -> list[Column]:
     """Every metric that is a plain aggregate over rows: observable during the write, or one scan. `counted`:
-    not those the added files' Iceberg counts will answer (an append whose files the audit reads)."""
+    an append whose files the audit reads, so not those the added files' Iceberg counts will answer, and the
+    blocking row checks (an error, no tolerance: a verdict that needs only "no row fails") in one count of
+    the rows failing any of them, named after them (CLEAR_PREFIX). Each observed aggregate costs the write's
+    every row: five checks' ten counts made a 10M-row WAP write ~1.2x a plain append, and the one count gives
+    each its exact zero in the usual case; when it is not zero, the audit counts them one by one in one scan."""
     from pyspark.sql import functions as F
 
     aggs = [F.count(F.lit(1)).alias("_rows")]
+    together: list[Compiled] = []
     for c in compiled:
-        aggs.extend(c.check.write_aggregates(c, counted=True) if counted else c.check.aggregates(c))
+        if not counted:
+            aggs.extend(c.check.aggregates(c))
+        elif c.blocks_rows and c.fail is not None and c.check.write_aggregates(c, counted=True):
+            together.append(c)
+        else:
+            aggs.extend(c.check.write_aggregates(c, counted=True))
+    if together:
+        failing = together[0].applies & together[0].fail
+        for c in together[1:]:
+            failing = failing | (c.applies & c.fail)
+        aggs.append(count_if(failing).alias(CLEAR_PREFIX + "_".join(c.key for c in together)))
     return aggs
+
+
+def cleared(observed: Mapping[str, Any]) -> dict[str, int]:
+    """The failing-row counts an observation proves zero: every check of a CLEAR_PREFIX count that is 0."""
+    out: dict[str, int] = {}
+    for name, value in observed.items():
+        if name.startswith(CLEAR_PREFIX) and value is not None and int(value) == 0:
+            out.update({f"{key}_f": 0 for key in name[len(CLEAR_PREFIX) :].split("_")})
+    return out
 
 
 def quarantine_flags(compiled: list[Compiled]) -> Column:
@@ -306,7 +334,7 @@ def evaluate(
                 if c.check.answered(c, got):
                     source[c.index] = "metadata"
     if observed:
-        for k, v in observed.items():
+        for k, v in {**observed, **cleared(observed)}.items():
             values.setdefault(k, v)
         for c in plan.compiled:
             if c.index not in source and c.check.answered(c, values):
