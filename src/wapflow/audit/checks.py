@@ -179,19 +179,19 @@ def plain_aggregates(compiled: list[Compiled], *, counted: bool = False) -> list
     from pyspark.sql import functions as F
 
     aggs = [F.count(F.lit(1)).alias("_rows")]
-    together: list[Compiled] = []
+    together: list[tuple[str, Column]] = []  # (check key, its rows' failure condition)
     for c in compiled:
         if not counted:
             aggs.extend(c.check.aggregates(c))
         elif c.blocks_rows and c.fail is not None and c.check.write_aggregates(c, counted=True):
-            together.append(c)
+            together.append((c.key, c.applies & c.fail))
         else:
             aggs.extend(c.check.write_aggregates(c, counted=True))
     if together:
-        failing = together[0].applies & together[0].fail
-        for c in together[1:]:
-            failing = failing | (c.applies & c.fail)
-        aggs.append(count_if(failing).alias(CLEAR_PREFIX + "_".join(c.key for c in together)))
+        failing = together[0][1]
+        for _, cond in together[1:]:
+            failing = failing | cond
+        aggs.append(count_if(failing).alias(CLEAR_PREFIX + "_".join(key for key, _ in together)))
     return aggs
 
 
