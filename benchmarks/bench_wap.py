@@ -47,7 +47,7 @@ NAMESPACE = "bench"
 WARMUP_ROWS = 20_000
 # Targets. The WAP target is defined at 10M rows, where fixed per-run costs no longer dominate.
 WAP_TARGET_ROWS = 10_000_000
-WAP_TARGET_RATIO = 1.15
+WAP_TARGET_RATIO = 1.05  # issue 24: WAP <= 1.05x a plain append at 10M and 100M rows
 # unique(trip_id) (an integer key: counted with bitmaps, no shuffle of the rows) against the same run without it.
 UNIQUE_TARGET_RATIO = 1.3
 # Publish is metadata-only; if it touched data, 10x the rows would cost ~10x. Anything up to

@@ -196,10 +196,11 @@ def plain_aggregates(compiled: list[Compiled], *, counted: bool = False) -> list
 
 
 def cleared(observed: Mapping[str, Any]) -> dict[str, int]:
-    """The failing-row counts an observation proves zero: every check of a CLEAR_PREFIX count that is 0."""
+    """The failing-row counts an observation proves zero: every check of a CLEAR_PREFIX count that is 0 (or NULL:
+    the sum over a batch of no rows)."""
     out: dict[str, int] = {}
     for name, value in observed.items():
-        if name.startswith(CLEAR_PREFIX) and value is not None and int(value) == 0:
+        if name.startswith(CLEAR_PREFIX) and not value:
             out.update({f"{key}_f": 0 for key in name[len(CLEAR_PREFIX) :].split("_")})
     return out
 
