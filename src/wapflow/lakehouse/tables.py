@@ -345,7 +345,11 @@ class Tables(SnapshotReads):
     def java_table(self, table: TableName) -> Any:
         """The table in Iceberg's Java API, through PySpark's gateway (a classic session only): the object the
         catalog's table cache holds, when it keeps one, so a commit made on it is what Spark's reads see next."""
-        return self._catalog_plugin().loadTable(self._jident(table)).table()
+        return self._spark_table(table).table()
+
+    def _spark_table(self, table: TableName) -> Any:
+        """The catalog plugin's Spark table (Iceberg's SparkTable), as Spark's own reads load it."""
+        return self._catalog_plugin().loadTable(self._jident(table))
 
     def create_branch(self, table: TableName, branch: str) -> int | None:
         """Branch at main's current head; returns that snapshot (None: a table without snapshots, whose branch
@@ -401,7 +405,7 @@ class Tables(SnapshotReads):
             from pyspark.sql.types import StructType
 
             try:
-                text = self._catalog_plugin().loadTable(self._jident(table)).schema().json()
+                text = self._spark_table(table).schema().json()
             except Py4JError:
                 pass
             else:

@@ -40,7 +40,7 @@ from wapflow.pipeline import RunState, drive, new_state
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.retry import RetryPolicy
 from wapflow.redact import redact
-from wapflow.runs.databases import connection_error, dbos_database_url
+from wapflow.runs.databases import connection_error, dbos_database_url, sqlite_pragmas
 from wapflow.runs.ledger import LedgerRow
 
 QUEUE = "wapflow_ingest"
@@ -289,11 +289,10 @@ class Durable:
 
 
 def _sqlite_engine(url: str) -> Any:
-    """DBOS's SQLite system database as DBOS opens it (IMMEDIATE transactions, a 30 s busy timeout, foreign keys),
-    but in WAL mode with synchronous=NORMAL, as the run store: DBOS's own rollback journal fsyncs each of the
-    dozen commits a workflow makes (about 2 ms each here), most of them between a file landing and main moving.
-    A commit still survives a killed process; only an OS crash may take the last ones back, and the steps they
-    recorded are idempotent (replayed, they find their run's snapshots)."""
+    """DBOS's SQLite system database as DBOS opens it (IMMEDIATE transactions, foreign keys), but with the run
+    store's settings (runs.databases.sqlite_pragmas): DBOS's own rollback journal fsyncs each of the dozen commits
+    a workflow makes (about 2 ms each here), most of them between a file landing and main moving. The steps a lost
+    commit recorded are idempotent (replayed, they find their run's snapshots)."""
     import sqlalchemy as sa
 
     engine = sa.create_engine(url, pool_size=20, max_overflow=0, pool_timeout=30, pool_pre_ping=True)
@@ -301,9 +300,7 @@ def _sqlite_engine(url: str) -> Any:
     @sa.event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn: Any, _rec: object) -> None:
         dbapi_conn.isolation_level = "IMMEDIATE"
-        dbapi_conn.execute("PRAGMA journal_mode=WAL")
-        dbapi_conn.execute("PRAGMA synchronous=NORMAL")
-        dbapi_conn.execute("PRAGMA busy_timeout=30000")
+        sqlite_pragmas(dbapi_conn)
         dbapi_conn.execute("PRAGMA foreign_keys=ON")
 
     return engine

@@ -17,15 +17,11 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine.interfaces import DBAPIConnection
-
 
 runs_table = sa.Table(
     "wap_runs",
@@ -242,7 +238,7 @@ class RunStore:
 
     def __init__(self, url: str) -> None:
         from wapflow.config.urls import normalize_url
-        from wapflow.runs.databases import create_engine
+        from wapflow.runs.databases import create_engine, sqlite_pragmas
 
         url = normalize_url(url)
         self.url = url
@@ -252,17 +248,8 @@ class RunStore:
             ensure_folder(Path(url[len("sqlite:///") :]).parent, "the run store's folder")
         self.engine = create_engine(url, what="[lakehouse] run_store", reached_as="the run store")
         if self.engine.dialect.name == "sqlite":
-
-            @sa.event.listens_for(self.engine, "connect")
-            def _pragmas(dbapi_conn: DBAPIConnection, _rec: object) -> None:  # concurrent wap processes share the file
-                cur = dbapi_conn.cursor()
-                cur.execute("PRAGMA journal_mode=WAL")
-                # Durable through a killed process (the WAL is written before each commit returns); only an
-                # OS crash may roll back the last commits, which a re-run finds on main by its snapshot's run
-                # id anyway. FULL's fsync per commit cost a small run's five saves ~10 ms (3.0 -> 0.9 ms each).
-                cur.execute("PRAGMA synchronous=NORMAL")
-                cur.execute("PRAGMA busy_timeout=30000")
-                cur.close()
+            # Concurrent wap processes share the file (see sqlite_pragmas).
+            sa.event.listen(self.engine, "connect", lambda dbapi_conn, _rec: sqlite_pragmas(dbapi_conn))
 
         ensure_schema(self.engine)
         self.applied_pending = self._apply_pending()
