@@ -6,11 +6,17 @@ nothing has begun that a stop must wait for (a run cut there resumes like a kill
 Inside `graceful()` (a worker's loop, its shutdown) a stop only sets `requested`, and the loop ends at its
 next check: the batch in hand is finished or handed back, then the command exits. A second stop inside
 `graceful()` is absorbed: the shutdown already under way is the answer to it.
+
+Python runs a handler between any two bytecodes, so a stop can land where an exception cannot get out: a
+weakref callback (an import's module lock has one), a `__del__`. Python would print it with a traceback and
+drop it. The process's unraisable hook takes such a stop and sends the signal again a moment later, to the main
+thread, where it is raised as any other.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +48,8 @@ class Stop:
         self.signum: int | None = None
         self._graceful: list[Callable[[], object]] = []
         self._previous: dict[int, Any] = {}
+        self._previous_hook: Callable[[Any], object] | None = None
+        self._again = False  # the next signal raises the stop a swallowed one left pending
 
     @property
     def installed(self) -> bool:
@@ -53,6 +61,8 @@ class Stop:
             return
         for sig in SIGNAL_NAMES:
             self._previous[sig] = signal.signal(sig, self._on_signal)
+        self._previous_hook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
 
     def reclaim(self) -> None:
         """Take the signals back from a library that set its own handler (a new SparkContext sets one for
@@ -66,18 +76,40 @@ class Stop:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous = {}
+        if self._previous_hook is not None:
+            sys.unraisablehook = self._previous_hook
+            self._previous_hook = None
         self.reset()
 
     def reset(self) -> None:
         """No stop pending: the next command in this process starts afresh (the engine runs one after another)."""
         self.requested.clear()
         self.signum = None
+        self._again = False
 
     def name(self) -> str:
         return SIGNAL_NAMES.get(signal.Signals(self.signum), "a signal") if self.signum else "a signal"
 
     def _on_signal(self, signum: int, _: FrameType | None) -> None:
+        if self._again:  # the stop Python dropped, sent again by _unraisable
+            self._again = False
+            if self.requested.is_set() and not self._graceful:
+                raise StopRequested(self.signum or signum)
+            return  # a graceful part began meanwhile: it has asked already
         self.deliver(signum)
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """sys.unraisablehook: a StopRequested raised where Python drops exceptions is raised again, by the
+        same signal sent to the main thread once the hook has returned (a real signal: it also ends a blocking
+        call). Anything else goes to the hook that was there before."""
+        stop = unraisable.exc_value
+        if isinstance(stop, StopRequested) and self.installed:
+            self._again = True
+            again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, stop.signum))
+            again.daemon = True
+            again.start()
+            return
+        (self._previous_hook or sys.__unraisablehook__)(unraisable)
 
     def deliver(self, signum: int) -> None:
         """A stop as if `signum` had arrived, on the main thread: what the signal handler does, for a stop that

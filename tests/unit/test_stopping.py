@@ -1,0 +1,85 @@
+"""wapflow.stopping: a stop signal that lands where Python cannot raise is not lost, nor printed."""
+
+from __future__ import annotations
+
+import signal
+import time
+import weakref
+
+import pytest
+
+from wapflow.stopping import Stop, StopRequested
+
+
+class _Held:
+    pass
+
+
+def _signal_inside_a_weakref_callback(stop: Stop) -> None:
+    """SIGTERM while Python runs a weakref callback (as an import's module lock has): the handler runs there."""
+    held = _Held()
+
+    def callback(_: object) -> None:
+        signal.raise_signal(signal.SIGTERM)
+        stop.signum = stop.signum  # a bytecode after the signal: Python runs the handler here, in the callback
+
+    ref = weakref.ref(held, callback)
+    del held
+    assert ref() is None
+
+
+def test_a_stop_raised_inside_a_weakref_callback_is_raised_again_on_the_main_thread(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    stop = Stop()
+    stop.install()
+    try:
+        with pytest.raises(StopRequested, match="SIGTERM"):
+            _signal_inside_a_weakref_callback(stop)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert stop.requested.is_set() and stop.signum == signal.SIGTERM
+    finally:
+        stop.uninstall()
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+
+
+def test_a_dropped_stop_asks_the_graceful_part_that_began_meanwhile_and_raises_nothing() -> None:
+    stop = Stop()
+    stop.install()
+    asked: list[bool] = []
+    try:
+        _signal_inside_a_weakref_callback(stop)
+        with stop.graceful(lambda: asked.append(True)) as requested:
+            time.sleep(0.2)  # the signal sent again arrives here: the part was asked when it began
+            assert requested.is_set()
+    finally:
+        stop.uninstall()
+    assert asked == [True]
+
+
+def test_other_unraisable_exceptions_go_to_the_hook_that_was_there() -> None:
+    import sys
+
+    seen: list[BaseException | None] = []
+    before = sys.unraisablehook
+    sys.unraisablehook = lambda u: seen.append(u.exc_value)
+    stop = Stop()
+    stop.install()
+    try:
+        held = _Held()
+
+        def callback(_: object) -> None:
+            raise ValueError("not a stop")
+
+        ref = weakref.ref(held, callback)
+        del held
+        assert ref() is None
+    finally:
+        stop.uninstall()
+        restored = sys.unraisablehook
+        sys.unraisablehook = before
+    assert [type(e) for e in seen] == [ValueError]
+    assert restored is not before  # uninstall gave back the hook it found (this test's), not Python's default
