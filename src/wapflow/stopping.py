@@ -105,11 +105,18 @@ class Stop:
         stop = unraisable.exc_value
         if isinstance(stop, StopRequested) and self.installed:
             self._again = True
-            again = threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, stop.signum))
+            again = threading.Timer(0.01, self._send_again, (stop.signum,))
             again.daemon = True
             again.start()
             return
         (self._previous_hook or sys.__unraisablehook__)(unraisable)
+
+    def _send_again(self, signum: int) -> None:
+        """The dropped stop's signal, to the main thread, unless the handlers went meanwhile (uninstall: the
+        signal would meet Python's default action) or the stop was reset (another command began)."""
+        main = threading.main_thread().ident
+        if self._again and self.installed and main is not None:
+            signal.pthread_kill(main, signum)
 
     def deliver(self, signum: int) -> None:
         """A stop as if `signum` had arrived, on the main thread: what the signal handler does, for a stop that

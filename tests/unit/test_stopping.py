@@ -83,3 +83,19 @@ def test_other_unraisable_exceptions_go_to_the_hook_that_was_there() -> None:
         sys.unraisablehook = before
     assert [type(e) for e in seen] == [ValueError]
     assert restored is not before  # uninstall gave back the hook it found (this test's), not Python's default
+
+
+def test_a_dropped_stop_is_not_sent_again_once_the_handlers_are_gone() -> None:
+    """uninstall within the 10 ms before the signal is sent again: nothing is sent (Python's default action for
+    SIGTERM would end the process)."""
+    stop = Stop()
+    stop.install()
+    _signal_inside_a_weakref_callback(stop)
+    stop.uninstall()
+    received: list[int] = []
+    before = signal.signal(signal.SIGTERM, lambda signum, _: received.append(signum))
+    try:
+        time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert received == []
