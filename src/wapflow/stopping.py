@@ -91,9 +91,9 @@ class Stop:
         return SIGNAL_NAMES.get(signal.Signals(self.signum), "a signal") if self.signum else "a signal"
 
     def _on_signal(self, signum: int, _: FrameType | None) -> None:
-        if self._again:  # the stop Python dropped, sent again by _unraisable
+        if self._again:  # the stop Python dropped (still pending: reset clears _again), sent again by _unraisable
             self._again = False
-            if self.requested.is_set() and not self._graceful:
+            if not self._graceful:
                 raise StopRequested(self.signum or signum)
             return  # a graceful part began meanwhile: it has asked already
         self.deliver(signum)

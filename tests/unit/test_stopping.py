@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import time
 import weakref
 
@@ -61,8 +62,6 @@ def test_a_dropped_stop_asks_the_graceful_part_that_began_meanwhile_and_raises_n
 
 
 def test_other_unraisable_exceptions_go_to_the_hook_that_was_there() -> None:
-    import sys
-
     seen: list[BaseException | None] = []
     before = sys.unraisablehook
     sys.unraisablehook = lambda u: seen.append(u.exc_value)
