@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from wapflow.config import WapConfig
-from wapflow.lakehouse import class_archive
+from wapflow.config import WapConfig, parse_config
+from wapflow.lakehouse import class_archive, jvm
 
 
 @pytest.fixture
@@ -93,5 +93,44 @@ def test_the_key_follows_the_java_runtime(tmp_path: Path) -> None:
         return str(java)
 
     a = fake_java(tmp_path / "a", b"17.0.15")
-    assert class_archive.key(a) == class_archive.key(a)
-    assert class_archive.key(a) != class_archive.key(fake_java(tmp_path / "b", b"17.0.16+1"))
+    assert class_archive.key(a, ()) == class_archive.key(a, ())
+    assert class_archive.key(a, ()) != class_archive.key(fake_java(tmp_path / "b", b"17.0.16+1"), ())
+
+
+def test_the_key_follows_the_jars_first_on_the_class_path(tmp_path: Path) -> None:
+    java = tmp_path / "bin" / "java"
+    runtime = tmp_path / jvm.ICEBERG_RUNTIME.filename
+    runtime.write_bytes(b"1.11.0")
+    before = class_archive.key(str(java), (str(runtime),))
+    assert before != class_archive.key(str(java), ())
+    runtime.write_bytes(b"1.11.0 rebuilt")  # another jar at the same path: its classes differ
+    assert class_archive.key(str(java), (str(runtime),)) != before
+
+
+def test_every_config_with_the_core_jars_shares_one_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """S3 or PostgreSQL jars come after Spark's own on the class path, so they do not change the archive; a
+    config listing its own jars gets none made (its class path is not the training run's)."""
+    monkeypatch.setenv("WAP_JARS_DIR", str(tmp_path / "jars"))
+    java = str(tmp_path / "bin" / "java")
+    plain = parse_config({})
+    with_s3_and_pg = parse_config({"lakehouse": {"catalog_properties": {"uri": "jdbc:postgresql://h/db"}}, "s3": {}})
+    assert class_archive.path_for(plain, java) == class_archive.path_for(with_s3_and_pg, java)
+    own = parse_config({"lakehouse": {"jars": [str(tmp_path / "x.jar")]}})
+    assert class_archive.path_for(own, java) != class_archive.path_for(plain, java)
+    assert class_archive.ensure(own, trainer("sys.exit(3)"))[0] is None
+
+
+def test_the_driver_class_path_puts_the_core_jars_first_and_ships_only_to_a_cluster() -> None:
+    core = [f"/j/{a.filename}" for a in jvm.CORE_ARTIFACTS]
+    plan = jvm.JarPlan((core[0], "/j/hadoop-aws.jar", core[1], "https://h/x.jar"), ())
+    local = jvm.driver_class_path(plan, local=True)
+    assert local.first == tuple(core)
+    assert local.last == ("/j/hadoop-aws.jar",)
+    assert local.shipped == ("https://h/x.jar",)  # a jar by URL: Spark fetches it
+    assert local.dist_classpath(None) == "/j/hadoop-aws.jar"
+    assert local.dist_classpath("/opt/hadoop/*") == os.pathsep.join(["/opt/hadoop/*", "/j/hadoop-aws.jar"])
+    cluster = jvm.driver_class_path(plan, local=False)
+    assert (cluster.first, cluster.last) == (local.first, local.last)  # the driver's class path is the same
+    assert cluster.shipped == plan.jars  # and the executors get every jar
+    nothing_last = jvm.driver_class_path(jvm.JarPlan(tuple(core), ()), local=True)
+    assert nothing_last.dist_classpath("/kept") == "/kept" and nothing_last.dist_classpath(None) is None

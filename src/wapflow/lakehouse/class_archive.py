@@ -6,11 +6,16 @@ Java and PySpark install by a short training run (`wap setup`: wapflow.cli.train
 it is then mapped by every driver wapflow starts (`wap` commands, the engine, the Python API). Measured on the
 2-core reference machine: the driver JVM's CPU to start and read a table fell from ~33 s to ~20 s under load.
 
+Iceberg's runtime and SQLite's driver are in it too, mapped like Spark's own: wapflow puts them first on the
+driver's class path (wapflow.lakehouse.jvm.DriverClassPath). Other jars come after Spark's, so every config with
+those two shares the one archive. A config that lists its own jars (`lakehouse.jars`) or has Spark resolve them
+(`jar_resolution = "ivy"`) starts without one.
+
 Two rules keep it safe. The archive is keyed by what it depends on (the Java runtime's files, PySpark's version
-and jars folder), and a JVM that finds it does not match falls back to loading classes itself (`-Xshare:auto`,
-its warning silenced: it would print on the command's stdout). And a JVM maps only a complete archive: one
-killed while writing its archive leaves a truncated file that crashes (SIGBUS) any JVM mapping it, so training
-writes a temporary file and renames it only once its JVM has exited 0.
+and jars folder, the jars first on the class path), and a JVM that finds it does not match falls back to
+loading classes itself (`-Xshare:auto`, its warning silenced: it would print on the command's stdout). And a JVM
+maps only a complete archive: one killed while writing its archive leaves a truncated file that crashes (SIGBUS)
+any JVM mapping it, so training writes a temporary file and renames it only once its JVM has exited 0.
 """
 
 from __future__ import annotations
@@ -51,9 +56,10 @@ def _stat(path: Path) -> str:
     return f"{path}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def key(java: str) -> str:
-    """What an archive depends on: the Java runtime (its module image and VM library) and PySpark (its version
-    and jars folder, the JVM's class path). Another Java or PySpark install is another key, so another archive."""
+def key(java: str, first: tuple[str, ...]) -> str:
+    """What an archive depends on: the Java runtime (its module image and VM library), PySpark (its version
+    and jars folder) and the jars `first` on the class path (jvm.DriverClassPath). Another Java or PySpark
+    install, or other jars, is another key, so another archive."""
     import pyspark
 
     home = _java_home(java)
@@ -64,6 +70,7 @@ def key(java: str) -> str:
         _stat(home / "lib" / "server" / "libjvm.so"),
         pyspark.__version__,
         _stat(jars),
+        *(_stat(Path(j)) for j in first),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -77,7 +84,9 @@ def folder(cfg: WapConfig) -> Path:
 
 
 def path_for(cfg: WapConfig, java: str) -> Path:
-    return folder(cfg) / f"spark-{key(java)}.jsa"
+    from wapflow.lakehouse import jvm
+
+    return folder(cfg) / f"spark-{key(java, jvm.first_on_class_path(cfg))}.jsa"
 
 
 def java_options(cfg: WapConfig) -> list[str]:
@@ -111,6 +120,9 @@ def ensure(
     java = jvm.find_java()
     if java is None:
         return None, "no Java found"
+    if cfg.lakehouse.jars or cfg.lakehouse.jar_resolution == "ivy":
+        # The training run has the default jars of the jars folder first on its class path; these drivers do not.
+        return None, "not made: lakehouse.jars or jar_resolution = ivy puts other jars on Spark's class path"
     path = path_for(cfg, java)
     if path.is_file():
         return path, "present"

@@ -139,8 +139,10 @@ def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -
                 "spark.driver.bindAddress": HOST,
             }
         )
-    jars = [str(connect_jar()), *plan.jars]
-    confs["spark.jars"] = ",".join(jars)
+    class_path = jvm.driver_class_path(plan, local=master.startswith("local"))
+    if class_path.first:
+        confs["spark.driver.extraClassPath"] = os.pathsep.join(class_path.first)  # the `last` ones: server_env
+    confs["spark.jars"] = ",".join([str(connect_jar()), *class_path.shipped])
     if plan.packages:
         confs["spark.jars.packages"] = ",".join(plan.packages)
     for k, v in catalog_properties(cfg).items():
@@ -154,12 +156,16 @@ def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -
     return confs
 
 
-def server_env(cfg: WapConfig) -> dict[str, str]:
-    """The server's environment: pyspark as SPARK_HOME, loopback, and wap.toml's S3 keys (AWS default chain)."""
+def server_env(cfg: WapConfig, plan: jvm.JarPlan) -> dict[str, str]:
+    """The server's environment: pyspark as SPARK_HOME, the jars after Spark's own on its class path
+    (jvm.DriverClassPath), loopback, and wap.toml's S3 keys (AWS default chain)."""
     from wapflow.lakehouse import spark_s3 as s3_spark
 
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE", "MASTER")}
     env["SPARK_HOME"] = str(spark_home())
+    dist = jvm.driver_class_path(plan, local=True).dist_classpath(env.get(jvm.DIST_CLASSPATH))  # `last` only
+    if dist:
+        env[jvm.DIST_CLASSPATH] = dist
     env.setdefault("SPARK_LOCAL_IP", HOST)
     env.setdefault("AWS_EC2_METADATA_DISABLED", "true")
     if s3_spark.uses_s3(cfg):
@@ -238,7 +244,7 @@ class ConnectServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=server_env(self.cfg),
+                env=server_env(self.cfg, plan),
                 start_new_session=True,
             )
         if not self._wait_ready():

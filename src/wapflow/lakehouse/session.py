@@ -144,8 +144,11 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         jvm.check_java()
         plan = jvm.plan_for(cfg, progress)
         builder = builder.master(master).config("spark.sql.extensions", ICEBERG_EXTENSIONS)
-        if plan.jars:
-            builder = builder.config("spark.jars", ",".join(plan.jars))
+        class_path = jvm.driver_class_path(plan, local=_is_local_master(master))
+        if class_path.first:
+            builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(class_path.first))
+        if class_path.shipped:
+            builder = builder.config("spark.jars", ",".join(class_path.shipped))
         if plan.packages:
             builder = builder.config("spark.jars.packages", ",".join(plan.packages))
         builder = builder.config("spark.driver.memory", lh.driver_memory)
@@ -185,7 +188,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             # wapflow's channel: `ca_bundle` trusted, an untrusted certificate named at once (connect_channel).
             spark = cast("SparkSession", connect_channel.session(cfg, master, settings))
         else:
-            with _jvm_stderr_to(None if verbose else _log_file):
+            with _jvm_stderr_to(None if verbose else _log_file), _launcher_env(class_path):
                 spark = builder.config(map=settings).getOrCreate()
         STOP.reclaim()  # a new SparkContext takes SIGINT for itself; a stop stays wapflow's (wapflow.stopping)
     except WapError:
@@ -212,6 +215,26 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         _no_checksum_sidecars(spark)
         initialize_jdbc_catalog(spark, cfg)
     return spark
+
+
+@contextlib.contextmanager
+def _launcher_env(class_path: jvm.DriverClassPath) -> Iterator[None]:
+    """SPARK_DIST_CLASSPATH with the driver's `last` jars while PySpark launches the JVM (it copies this
+    process's environment then; there is no other way to append to the launcher's class path)."""
+    before = os.environ.get(jvm.DIST_CLASSPATH)
+    value = class_path.dist_classpath(before)
+    if value == before:
+        yield
+        return
+    assert value is not None
+    os.environ[jvm.DIST_CLASSPATH] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(jvm.DIST_CLASSPATH, None)
+        else:
+            os.environ[jvm.DIST_CLASSPATH] = before
 
 
 def _no_checksum_sidecars(spark: SparkSession) -> None:
