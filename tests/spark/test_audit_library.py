@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -267,6 +268,41 @@ def test_an_append_leaves_counted_checks_to_iceberg_and_scans_when_the_table_kee
     assert [c["source"] for c in second.checks if c["check"] == "anomaly"] == ["scan", "scan"]
     mean = next(c for c in second.checks if c["name"] == "anomaly(mean(amount))")
     assert mean["observed"]["value"] == pytest.approx(14.5)  # 10.0 + 0..9: the sum over the count, both scanned
+
+
+def test_an_append_whose_checks_iceberg_counts_answer_observes_nothing(lakehouse_factory, landing, monkeypatch, spark):
+    """Only the row count left to observe: the commit's summary has it, so the write adds no observation (a node
+    every row passes through, outside Spark's generated code) and the audit reads metadata alone."""
+    DataFrame = type(spark.range(1))  # the session's own class (classic or Connect), whose observe the write calls
+    checks = [
+        {"check": "row_count", "min": 1},
+        {"check": "not_null", "column": "email"},
+        {"check": "null_rate", "column": "customer", "max": 0.5},
+    ]
+    plan = AuditPlan(TableConfig.model_validate({"checks": checks}).checks, orders(1).column_names, table=str(T))
+    assert plan.counts_only
+    blocking = [*checks, {"check": "expression", "sql": "order_id > 0"}]
+    assert not AuditPlan(
+        TableConfig.model_validate({"checks": blocking}).checks, orders(1).column_names, table=str(T)
+    ).counts_only
+    observed: list[int] = []
+    real = DataFrame.observe
+
+    def spy(self: Any, observation: Any, *exprs: Any) -> Any:
+        observed.append(len(exprs))
+        return real(self, observation, *exprs)
+
+    monkeypatch.setattr(DataFrame, "observe", spy)
+    lh = lakehouse_factory({"shop.orders": {"checks": checks, "adopt_parquet": False}})
+    res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", orders(20)))])
+    assert res.status == "published" and res.rows_written == 20
+    assert [c["source"] for c in res.checks] == ["metadata"] * 3
+    assert observed == []
+    # A blocking row check is still observed by the write (one count of the rows failing it).
+    lh2 = lakehouse_factory({"shop.orders": {"checks": blocking, "adopt_parquet": False}})
+    res2 = run_wap(lh2, "shop.orders", [str(write_parquet(landing / "b.parquet", orders(20)))])
+    assert res2.status == "published" and res2.checks[-1]["source"] == "write"
+    assert observed == [2]  # the row count and the blocking check's count
 
 
 def test_blocking_row_checks_are_observed_in_one_count_and_counted_one_by_one_when_it_is_not_zero(

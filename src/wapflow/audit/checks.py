@@ -278,6 +278,13 @@ class AuditPlan:
             self._observable[counted] = plain_aggregates(self.compiled, counted=counted)
         return self._observable[counted]
 
+    @property
+    def counts_only(self) -> bool:
+        """An append would observe nothing but its row count: Iceberg's counts of the files it adds answer every
+        check, and its snapshot summary the row count, so the write need not observe at all (an observation is
+        a node outside Spark's generated code that every row passes through)."""
+        return len(self.observable(counted=True)) == 1
+
     def quarantine_flags(self) -> Column:
         return quarantine_flags(self.compiled)
 

@@ -173,7 +173,9 @@ def _write(run: Run) -> None:
                 if how == "decoded":
                     observation = None  # Arrow decoded them here; run.observed holds their row count
             else:
-                if observation is not None and run.fmt == "parquet":
+                if observation is not None and run.plan.counts_only:
+                    observation = None  # the audit takes the count from the commit, and the rest from metadata
+                elif observation is not None and run.fmt == "parquet":
                     # An Observation serves one query: a scan for adoption that fell back may have used it.
                     observation = Observation(f"wap_audit_{run.run_id}_write")
                 # An append: the audit reads its files' Iceberg counts, so what they answer is not observed.
