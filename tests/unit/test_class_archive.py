@@ -117,7 +117,15 @@ def test_every_config_with_the_core_jars_shares_one_archive(tmp_path: Path, monk
     assert class_archive.path_for(plain, java) == class_archive.path_for(with_s3_and_pg, java)
     own = parse_config({"lakehouse": {"jars": [str(tmp_path / "x.jar")]}})
     assert class_archive.path_for(own, java) != class_archive.path_for(plain, java)
-    assert class_archive.ensure(own, trainer("sys.exit(3)"))[0] is None
+    path, why = class_archive.ensure(own, trainer("sys.exit(3)"))
+    assert path is None and why.startswith("not made: lakehouse.jars")
+    ivy = parse_config({"lakehouse": {"jar_resolution": "ivy"}})
+    assert class_archive.not_for(plain) is None and "ivy" in str(class_archive.not_for(ivy))
+    # `wap doctor` says why rather than sending the user to a `wap setup` that would not make one.
+    from wapflow.service.doctor import diagnose
+
+    found = {f.part: f for f in diagnose(own)}["class archive"]
+    assert (found.status, found.fix) == ("skip", "") and "lakehouse.jars" in found.detail
 
 
 def test_the_driver_class_path_puts_the_core_jars_first_and_ships_only_to_a_cluster() -> None:

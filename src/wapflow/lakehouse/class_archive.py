@@ -89,6 +89,16 @@ def path_for(cfg: WapConfig, java: str) -> Path:
     return folder(cfg) / f"spark-{key(java, jvm.first_on_class_path(cfg))}.jsa"
 
 
+def not_for(cfg: WapConfig) -> str | None:
+    """Why no archive can serve this config's drivers; None when one can. The training run has the default jars
+    of the jars folder first on its class path, and a JVM maps an archive only over the same first entries."""
+    if cfg.lakehouse.jars:
+        return "lakehouse.jars puts other jars on the driver's class path than the training run's"
+    if cfg.lakehouse.jar_resolution == "ivy":
+        return "jar_resolution = ivy has Spark load the jars itself"
+    return None
+
+
 def java_options(cfg: WapConfig) -> list[str]:
     """The driver JVM's options: map the archive when there is one, write it when this process trains one."""
     if not enabled():
@@ -120,9 +130,8 @@ def ensure(
     java = jvm.find_java()
     if java is None:
         return None, "no Java found"
-    if cfg.lakehouse.jars or cfg.lakehouse.jar_resolution == "ivy":
-        # The training run has the default jars of the jars folder first on its class path; these drivers do not.
-        return None, "not made: lakehouse.jars or jar_resolution = ivy puts other jars on Spark's class path"
+    if (why := not_for(cfg)) is not None:
+        return None, f"not made: {why}"
     path = path_for(cfg, java)
     if path.is_file():
         return path, "present"

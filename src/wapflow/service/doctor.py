@@ -120,6 +120,8 @@ def _class_archive(cfg: WapConfig) -> list[Finding]:
         return [Finding(part, "skip", "no local driver JVM here" if java else "no Java")]
     if not class_archive.enabled():
         return [Finding(part, "skip", f"off ({class_archive.SWITCH}=off)")]
+    if (why := class_archive.not_for(cfg)) is not None:
+        return [Finding(part, "skip", f"none for this config: {why}; Spark starts slower")]
     path = class_archive.path_for(cfg, java)
     if not path.is_file():
         return [Finding(part, "warn", "none for this Java and PySpark: Spark starts slower", "run `wap setup`")]
