@@ -142,3 +142,20 @@ def test_the_driver_class_path_puts_the_core_jars_first_and_ships_only_to_a_clus
     assert cluster.shipped == plan.jars  # and the executors get every jar
     nothing_last = jvm.driver_class_path(jvm.JarPlan(tuple(core), ()), local=True)
     assert nothing_last.dist_classpath("/kept") == "/kept" and nothing_last.dist_classpath(None) is None
+
+
+def test_a_class_path_set_in_spark_conf_is_kept_after_the_core_jars(tmp_path: Path) -> None:
+    """spark_conf's own spark.driver.extraClassPath still reaches the driver, after the core jars (a Connect
+    server's settings here: the same merge as a command's session)."""
+    from wapflow.lakehouse.connect import server_confs
+
+    core = tuple(f"/j/{a.filename}" for a in jvm.CORE_ARTIFACTS)
+    plan = jvm.JarPlan((*core, "/j/postgresql.jar"), ())
+    mine = parse_config({"lakehouse": {"spark_conf": {jvm.EXTRA_CLASS_PATH: "/opt/udfs/*"}}})
+    confs = server_confs(mine, 15002, plan, tmp_path / "log")
+    assert confs[jvm.EXTRA_CLASS_PATH] == os.pathsep.join([*core, "/opt/udfs/*"])
+    plain = server_confs(parse_config({}), 15002, plan, tmp_path / "log")
+    assert plain[jvm.EXTRA_CLASS_PATH] == os.pathsep.join(core)
+    assert "postgresql" not in plain["spark.jars"]  # a local server: on the class path, after Spark's jars
+    no_core = jvm.driver_class_path(jvm.JarPlan((), ()), local=True)
+    assert no_core.extra_class_path(None) is None and no_core.extra_class_path("/x") == "/x"

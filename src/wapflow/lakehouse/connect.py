@@ -139,9 +139,7 @@ def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -
                 "spark.driver.bindAddress": HOST,
             }
         )
-    class_path = jvm.driver_class_path(plan, local=master.startswith("local"))
-    if class_path.first:
-        confs["spark.driver.extraClassPath"] = os.pathsep.join(class_path.first)  # the `last` ones: server_env
+    class_path = jvm.driver_class_path(plan, local=master.startswith("local"))  # its `last` jars: server_env
     confs["spark.jars"] = ",".join([str(connect_jar()), *class_path.shipped])
     if plan.packages:
         confs["spark.jars.packages"] = ",".join(plan.packages)
@@ -153,6 +151,8 @@ def server_confs(cfg: WapConfig, port: int, plan: jvm.JarPlan, log_file: Path) -
                 confs[f"spark.hadoop.{k}"] = value
     for key, val in lh.spark_conf.items():
         confs[key] = str(val).lower() if isinstance(val, bool) else str(val)
+    if extra := class_path.extra_class_path(confs.get(jvm.EXTRA_CLASS_PATH)):
+        confs[jvm.EXTRA_CLASS_PATH] = extra
     return confs
 
 

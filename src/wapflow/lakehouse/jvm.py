@@ -218,6 +218,8 @@ class JarPlan:
 CORE_JAR_NAMES = frozenset(a.filename for a in CORE_ARTIFACTS)
 # Spark's launcher puts this variable's entries after its own jars on the driver's class path.
 DIST_CLASSPATH = "SPARK_DIST_CLASSPATH"
+# ... and this setting's before them.
+EXTRA_CLASS_PATH = "spark.driver.extraClassPath"
 
 
 @dataclass(frozen=True)
@@ -239,6 +241,11 @@ class DriverClassPath:
     first: tuple[str, ...]
     last: tuple[str, ...]
     shipped: tuple[str, ...]
+
+    def extra_class_path(self, configured: str | None) -> str | None:
+        """spark.driver.extraClassPath: the `first` jars, then what spark_conf sets (kept, not replaced)."""
+        parts = [*self.first, *([configured] if configured else [])]
+        return os.pathsep.join(parts) if parts else None
 
     def dist_classpath(self, current: str | None) -> str | None:
         """SPARK_DIST_CLASSPATH for the driver's launcher: what it was, then the `last` jars."""

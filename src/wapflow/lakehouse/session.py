@@ -136,6 +136,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
     connect = is_connect_url(master)
     shown = redact_url(master)  # an sc:// URL may carry ;token=
     builder = SparkSession.builder.appName("wapflow")
+    class_path = jvm.DriverClassPath((), (), ())  # a Connect client starts no JVM
     if connect:
         # Spark Connect: jars and extensions live on the server; only the client session is built here
         # (the catalog and spark_conf below are session settings, sent to the server).
@@ -145,8 +146,6 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         plan = jvm.plan_for(cfg, progress)
         builder = builder.master(master).config("spark.sql.extensions", ICEBERG_EXTENSIONS)
         class_path = jvm.driver_class_path(plan, local=_is_local_master(master))
-        if class_path.first:
-            builder = builder.config("spark.driver.extraClassPath", os.pathsep.join(class_path.first))
         if class_path.shipped:
             builder = builder.config("spark.jars", ",".join(class_path.shipped))
         if plan.packages:
@@ -181,6 +180,8 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         settings[f"spark.sql.catalog.{name}.{k}"] = v
     for key, value in lh.spark_conf.items():
         settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    if extra := class_path.extra_class_path(settings.get(jvm.EXTRA_CLASS_PATH)):
+        settings[jvm.EXTRA_CLASS_PATH] = extra
     if progress:
         progress(f"connecting to Spark Connect at {shown}" if connect else f"starting Spark ({master})")
     try:
