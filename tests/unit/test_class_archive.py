@@ -159,3 +159,21 @@ def test_a_class_path_set_in_spark_conf_is_kept_after_the_core_jars(tmp_path: Pa
     assert "postgresql" not in plain["spark.jars"]  # a local server: on the class path, after Spark's jars
     no_core = jvm.driver_class_path(jvm.JarPlan((), ()), local=True)
     assert no_core.extra_class_path(None) is None and no_core.extra_class_path("/x") == "/x"
+
+
+def test_the_archive_key_names_the_jars_the_driver_really_has_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key is computed from the config alone (first_on_class_path: nothing fetched), the driver's class path from
+    the resolved jars (driver_class_path): the two must name the same jars, or no driver would find its archive."""
+    jars = tmp_path / "jars"
+    jars.mkdir()
+    for art in (*jvm.CORE_ARTIFACTS, jvm.POSTGRESQL_JDBC):
+        (jars / art.filename).write_bytes(b"jar")  # in the cache: nothing is downloaded
+    monkeypatch.setenv("WAP_JARS_DIR", str(jars))
+    for cfg in (
+        parse_config({}),
+        parse_config({"lakehouse": {"catalog_properties": {"uri": "jdbc:postgresql://h/d"}}}),
+    ):
+        plan = jvm.plan_for(cfg)
+        assert jvm.driver_class_path(plan, local=True).first == jvm.first_on_class_path(cfg) != ()
