@@ -14,15 +14,18 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
 from support.s3_lake import lakehouse, toml_config, upload_trips
 from support.s3_server import REGION, Keys, S3Env
 from wapflow.cli import app
+from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.processes import free_port
 from wapflow.pipeline import run_wap
 from wapflow.sql.identifiers import TableName
@@ -137,6 +140,52 @@ def test_a_landed_object_whose_columns_are_the_tables_is_adopted_by_a_server_sid
     arrow = catalog.load_table("nyc.trips").scan().to_arrow()
     assert arrow.num_rows == 500
     assert sorted(arrow.column("trip_id").to_pylist()) == [*range(1, 301), *range(1000, 1200)]
+
+
+@pytest.mark.spark
+def test_a_local_file_is_adopted_into_a_table_on_s3_and_an_object_into_a_local_table(spark, s3env, tmp_path):
+    """Adoption across stores: a landed local file is uploaded as it is into a table on S3, and a landed object
+    downloaded as it is into a local table (on the condition that its ETag is the listed one); PyIceberg reads
+    both back."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    landing, lake = s3env.buckets()
+    client = s3env.client()
+    local = tmp_path / "landing" / "a.parquet"
+    local.parent.mkdir()
+    pq.write_table(generate_trips(300, seed=3), local)
+    up = lakehouse(spark, tmp_path / "up", s3env, lake=lake, catalog="s3_up", keys=s3env.admin)
+    run = run_wap(up, "nyc.trips", [str(local)])
+    assert run.status == "published", run.message
+    adopted = [k for k in s3env.keys_in(lake) if k.endswith(f"/{run.run_id}-adopted-00000.parquet")]
+    assert len(adopted) == 1, s3env.keys_in(lake)
+    assert client.get_object(Bucket=lake, Key=adopted[0])["Body"].read() == local.read_bytes()
+    rows = _pyiceberg("s3_up", tmp_path / "up", lake, s3env).load_table("nyc.trips").scan().to_arrow()
+    assert sorted(rows.column("trip_id").to_pylist()) == pq.read_table(local).column("trip_id").to_pylist()
+
+    uri = upload_trips(s3env, landing, "2026/11/b.parquet", 200, start_id=1000)
+    folder = tmp_path / "down"
+    down = lakehouse(spark, folder, s3env, lake=lake, catalog="s3_down", keys=s3env.admin, warehouse=str(folder / "wh"))
+    run = run_wap(down, "nyc.trips", [uri])
+    assert run.status == "published", run.message
+    copies = list((folder / "wh").rglob(f"{run.run_id}-adopted-00000.parquet"))
+    assert len(copies) == 1, sorted(str(p) for p in (folder / "wh").rglob("*.parquet"))
+    landed = client.get_object(Bucket=landing, Key="2026/11/b.parquet")["Body"].read()
+    assert copies[0].read_bytes() == landed
+    # An object replaced since it was listed is not downloaded: its listed ETag no longer matches.
+    from wapflow.pipeline.steps import adopt
+
+    listed = next(f for f in down.storage.list(uri))
+    upload_trips(s3env, landing, "2026/11/b.parquet", 5, start_id=9000)
+    target = folder / "wh" / "stale.parquet"
+    assert adopt._copy(SimpleNamespace(lh=down), listed, str(target)) is False and not target.exists()
+    fresh = next(f for f in down.storage.list(uri))
+    assert fresh.version != listed.version and adopt._copy(SimpleNamespace(lh=down), fresh, str(target)) is True
+    assert target.read_bytes() == client.get_object(Bucket=landing, Key="2026/11/b.parquet")["Body"].read()
+    db = next(folder.rglob("catalog.db"))
+    catalog = SqlCatalog("s3_down", uri=f"sqlite:///{db}", warehouse=f"file://{folder / 'wh'}")
+    got = catalog.load_table("nyc.trips").scan().to_arrow()
+    assert sorted(got.column("trip_id").to_pylist()) == list(range(1000, 1200))
 
 
 @pytest.mark.spark

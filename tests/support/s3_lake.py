@@ -51,10 +51,17 @@ def toml_config(
     return p
 
 
-def lakehouse(spark: Any, tmp: Path, env: S3Env, *, lake: str, catalog: str, keys: Keys) -> Lakehouse:
+def lakehouse(
+    spark: Any, tmp: Path, env: S3Env, *, lake: str, catalog: str, keys: Keys, warehouse: str | None = None
+) -> Lakehouse:
+    """A lakehouse on s3://<lake>/warehouse (or `warehouse`, e.g. a local folder, with S3 for its sources)."""
     cfg = parse_config(
         {
-            "lakehouse": {"warehouse": f"s3://{lake}/warehouse", "catalog_name": catalog, "master": "local[2]"},
+            "lakehouse": {
+                "warehouse": warehouse or f"s3://{lake}/warehouse",
+                "catalog_name": catalog,
+                "master": "local[2]",
+            },
             "s3": {"endpoint": env.endpoint, "region": REGION, **keys.as_dict()},
             "tables": {"nyc.trips": {"checks": TRIPS_CHECKS}},
         }

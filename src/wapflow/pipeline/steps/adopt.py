@@ -3,8 +3,8 @@ for byte into the table's data location and committed to the run's branch, inste
 compressed again by a Spark write (at 100M rows, most of a run's time).
 
 A file is adopted only when nothing about its rows would change in a rewrite: an append (no merge, replace,
-quarantine or staged new columns) to an unpartitioned, unsorted table on table branches (not Nessie), local
-files into a local table or S3 objects into a table on S3, read without reader options (one file, or several
+quarantine or staged new columns) to an unpartitioned, unsorted table on table branches (not Nessie), of local
+files or S3 objects into a local table or one on S3, read without reader options (one file, or several
 of 64 MiB and more: small ones are better packed by a rewrite), whose parquet columns are exactly the table's
 (names, Iceberg types, a required column only where the file's is too), with no nested types and no Iceberg
 field ids of their own. Anything else is rewritten as before; `adopt_parquet = false` always rewrites.
@@ -14,8 +14,9 @@ before anything is copied, naming the file), and it observes the row-level check
 local batch (SMALL_BATCH_BYTES) whose checks the added files' Iceberg counts answer (nothing to observe but the
 row count) is decoded by Arrow in this process instead: a Spark job costs more than the whole decode there,
 and is most of a small file's run in `wap watch`. The
-bytes copied are the file the ledger listed: an S3 copy is conditional on its ETag, a local copy is followed
-by a stat (a file changed meanwhile is rewritten instead). The copy keeps the file's codec, row groups and
+bytes copied are the file the ledger listed: a copy from S3 (within S3, or down to a local table) is
+conditional on its ETag, one from a local file (or up to S3) is followed by a stat (a file changed meanwhile
+is rewritten instead). The copy keeps the file's codec, row groups and
 size; `wap maintain`'s compaction rewrites files far from the table's target size.
 """
 
@@ -79,14 +80,10 @@ def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
         return "the table is partitioned or sorted"
     props = meta.get("properties") or {}
     data = props.get("write.data.path") or f"{meta.get('location', '')}/data"
-    if local_location(data) is not None:
-        if any(local_path(f) is None for f in run.files):
-            return "the table is local and a file is not"
-    elif is_s3_uri(data):
-        if not all(is_s3_uri(f.uri) and f.version for f in run.files):
-            return "the table is on S3 and a file is not"
-    else:
+    if local_location(data) is None and not is_s3_uri(data):
         return f"the table's data location {data} is neither local nor on S3"
+    if not all(local_path(f) is not None or (is_s3_uri(f.uri) and f.version) for f in run.files):
+        return "a file is neither local nor an S3 object with an ETag"
     return columns_differ(meta, run.files, run.lh.storage, list(df.columns))
 
 
@@ -159,30 +156,52 @@ def _decoded_here(run: Run) -> dict[str, Any] | None:
 
 def _copy(run: Run, f: FileIdentity, location: str) -> bool:
     """Copy the file, as the ledger identified it, to `location`; False when its content is another by now.
-    Local: one stat after the copy (mtime and size, the ledger's identity). S3: a server-side copy on the
-    condition that the object's ETag is still the listed one, so the bytes adopted are the bytes scanned."""
-    local = local_location(location)
-    if local is not None:
-        local.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(str(local_path(f)), local)
+    From a local file (to a local table, or uploaded to S3): one stat after the copy (mtime and size, the
+    ledger's identity). From S3 (a server-side copy, or a download to a local table): on the condition that
+    the object's ETag is still the listed one, so the bytes adopted are the bytes scanned."""
+    local, source = local_location(location), local_path(f)
+    if source is not None:
+        if local is not None:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(str(source), local)
+        else:
+            _upload(run, source, location)
         try:
-            return local_identity(str(local_path(f))).version == f.version
+            return local_identity(str(source)).version == f.version
         except OSError:
             return False
-    src, dst = parse_s3_uri(f.uri), parse_s3_uri(location)
+    src = parse_s3_uri(f.uri)
     store = run.lh.storage.s3
     try:
-        store.client.copy(
-            {"Bucket": src.bucket, "Key": src.key},
-            dst.bucket,
-            dst.key,
-            ExtraArgs={"CopySourceIfMatch": f'"{f.version}"'},
-        )
+        if local is not None:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            body = store.client.get_object(Bucket=src.bucket, Key=src.key, IfMatch=f'"{f.version}"')["Body"]
+            with open(local, "wb") as out:
+                shutil.copyfileobj(body, out, 8 * 2**20)
+        else:
+            dst = parse_s3_uri(location)
+            store.client.copy(
+                {"Bucket": src.bucket, "Key": src.key},
+                dst.bucket,
+                dst.key,
+                ExtraArgs={"CopySourceIfMatch": f'"{f.version}"'},
+            )
     except Exception as e:
         if "PreconditionFailed" in str(e) or "412" in str(e):
             return False
-        raise store.error_for(e, action="copy", bucket=src.bucket, key=src.key) from e
+        action = "read" if local is not None else "copy"
+        raise store.error_for(e, action=action, bucket=src.bucket, key=src.key) from e
     return True
+
+
+def _upload(run: Run, source: Any, location: str) -> None:
+    """A local file to its place in a table on S3 (boto3's managed upload: in parts when it is large)."""
+    dst = parse_s3_uri(location)
+    store = run.lh.storage.s3
+    try:
+        store.client.upload_file(str(source), dst.bucket, dst.key)
+    except Exception as e:
+        raise store.error_for(e, action="write", bucket=dst.bucket, key=dst.key) from e
 
 
 def _remove(run: Run, locations: list[str]) -> None:
