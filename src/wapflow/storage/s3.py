@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import difflib
 import secrets
+import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal
 
 from wapflow.errors import InputError, ServiceError, Throttled, WapError
@@ -360,6 +362,53 @@ class S3Store:
         except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
             raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
         return body
+
+    # --- whole objects moved: a landed file adopted into a table (wapflow.pipeline.steps.adopt) ----------
+
+    def copy_if(self, uri: str, etag: str, to: str) -> bool:
+        """A server-side copy of the object, on the condition that its ETag is still `etag`; False when it is
+        not (the object was replaced since it was listed)."""
+        src, dst = parse_s3_uri(uri), parse_s3_uri(to)
+        extra = {"CopySourceIfMatch": f'"{etag}"'}
+        return self._if_unchanged(
+            lambda: self.client.copy({"Bucket": src.bucket, "Key": src.key}, dst.bucket, dst.key, ExtraArgs=extra),
+            action="copy",
+            uri=uri,
+        )
+
+    def download_if(self, uri: str, etag: str, path: Path) -> bool:
+        """The object into a local file, on the condition that its ETag is still `etag`; False when it is not
+        (nothing is written then)."""
+        src = parse_s3_uri(uri)
+
+        def download() -> None:
+            body = self.client.get_object(Bucket=src.bucket, Key=src.key, IfMatch=f'"{etag}"')["Body"]
+            with open(path, "wb") as out:
+                shutil.copyfileobj(body, out, 8 * 2**20)
+
+        return self._if_unchanged(download, action="read", uri=uri)
+
+    def upload(self, path: str | Path, to: str) -> None:
+        """A local file as an object (boto3's managed upload: in parts when it is large)."""
+        dst = parse_s3_uri(to)
+        try:
+            self.client.upload_file(str(path), dst.bucket, dst.key)
+        except Exception as e:
+            raise self.error_for(e, action="write", bucket=dst.bucket, key=dst.key) from e
+
+    def delete(self, uri: str) -> None:
+        loc = parse_s3_uri(uri)
+        self.client.delete_object(Bucket=loc.bucket, Key=loc.key)
+
+    def _if_unchanged(self, call: Callable[[], object], *, action: str, uri: str) -> bool:
+        try:
+            call()
+        except Exception as e:
+            if "PreconditionFailed" in str(e) or "412" in str(e):
+                return False
+            loc = parse_s3_uri(uri)
+            raise self.error_for(e, action=action, bucket=loc.bucket, key=loc.key) from e
+        return True
 
     # --- access checks ----------------------------------------------------------------------------
 

@@ -32,7 +32,6 @@ from wapflow.lakehouse.tables import local_location
 from wapflow.spark import errors as spark_errors
 from wapflow.storage import Storage, is_s3_uri
 from wapflow.storage.files import FileIdentity, local_identity
-from wapflow.storage.settings import parse_s3_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -160,48 +159,23 @@ def _copy(run: Run, f: FileIdentity, location: str) -> bool:
     ledger's identity). From S3 (a server-side copy, or a download to a local table): on the condition that
     the object's ETag is still the listed one, so the bytes adopted are the bytes scanned."""
     local, source = local_location(location), local_path(f)
-    if source is not None:
+    if local is not None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+    if source is None:
+        store = run.lh.storage.s3
+        if not f.version:
+            return False  # no ETag to hold the object to (why_not adopts none such): rewritten instead
         if local is not None:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(str(source), local)
-        else:
-            _upload(run, source, location)
-        try:
-            return local_identity(str(source)).version == f.version
-        except OSError:
-            return False
-    src = parse_s3_uri(f.uri)
-    store = run.lh.storage.s3
+            return store.download_if(f.uri, f.version, local)
+        return store.copy_if(f.uri, f.version, location)
+    if local is not None:
+        shutil.copyfile(str(source), local)
+    else:
+        run.lh.storage.s3.upload(source, location)
     try:
-        if local is not None:
-            local.parent.mkdir(parents=True, exist_ok=True)
-            body = store.client.get_object(Bucket=src.bucket, Key=src.key, IfMatch=f'"{f.version}"')["Body"]
-            with open(local, "wb") as out:
-                shutil.copyfileobj(body, out, 8 * 2**20)
-        else:
-            dst = parse_s3_uri(location)
-            store.client.copy(
-                {"Bucket": src.bucket, "Key": src.key},
-                dst.bucket,
-                dst.key,
-                ExtraArgs={"CopySourceIfMatch": f'"{f.version}"'},
-            )
-    except Exception as e:
-        if "PreconditionFailed" in str(e) or "412" in str(e):
-            return False
-        action = "read" if local is not None else "copy"
-        raise store.error_for(e, action=action, bucket=src.bucket, key=src.key) from e
-    return True
-
-
-def _upload(run: Run, source: Any, location: str) -> None:
-    """A local file to its place in a table on S3 (boto3's managed upload: in parts when it is large)."""
-    dst = parse_s3_uri(location)
-    store = run.lh.storage.s3
-    try:
-        store.client.upload_file(str(source), dst.bucket, dst.key)
-    except Exception as e:
-        raise store.error_for(e, action="write", bucket=dst.bucket, key=dst.key) from e
+        return local_identity(str(source)).version == f.version
+    except OSError:
+        return False
 
 
 def _remove(run: Run, locations: list[str]) -> None:
@@ -212,8 +186,7 @@ def _remove(run: Run, locations: list[str]) -> None:
             if local is not None:
                 local.unlink(missing_ok=True)
             else:
-                dst = parse_s3_uri(location)
-                run.lh.storage.s3.client.delete_object(Bucket=dst.bucket, Key=dst.key)
+                run.lh.storage.s3.delete(location)
         except Exception as e:  # noqa: BLE001 - cleanup must not hide the adoption's own outcome
             run.lh.progress(f"warning: could not remove {location}: {e} (`wap maintain` removes orphan files)")
 
