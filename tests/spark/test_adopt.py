@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -107,7 +108,8 @@ def test_a_file_that_cannot_be_decoded_fails_before_anything_is_copied(lakehouse
     [
         ("adopt_parquet = false", {"adopt_parquet": False}, None),
         ("an int column of a long table column", {}, "narrow"),
-        ("a partitioned table", {"partition_by": ["payment_type"]}, None),
+        ("a file of several partitions", {"partition_by": ["payment_type"]}, None),
+        ("a sorted table", {"sort_by": ["trip_id"]}, None),
         ("two small files", {}, "two"),
     ],
 )
@@ -130,6 +132,35 @@ def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, 
     assert res.status == "published", (why, res.message)
     assert not [p for p in _files_on_main(lh) if p.name.startswith(f"{res.run_id}-adopted")], why
     assert _main(lh).scan().to_arrow().num_rows == 250
+
+
+def test_a_file_of_one_partition_is_adopted_into_it_and_pruned_like_a_written_one(lakehouse_factory, landing):
+    """Into a table partitioned by month(pickup_at) and vendor_id: a file of both vendors (the first run, which
+    creates the table) is rewritten by Spark into one file per partition; a file of one vendor's trips (all in
+    one month) is adopted into its partition, which its footer's statistics give. PyIceberg finds the same
+    partition on an adopted file and a written one, and a filter on vendor_id prunes the other vendor's files."""
+    lh = lakehouse_factory({"nyc.trips": {"checks": TRIPS_CHECKS, "partition_by": ["month(pickup_at)", "vendor_id"]}})
+    both = trips_file(landing, "both.parquet", 300, start_id=5000, seed=6)
+    trips = pq.read_table(trips_file(landing, "all.parquet", 600, seed=4))
+    one = write_parquet(landing / "v1.parquet", trips.filter(pc.field("vendor_id") == 1))
+    two = write_parquet(landing / "v2.parquet", trips.filter(pc.field("vendor_id") == 2))
+    runs = [run_wap(lh, "nyc.trips", [str(f)]) for f in (both, one, two)]
+    assert [r.status for r in runs] == ["published"] * 3, [r.message for r in runs]
+    files = {t.file.file_path.rsplit("/", 1)[-1]: t.file for t in _main(lh).scan().plan_files()}
+    written = [f for n, f in files.items() if n.startswith(runs[0].run_id) or "adopted" not in n]
+    assert len(files) == 4 and len(written) == 2, sorted(files)
+    by_vendor = {f.partition[1]: f.partition for f in written}
+    month = (2026 - 1970) * 12 + 10  # November 2026 in months since the epoch: Iceberg's month transform
+    assert sorted(by_vendor) == [1, 2] and {p[0] for p in by_vendor.values()} == {month}
+    for run, vendor, landed in ((runs[1], 1, one), (runs[2], 2, two)):
+        [adopted] = [f for n, f in files.items() if n.startswith(f"{run.run_id}-adopted")]
+        assert adopted.partition == by_vendor[vendor], (adopted.partition, by_vendor[vendor])
+        assert _sha(Path(adopted.file_path.removeprefix("file:"))) == _sha(landed)
+    pruned = [t.file.file_path.rsplit("/", 1)[-1] for t in _main(lh).scan(row_filter="vendor_id == 1").plan_files()]
+    assert sorted(pruned) == sorted(n for n, f in files.items() if f.partition[1] == 1)
+    expected = pq.read_table(one).num_rows + pq.read_table(both).filter(pc.field("vendor_id") == 1).num_rows
+    assert _main(lh).scan(row_filter="vendor_id == 1").to_arrow().num_rows == expected
+    assert lh.tables.read(T).filter("vendor_id = 1").count() == expected
 
 
 def test_a_file_changed_after_it_was_listed_is_rewritten_not_adopted(trips_lakehouse, landing):

@@ -107,6 +107,38 @@ def test_single_table_wap_on_a_nessie_branch(nessie_lh, landing, ns):
     assert lh.tables.row_count(t) == 300
 
 
+def test_a_landed_file_is_adopted_on_the_nessie_branch_and_reaches_main_with_the_merge(nessie_lh, landing, ns):
+    """A parquet file whose columns are the table's is copied as it is into the table and committed on the run's
+    Nessie branch, not rewritten: main's data files after the merge are the landed bytes. A blocked one stays on
+    its branch; main's files are unchanged."""
+    import hashlib
+
+    def files(lh: Lakehouse, view: Any, t: TableName) -> dict[str, str]:
+        rows = lh.spark.sql(f"SELECT file_path FROM {view.ident(t)}.files").collect()
+        paths = [Path(r.file_path.removeprefix("file:")) for r in rows]
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+    table = f"{ns}.trips"
+    t = TableName.parse(table)
+    lh = nessie_lh({table: {"checks": TRIPS_CHECKS}})
+    first, second = trips_file(landing, "a.parquet", 300), trips_file(landing, "b.parquet", 100, start_id=900)
+    runs = [run_wap(lh, table, [str(f)]) for f in (first, second)]
+    assert [r.published_via for r in runs] == ["merge", "merge"], [r.message for r in runs]
+    digest = {f: hashlib.sha256(f.read_bytes()).hexdigest() for f in (first, second)}
+    assert files(lh, lh.tables, t) == {
+        f"{runs[0].run_id}-adopted-00000.parquet": digest[first],
+        f"{runs[1].run_id}-adopted-00000.parquet": digest[second],
+    }
+    assert lh.tables.row_count(t) == 400
+    dirty = trips_file(landing, "dirty.parquet", 200, null_rate=0.05, start_id=1000, seed=3)
+    bad = run_wap(lh, table, [str(dirty)])
+    assert bad.status == "blocked", bad.message
+    on_main = files(lh, lh.tables, t)
+    assert len(on_main) == 2 and lh.tables.row_count(t) == 400
+    on_branch = files(lh, lh.branches.tables_for(bad.branch), t)
+    assert on_branch[f"{bad.run_id}-adopted-00000.parquet"] == hashlib.sha256(dirty.read_bytes()).hexdigest()
+
+
 def test_table_created_by_a_blocked_run_never_reaches_main(nessie_lh, landing, ns):
     table = f"{ns}.trips"
     lh = nessie_lh({table: {"checks": [{"check": "not_null", "column": "passenger_count"}], "on_failure": "drop"}})

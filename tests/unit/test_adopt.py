@@ -12,7 +12,7 @@ import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestampType
 
-from wapflow.pipeline.steps.adopt import columns_differ, unpartitioned_unsorted
+from wapflow.pipeline.steps.adopt import Adoptable, files_fit, sorted_table
 from wapflow.storage import Storage
 from wapflow.storage.files import local_identity
 
@@ -43,6 +43,15 @@ def _file(tmp_path: Path, schema: pa.Schema, name: str = "f.parquet") -> Any:
 
 
 GOOD = pa.schema([("id", pa.int64()), ("name", pa.string()), ("at", pa.timestamp("us"))])
+
+
+def columns_differ(meta: dict[str, Any], files: list[Any], storage: Storage, columns: list[str]) -> str | None:
+    """files_fit's reason, None when the files are adoptable into an unpartitioned table."""
+    got = files_fit(meta, files, storage, columns)
+    if isinstance(got, Adoptable):
+        assert got == Adoptable(0, [[] for _ in files])
+        return None
+    return got
 
 
 def test_the_tables_own_columns_are_adopted(tmp_path):
@@ -93,8 +102,61 @@ def test_the_batch_in_another_column_order_or_a_nested_column_is_rewritten(tmp_p
     assert got is not None and got.startswith("column 'point' of nested.parquet is struct"), got
 
 
-def test_only_an_unpartitioned_unsorted_table_adopts():
-    assert unpartitioned_unsorted(_meta())
-    partitioned = _meta(**{"partition-specs": [{"spec-id": 0, "fields": [{"source-id": 1, "name": "id"}]}]})
-    sorted_ = _meta(**{"sort-orders": [{"order-id": 0, "fields": [{"source-id": 1}]}]})
-    assert not unpartitioned_unsorted(partitioned) and not unpartitioned_unsorted(sorted_)
+def test_a_sorted_table_does_not_adopt():
+    assert not sorted_table(_meta())
+    assert sorted_table(_meta(**{"sort-orders": [{"order-id": 0, "fields": [{"source-id": 1}]}]}))
+
+
+def _partitioned(transform: str, column: str) -> dict[str, Any]:
+    source = {"id": 1, "name": 2, "at": 3}[column]
+    field = {"source-id": source, "field-id": 1000, "transform": transform, "name": f"{column}_p"}
+    return _meta(**{"default-spec-id": 1, "partition-specs": [{"spec-id": 1, "fields": [field]}]})
+
+
+DAY_US = 86_400 * 10**6
+LONG = "a value longer than sixteen characters"
+
+
+@pytest.mark.parametrize(
+    ("transform", "column", "rows", "expected"),
+    [
+        ("month", "at", {"at": [0, 3 * DAY_US]}, "0"),
+        ("day", "at", {"at": [DAY_US + 1, 2 * DAY_US - 1]}, "1970-01-02"),
+        ("hour", "at", {"at": [DAY_US, DAY_US + 10]}, "24"),
+        ("year", "at", {"at": [None, None]}, None),
+        ("identity", "name", {"name": [LONG, LONG]}, LONG),
+        ("identity", "id", {"id": [7, 7]}, "7"),
+        ("truncate[2]", "name", {"name": ["abx", "aby"]}, "ab"),
+        ("truncate[10]", "id", {"id": [20, 29]}, "20"),
+    ],
+)
+def test_a_file_of_one_partition_is_adopted_with_its_partition(tmp_path, transform, column, rows, expected):
+    table = {"id": [1, 2], "name": ["a", "b"], "at": [0, 1], **rows}
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({f.name: pa.array(table[f.name], f.type) for f in GOOD}, schema=GOOD), path)
+    got = files_fit(_partitioned(transform, column), [local_identity(path)], Storage(), ["id", "name", "at"])
+    assert got == Adoptable(1, [[expected]]), got
+
+
+@pytest.mark.parametrize(
+    ("transform", "column", "rows", "reason"),
+    [
+        ("day", "at", {"at": [0, DAY_US]}, "its rows are in several partitions"),
+        ("identity", "name", {"name": [LONG, LONG + "!"]}, "its rows are in several partitions"),
+        ("identity", "id", {"id": [7, None]}, "column 'id' has nulls and values: rows of several partitions"),
+        ("bucket[4]", "id", {"id": [7, 7]}, "partitioned by bucket[4](id), whose values a file's bounds do not give"),
+        ("identity", "at", {"at": [5, 5]}, "partitioned by a timestamp value, which adoption does not carry"),
+        (
+            "identity",
+            "name",
+            {"name": ["__HIVE_DEFAULT_PARTITION__"] * 2},
+            "partitioned by a string value, which adoption does not carry",
+        ),
+    ],
+)
+def test_a_file_not_known_to_be_one_partition_is_rewritten_with_the_reason(tmp_path, transform, column, rows, reason):
+    table = {"id": [1, 2], "name": ["a", "b"], "at": [0, 1], **rows}
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({f.name: pa.array(table[f.name], f.type) for f in GOOD}, schema=GOOD), path)
+    got = files_fit(_partitioned(transform, column), [local_identity(path)], Storage(), ["id", "name", "at"])
+    assert got == f"p.parquet: {reason}", got

@@ -336,9 +336,10 @@ class TableConfig(_Strict):
     )
     adopt_parquet: bool = Field(
         default=True,
-        description="landed parquet files whose columns are exactly the table's (an append to an unpartitioned, "
-        "unsorted table, local files) are validated by one scan and copied into the table as they are, not "
-        "rewritten by Spark; false: always rewrite (the table's codec, row groups and file size for every file)",
+        description="landed parquet files whose columns are exactly the table's (an append to an unsorted "
+        "table, each file of one partition of a partitioned one) are validated by one scan and copied into the "
+        "table as they are, not rewritten by Spark; false: always rewrite (the table's codec, row groups and "
+        "file size for every file)",
     )
     # A person looks before main changes: "never" publishes a run whose audit passed; "on_warn" holds it as
     # awaiting_review (branch kept, main unchanged, exit 6) when a warn-severity check failed; "always" holds

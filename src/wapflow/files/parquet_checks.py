@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from wapflow.errors import InputError, WapError
@@ -47,6 +47,8 @@ class Footer:
     # Parquet's schema (physical and logical types, repetition, field ids) and Spark's row metadata: what
     # Spark infers a DataFrame's schema from, so equal signatures get equal inferred schemas.
     signature: str
+    # The footer itself (pyarrow.parquet.FileMetaData): its row groups' statistics.
+    metadata: Any = field(default=None, compare=False, repr=False)
 
 
 def parquet_schema(s: FileIdentity, storage: Storage | None) -> Any:
@@ -95,7 +97,7 @@ def parquet_footer(s: FileIdentity, storage: Storage | None) -> Footer | None:
 def _footer(pf: Any) -> Footer:
     schema = str(pf.schema).split("\n", 1)[-1]  # its first line names the Python object
     spark = (pf.metadata.metadata or {}).get(_SPARK_ROW_METADATA, b"")
-    return Footer(pf.schema_arrow, f"{schema}\n{spark.decode('utf-8', 'replace')}")
+    return Footer(pf.schema_arrow, f"{schema}\n{spark.decode('utf-8', 'replace')}", pf.metadata)
 
 
 def _null_typed(t: Any, path: str) -> str | None:

@@ -299,10 +299,19 @@ class Tables(SnapshotReads):
         return [str(provider.newDataLocation(n)) for n in names]
 
     def append_parquet(
-        self, table: TableName, ref: str, locations: Sequence[str], properties: Mapping[str, str]
+        self,
+        table: TableName,
+        ref: str,
+        locations: Sequence[str],
+        properties: Mapping[str, str],
+        *,
+        spec_id: int | None = None,
+        partitions: Sequence[Sequence[str | None]] = (),
     ) -> None:
         """Commit parquet files already at these locations (written by another tool, copied there by the caller)
-        to `ref` in one append that carries `properties`.
+        to `ref` in one append that carries `properties`. Into a partitioned table, under partition spec
+        `spec_id`, each file's partition is given: its values as Iceberg's partition strings, in the order of
+        `locations` (the caller read them from the files' footers).
 
         Through Iceberg's Java API in this process, as its add_files procedure does (which cannot target a
         branch): each file's metrics come from its footer, and columns are found by name through the table's
@@ -326,12 +335,19 @@ class Tables(SnapshotReads):
             # 10 ms, which cost a small run's commit ~30 ms of waiting (measured: 92 -> 58 ms per commit).
             direct = cls(iceberg + "relocated.com.google.common.util.concurrent.MoreExecutors")
             op.scanManifestsWith(direct.newDirectExecutorService())
-        for location in locations:
+        spec = tbl.spec() if spec_id is None else tbl.specs().get(spec_id)
+        if spec is None:
+            raise ValueError(f"{table} has no partition spec {spec_id}")
+        for i, location in enumerate(locations):
             file = tbl.io().newInputFile(location)
+            builder = cls(iceberg + "DataFiles").builder(spec)
+            if spec.isPartitioned():
+                values = cls("java.util.ArrayList")()
+                for value in partitions[i]:
+                    values.add(value)
+                builder = builder.withPartitionValues(values)
             data_file = (
-                cls(iceberg + "DataFiles")
-                .builder(tbl.spec())
-                .withPath(location)
+                builder.withPath(location)
                 .withFormat(parquet)
                 .withFileSizeInBytes(file.getLength())
                 .withMetrics(cls(iceberg + "parquet.ParquetUtil").fileMetrics(file, metrics_config, mapping))

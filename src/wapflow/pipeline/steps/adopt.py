@@ -3,11 +3,15 @@ for byte into the table's data location and committed to the run's branch, inste
 compressed again by a Spark write (at 100M rows, most of a run's time).
 
 A file is adopted only when nothing about its rows would change in a rewrite: an append (no merge, replace,
-quarantine or staged new columns) to an unpartitioned, unsorted table on table branches (not Nessie), of local
-files or S3 objects into a local table or one on S3, read without reader options (one file, or several
-of 64 MiB and more: small ones are better packed by a rewrite), whose parquet columns are exactly the table's
-(names, Iceberg types, a required column only where the file's is too), with no nested types and no Iceberg
-field ids of their own. Anything else is rewritten as before; `adopt_parquet = false` always rewrites.
+quarantine or staged new columns) to an unsorted table (on a table branch, or on a Nessie branch through the
+branch's catalog), of local files or S3 objects into a local table or one on S3, read without reader options
+(one file, or several of 64 MiB and more: small ones are better packed by a rewrite), whose parquet columns are
+exactly the table's (names, Iceberg types, a required column only where the file's is too), with no nested
+types and no Iceberg field ids of their own. Into a partitioned table, each file must hold one partition's
+rows, as its footer's statistics show (PyIceberg infers the value, as its add_files does): an order-preserving
+transform (identity, year/month/day/hour, truncate) of a column without nulls (or only nulls) whose lowest and
+highest values give the same partition. Anything else is rewritten as before; `adopt_parquet = false` always
+rewrites.
 
 What a rewrite would have checked still is: the scan decodes every value (a corrupt page fails the run
 before anything is copied, naming the file), and it observes the row-level checks as the write would. A small
@@ -23,11 +27,13 @@ size; `wap maintain`'s compaction rewrites files far from the table's target siz
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from wapflow.errors import InputError
 from wapflow.files.access import local_path
-from wapflow.files.parquet_checks import parquet_schema
+from wapflow.files.parquet_checks import parquet_footer
 from wapflow.lakehouse.tables import local_location
 from wapflow.spark import errors as spark_errors
 from wapflow.storage import Storage, is_s3_uri
@@ -46,11 +52,22 @@ MIN_FILE_BYTES = 64 * 2**20
 _COMMIT_STATE_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 # A local batch up to this size whose checks need no row observed is decoded by Arrow here, not by a Spark job.
 SMALL_BATCH_BYTES = 8 * 2**20
+# Iceberg's partition string for null (Conversions.fromPartitionString): a string value equal to it is not carried.
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_EPOCH = date(1970, 1, 1)
 
 
-def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
-    """Why the run's files must be rewritten; None when they can be adopted as they are."""
-    from wapflow.lakehouse.branches import IcebergTableBranches
+@dataclass(frozen=True)
+class Adoptable:
+    """What committing the run's files as they are needs: the table's partition spec, and each file's partition
+    as Iceberg's partition strings (one list per file, in the run's order; empty lists: unpartitioned)."""
+
+    spec_id: int
+    partitions: list[list[str | None]]
+
+
+def check(run: Run, mode: WriteMode, df: DataFrame) -> Adoptable | str:
+    """Why the run's files must be rewritten, or what adopting them as they are needs."""
     from wapflow.spark.kind import is_connect
 
     cfg = run.table_cfg
@@ -66,8 +83,6 @@ def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
         return "failing rows are quarantined"
     if cfg.read_options:
         return "read_options are set"
-    if not isinstance(run.lh.branches, IcebergTableBranches):
-        return "branches are the catalog's (Nessie)"
     if is_connect(run.lh.spark):
         return "Spark Connect has no gateway to Iceberg's Java API"
     if len(run.files) > 1 and any((f.size or 0) < MIN_FILE_BYTES for f in run.files):
@@ -75,18 +90,18 @@ def why_not(run: Run, mode: WriteMode, df: DataFrame) -> str | None:
     meta = run.wt().metadata(run.target)
     if meta is None:
         return "the table's metadata is not readable here"
-    if not unpartitioned_unsorted(meta):
-        return "the table is partitioned or sorted"
+    if sorted_table(meta):
+        return "the table is sorted (a rewrite writes its rows in the table's order)"
     props = meta.get("properties") or {}
     data = props.get("write.data.path") or f"{meta.get('location', '')}/data"
     if local_location(data) is None and not is_s3_uri(data):
         return f"the table's data location {data} is neither local nor on S3"
     if not all(local_path(f) is not None or (is_s3_uri(f.uri) and f.version) for f in run.files):
         return "a file is neither local nor an S3 object with an ETag"
-    return columns_differ(meta, run.files, run.lh.storage, list(df.columns))
+    return files_fit(meta, run.files, run.lh.storage, list(df.columns))
 
 
-def adopt(run: Run, df: DataFrame, observation: Any) -> Literal["scanned", "decoded"] | None:
+def adopt(run: Run, how: Adoptable, df: DataFrame, observation: Any) -> Literal["scanned", "decoded"] | None:
     """Scan the batch (observing the row-level checks), then copy its files into the table and commit them to
     the run's branch: "scanned" (by Spark, through `observation`) or "decoded" (by Arrow here: run.observed
     holds the row count). None (nothing committed) when a file changed since it was listed: the caller rewrites
@@ -100,7 +115,7 @@ def adopt(run: Run, df: DataFrame, observation: Any) -> Literal["scanned", "deco
         # Every value decoded once (the noop sink reads all columns): what the write's read would have found.
         out.write.format("noop").mode("overwrite").save()
     names = [f"{run.run_id}-adopted-{i:05d}.parquet" for i in range(len(run.files))]
-    locations = run.lh.tables.data_locations(run.target, names)
+    locations = run.wt().data_locations(run.target, names)
     copied: list[str] = []
     try:
         for f, location in zip(run.files, locations, strict=True):
@@ -113,7 +128,9 @@ def adopt(run: Run, df: DataFrame, observation: Any) -> Literal["scanned", "deco
         _remove(run, copied)
         raise
     try:
-        run.lh.tables.append_parquet(run.target, run.ref(), locations, run.snapshot_properties())
+        run.wt().append_parquet(
+            run.target, run.ref(), locations, run.snapshot_properties(), spec_id=how.spec_id, partitions=how.partitions
+        )
     except Exception as e:
         # A commit that failed references none of the copies; one whose outcome Iceberg does not know may, so
         # its copies stay (`wap maintain` removes them if they are orphans). A stop signal leaves them too.
@@ -191,18 +208,19 @@ def _remove(run: Run, locations: list[str]) -> None:
             run.lh.progress(f"warning: could not remove {location}: {e} (`wap maintain` removes orphan files)")
 
 
-def unpartitioned_unsorted(meta: dict[str, Any]) -> bool:
-    spec_id = meta.get("default-spec-id", 0)
-    specs = [s for s in meta.get("partition-specs", []) if s.get("spec-id") == spec_id]
+def sorted_table(meta: dict[str, Any]) -> bool:
+    """The table's default sort order has fields (its writers sort rows; a landed file's order is unknown)."""
     order_id = meta.get("default-sort-order-id", 0)
     orders = [o for o in meta.get("sort-orders", []) if o.get("order-id") == order_id]
-    return bool(specs) and not specs[0].get("fields") and not (orders and orders[0].get("fields"))
+    return bool(orders and orders[0].get("fields"))
 
 
-def columns_differ(meta: dict[str, Any], files: list[FileIdentity], storage: Storage, columns: list[str]) -> str | None:
+def files_fit(meta: dict[str, Any], files: list[FileIdentity], storage: Storage, columns: list[str]) -> Adoptable | str:
     """Why the files' columns are not exactly the table's (`meta`: its Iceberg metadata JSON), as an Iceberg
-    reader sees them; None when they are. `columns`: the batch's, as the write step read them."""
+    reader sees them, or a file's rows are not one partition's; else what adopting them needs. `columns`: the
+    batch's, as the write step read them."""
     from pyiceberg.io.pyarrow import pyarrow_to_schema
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.name_mapping import create_mapping_from_schema, parse_mapping_from_json
     from pyiceberg.types import PrimitiveType
@@ -211,18 +229,23 @@ def columns_differ(meta: dict[str, Any], files: list[FileIdentity], storage: Sto
 
     schema_id = meta.get("current-schema-id", 0)
     found = [s for s in meta.get("schemas", []) if s.get("schema-id") == schema_id]
-    if not found:
-        return "the table's schema is not in its metadata"
+    spec_id = meta.get("default-spec-id", 0)
+    specs = [s for s in meta.get("partition-specs", []) if s.get("spec-id") == spec_id]
+    if not found or not specs:
+        return "the table's schema or partition spec is not in its metadata"
     table = Schema.model_validate(found[0])
+    spec = PartitionSpec.model_validate(specs[0])
     mapping_json = (meta.get("properties") or {}).get(NAME_MAPPING_PROP)
     mapping = parse_mapping_from_json(mapping_json) if mapping_json else create_mapping_from_schema(table)
     if columns != [f.name for f in table.fields]:
         return "the batch's columns are not the table's, in its order"
     want = {f.name: f for f in table.fields}
+    partitions: list[list[str | None]] = []
     for file in files:
-        arrow = parquet_schema(file, storage)
-        if arrow is None:
+        footer = parquet_footer(file, storage)
+        if footer is None:
             return f"the footer of {file.uri} is not readable here"
+        arrow = footer.arrow
         name = file.uri.rsplit("/", 1)[-1]
         if any(f.metadata and _FIELD_ID_KEY in f.metadata for f in arrow):
             return f"{name} carries Iceberg field ids of its own"
@@ -238,4 +261,54 @@ def columns_differ(meta: dict[str, Any], files: list[FileIdentity], storage: Sto
                 return f"column {f.name!r} of {name} is {f.field_type}, the table's is {t.field_type}"
             if t.required and not f.required:
                 return f"column {f.name!r} is required in the table and optional in {name}"
-    return None
+        values = partition_of(footer.metadata, table, spec) if spec.fields else []
+        if isinstance(values, str):
+            return f"{name}: {values}"
+        partitions.append(values)
+    return Adoptable(spec_id, partitions)
+
+
+def partition_of(metadata: Any, schema: Any, spec: Any) -> list[str | None] | str:
+    """The one partition a parquet file's rows are in, from its footer's statistics (`metadata`: pyarrow's
+    FileMetaData; `schema`, `spec`: PyIceberg's, of the table), as Iceberg's partition strings; or why it is
+    not known to be one. PyIceberg infers the value (what its add_files does); the policy here is what it leaves
+    open: a column with some nulls, or without statistics, is not one partition (PyIceberg ignores its nulls,
+    and takes a column without statistics as null)."""
+    from pyiceberg.io.pyarrow import compute_statistics_plan, data_file_statistics_from_parquet_metadata
+    from pyiceberg.types import BooleanType, DateType, IntegerType, LongType, StringType
+
+    # Full metrics: bounds not truncated, so a string's bounds are its own values.
+    plan = compute_statistics_plan(schema, {"write.metadata.metrics.default": "full"})
+    stats = data_file_statistics_from_parquet_metadata(metadata, plan, {f.name: f.field_id for f in schema.fields})
+    for pf in spec.fields:
+        column = schema.find_field(pf.source_id).name
+        if not pf.transform.preserves_order:
+            return f"partitioned by {pf.transform}({column}), whose values a file's bounds do not give"
+        nulls, count = stats.null_value_counts.get(pf.source_id), stats.value_counts.get(pf.source_id)
+        if nulls is None or count is None:
+            return f"no null count for column {column!r} in the footer"
+        if 0 < nulls < count:
+            return f"column {column!r} has nulls and values: rows of several partitions"
+        if nulls == 0 and pf.source_id not in stats.column_aggregates:
+            return f"no statistics for column {column!r} in the footer"
+    try:
+        record = stats.partition(spec, schema)  # None where the column is all nulls
+    except ValueError:
+        return "its rows are in several partitions"
+    values: list[str | None] = []
+    for i, rf in enumerate(spec.partition_type(schema).fields):
+        value = record[i]
+        if value is None:
+            values.append(None)
+        elif isinstance(rf.field_type, BooleanType):
+            values.append("true" if value else "false")
+        elif isinstance(rf.field_type, IntegerType | LongType):
+            values.append(str(int(value)))
+        elif isinstance(rf.field_type, StringType) and value != _HIVE_NULL:
+            values.append(str(value))
+        elif isinstance(rf.field_type, DateType):
+            values.append((_EPOCH + timedelta(days=int(value))).isoformat())
+        else:
+            # Iceberg's partition strings do not carry these exactly (a timestamp, a decimal's scale, bytes).
+            return f"partitioned by a {rf.field_type} value, which adoption does not carry"
+    return values

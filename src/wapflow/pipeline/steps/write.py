@@ -168,7 +168,10 @@ def _write(run: Run) -> None:
         try:
             if run.quarantine is not None and run.plan.quarantinable:
                 _write_split(run, df, mode, observation)
-            elif adopt.why_not(run, mode, df) is None and (how := adopt.adopt(run, df, observation)) is not None:
+            elif (
+                isinstance(fit := adopt.check(run, mode, df), adopt.Adoptable)
+                and (how := adopt.adopt(run, fit, df, observation)) is not None
+            ):
                 # The landed parquet files are the table's rows as they are: copied, not rewritten.
                 if how == "decoded":
                     observation = None  # Arrow decoded them here; run.observed holds their row count
