@@ -91,6 +91,9 @@ def test_publish_blocked_quarantine_through_connect(lake: tuple[Path, Path, Read
     assert r.doc["status"] == "published"
     assert ids(reader.rows("cl.pub")) == list(range(1, 301))
     head = reader.main("cl.pub")
+    # The landed file is adopted as it is (copied, committed by PyIceberg on the catalog), not rewritten.
+    [data] = [Path(t.file.file_path.removeprefix("file:")) for t in reader.cat.load_table("cl.pub").scan().plan_files()]
+    assert data.name == f"{r.doc['run_id']}-adopted-00000.parquet" and data.read_bytes() == clean.read_bytes()
 
     dirty = write_parquet(folder / "in" / "dirty.parquet", generate_trips(300, start_id=1001, null_rate=0.1, seed=2))
     r = wap("run", "cl.pub", str(dirty), "-c", str(cfg), "--json")

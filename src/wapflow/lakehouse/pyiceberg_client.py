@@ -136,3 +136,46 @@ def remove_added_files(
         f"removing files from main of {table} conflicted with other commits {_ATTEMPTS} times: {last}",
         hint="main is unchanged by this command; run it again",
     )
+
+
+def table_metadata(catalog: Catalog, table: TableName) -> dict[str, Any]:
+    """The table's current metadata as Iceberg's JSON (the keys Iceberg's Java parser writes)."""
+    import json
+
+    tbl = catalog.load_table((*table.namespace, table.name))
+    meta: dict[str, Any] = json.loads(tbl.metadata.model_dump_json(by_alias=True, exclude_none=True))
+    return meta
+
+
+def data_locations(catalog: Catalog, table: TableName, names: Sequence[str]) -> list[str]:
+    """Where the table's location provider puts new data files of these names (unpartitioned, as Java's)."""
+    provider = catalog.load_table((*table.namespace, table.name)).location_provider()
+    return [provider.new_data_location(n) for n in names]
+
+
+def add_files(
+    catalog: Catalog, table: TableName, ref: str, locations: Sequence[str], properties: Mapping[str, str]
+) -> None:
+    """Commit parquet files already at these locations to `ref` in one append carrying `properties` (what
+    Tables.append_parquet does through Java): PyIceberg reads each footer for the file's metrics and
+    partition, and gives the table a name mapping when it has none. A concurrent commit on the table (another
+    run's branch) is kept: the append is made again on the new head. The files' names are the run's own, so
+    they are not looked for among the table's files first (a scan of every manifest)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    ident = (*table.namespace, table.name)
+    last: Exception | None = None
+    for _ in range(_ATTEMPTS):
+        tbl = catalog.load_table(ident)
+        try:
+            tbl.add_files(
+                list(locations), snapshot_properties=dict(properties), check_duplicate_files=False, branch=ref
+            )
+        except CommitFailedException as e:
+            last = e
+            continue
+        return
+    raise CommitConflict(
+        f"adding files to branch {ref} of {table} conflicted with other commits {_ATTEMPTS} times: {last}",
+        hint="main is unchanged by this run; run it again",
+    )

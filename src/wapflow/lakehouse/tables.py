@@ -292,8 +292,27 @@ class Tables(SnapshotReads):
         None where no gateway reaches Iceberg's Java API (Spark Connect)."""
         return self._metadata(table)
 
+    def commit_metadata(self, table: TableName) -> dict[str, Any] | None:
+        """The table's current metadata as Iceberg's JSON, where this process can commit files to it (see
+        append_parquet): through Iceberg's Java API on a classic session, through PyIceberg on the same catalog
+        on a Spark Connect client; None when neither reaches it (a catalog PyIceberg is not opened for)."""
+        if self._classic():
+            return self._metadata(table)
+        if self.catalog_client is None:
+            return None
+        from wapflow.lakehouse.pyiceberg_client import table_metadata
+
+        try:
+            return table_metadata(self.catalog_client(), table)
+        except Exception:  # noqa: BLE001 - a catalog PyIceberg does not open here, or cannot load: no commit either
+            return None
+
     def data_locations(self, table: TableName, names: Sequence[str]) -> list[str]:
         """Where the table's location provider puts new data files of these names (as Spark's writes do)."""
+        if not self._classic():
+            from wapflow.lakehouse.pyiceberg_client import data_locations
+
+            return data_locations(self._pyiceberg(), table, names)
         tbl = self.java_table(table)
         provider = tbl.locationProvider()
         return [str(provider.newDataLocation(n)) for n in names]
@@ -316,7 +335,17 @@ class Tables(SnapshotReads):
         Through Iceberg's Java API in this process, as its add_files procedure does (which cannot target a
         branch): each file's metrics come from its footer, and columns are found by name through the table's
         name mapping (`schema.name-mapping.default`, set from the table's schema first when it has none), since
-        such files carry no Iceberg field ids. The caller checked that their columns are the table's."""
+        such files carry no Iceberg field ids. The caller checked that their columns are the table's.
+
+        On a Spark Connect client (no gateway to Iceberg's Java API), PyIceberg commits the files on the same
+        catalog (its add_files, which reads the same footers for the metrics and partitions), and the server's
+        cached table is refreshed to see the commit."""
+        if not self._classic():
+            from wapflow.lakehouse.pyiceberg_client import add_files
+
+            add_files(self._pyiceberg(), table, ref, locations, properties)
+            self.refresh(table)
+            return
         iceberg = "org.apache.iceberg."
         cls = self._jclass
         tbl = self.java_table(table)

@@ -10,8 +10,9 @@ exactly the table's (names, Iceberg types, a required column only where the file
 types and no Iceberg field ids of their own. Into a partitioned table, each file must hold one partition's
 rows, as its footer's statistics show (PyIceberg infers the value, as its add_files does): an order-preserving
 transform (identity, year/month/day/hour, truncate) of a column without nulls (or only nulls) whose lowest and
-highest values give the same partition. Anything else is rewritten as before; `adopt_parquet = false` always
-rewrites.
+highest values give the same partition. The files are committed through Iceberg's Java API, or on a Spark
+Connect client through PyIceberg on the same catalog (where it opens it: JDBC and REST). Anything else is
+rewritten as before; `adopt_parquet = false` always rewrites.
 
 What a rewrite would have checked still is: the scan decodes every value (a corrupt page fails the run
 before anything is copied, naming the file), and it observes the row-level checks as the write would. A small
@@ -68,8 +69,6 @@ class Adoptable:
 
 def check(run: Run, mode: WriteMode, df: DataFrame) -> Adoptable | str:
     """Why the run's files must be rewritten, or what adopting them as they are needs."""
-    from wapflow.spark.kind import is_connect
-
     cfg = run.table_cfg
     if not cfg.adopt_parquet:
         return "adopt_parquet = false"
@@ -83,13 +82,11 @@ def check(run: Run, mode: WriteMode, df: DataFrame) -> Adoptable | str:
         return "failing rows are quarantined"
     if cfg.read_options:
         return "read_options are set"
-    if is_connect(run.lh.spark):
-        return "Spark Connect has no gateway to Iceberg's Java API"
     if len(run.files) > 1 and any((f.size or 0) < MIN_FILE_BYTES for f in run.files):
         return "several files, some small (a rewrite packs them into fewer data files)"
-    meta = run.wt().metadata(run.target)
+    meta = run.wt().commit_metadata(run.target)
     if meta is None:
-        return "the table's metadata is not readable here"
+        return "no commit of files reaches the table from here (Spark Connect, and PyIceberg does not open the catalog)"
     if sorted_table(meta):
         return "the table is sorted (a rewrite writes its rows in the table's order)"
     props = meta.get("properties") or {}
