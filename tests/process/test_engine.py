@@ -316,7 +316,7 @@ def test_output_and_exit_codes_are_those_of_a_run_without_the_engine(runtime: Pa
     assert _normal(engine["blocked --json"].stderr) == _normal(own["blocked --json"].stderr)
 
 
-def test_query_revert_discard_and_maintain_say_what_they_say_without_the_engine(
+def test_query_revert_discard_maintain_backfill_run_tables_say_what_they_say_without_the_engine(
     runtime: Path, lake: Path, spark: Any
 ) -> None:
     """The other commands the engine serves, each run once through it and once without it, in this process (see
@@ -350,6 +350,9 @@ def test_query_revert_discard_and_maintain_say_what_they_say_without_the_engine(
             ("discard", branch),
             ("maintain", TABLE, "--dry-run"),
             ("maintain", "e.nope", "--dry-run"),
+            ("backfill", "trips", "--since", "2000-01-01", "--dry-run", "--json"),
+            ("backfill", "nope"),  # no such source
+            ("run-tables", f"{TABLE}={good.name}"),  # refused: one branch for several tables needs Nessie
         ]
         sides[side] = []
         for args in commands:
@@ -370,6 +373,8 @@ def test_query_revert_discard_and_maintain_say_what_they_say_without_the_engine(
     engine, own = sides["engine"], sides["own"]
     assert [p.code for p in engine] == [p.code for p in own], ([p.text for p in engine], [p.text for p in own])
     assert [p.code for p in engine][:3] == [0, 0, 2] and engine[3].code == 0 and engine[4].code == 2
+    assert [p.code for p in engine][8:] == [0, 2, 2], [p.text for p in engine[8:]]
+    assert "nessie" in engine[10].stderr.lower(), engine[10].text
     assert "1 row" in engine[0].stdout or "40" in engine[0].stdout, engine[0].text
     for e, o in zip(engine, own, strict=True):
         assert masked(e.stdout, "engine", 5001) == masked(o.stdout, "own", 6001), (e.text, o.text)
