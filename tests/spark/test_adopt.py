@@ -107,7 +107,7 @@ def test_a_file_that_cannot_be_decoded_fails_before_anything_is_copied(lakehouse
     ("why", "tables", "second"),
     [
         ("adopt_parquet = false", {"adopt_parquet": False}, None),
-        ("an int column of a long table column", {}, "narrow"),
+        ("a file with Iceberg field ids of its own", {}, "field_ids"),
         ("a file of several partitions", {"partition_by": ["payment_type"]}, None),
         ("a sorted table", {"sort_by": ["trip_id"]}, None),
         ("two small files", {}, "two"),
@@ -117,11 +117,11 @@ def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, 
     lh = lakehouse_factory({"nyc.trips": {"checks": TRIPS_CHECKS, **tables}})
     assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
     f = trips_file(landing, "b.parquet", 150, start_id=1000, seed=2)
-    if second == "narrow":
+    if second == "field_ids":
         t = pq.read_table(f)
-        i = t.schema.get_field_index("trip_id")
-        f = write_parquet(landing / "narrow.parquet", t.set_column(i, "trip_id", t[i].cast(pa.int32())))
-        assert lh.tables.schema(T)["trip_id"].dataType.simpleString() == "bigint", why
+        ids = pa.schema([x.with_metadata({b"PARQUET:field_id": str(100 + n).encode()}) for n, x in enumerate(t.schema)])
+        f = write_parquet(landing / "ids.parquet", t.cast(ids))
+        assert pq.read_schema(f).field("trip_id").metadata == {b"PARQUET:field_id": b"100"}, why
     files = [str(f)]
     if second == "two":
         files = [
@@ -132,6 +132,41 @@ def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, 
     assert res.status == "published", (why, res.message)
     assert not [p for p in _files_on_main(lh) if p.name.startswith(f"{res.run_id}-adopted")], why
     assert _main(lh).scan().to_arrow().num_rows == 250
+
+
+def test_narrower_columns_iceberg_widens_on_read_are_adopted_and_read_as_the_tables(lakehouse_factory, landing):
+    """A file whose trip_id is int32 and fare_amount float32, into a table of long and double (Iceberg's type
+    promotions, which every reader resolves): adopted as it is. Spark and PyIceberg read the table's types and
+    the file's values; a `between` check whose bounds the file's metrics cannot settle scans and fails."""
+    checks = [{"check": "between", "column": "trip_id", "min": 0, "max": 1100}, {"check": "row_count", "min": 1}]
+    lh = lakehouse_factory({"nyc.trips": {"checks": checks}})
+    assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
+    wide = pq.read_table(trips_file(landing, "b.parquet", 150, start_id=1000, seed=2))
+    i, j = wide.schema.get_field_index("trip_id"), wide.schema.get_field_index("fare_amount")
+    narrow = wide.set_column(i, "trip_id", wide[i].cast(pa.int32()))
+    narrow = narrow.set_column(j, "fare_amount", wide[j].cast(pa.float32()))
+    f = write_parquet(landing / "narrow.parquet", narrow)
+    res = run_wap(lh, "nyc.trips", [str(f)])
+    assert res.status == "blocked", res.message  # ids up to 1149
+    assert [(c["check"], c["status"]) for c in res.checks] == [("between", "failed"), ("row_count", "passed")]
+    on_branch = lh.tables.read(T, res.branch)
+    assert on_branch.schema["trip_id"].dataType.simpleString() == "bigint"
+    assert on_branch.filter("trip_id > 1100").count() == 49
+    table = _main(lh)
+    on_branch_files = table.scan(snapshot_id=table.metadata.refs[res.branch].snapshot_id).plan_files()
+    assert [t for t in on_branch_files if f"{res.run_id}-adopted" in t.file.file_path], res.branch
+    assert len(_files_on_main(lh)) == 1  # blocked: main has the first run's file only
+    wide_run = lakehouse_factory({"nyc.trips": {"checks": [{"check": "row_count", "min": 1}]}})  # its own catalog
+    assert run_wap(wide_run, "nyc.trips", [str(landing / "a.parquet")]).status == "published"  # long, double
+    ok = run_wap(wide_run, "nyc.trips", [str(f)])
+    assert ok.status == "published", ok.message
+    table = _main(wide_run)
+    [data] = [p for p in _files_on_main(wide_run) if p.name.startswith(f"{ok.run_id}-adopted")]
+    assert _sha(data) == _sha(f)
+    rows = table.scan(row_filter="trip_id >= 1000").to_arrow().sort_by("trip_id")
+    assert rows.schema.field("trip_id").type == pa.int64() and rows.schema.field("fare_amount").type == pa.float64()
+    assert rows.column("trip_id").to_pylist() == list(range(1000, 1150))
+    assert rows.column("fare_amount").to_pylist() == narrow.column("fare_amount").cast(pa.float64()).to_pylist()
 
 
 def test_a_file_of_one_partition_is_adopted_into_it_and_pruned_like_a_written_one(lakehouse_factory, landing):

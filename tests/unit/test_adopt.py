@@ -58,10 +58,16 @@ def test_the_tables_own_columns_are_adopted(tmp_path):
     assert columns_differ(_meta(), [_file(tmp_path, GOOD)], Storage(), ["id", "name", "at"]) is None
 
 
+def test_a_narrower_type_iceberg_promotes_on_read_is_adopted(tmp_path):
+    """An int column for the table's long (or a float for a double): Iceberg's readers widen it."""
+    narrow = _file(tmp_path, GOOD.set(0, pa.field("id", pa.int32())))
+    assert columns_differ(_meta(), [narrow], Storage(), ["id", "name", "at"]) is None
+
+
 @pytest.mark.parametrize(
     ("schema", "reason"),
     [
-        (GOOD.set(0, pa.field("id", pa.int32())), "column 'id' of f.parquet is int, the table's is long"),
+        (GOOD.set(0, pa.field("id", pa.float64())), "column 'id' of f.parquet is double, the table's is long"),
         (GOOD.set(2, pa.field("at", pa.timestamp("us", tz="UTC"))), "column 'at' of f.parquet is timestamptz"),
         (GOOD.set(1, pa.field("nom", pa.string())), "f.parquet's columns are not the table's"),
         (GOOD.remove(1), "f.parquet's columns are not the table's"),

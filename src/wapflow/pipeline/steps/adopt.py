@@ -6,13 +6,14 @@ A file is adopted only when nothing about its rows would change in a rewrite: an
 quarantine or staged new columns) to an unsorted table (on a table branch, or on a Nessie branch through the
 branch's catalog), of local files or S3 objects into a local table or one on S3, read without reader options
 (one file, or several of 64 MiB and more: small ones are better packed by a rewrite), whose parquet columns are
-exactly the table's (names, Iceberg types, a required column only where the file's is too), with no nested
-types and no Iceberg field ids of their own. Into a partitioned table, each file must hold one partition's
-rows, as its footer's statistics show (PyIceberg infers the value, as its add_files does): an order-preserving
-transform (identity, year/month/day/hour, truncate) of a column without nulls (or only nulls) whose lowest and
-highest values give the same partition. The files are committed through Iceberg's Java API, or on a Spark
-Connect client through PyIceberg on the same catalog (where it opens it: JDBC and REST). Anything else is
-rewritten as before; `adopt_parquet = false` always rewrites.
+the table's (names; Iceberg types, or int for long and float for double, which Iceberg's readers widen; a
+required column only where the file's is too), with no nested types and no Iceberg field ids of their own.
+Into a partitioned table, each file must hold one partition's rows, as its footer's statistics show (PyIceberg
+infers the value, as its add_files does): an order-preserving transform (identity, year/month/day/hour,
+truncate) of a column without nulls (or only nulls) whose lowest and highest values give the same partition.
+The files are committed through Iceberg's Java API, or on a Spark Connect client through PyIceberg on the same
+catalog (where it opens it: JDBC and REST). Anything else is rewritten as before; `adopt_parquet = false` always
+rewrites.
 
 What a rewrite would have checked still is: the scan decodes every value (a corrupt page fails the run
 before anything is copied, naming the file), and it observes the row-level checks as the write would. A small
@@ -220,9 +221,13 @@ def files_fit(meta: dict[str, Any], files: list[FileIdentity], storage: Storage,
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.name_mapping import create_mapping_from_schema, parse_mapping_from_json
-    from pyiceberg.types import PrimitiveType
+    from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType, PrimitiveType
 
     from wapflow.lakehouse.tables import NAME_MAPPING_PROP
+
+    # The primitive promotions of Iceberg's spec that every reader resolves when it reads the file: a file's int
+    # column read as the table's long, a float as a double (what a table's type change leaves in its old files).
+    promoted = {(IntegerType, LongType), (FloatType, DoubleType)}
 
     schema_id = meta.get("current-schema-id", 0)
     found = [s for s in meta.get("schemas", []) if s.get("schema-id") == schema_id]
@@ -254,7 +259,9 @@ def files_fit(meta: dict[str, Any], files: list[FileIdentity], storage: Storage,
             return f"{name} has a type Iceberg does not map ({str(e).splitlines()[0][:120]})"
         for f in got.fields:
             t = want[f.name]
-            if not isinstance(f.field_type, PrimitiveType) or f.field_type != t.field_type:
+            if not isinstance(f.field_type, PrimitiveType) or (
+                f.field_type != t.field_type and (type(f.field_type), type(t.field_type)) not in promoted
+            ):
                 return f"column {f.name!r} of {name} is {f.field_type}, the table's is {t.field_type}"
             if t.required and not f.required:
                 return f"column {f.name!r} is required in the table and optional in {name}"
