@@ -166,3 +166,12 @@ def test_a_file_not_known_to_be_one_partition_is_rewritten_with_the_reason(tmp_p
     pq.write_table(pa.table({f.name: pa.array(table[f.name], f.type) for f in GOOD}, schema=GOOD), path)
     got = files_fit(_partitioned(transform, column), [local_identity(path)], Storage(), ["id", "name", "at"])
     assert got == f"p.parquet: {reason}", got
+
+
+def test_a_promoted_partition_column_gives_its_partition(tmp_path):
+    """An int32 file column of the table's long identity partition: its bounds read as the table's type."""
+    schema = GOOD.set(0, pa.field("id", pa.int32()))
+    path = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"id": [7, 7], "name": ["a", "b"], "at": [0, 1]}, schema=schema), path)
+    got = files_fit(_partitioned("identity", "id"), [local_identity(path)], Storage(), ["id", "name", "at"])
+    assert got == Adoptable(1, [["7"]]), got

@@ -283,7 +283,10 @@ def partition_of(metadata: Any, schema: Any, spec: Any) -> list[str | None] | st
 
     # Full metrics: bounds not truncated, so a string's bounds are its own values.
     plan = compute_statistics_plan(schema, {"write.metadata.metrics.default": "full"})
-    stats = data_file_statistics_from_parquet_metadata(metadata, plan, {f.name: f.field_id for f in schema.fields})
+    try:
+        stats = data_file_statistics_from_parquet_metadata(metadata, plan, {f.name: f.field_id for f in schema.fields})
+    except ValueError as e:  # statistics of a physical type PyIceberg does not read for the column's type
+        return f"its footer's statistics do not read as the table's types ({str(e).splitlines()[0][:120]})"
     for pf in spec.fields:
         column = schema.find_field(pf.source_id).name
         if not pf.transform.preserves_order:
