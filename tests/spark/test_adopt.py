@@ -104,16 +104,17 @@ def test_a_file_that_cannot_be_decoded_fails_before_anything_is_copied(lakehouse
 
 
 @pytest.mark.parametrize(
-    ("why", "tables", "second"),
+    ("why", "tables", "second", "said"),
     [
-        ("adopt_parquet = false", {"adopt_parquet": False}, None),
-        ("a file with Iceberg field ids of its own", {}, "field_ids"),
-        ("a file of several partitions", {"partition_by": ["payment_type"]}, None),
-        ("a sorted table", {"sort_by": ["trip_id"]}, None),
-        ("two small files", {}, "two"),
+        ("adopt_parquet = false", {"adopt_parquet": False}, None, None),
+        ("a file with Iceberg field ids of its own", {}, "field_ids", "ids.parquet carries Iceberg field ids"),
+        ("a file of several partitions", {"partition_by": ["payment_type"]}, None, "its rows are in several"),
+        ("a sorted table", {"sort_by": ["trip_id"]}, None, "the table is sorted"),
+        ("two small files", {}, "two", "several files, some small"),
     ],
 )
-def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, why, tables, second):
+def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, why, tables, second, said):
+    """Rewritten by Spark, and the run says why its files were not adopted (nothing when adoption is off)."""
     lh = lakehouse_factory({"nyc.trips": {"checks": TRIPS_CHECKS, **tables}})
     assert run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 100))]).status == "published"
     f = trips_file(landing, "b.parquet", 150, start_id=1000, seed=2)
@@ -128,8 +129,12 @@ def test_a_file_not_exactly_the_tables_is_rewritten(lakehouse_factory, landing, 
             str(trips_file(landing, "b1.parquet", 75, start_id=1000)),
             str(trips_file(landing, "b2.parquet", 75, start_id=2000)),
         ]
+    lines: list[str] = []
+    lh.progress = lines.append
     res = run_wap(lh, "nyc.trips", files)
     assert res.status == "published", (why, res.message)
+    reasons = [line for line in lines if line.startswith("rewriting the rows (the files are not adopted")]
+    assert (said is None and not reasons) or (len(reasons) == 1 and said in reasons[0]), (why, lines)
     assert not [p for p in _files_on_main(lh) if p.name.startswith(f"{res.run_id}-adopted")], why
     assert _main(lh).scan().to_arrow().num_rows == 250
 

@@ -87,7 +87,9 @@ def check(run: Run, mode: WriteMode, df: DataFrame) -> Adoptable | str:
         return "several files, some small (a rewrite packs them into fewer data files)"
     meta = run.wt().commit_metadata(run.target)
     if meta is None:
-        return "no commit of files reaches the table from here (Spark Connect, and PyIceberg does not open the catalog)"
+        return (
+            "no commit of files reaches the table from here (on Spark Connect, PyIceberg opens JDBC and REST catalogs)"
+        )
     if sorted_table(meta):
         return "the table is sorted (a rewrite writes its rows in the table's order)"
     props = meta.get("properties") or {}

@@ -176,6 +176,13 @@ def _write(run: Run) -> None:
                 if how == "decoded":
                     observation = None  # Arrow decoded them here; run.observed holds their row count
             else:
+                if (
+                    isinstance(fit, str)
+                    and run.fmt == "parquet"
+                    and run.table_cfg.adopt_parquet
+                    and mode.name == "append"
+                ):
+                    run.lh.progress(f"rewriting the rows (the files are not adopted as they are: {fit})")
                 if observation is not None and run.plan.counts_only:
                     observation = None  # the audit takes the count from the commit, and the rest from metadata
                 elif observation is not None and run.fmt == "parquet":
