@@ -177,3 +177,26 @@ def test_the_archive_key_names_the_jars_the_driver_really_has_first(
     ):
         plan = jvm.plan_for(cfg)
         assert jvm.driver_class_path(plan, local=True).first == jvm.first_on_class_path(cfg) != ()
+
+
+def test_an_archive_no_driver_used_for_30_days_goes_when_another_is_made(cfg: WapConfig) -> None:
+    """An upgrade makes a new archive (another key); the old one, unused since, is removed with the next
+    training after 30 days. One a driver maps is marked used (its mtime, once a day) and kept."""
+    path, state = class_archive.ensure(cfg, trainer("open(part, 'wb').write(b'x')"))
+    assert state == "made" and path is not None
+    folder = path.parent
+    old, recent = folder / "spark-0000000000000000.jsa", folder / "spark-1111111111111111.jsa"
+    old.write_bytes(b"old")
+    recent.write_bytes(b"recent")
+    long_ago, weeks_ago = time.time() - 31 * 86400, time.time() - 20 * 86400
+    os.utime(old, (long_ago, long_ago))
+    os.utime(recent, (weeks_ago, weeks_ago))
+    os.utime(path, (long_ago, long_ago))
+    assert f"-XX:SharedArchiveFile={path}" in class_archive.java_options(cfg)  # mapped now: marked used
+    assert time.time() - path.stat().st_mtime < 60
+    path.unlink()  # as if this Java were upgraded: the next ensure trains a new one
+    lines: list[str] = []
+    made, state = class_archive.ensure(cfg, trainer("open(part, 'wb').write(b'y')"), progress=lines.append)
+    assert state == "made" and made == path
+    assert not old.exists() and recent.exists()
+    assert "removed 1 JVM class archive(s) no driver used for 30 days" in lines

@@ -37,6 +37,10 @@ SWITCH = "WAP_CLASS_ARCHIVE"
 # Set in the training process only: where its JVM writes the archive at exit.
 TRAINING = "WAP_CLASS_ARCHIVE_TRAINING"
 _STALE_PARTS = 3600.0  # a temporary archive this old belongs to a training run that was killed
+# An archive is marked used (its mtime) at most this often, and one no driver has used for UNUSED_DAYS is removed
+# when another is made: what an upgrade (another Java, PySpark or Iceberg jar: another key) leaves behind.
+_MARK_USED_EVERY = 86400.0
+UNUSED_DAYS = 30
 TRAIN_TIMEOUT = 900.0
 
 
@@ -114,7 +118,18 @@ def java_options(cfg: WapConfig) -> list[str]:
     path = path_for(cfg, java)
     if not path.is_file():
         return []
+    _mark_used(path)
     return [f"-XX:SharedArchiveFile={path}", "-Xshare:auto", "-Xlog:cds*=off"]
+
+
+def _mark_used(path: Path) -> None:
+    """Set the archive's mtime to now, once a day at most: the mark that keeps it from being removed as unused
+    (a JVM maps it read-only, and its key, not its mtime, says whether it matches)."""
+    try:
+        if time.time() - path.stat().st_mtime > _MARK_USED_EVERY:
+            os.utime(path)
+    except OSError:
+        pass  # a folder shared read-only: the archive is still used, only not marked
 
 
 def ensure(
@@ -147,6 +162,9 @@ def _train(
     cfg: WapConfig, path: Path, trainer: list[str], progress: Callable[[str], None] | None
 ) -> tuple[Path | None, str]:
     _remove_stale_parts(path.parent)
+    removed = remove_unused(path.parent)
+    if removed and progress:
+        progress(f"removed {len(removed)} JVM class archive(s) no driver used for {UNUSED_DAYS} days")
     if progress:
         progress("making the JVM class archive (once per Java and PySpark install; later Spark starts are faster)")
     part = path.with_name(f"{path.name}.{os.getpid()}.part")
@@ -185,3 +203,18 @@ def _remove_stale_parts(where: Path) -> None:
                 part.unlink()
         except OSError:
             pass
+
+
+def remove_unused(where: Path, days: int = UNUSED_DAYS) -> list[Path]:
+    """Remove the archives in `where` that no driver has mapped for `days` (their mtime: _mark_used); returns
+    them. A JVM that maps one meanwhile keeps its mapping (the file's data lives until it is unmapped)."""
+    cutoff = time.time() - days * 86400
+    removed = []
+    for archive in where.glob("spark-*.jsa"):
+        try:
+            if archive.stat().st_mtime < cutoff:
+                archive.unlink()
+                removed.append(archive)
+        except OSError:
+            pass
+    return removed
