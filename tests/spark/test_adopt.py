@@ -5,6 +5,7 @@ gets is checked by PyIceberg on the same catalog, which finds the adopted files'
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -201,6 +202,36 @@ def test_a_file_of_one_partition_is_adopted_into_it_and_pruned_like_a_written_on
     expected = pq.read_table(one).num_rows + pq.read_table(both).filter(pc.field("vendor_id") == 1).num_rows
     assert _main(lh).scan(row_filter="vendor_id == 1").to_arrow().num_rows == expected
     assert lh.tables.read(T).filter("vendor_id = 1").count() == expected
+
+
+def test_a_days_file_is_adopted_into_its_day_and_a_file_of_nulls_into_the_null_partition(lakehouse_factory, landing):
+    """Partitioned by day(pickup_at) (a date partition value) and vendor_id: one day's trips of vendor 1 are
+    adopted into the partition Spark writes that day's vendor-1 rows to; the same day's trips without a vendor
+    (vendor_id all null) into that day's null partition, which a filter on `vendor_id IS NULL` finds."""
+    lh = lakehouse_factory({"nyc.trips": {"checks": TRIPS_CHECKS, "partition_by": ["day(pickup_at)", "vendor_id"]}})
+    both = trips_file(landing, "both.parquet", 1200, start_id=5000, seed=6)
+    trips = pq.read_table(trips_file(landing, "all.parquet", 1200, seed=4))
+    nov3 = pa.scalar(datetime(2026, 11, 3), pa.timestamp("us"))
+    day = pc.equal(pc.floor_temporal(trips.column("pickup_at"), unit="day"), nov3)
+    one = write_parquet(landing / "d1.parquet", trips.filter(pc.and_(day, pc.equal(trips.column("vendor_id"), 1))))
+    nulls = trips.filter(pc.and_(day, pc.equal(trips.column("vendor_id"), 2)))
+    i = nulls.schema.get_field_index("vendor_id")
+    nulls = write_parquet(
+        landing / "d0.parquet", nulls.set_column(i, "vendor_id", pa.nulls(nulls.num_rows, pa.int32()))
+    )
+    runs = [run_wap(lh, "nyc.trips", [str(f)]) for f in (both, one, nulls)]
+    assert [r.status for r in runs] == ["published"] * 3, [r.message for r in runs]
+    files = {t.file.file_path.rsplit("/", 1)[-1]: t.file for t in _main(lh).scan().plan_files()}
+    [adopted_one] = [f for n, f in files.items() if n.startswith(f"{runs[1].run_id}-adopted")]
+    [adopted_nulls] = [f for n, f in files.items() if n.startswith(f"{runs[2].run_id}-adopted")]
+    written = [f for n, f in files.items() if "adopted" not in n]
+    same = [f for f in written if f.partition == adopted_one.partition]
+    assert len(same) == 1 and adopted_one.partition[1] == 1, (adopted_one.partition, [f.partition for f in written])
+    assert adopted_nulls.partition[0] == adopted_one.partition[0] and adopted_nulls.partition[1] is None
+    null_files = [t.file.file_path for t in _main(lh).scan(row_filter="vendor_id IS NULL").plan_files()]
+    assert [p.rsplit("/", 1)[-1] for p in null_files] == [adopted_nulls.file_path.rsplit("/", 1)[-1]]
+    assert _main(lh).scan(row_filter="vendor_id IS NULL").to_arrow().num_rows == pq.read_table(nulls).num_rows > 0
+    assert lh.tables.read(T).filter("vendor_id IS NULL").count() == pq.read_table(nulls).num_rows
 
 
 def test_a_file_changed_after_it_was_listed_is_rewritten_not_adopted(trips_lakehouse, landing):
