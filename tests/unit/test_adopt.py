@@ -175,3 +175,13 @@ def test_a_promoted_partition_column_gives_its_partition(tmp_path):
     pq.write_table(pa.table({"id": [7, 7], "name": ["a", "b"], "at": [0, 1]}, schema=schema), path)
     got = files_fit(_partitioned("identity", "id"), [local_identity(path)], Storage(), ["id", "name", "at"])
     assert got == Adoptable(1, [["7"]]), got
+
+
+def test_a_commit_whose_outcome_is_unknown_keeps_its_copies_either_way():
+    """Java's unknown outcome (through Spark) and PyIceberg's (Spark Connect) alike: the copies may be referenced."""
+    from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+
+    from wapflow.pipeline.steps.adopt import _outcome_unknown
+
+    assert _outcome_unknown(CommitStateUnknownException("timed out"))
+    assert not _outcome_unknown(CommitFailedException("conflict"))

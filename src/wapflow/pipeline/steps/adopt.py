@@ -134,13 +134,21 @@ def adopt(run: Run, how: Adoptable, df: DataFrame, observation: Any) -> Literal[
     except Exception as e:
         # A commit that failed references none of the copies; one whose outcome Iceberg does not know may, so
         # its copies stay (`wap maintain` removes them if they are orphans). A stop signal leaves them too.
-        if not spark_errors.raised(e, _COMMIT_STATE_UNKNOWN):
+        if not _outcome_unknown(e):
             _remove(run, copied)
         raise
     if observed is None:
         return "scanned"
     run.observed = observed
     return "decoded"
+
+
+def _outcome_unknown(e: BaseException) -> bool:
+    """A commit that may have landed: Iceberg's Java API (classic session) or PyIceberg (Spark Connect) says it
+    does not know whether it did."""
+    from pyiceberg.exceptions import CommitStateUnknownException
+
+    return isinstance(e, CommitStateUnknownException) or spark_errors.raised(e, _COMMIT_STATE_UNKNOWN)
 
 
 def _decoded_here(run: Run) -> dict[str, Any] | None:
