@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from wapflow.config import WapConfig, parse_config
 from wapflow.errors import UsageError
-from wapflow.lakehouse.pyiceberg_client import MISSING_FILES, open_catalog, remove_added_files
+from wapflow.lakehouse.pyiceberg_client import MISSING_FILES, add_files, open_catalog, remove_added_files
 from wapflow.sql.identifiers import TableName
 
 T = TableName.parse("ns.t")
@@ -43,16 +44,17 @@ def main_ids(cfg: WapConfig) -> list[int]:
 
 
 class CommitsMeanwhile:
-    """The catalog, except that another client appends `ids` to main right after the first load_table."""
+    """The catalog, except that another client appends `ids` to `branch` right after the first load_table."""
 
-    def __init__(self, cfg: WapConfig, cat: Any, ids: tuple[int, ...]) -> None:
-        self.cfg, self.cat, self.ids, self.loads = cfg, cat, ids, 0
+    def __init__(self, cfg: WapConfig, cat: Any, ids: tuple[int, ...], branch: str = "main") -> None:
+        self.cfg, self.cat, self.ids, self.branch, self.loads = cfg, cat, ids, branch, 0
 
     def load_table(self, ident: Any) -> Any:
         tbl = self.cat.load_table(ident)
         self.loads += 1
         if self.loads == 1:
-            open_catalog(self.cfg, why="the other writer").load_table(ident).append(batch(*self.ids))
+            other = open_catalog(self.cfg, why="the other writer").load_table(ident)
+            other.append(batch(*self.ids), branch=self.branch)
         return tbl
 
 
@@ -75,6 +77,33 @@ def test_a_commit_on_main_meanwhile_is_kept(tmp_path: Path) -> None:
     snap = tbl.current_snapshot()
     assert snap.snapshot_id == sid and snap.summary["wapflow.reverted-run-id"] == "r1"
     assert tbl.snapshot_by_id(snap.parent_snapshot_id).summary["added-records"] == "3"  # on the other commit
+
+
+def test_adding_files_to_a_branch_while_another_branch_commits_retries_on_the_new_head(tmp_path: Path) -> None:
+    """Two runs' branches of one table (Spark Connect runs adopting files): the other run's commit lands between
+    this one's load and commit. Its branch check still passes, but the snapshot PyIceberg built carries a stale
+    sequence number, which the catalog refuses with a ValueError; that is a conflict to retry, not a bug (CI
+    saw it as `BugError: ... older than last sequence number`)."""
+    cfg, cat, (_, second) = lake(tmp_path)
+    tbl = cat.load_table("ns.t")
+    for ref in ("wap_a", "wap_b"):
+        tbl.manage_snapshots().create_branch(second, ref).commit()
+    landed = tmp_path / "lakehouse" / "landed.parquet"
+    pq.write_table(batch(100, 101), landed)
+    racing = CommitsMeanwhile(cfg, cat, (50,), branch="wap_a")
+    add_files(racing, T, "wap_b", [str(landed)], PROPS)  # type: ignore[arg-type]  # a Catalog in all it uses
+    assert racing.loads == 2  # the first attempt was stale
+    tbl = cat.load_table("ns.t")
+
+    def ids(ref: str) -> list[int]:
+        sid = tbl.metadata.refs[ref].snapshot_id
+        return sorted(tbl.scan(snapshot_id=sid).to_arrow().column("id").to_pylist())
+
+    assert ids("wap_b") == [1, 2, 3, 10, 11, 100, 101]
+    assert ids("wap_a") == [1, 2, 3, 10, 11, 50]  # the other run's commit is kept
+    assert ids("main") == [1, 2, 3, 10, 11]
+    b = tbl.snapshot_by_id(tbl.metadata.refs["wap_b"].snapshot_id)
+    assert b.summary["wapflow.reverted-run-id"] == "r1" and b.parent_snapshot_id == second
 
 
 def test_a_file_no_longer_on_main_fails_and_changes_nothing(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from wapflow.errors import CommitConflict, EnvironmentProblem, UsageError
+from wapflow.spark.errors import commit_conflict
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def remove_added_files(
     """One new snapshot on main deleting exactly the data files these snapshots added, carrying `properties`
     (what Tables.remove_added_files does through Java). Returns its id. A file no longer on main fails with
     MISSING_FILES; a commit that lands on main meanwhile is kept: the removal is planned again on the new head."""
-    from pyiceberg.exceptions import CommitFailedException, ValidationException
+    from pyiceberg.exceptions import ValidationException
 
     ident = (*table.namespace, table.name)
     last: Exception | None = None
@@ -126,7 +127,9 @@ def remove_added_files(
                 raise
             last = e  # a concurrent commit PyIceberg's own validation refuses: plan again on the new head
             continue
-        except CommitFailedException as e:
+        except Exception as e:
+            if not commit_conflict(e):
+                raise
             last = e
             continue
         snap = tbl.current_snapshot()
@@ -161,8 +164,6 @@ def add_files(
     partition, and gives the table a name mapping when it has none. A concurrent commit on the table (another
     run's branch) is kept: the append is made again on the new head. The files' names are the run's own, so
     they are not looked for among the table's files first (a scan of every manifest)."""
-    from pyiceberg.exceptions import CommitFailedException
-
     ident = (*table.namespace, table.name)
     last: Exception | None = None
     for _ in range(_ATTEMPTS):
@@ -171,7 +172,9 @@ def add_files(
             tbl.add_files(
                 list(locations), snapshot_properties=dict(properties), check_duplicate_files=False, branch=ref
             )
-        except CommitFailedException as e:
+        except Exception as e:
+            if not commit_conflict(e):
+                raise
             last = e
             continue
         return

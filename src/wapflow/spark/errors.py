@@ -87,7 +87,12 @@ def full_text(e: BaseException) -> str:
 # --- classification ---------------------------------------------------------------------------
 
 # Java classes, by fully qualified name.
-_COMMIT_CONFLICT = frozenset({"org.apache.iceberg.exceptions.CommitFailedException"})
+_COMMIT_CONFLICT = frozenset(
+    {"org.apache.iceberg.exceptions.CommitFailedException", "pyiceberg.exceptions.CommitFailedException"}
+)
+# PyIceberg builds a snapshot on the metadata it loaded; when a commit to another branch of the table lands first,
+# the catalog's check of the branch still passes but applying the snapshot fails with this ValueError: stale too.
+_PYICEBERG_STALE = "older than last sequence number"
 # The SQLite JDBC catalog: SQLITE_BUSY (5) and SQLITE_LOCKED (6), also as extended codes (low byte).
 _SQLITE_BUSY = (5, 6)
 _UNREACHABLE_JAVA = frozenset(
@@ -242,8 +247,11 @@ def commit_conflict(e: BaseException) -> bool:
     Connect hands the client no Java exception, only the server's class names inside the message text
     ("(org.apache.iceberg.exceptions.CommitFailedException) ...", a SQLiteException's "[SQLITE_BUSY] ...",
     "Commit failed: ..."), and no Spark error condition for it; so there, and only there, the text decides.
+    PyIceberg (the commits a Connect client makes itself) names its stale sequence number by text only.
     """
     if raised(e, *_COMMIT_CONFLICT) or isinstance(classify(e, doing="committing"), CommitConflict):
+        return True
+    if isinstance(e, ValueError) and _PYICEBERG_STALE in str(e):
         return True
     from_connect = any(c.__module__.startswith("pyspark.errors.exceptions.connect") for c in type(e).__mro__)
     text = str(e)
