@@ -147,9 +147,13 @@ def test_two_concurrent_runs_through_connect(lake: tuple[Path, Path, Reader], cl
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, connect_server: ConnectServer) -> None:
-    """`wap serve` on a local-master config: `wap run` says it uses the server and publishes; a second
-    `wap serve` on a busy port is one error (exit 2); SIGTERM stops the server (port closed, exit 0)."""
+def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(
+    tmp_path: Path, connect_server: ConnectServer, engine: dict[str, str]
+) -> None:
+    """`wap serve` on a local-master config: `wap run` says it uses the server and publishes, with the warm
+    engine on as by default (it starts none: the command is the server's client, not an engine's, which once
+    failed as a Connect session without a SparkContext); a second `wap serve` on a busy port is one error (exit
+    2); SIGTERM stops the server (port closed, exit 0)."""
     cfg = cluster_config(tmp_path, "local[2]", tables={"sv.t": ""})
     port = free_port()
     busy = wap("serve", "-c", str(cfg), "--port", str(connect_server.port))
@@ -161,7 +165,7 @@ def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, con
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env(),
+        env=env(**engine),
         stdin=subprocess.DEVNULL,
     )
     try:
@@ -174,9 +178,10 @@ def test_wap_serve_is_found_by_commands_and_stops_on_sigterm(tmp_path: Path, con
         assert st.code == 0 and st.doc["running"] and st.doc["endpoint"] == f"sc://127.0.0.1:{port}", st.text
 
         f = write_parquet(tmp_path / "in" / "a.parquet", generate_trips(200, start_id=1))
-        r = wap("run", "sv.t", str(f), "-c", str(cfg), "--json")
+        r = wap("run", "sv.t", str(f), "-c", str(cfg), "--json", **engine)
         assert r.code == 0, r.text
         assert f"using the Spark Connect server of `wap serve` at sc://127.0.0.1:{port}" in r.stderr
+        assert not list(Path(engine["XDG_RUNTIME_DIR"]).glob("wapflow/engine-*.json"))  # no engine started
         assert ids(Reader(tmp_path).rows("sv.t")) == list(range(1, 201))
         doc = wap("doctor", "-c", str(cfg), "--json").doc
         (spark,) = [f for f in doc["findings"] if f["part"] == "spark"]

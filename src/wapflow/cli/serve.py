@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlparse
 
@@ -87,6 +91,7 @@ def serve(
             raise
     except WapError as e:
         o.fail(e)
+    record = _record_serving()
     pid = server.proc.pid if server.proc else None
     doc = {"endpoint": server.endpoint, "pid": pid, "log": str(server.log_path), "started_in_s": server.started_in}
     o.result(
@@ -106,5 +111,24 @@ def serve(
     except StopRequested:  # SIGTERM or Ctrl-C (wapflow.stopping): the server's normal end
         o.progress("stopping the Spark Connect server")
     finally:
+        if record is not None:
+            record.unlink(missing_ok=True)
         server.stop()
     raise typer.Exit(EXIT_PUBLISHED if asked else EXIT_RUNTIME)
+
+
+def _record_serving() -> Path | None:
+    """This process's record in the engines' runtime folder (wapflow.engine.runtime.serve_record): with it, the
+    commands on this config hand nothing to a warm engine and come here, as this command says they do. None
+    where the folder cannot be made (the commands then use an engine, which starts its own JVM)."""
+    from wapflow.engine.runtime import EngineUnavailable, config_path, ensure_runtime_dir, serve_record
+
+    try:
+        ensure_runtime_dir()
+        record = serve_record(config_path(sys.argv[1:], os.environ, os.getcwd()), os.getcwd())
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid()}), encoding="utf-8")
+        tmp.replace(record)
+    except (EngineUnavailable, OSError):
+        return None
+    return record

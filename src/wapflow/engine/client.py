@@ -39,6 +39,7 @@ from wapflow.engine.runtime import (
     lost_message,
     read_info,
     remove_files,
+    served,
 )
 from wapflow.errors import EXIT_RUNTIME
 from wapflow.lakehouse.processes import alive
@@ -81,6 +82,8 @@ def handoff(argv: list[str], prog: str) -> int | None:
     mode, data = engine_setting(path)
     if not (mode == "auto" or (forced == "auto" and mode == "off")):
         return None
+    if served(path, cwd):
+        return None  # `wap serve` runs for this configuration: the command is its client, as it says
     for _ in range(2):  # an engine that was stopping as we came: once more, with a new one
         try:
             return Client(argv, prog, cwd, path, data).run()

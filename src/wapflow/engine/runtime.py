@@ -189,6 +189,21 @@ def read_info(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def serve_record(path: Path | None, cwd: str) -> Path:
+    """The record `wap serve` keeps in the runtime folder while it serves the configuration at `path` (None: the
+    defaults of `cwd`), named by that configuration as config_path finds it, so a client finds it before wap.toml
+    is loaded. Such a command is the server's (a thin Connect client in its own process), not an engine's."""
+    named = str(path) if path is not None else f"defaults of {cwd}"
+    return runtime_dir() / f"serve-{hashlib.sha256(named.encode()).hexdigest()[:16]}.json"
+
+
+def served(path: Path | None, cwd: str) -> bool:
+    """`wap serve` serves this configuration (its record names a live process)."""
+    doc = read_info(serve_record(path, cwd))
+    pid = doc.get("pid") if doc else None
+    return isinstance(pid, int) and pid > 0 and alive(pid)
+
+
 def lost_message(pid: object, log: Path) -> str:
     """What a client says when its command's engine ended under it (told by the client, or by the engine when
     only the command's process was killed)."""
