@@ -11,11 +11,20 @@ import os
 
 import pytest
 
+from support.cli_harness import BASE_FAST_START_JVM
+
 # `wap` processes the tests start run their commands themselves, as they always did: the warm engine
 # (wapflow.engine) is tested by tests/process/test_engine.py, which turns it on for its own processes, and
 # tests whose commands follow each other on one wap.toml run them through one (support.engines: `engine`).
 # WAP_ENGINE=auto in the environment runs the CLI tests through the engine instead.
 os.environ.setdefault("WAP_ENGINE", "off")
+
+# Every JVM the tests start (this process's Spark session, Connect servers, engines, the Nessie server, `wap`
+# processes) works on small data: C1 alone and the serial collector spend a quarter less CPU than C2's compiler
+# threads and G1's (tests/spark/test_modes.py and test_audit_library.py: 177 -> 134 CPU-seconds, the same wall
+# time on one worker), and the suite on two workers is bound by the CPU. support.cli_harness says why it is
+# for tests only.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", BASE_FAST_START_JVM)
 
 pytest_plugins = [
     "support.data",
