@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlparse
@@ -91,7 +90,7 @@ def serve(
             raise
     except WapError as e:
         o.fail(e)
-    record = _record_serving()
+    record = _record_serving(config)
     pid = server.proc.pid if server.proc else None
     doc = {"endpoint": server.endpoint, "pid": pid, "log": str(server.log_path), "started_in_s": server.started_in}
     o.result(
@@ -117,7 +116,7 @@ def serve(
     raise typer.Exit(EXIT_PUBLISHED if asked else EXIT_RUNTIME)
 
 
-def _record_serving() -> Path | None:
+def _record_serving(config: str | None) -> Path | None:
     """This process's record in the engines' runtime folder (wapflow.engine.runtime.serve_record): with it, the
     commands on this config hand nothing to a warm engine and come here, as this command says they do. None
     where the folder cannot be made (the commands then use an engine, which starts its own JVM)."""
@@ -125,7 +124,8 @@ def _record_serving() -> Path | None:
 
     try:
         ensure_runtime_dir()
-        record = serve_record(config_path(sys.argv[1:], os.environ, os.getcwd()), os.getcwd())
+        named = ["--config", config] if config is not None else []  # as a client's argv names it
+        record = serve_record(config_path(named, os.environ, os.getcwd()), os.getcwd())
         tmp = record.with_suffix(".tmp")
         tmp.write_text(json.dumps({"pid": os.getpid()}), encoding="utf-8")
         tmp.replace(record)
