@@ -181,7 +181,7 @@ def engine_key(path: Path | None, data: bytes, cwd: str, env: dict[str, str] | o
 
 
 def read_info(path: Path) -> dict[str, Any] | None:
-    """An engine's record (None if missing or unreadable)."""
+    """A record in the runtime folder, an engine's or `wap serve`'s (None if missing or unreadable)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -51,7 +51,11 @@ _FIELD_ID_KEY = b"PARQUET:field_id"
 # A batch of several files is adopted only when each is at least this big: small files are better packed by a
 # rewrite into fewer data files (one file alone becomes one data file either way).
 MIN_FILE_BYTES = 64 * 2**20
-_COMMIT_STATE_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+# Iceberg's Java API (a classic session) and PyIceberg (a Spark Connect client's commit), by class name.
+_COMMIT_STATE_UNKNOWN = (
+    "org.apache.iceberg.exceptions.CommitStateUnknownException",
+    "pyiceberg.exceptions.CommitStateUnknownException",
+)
 # A local batch up to this size whose checks need no row observed is decoded by Arrow here, not by a Spark job.
 SMALL_BATCH_BYTES = 8 * 2**20
 # Iceberg's partition string for null (Conversions.fromPartitionString): a string value equal to it is not carried.
@@ -145,10 +149,8 @@ def adopt(run: Run, how: Adoptable, df: DataFrame, observation: Any) -> Literal[
 
 def _outcome_unknown(e: BaseException) -> bool:
     """A commit that may have landed: Iceberg's Java API (classic session) or PyIceberg (Spark Connect) says it
-    does not know whether it did."""
-    from pyiceberg.exceptions import CommitStateUnknownException
-
-    return isinstance(e, CommitStateUnknownException) or spark_errors.raised(e, _COMMIT_STATE_UNKNOWN)
+    does not know whether it did (by class name, as spark.errors recognises the other commit outcomes)."""
+    return spark_errors.raised(e, *_COMMIT_STATE_UNKNOWN)
 
 
 def _decoded_here(run: Run) -> dict[str, Any] | None:
