@@ -85,7 +85,10 @@ def main() -> int:
         df.writeTo(tables.ident(t)).using("iceberg").create()
         snap = tables.head(t)
         added = tables.read_increment(t, None, snap)
-        plans = {n: AuditPlan(checks(c), added.columns, table=t.dotted) for n, c in (("1", ONE), ("10", TEN), ("unique", UNIQUE))}
+        plans = {
+            n: AuditPlan(checks(c), added.columns, table=t.dotted)
+            for n, c in (("1", ONE), ("10", TEN), ("unique", UNIQUE))
+        }
         evaluate(plans["1"], added, samples=False)  # warm-up
         log(f"scan-path audit over {a.rows:,} rows")
         s1, r1 = timed(lambda: evaluate(plans["1"], added, samples=False), a.reps)
@@ -136,13 +139,19 @@ def main() -> int:
     out["elapsed_s"] = round(time.perf_counter() - t0, 1)
     sc, wr, gr = out["scan"], out["write"], out["growth"]
     print(f"\nAudit cost (median seconds, {a.rows:,}-row batch, one SparkSession, local[2])")
-    print(f"  scan path: 1 check {sc['one_s']:.2f}s, 10 checks {sc['ten_s']:.2f}s -> ratio {sc['ratio']:.2f}  "
-          f"({'PASS' if sc['ratio'] <= 1.3 else 'MISS'}: target <= 1.3)")
+    print(
+        f"  scan path: 1 check {sc['one_s']:.2f}s, 10 checks {sc['ten_s']:.2f}s -> ratio {sc['ratio']:.2f}  "
+        f"({'PASS' if sc['ratio'] <= 1.3 else 'MISS'}: target <= 1.3)"
+    )
     print(f"  one unique(trip_id) check (a shuffle of the key): {sc['unique_s']:.2f}s")
-    print(f"  write path: plain write {wr['plain_s']:.2f}s, write observing 10 checks {wr['observed_s']:.2f}s -> ratio {wr['ratio']:.2f}")
-    print(f"  growth: {a.batch:,}-row batch audited on {gr['1x']['table_rows']:,} rows {gr['1x']['audit_s']:.2f}s, "
-          f"on {gr[f'{a.grow}x']['table_rows']:,} rows {gr[f'{a.grow}x']['audit_s']:.2f}s -> ratio {gr['ratio']:.2f}  "
-          f"({'PASS' if gr['ratio'] <= 1.3 else 'MISS'}: target flat, <= 1.3)")
+    print(
+        f"  write path: plain write {wr['plain_s']:.2f}s, write observing 10 checks {wr['observed_s']:.2f}s -> ratio {wr['ratio']:.2f}"
+    )
+    print(
+        f"  growth: {a.batch:,}-row batch audited on {gr['1x']['table_rows']:,} rows {gr['1x']['audit_s']:.2f}s, "
+        f"on {gr[f'{a.grow}x']['table_rows']:,} rows {gr[f'{a.grow}x']['audit_s']:.2f}s -> ratio {gr['ratio']:.2f}  "
+        f"({'PASS' if gr['ratio'] <= 1.3 else 'MISS'}: target flat, <= 1.3)"
+    )
     print(f"  (took {out['elapsed_s']}s)")
     if a.json:
         print(json.dumps(out))

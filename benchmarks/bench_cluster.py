@@ -94,7 +94,9 @@ def main() -> int:
             cluster.stop()
 
     print("\nWAP vs plain append, and where a WAP run's time goes (median seconds)")  # noqa: T201
-    header = f"{'master':<32}{'rows':>12}{'plain':>8}{'wap':>8}{'ratio':>8}{'write':>8}{'driver':>8}   prepare/audit/publish"
+    header = (
+        f"{'master':<32}{'rows':>12}{'plain':>8}{'wap':>8}{'ratio':>8}{'write':>8}{'driver':>8}   prepare/audit/publish"
+    )
     print(header)  # noqa: T201
     for master, doc in results.items():
         for s in doc["sizes"]:

@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     files = [
-        FileIdentity(f"s3://landing/trips/2026/{i:07d}.parquet", 1_000_000 + i, f"etag{i:032x}", t0 + timedelta(seconds=i))
+        FileIdentity(
+            f"s3://landing/trips/2026/{i:07d}.parquet", 1_000_000 + i, f"etag{i:032x}", t0 + timedelta(seconds=i)
+        )
         for i in range(args.files)
     ]
     with tempfile.TemporaryDirectory() as d:
@@ -49,11 +51,17 @@ def main(argv: list[str] | None = None) -> int:
         diff_s = time.perf_counter() - start
         assert not new
     status = "PASS" if diff_s <= TARGET_S else "MISS"
-    print(f"ledger: {args.files:,} known files listed against the ledger in {diff_s:.2f} s "
-          f"(target <= {TARGET_S:.0f} s at 100,000): {status}")  # noqa: T201 - the benchmark's output
+    print(
+        f"ledger: {args.files:,} known files listed against the ledger in {diff_s:.2f} s "
+        f"(target <= {TARGET_S:.0f} s at 100,000): {status}"
+    )  # noqa: T201 - the benchmark's output
     print(f"        recording them the first time: {record_s:.2f} s")  # noqa: T201 - the benchmark's output
     if args.json:
-        print(json.dumps({"files": args.files, "diff_s": round(diff_s, 3), "record_s": round(record_s, 3), "status": status}))  # noqa: T201 - the benchmark's output
+        print(
+            json.dumps(
+                {"files": args.files, "diff_s": round(diff_s, 3), "record_s": round(record_s, 3), "status": status}
+            )
+        )  # noqa: T201 - the benchmark's output
     return 0 if status == "PASS" else 1
 
 

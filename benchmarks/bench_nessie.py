@@ -222,7 +222,9 @@ def measure_size(sides: list[Side], targets: dict[str, TableName], n: int, small
             d["r"].append(round(r, 4))
             d["p"].append(p)
             d["t"].append(round(total, 3))
-            log(f"  {s.name:<7} {n:>3} tables  rep {rep + 1}/{reps}: create {c:.3f}s  ref-only {r:.3f}s  publish {p:.3f}s  (run {total:.2f}s)")
+            log(
+                f"  {s.name:<7} {n:>3} tables  rep {rep + 1}/{reps}: create {c:.3f}s  ref-only {r:.3f}s  publish {p:.3f}s  (run {total:.2f}s)"
+            )
     return [
         SizeResult(
             backend=name,
@@ -239,7 +241,9 @@ def measure_size(sides: list[Side], targets: dict[str, TableName], n: int, small
     ]
 
 
-def measure_zero_copy(sides: list[Side], seed: "DataFrame", small: Path, big: Path, big_rows: int, reps: int) -> list[ZeroCopyResult]:
+def measure_zero_copy(
+    sides: list[Side], seed: "DataFrame", small: Path, big: Path, big_rows: int, reps: int
+) -> list[ZeroCopyResult]:
     """Small and big batches go to two tables of identical history, alternating, so both see the same
     number of earlier snapshots; only the batch size differs."""
     tabs = {s.name: (s.create_table("zc_small", seed), s.create_table("zc_big", seed)) for s in sides}
@@ -302,7 +306,9 @@ def derived(sizes: list[SizeResult], zc: list[ZeroCopyResult], counts: list[int]
         }
     zby = {z.backend: z for z in zc}
     if len(zby) == 2:
-        out["nessie_vs_iceberg"]["zero_copy_big_publish"] = ratio(zby["nessie"].publish_big_s, zby["iceberg"].publish_big_s)
+        out["nessie_vs_iceberg"]["zero_copy_big_publish"] = ratio(
+            zby["nessie"].publish_big_s, zby["iceberg"].publish_big_s
+        )
     targets: dict[str, dict[str, Any]] = {}
     for b, g in out["growth"].items():
         for what in ("create", "publish"):
@@ -321,7 +327,9 @@ def derived(sizes: list[SizeResult], zc: list[ZeroCopyResult], counts: list[int]
     return out
 
 
-def print_report(sizes: list[SizeResult], zc: list[ZeroCopyResult], d: dict[str, Any], counts: list[int], reps: int) -> None:
+def print_report(
+    sizes: list[SizeResult], zc: list[ZeroCopyResult], d: dict[str, Any], counts: list[int], reps: int
+) -> None:
     print(f"\nBranch create + publish latency, median of {reps} reps (seconds)")
     print("  create   = backend.create(table, branch) on a fresh branch (what run_wap calls)")
     print("  ref-only = just the ref: ALTER TABLE ... CREATE BRANCH, or one Nessie POST /trees")
@@ -331,7 +339,9 @@ def print_report(sizes: list[SizeResult], zc: list[ZeroCopyResult], d: dict[str,
         for s in sorted((s for s in sizes if s.backend == b), key=lambda s: s.tables):
             print(f"  {b:<9} {s.tables:>6}  {s.create_s:8.3f}  {s.ref_create_s:8.3f}  {s.publish_s:8.3f}")
     for s in sizes:
-        print(f"  runs {s.backend} {s.tables}: create {s.create_runs} ref-only {s.ref_create_runs} publish {s.publish_runs}")
+        print(
+            f"  runs {s.backend} {s.tables}: create {s.create_runs} ref-only {s.ref_create_runs} publish {s.publish_runs}"
+        )
     lo, hi = min(counts), max(counts)
     if d["growth"]:
         print(f"\nRatio {hi} tables / {lo} table (~1 = independent of catalog size)")
@@ -339,7 +349,9 @@ def print_report(sizes: list[SizeResult], zc: list[ZeroCopyResult], d: dict[str,
             print(f"  {b:<9} create {g['create']:5.2f}   ref-only {g['ref_create']:5.2f}   publish {g['publish']:5.2f}")
     if zc:
         print("\nZero-copy: publish of a big vs a small batch, median seconds (~1 = cost independent of data size)")
-        print(f"  {'backend':<9} {zc[0].small_rows:>12,}  {zc[0].big_rows:>12,}  {'ratio':>6}   (write step, for contrast)")
+        print(
+            f"  {'backend':<9} {zc[0].small_rows:>12,}  {zc[0].big_rows:>12,}  {'ratio':>6}   (write step, for contrast)"
+        )
         for z in zc:
             print(
                 f"  {z.backend:<9} {z.publish_small_s:12.3f}  {z.publish_big_s:12.3f}  {z.ratio:6.2f}   "
@@ -350,7 +362,9 @@ def print_report(sizes: list[SizeResult], zc: list[ZeroCopyResult], d: dict[str,
     print("\nNessie / Iceberg (median vs median)")
     for key, v in d["nessie_vs_iceberg"].items():
         if isinstance(v, dict):
-            print(f"  {key:>3} table(s): create {v['create']:5.2f}   ref-only {v['ref_create']:5.2f}   publish {v['publish']:5.2f}")
+            print(
+                f"  {key:>3} table(s): create {v['create']:5.2f}   ref-only {v['ref_create']:5.2f}   publish {v['publish']:5.2f}"
+            )
         else:
             print(f"  publish of the big zero-copy batch: {v:5.2f}")
     print("\nSummary")
@@ -371,9 +385,18 @@ def parse_counts(text: str) -> list[int]:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--reps", type=int, default=5, help="measurements per point, median reported (default 5)")
-    p.add_argument("--workdir", default="bench-data", help="data files (reused), warehouses and the Nessie store (default bench-data)")
+    p.add_argument(
+        "--workdir",
+        default="bench-data",
+        help="data files (reused), warehouses and the Nessie store (default bench-data)",
+    )
     p.add_argument("--tables", type=parse_counts, default=list(DEFAULT_TABLES), help="catalog sizes (default 1,50)")
-    p.add_argument("--big-rows", type=lambda s: int(float(s.replace("_", ""))), default=DEFAULT_BIG_ROWS, help="big zero-copy batch (default 1000000)")
+    p.add_argument(
+        "--big-rows",
+        type=lambda s: int(float(s.replace("_", ""))),
+        default=DEFAULT_BIG_ROWS,
+        help="big zero-copy batch (default 1000000)",
+    )
     p.add_argument("--skip-zero-copy", action="store_true", help="skip the 1K vs big-batch publish test")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--driver-memory", default="2g", help="Spark driver memory (default 2g)")
@@ -394,7 +417,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     server_dir = root / "nessie-server"
     running = server_status(server_dir)
     if running["running"]:
-        print(f"a Nessie server (pid {running['pid']}) still uses {server_dir}; stop it first (wap nessie down)", file=sys.stderr)
+        print(
+            f"a Nessie server (pid {running['pid']}) still uses {server_dir}; stop it first (wap nessie down)",
+            file=sys.stderr,
+        )
         return 2
     if root.exists():
         shutil.rmtree(root)  # fresh catalogs and a fresh Nessie repository: no earlier history in the timings
@@ -416,7 +442,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"  Nessie up at {server.url} in {server.started_in:.1f}s")
         ice_cfg = WapConfig(
             lakehouse=LakehouseConfig(
-                warehouse=str(root / "iceberg"), catalog_name="bench_ice", master=args.master, driver_memory=args.driver_memory
+                warehouse=str(root / "iceberg"),
+                catalog_name="bench_ice",
+                master=args.master,
+                driver_memory=args.driver_memory,
             )
         )
         nes_cfg = WapConfig(
@@ -453,7 +482,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if got != n:
                     raise BenchError(f"{s.name}: catalog holds {got} tables, expected {n}")
             have = n
-            log(f"  done in {time.perf_counter() - t0:.1f}s; measuring on {targets['iceberg'].dotted} ({args.reps} reps)")
+            log(
+                f"  done in {time.perf_counter() - t0:.1f}s; measuring on {targets['iceberg'].dotted} ({args.reps} reps)"
+            )
             sizes += measure_size(sides, targets, n, small, args.reps)
         if big is not None:
             log(f"zero-copy: publishing {SMALL_ROWS:,} vs {args.big_rows:,} rows ({args.reps} reps per backend)")
@@ -470,7 +501,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     d = derived(sizes, zc, counts)
     print_report(sizes, zc, d, counts, args.reps)
-    print(f"  (benchmark took {elapsed:.0f}s on {os.cpu_count()} cores, master {args.master}; Nessie started in {server.started_in:.1f}s)")
+    print(
+        f"  (benchmark took {elapsed:.0f}s on {os.cpu_count()} cores, master {args.master}; Nessie started in {server.started_in:.1f}s)"
+    )
     if args.json:
         doc = {
             "machine": {"cpu_count": os.cpu_count(), "master": args.master, "driver_memory": args.driver_memory},

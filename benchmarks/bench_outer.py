@@ -90,7 +90,9 @@ class Watch:
         self.landing.mkdir(parents=True)
         self.cfg = config(work, {"trips": ("nyc.trips", self.landing, 100)})
         self.log = (work / "watch.log").open("w")
-        self.proc = subprocess.Popen([*WAP, "watch", "trips", "--config", str(self.cfg)], stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(
+            [*WAP, "watch", "trips", "--config", str(self.cfg)], stdout=self.log, stderr=self.log
+        )
         lake = work / "lakehouse"
         self.store: Any = None
         self.ledger: Any = None
@@ -214,7 +216,9 @@ def latency(work: Path, n: int) -> dict[str, Any]:
         "files": n,
         "rows_per_file": ROWS,
         "watch": {k: {"p50": statistics.median(w[k] for w in ws), "p95": pct([w[k] for w in ws], 0.95)} for k in keys},
-        "reference": {k: {"p50": statistics.median(r[k] for r in rs), "p95": pct([r[k] for r in rs], 0.95)} for k in rs[0]},
+        "reference": {
+            k: {"p50": statistics.median(r[k] for r in rs), "p95": pct([r[k] for r in rs], 0.95)} for k in rs[0]
+        },
         "watch_runs": [round(w["main_moved"], 3) for w in ws],
         "reference_runs": [round(r["main_moved"], 3) for r in rs],
     }
@@ -225,7 +229,9 @@ def latency(work: Path, n: int) -> dict[str, Any]:
 
 def ingest(cfg: Path, source: str) -> tuple[float, dict[str, Any]]:
     t0 = time.perf_counter()
-    done = subprocess.run([*WAP, "ingest", source, "--config", str(cfg), "--json"], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [*WAP, "ingest", source, "--config", str(cfg), "--json"], capture_output=True, text=True, check=False
+    )
     took = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"wap ingest {source} exited {done.returncode}: {done.stdout[-2000:]}{done.stderr[-2000:]}")
@@ -260,23 +266,38 @@ def report(lat: dict[str, Any] | None, thr: dict[str, Any] | None) -> dict[str, 
         w, r = lat["watch"], lat["reference"]
         print(f"\nLatency, {lat['files']} files of {lat['rows_per_file']:,} rows: landed -> main moved (seconds)")  # noqa: T201
         print(f"  wap watch (warm)         p50 {w['main_moved']['p50']:.2f}  p95 {w['main_moved']['p95']:.2f}")  # noqa: T201
-        print(f"  reference (process/file) p50 {r['main_moved']['p50']:.2f}  p95 {r['main_moved']['p95']:.2f}"  # noqa: T201
-              f"  (process exit p50 {r['process']['p50']:.2f})")
+        print(
+            f"  reference (process/file) p50 {r['main_moved']['p50']:.2f}  p95 {r['main_moved']['p95']:.2f}"  # noqa: T201
+            f"  (process exit p50 {r['process']['p50']:.2f})"
+        )
         ratio = r["main_moved"]["p50"] / w["main_moved"]["p50"]
         print(f"  reference / watch at p50: {ratio:.2f}x")  # noqa: T201
         parts = ("detect", "queue", "prepare", "write", "audit", "publish", "settle")
         print("  where watch's time goes (p50 s): " + "  ".join(f"{k} {w[k]['p50']:.2f}" for k in parts if k in w))  # noqa: T201
         print(f"  ledger says published p50 {w['ledger_published']['p50']:.2f}")  # noqa: T201
-        targets["latency_p50"] = {"target": "<= 0.5 s", "value": w["main_moved"]["p50"],
-                                  "status": "PASS" if w["main_moved"]["p50"] <= 0.5 else "MISS"}
-        targets["latency_vs_reference"] = {"target": ">= 2x", "value": ratio, "status": "PASS" if ratio >= 2 else "MISS"}
+        targets["latency_p50"] = {
+            "target": "<= 0.5 s",
+            "value": w["main_moved"]["p50"],
+            "status": "PASS" if w["main_moved"]["p50"] <= 0.5 else "MISS",
+        }
+        targets["latency_vs_reference"] = {
+            "target": ">= 2x",
+            "value": ratio,
+            "status": "PASS" if ratio >= 2 else "MISS",
+        }
     if thr:
-        print(f"\nThroughput, {thr['files']} files of {thr['rows_per_file']:,} rows through `wap ingest` (JVM start included)")  # noqa: T201
+        print(
+            f"\nThroughput, {thr['files']} files of {thr['rows_per_file']:,} rows through `wap ingest` (JVM start included)"
+        )  # noqa: T201
         for k in ("batched", "single"):
             v = thr[k]
             print(f"  {k:8s} {v['seconds']:7.1f}s  {v['runs']:4d} runs  {v['files_per_s']:6.1f} files/s")  # noqa: T201
         print(f"  one run per file / batched: {thr['ratio']:.1f}x")  # noqa: T201
-        targets["throughput"] = {"target": ">= 10x", "value": thr["ratio"], "status": "PASS" if thr["ratio"] >= 10 else "MISS"}
+        targets["throughput"] = {
+            "target": ">= 10x",
+            "value": thr["ratio"],
+            "status": "PASS" if thr["ratio"] >= 10 else "MISS",
+        }
     print("\nSummary")  # noqa: T201
     for k, t in targets.items():
         print(f"  {t['status']:4s}  {k:22s} {t['value']:.2f}  target {t['target']}")  # noqa: T201
@@ -300,8 +321,17 @@ def main(argv: list[str] | None = None) -> int:
     thr = None if args.skip_throughput else throughput(work / "throughput", args.throughput_files)
     targets = report(lat, thr)
     if args.json:
-        print(json.dumps({"latency": lat, "throughput": thr, "targets": targets,  # noqa: T201
-                          "at": datetime.now().isoformat(timespec="seconds"), "elapsed_s": time.time() - start}))
+        print(
+            json.dumps(
+                {
+                    "latency": lat,
+                    "throughput": thr,
+                    "targets": targets,  # noqa: T201
+                    "at": datetime.now().isoformat(timespec="seconds"),
+                    "elapsed_s": time.time() - start,
+                }
+            )
+        )
     return 0
 
 

@@ -285,7 +285,9 @@ def measure_publish(b: Bench, base: Path, batch: Path, batch_rows: int, reps: in
     """Publish the same B-row batch onto tables holding 1xB and 10xB rows; main is rolled back after each."""
     small = b.fresh_table("publish_1x", base)
     big = b.fresh_table("publish_10x", base)
-    log(f"building {small.dotted} (1 x {batch_rows:,} rows) and {big.dotted} ({PUBLISH_MULTIPLIER} x) with plain appends")
+    log(
+        f"building {small.dotted} (1 x {batch_rows:,} rows) and {big.dotted} ({PUBLISH_MULTIPLIER} x) with plain appends"
+    )
     b.plain_append(small, base)
     for _ in range(PUBLISH_MULTIPLIER):
         b.plain_append(big, base)
@@ -384,7 +386,10 @@ def print_report(sizes: list[SizeResult], pub: PublishResult | None, targets: di
         print("  wap:        not_null, between, accepted_values, row_count, expression")
         print("  wap+unique: not_null, between, accepted_values, row_count, unique(trip_id)")
         print("  adopted:    wap's checks, the file adopted as it is (wapflow's default; the rows above are rewritten)")
-        print(f"{'rows':>12}  {'plain':>8}  {'variant':>10}  {'seconds':>8}  {'ratio':>7}   " + "  ".join(f"{k:>8}" for k in STEPS))
+        print(
+            f"{'rows':>12}  {'plain':>8}  {'variant':>10}  {'seconds':>8}  {'ratio':>7}   "
+            + "  ".join(f"{k:>8}" for k in STEPS)
+        )
         for s in sizes:
             for label, secs, ratio, st in (
                 ("wap", s.wap_s, s.ratio, s.wap_steps),
@@ -403,8 +408,12 @@ def print_report(sizes: list[SizeResult], pub: PublishResult | None, targets: di
         )
     if pub is not None:
         print(f"\nPublish step (metadata-only) for a {pub.batch_rows:,}-row batch, median seconds")
-        print(f"  table at 1x  ({pub.rows_1x:>12,} rows, {pub.data_files_1x:>4} data files): {pub.publish_1x_s:6.3f}s  runs {pub.runs_1x}")
-        print(f"  table at {pub.multiplier}x ({pub.rows_10x:>12,} rows, {pub.data_files_10x:>4} data files): {pub.publish_10x_s:6.3f}s  runs {pub.runs_10x}")
+        print(
+            f"  table at 1x  ({pub.rows_1x:>12,} rows, {pub.data_files_1x:>4} data files): {pub.publish_1x_s:6.3f}s  runs {pub.runs_1x}"
+        )
+        print(
+            f"  table at {pub.multiplier}x ({pub.rows_10x:>12,} rows, {pub.data_files_10x:>4} data files): {pub.publish_10x_s:6.3f}s  runs {pub.runs_10x}"
+        )
         print(f"  ratio {pub.multiplier}x / 1x: {pub.ratio:.2f}  (published via {', '.join(pub.published_via)})")
     print("\nSummary")
     for key, v in targets.items():
@@ -433,15 +442,35 @@ def parse_rows(text: str) -> list[int]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--sizes", type=parse_rows, default=parse_rows("1000000,10000000"), help="batch sizes in rows (default 1000000,10000000)")
-    p.add_argument("--workdir", default="bench-data", help="data files (reused) and a fresh warehouse (default bench-data)")
-    p.add_argument("--publish-batch", type=lambda s: parse_rows(s)[0], default=1_000_000, help="batch size B for the publish test (default 1000000)")
-    p.add_argument("--reps", type=int, default=2, help="measurements per size and path, median reported (default 2, min 2)")
+    p.add_argument(
+        "--sizes",
+        type=parse_rows,
+        default=parse_rows("1000000,10000000"),
+        help="batch sizes in rows (default 1000000,10000000)",
+    )
+    p.add_argument(
+        "--workdir", default="bench-data", help="data files (reused) and a fresh warehouse (default bench-data)"
+    )
+    p.add_argument(
+        "--publish-batch",
+        type=lambda s: parse_rows(s)[0],
+        default=1_000_000,
+        help="batch size B for the publish test (default 1000000)",
+    )
+    p.add_argument(
+        "--reps", type=int, default=2, help="measurements per size and path, median reported (default 2, min 2)"
+    )
     p.add_argument("--publish-reps", type=int, default=3, help="publish measurements per table size (default 3)")
     p.add_argument("--skip-publish", action="store_true", help="skip the publish-flatness test")
     p.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     p.add_argument("--driver-memory", default="4g", help="Spark driver memory (default 4g)")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable), e.g. spark.executor.memory=2g")
+    p.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting (repeatable), e.g. spark.executor.memory=2g",
+    )
     p.add_argument("--json", action="store_true", help="also print all results as one JSON object on the last line")
     p.add_argument("--verbose", action="store_true", help="show wapflow's own progress messages")
     args = p.parse_args(argv)
@@ -467,7 +496,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     warm = ensure_file(data_dir, "warmup", WARMUP_ROWS)
     pub_files = None
     if not args.skip_publish:
-        pub_files = (ensure_file(data_dir, "pubbase", args.publish_batch), ensure_file(data_dir, "pubbatch", args.publish_batch))
+        pub_files = (
+            ensure_file(data_dir, "pubbase", args.publish_batch),
+            ensure_file(data_dir, "pubbatch", args.publish_batch),
+        )
 
     spark_conf: dict[str, str | int | float | bool] = dict(c.split("=", 1) for c in args.conf)
     cfg = WapConfig(

@@ -198,7 +198,8 @@ def test_metadata_answers_first_and_reads_no_data_when_it_can(lakehouse_factory,
         {"check": "between", "column": "amount", "min": 0, "max": 1000},
         {"check": "null_rate", "column": "customer", "max": 0.5},
     ]
-    lh = lakehouse_factory({"shop.orders": {"checks": checks}})
+    # Rewritten by Spark: Iceberg counts the NaNs of the files it writes (a landed file's footer does not).
+    lh = lakehouse_factory({"shop.orders": {"checks": checks, "adopt_parquet": False}})
     res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "o.parquet", orders(20)))])
     assert res.status == "published"
     assert {c["source"] for c in res.checks} == {"metadata"}
@@ -280,11 +281,11 @@ def test_an_append_whose_checks_iceberg_counts_answer_observes_nothing(lakehouse
         {"check": "null_rate", "column": "customer", "max": 0.5},
     ]
     plan = AuditPlan(TableConfig.model_validate({"checks": checks}).checks, orders(1).column_names, table=str(T))
-    assert plan.counts_only
+    assert plan.counts_only(bounds=True) and plan.counts_only(bounds=False)
     blocking = [*checks, {"check": "expression", "sql": "order_id > 0"}]
     assert not AuditPlan(
         TableConfig.model_validate({"checks": blocking}).checks, orders(1).column_names, table=str(T)
-    ).counts_only
+    ).counts_only(bounds=True)
     observed: list[int] = []
     real = DataFrame.observe
 
@@ -326,7 +327,8 @@ def test_blocking_row_checks_are_observed_in_one_count_and_counted_one_by_one_wh
     first = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", orders(20)))])
     assert first.status == "published"
     assert [(c["status"], c["source"], c["failing_rows"]) for c in first.checks] == [
-        ("passed", "metadata", 0),  # the amounts' bounds are inside the range
+        # The amounts' bounds are inside the range, but an adopted file's footer gives no NaN count: observed.
+        ("passed", "write", 0),
         ("passed", "write", 0),
         ("passed", "write", 0),
         ("warned", "write", 6),  # customer c2: orders 3, 6, ..., 18 of 20
@@ -394,6 +396,86 @@ def test_report_samples_and_sql_reproduce_the_failure(lakehouse_factory, landing
 
 def _schema_names(lh, t=T) -> list[str]:
     return lh.tables.schema(t).fieldNames()
+
+
+def _kinds(t: pa.Table, kinds: list[int]) -> pa.Table:
+    return t.append_column("kind", pa.array(kinds, pa.int32()))
+
+
+def _observed_names(plan: AuditPlan) -> set[str]:
+    return {re.sub(r".* AS `?(\w+)`?'>$", r"\1", str(c)) for c in plan.observable(counted=True, bounds=True)}
+
+
+def test_blocking_checks_their_bounds_settle_are_not_observed_and_a_batch_outside_them_is_scanned(
+    lakehouse_factory, landing, monkeypatch, spark
+):
+    """A blocking `between` on numbers and an `accepted_values` of every integer of a range pass from the added
+    files' bounds, so an append observes neither (each observed condition costs the write CPU on every row). A
+    value outside them, or a NaN, fails them, counted exactly by the scan; a set with a gap is observed."""
+    checks = [
+        {"check": "between", "column": "amount", "min": 0, "max": 100},
+        {"check": "accepted_values", "column": "kind", "values": [0, 1, 2]},
+        {"check": "accepted_values", "column": "kind", "values": [0, 1, 2, 5]},
+        {"check": "between", "column": "amount", "min": 0, "max": 100, "severity": "warn"},
+    ]
+    columns = [*orders(1).column_names, "kind"]
+    plan = AuditPlan(TableConfig.model_validate({"checks": checks}).checks, columns, table=str(T))
+    assert _observed_names(plan) == {"_rows", "_clear_c2", "c3_f", "c3_n"}
+    DataFrame = type(spark.range(1))  # the session's own class, whose observe the write calls
+    observed: list[int] = []
+    real = DataFrame.observe
+
+    def spy(self: Any, observation: Any, *exprs: Any) -> Any:
+        observed.append(len(exprs))
+        return real(self, observation, *exprs)
+
+    monkeypatch.setattr(DataFrame, "observe", spy)
+    lh = lakehouse_factory({"shop.orders": {"checks": checks, "adopt_parquet": False}})
+    first = run_wap(
+        lh, "shop.orders", [str(write_parquet(landing / "a.parquet", _kinds(orders(20), [i % 3 for i in range(20)])))]
+    )
+    assert first.status == "published" and first.rows_written == 20
+    assert [(c["status"], c["source"], c["failing_rows"]) for c in first.checks] == [
+        ("passed", "metadata", 0),  # amounts 10..29, kinds 0..2: inside the bounds
+        ("passed", "metadata", 0),
+        ("passed", "write", 0),  # 3 and 4 are not accepted: bounds 0..2 inside 0..5 prove nothing
+        ("passed", "metadata", 0),  # a warning is observed as well (its count is reported when it fails)
+    ]
+    assert observed == [4]  # the row count, the gap's one count, the warning's two
+
+    before = lh.tables.head(T)
+    t = orders(10, start=100)
+    amounts = t.column("amount").to_pylist()
+    amounts[3] = float("nan")  # Spark orders NaN above every number: it fails a max
+    kinds = [1] * 10
+    kinds[5] = 7
+    t = _kinds(t.set_column(t.schema.get_field_index("amount"), "amount", pa.array(amounts)), kinds)
+    second = run_wap(lh, "shop.orders", [str(write_parquet(landing / "b.parquet", t))])
+    assert second.status == "blocked" and lh.tables.head(T) == before
+    assert [(c["status"], c["source"], c["failing_rows"]) for c in second.checks] == [
+        ("failed", "scan", 1),  # the NaN: the files' NaN count is 1, so their bounds settle nothing
+        ("failed", "scan", 1),  # the 7
+        ("failed", "scan", 1),
+        ("warned", "write", 1),
+    ]
+
+
+def test_a_nan_in_an_adopted_file_fails_between_though_its_footer_bounds_leave_it_out(lakehouse_factory, landing):
+    """An adopted file's metrics come from its parquet footer, whose bounds leave NaNs out: between is settled
+    from bounds only where the NaN count is known to be 0, so the NaN is counted by the scan and blocks."""
+    checks = [{"check": "between", "column": "amount", "min": 0, "max": 100}]
+    lh = lakehouse_factory({"shop.orders": {"checks": checks}})
+    first = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", orders(20)))])
+    assert first.status == "published"
+    before = lh.tables.head(T)
+    t = orders(10, start=100)
+    amounts = t.column("amount").to_pylist()
+    amounts[2] = float("nan")
+    t = t.set_column(t.schema.get_field_index("amount"), "amount", pa.array(amounts))
+    second = run_wap(lh, "shop.orders", [str(write_parquet(landing / "b.parquet", t))])
+    assert (second.status, second.exit_code) == ("blocked", 1), second.message
+    assert [(c["status"], c["failing_rows"]) for c in second.checks] == [("failed", 1)]
+    assert lh.tables.head(T) == before
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeGuard
 
 from pydantic import Field, field_validator, model_validator
 
@@ -72,6 +72,15 @@ class NotNullCheck(RowColumnCheck):
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         return null_counts(self, c, fm)
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _whole(v: object) -> TypeGuard[int]:
+    """An integer (a bound of an integer column), not a bool."""
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _coerce(bound: Any, like: Any) -> Any:
@@ -154,6 +163,11 @@ class BetweenCheck(RowColumnCheck):
         # NULLs are not "outside": not_null says whether NULLs are allowed.
         return Rule(c.isNotNull() & outside, f"{qc} IS NOT NULL AND ({' OR '.join(parts)})", threshold)
 
+    @property
+    def bounds_settle_a_pass(self) -> bool:
+        # Numbers only: string bounds may be dates or times of a column of those, or text Iceberg truncates.
+        return not self.filter and all(_number(b) for b in (self.min, self.max) if b is not None)
+
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         if self.filter:
             return None
@@ -161,8 +175,8 @@ class BetweenCheck(RowColumnCheck):
         lo, hi = fm.lower.get(col), fm.upper.get(col)
         if lo is None or hi is None or isinstance(lo, str) or isinstance(hi, str):
             return None  # unknown, or string bounds (Iceberg truncates them): scan instead
-        if fm.nan_counts.get(col):
-            return None
+        if (isinstance(lo, float) or isinstance(hi, float)) and fm.nan_counts.get(col) != 0:
+            return None  # bounds leave NaNs out (and NaN fails a max): only a NaN count known to be 0 settles it
         try:
             ok_lo = self.min is None or (
                 lo >= _coerce(self.min, lo) if self.min_inclusive else lo > _coerce(self.min, lo)
@@ -180,6 +194,7 @@ class BetweenCheck(RowColumnCheck):
 class AcceptedValuesCheck(RowColumnCheck):
     check: Literal["accepted_values"]
     values: list[Scalar] = Field(min_length=1, description="the values allowed (case-sensitive)")
+    computed: ClassVar[tuple[Evidence, ...]] = ("metadata", "write")
 
     description: ClassVar[str] = "Fails when a non-null value is not in the list (case-sensitive)."
     example: ClassVar[str] = (
@@ -197,6 +212,29 @@ class AcceptedValuesCheck(RowColumnCheck):
             f"{qc} IS NOT NULL AND {qc} NOT IN ({', '.join(_lit_sql(v) for v in self.values)})",
             f"in {list(self.values)}",
         )
+
+    def _whole_range(self) -> tuple[int, int] | None:
+        """(lowest, highest) when the values are every integer between them: bounds inside that range settle it."""
+        ints = {v for v in self.values if _whole(v)}
+        if len(ints) != len(self.values) or max(ints) - min(ints) + 1 != len(ints):
+            return None
+        return min(ints), max(ints)
+
+    @property
+    def bounds_settle_a_pass(self) -> bool:
+        return not self.filter and self._whole_range() is not None
+
+    def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
+        span = self._whole_range()
+        if self.filter or span is None:
+            return None
+        col = c.mapping[self.column].lower()
+        lo, hi = fm.lower.get(col), fm.upper.get(col)
+        # Unknown bounds, or a column of other values (a float 2.5 lies between 1 and 6), settle nothing; nor do
+        # bounds outside the range: the scan counts those rows.
+        if _whole(lo) and _whole(hi) and span[0] <= lo and hi <= span[1]:
+            return {f"{c.key}_f": 0, f"{c.key}_n": fm.rows}
+        return None
 
 
 class RegexCheck(RowColumnCheck):
