@@ -271,10 +271,23 @@ def test_an_append_leaves_counted_checks_to_iceberg_and_scans_when_the_table_kee
     assert mean["observed"]["value"] == pytest.approx(14.5)  # 10.0 + 0..9: the sum over the count, both scanned
 
 
+def _observations(monkeypatch: pytest.MonkeyPatch, spark: Any) -> list[int]:
+    """How many aggregates each observation the runs attach has, in order (an empty list: none observed)."""
+    DataFrame = type(spark.range(1))  # the session's own class (classic or Connect), whose observe the write calls
+    observed: list[int] = []
+    real = DataFrame.observe
+
+    def spy(self: Any, observation: Any, *exprs: Any) -> Any:
+        observed.append(len(exprs))
+        return real(self, observation, *exprs)
+
+    monkeypatch.setattr(DataFrame, "observe", spy)
+    return observed
+
+
 def test_an_append_whose_checks_iceberg_counts_answer_observes_nothing(lakehouse_factory, landing, monkeypatch, spark):
     """Only the row count left to observe: the commit's summary has it, so the write adds no observation (a node
     every row passes through, outside Spark's generated code) and the audit reads metadata alone."""
-    DataFrame = type(spark.range(1))  # the session's own class (classic or Connect), whose observe the write calls
     checks = [
         {"check": "row_count", "min": 1},
         {"check": "not_null", "column": "email"},
@@ -286,14 +299,7 @@ def test_an_append_whose_checks_iceberg_counts_answer_observes_nothing(lakehouse
     assert not AuditPlan(
         TableConfig.model_validate({"checks": blocking}).checks, orders(1).column_names, table=str(T)
     ).counts_only(bounds=True)
-    observed: list[int] = []
-    real = DataFrame.observe
-
-    def spy(self: Any, observation: Any, *exprs: Any) -> Any:
-        observed.append(len(exprs))
-        return real(self, observation, *exprs)
-
-    monkeypatch.setattr(DataFrame, "observe", spy)
+    observed = _observations(monkeypatch, spark)
     lh = lakehouse_factory({"shop.orders": {"checks": checks, "adopt_parquet": False}})
     res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "a.parquet", orders(20)))])
     assert res.status == "published" and res.rows_written == 20
@@ -421,15 +427,7 @@ def test_blocking_checks_their_bounds_settle_are_not_observed_and_a_batch_outsid
     columns = [*orders(1).column_names, "kind"]
     plan = AuditPlan(TableConfig.model_validate({"checks": checks}).checks, columns, table=str(T))
     assert _observed_names(plan) == {"_rows", "_clear_c2", "c3_f", "c3_n"}
-    DataFrame = type(spark.range(1))  # the session's own class, whose observe the write calls
-    observed: list[int] = []
-    real = DataFrame.observe
-
-    def spy(self: Any, observation: Any, *exprs: Any) -> Any:
-        observed.append(len(exprs))
-        return real(self, observation, *exprs)
-
-    monkeypatch.setattr(DataFrame, "observe", spy)
+    observed = _observations(monkeypatch, spark)
     lh = lakehouse_factory({"shop.orders": {"checks": checks, "adopt_parquet": False}})
     first = run_wap(
         lh, "shop.orders", [str(write_parquet(landing / "a.parquet", _kinds(orders(20), [i % 3 for i in range(20)])))]
