@@ -545,7 +545,7 @@ class AnomalyCheck(CheckType):
         col = c.col(self.column or "")
         return F.sum(F.length(col) if self.metric == "mean_length" else col).alias(f"{c.key}_s")
 
-    def write_aggregates(self, c: Compiled, *, counted: bool, bounds: bool = False) -> list[Column]:
+    def write_aggregates(self, c: Compiled, *, counted: bool, bounds: Mapping[str, str] | None = None) -> list[Column]:
         if counted and self.metric in MEANS:
             # The non-null count comes from Iceberg's null counts: observing the sum alone costs the write about
             # half of what Spark's avg does (a sum and a count per row; benchmarks/bench_anomaly.py).

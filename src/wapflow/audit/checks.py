@@ -169,15 +169,18 @@ ICEBERG_COUNTED_COLUMNS = 100
 CLEAR_PREFIX = "_clear_"
 
 
-def plain_aggregates(compiled: list[Compiled], *, counted: bool = False, bounds: bool = False) -> list[Column]:
+def plain_aggregates(
+    compiled: list[Compiled], *, counted: bool = False, bounds: Mapping[str, str] | None = None
+) -> list[Column]:
     """Every metric that is a plain aggregate over rows: observable during the write, or one scan. `counted`:
     an append whose files the audit reads, so not those the added files' Iceberg counts will answer, and the
     blocking row checks (an error, no tolerance: a verdict that needs only "no row fails") in one count of
     the rows failing any of them, named after them (CLEAR_PREFIX). Each observed aggregate costs the write's
     every row: five checks' ten counts made a 10M-row WAP write ~1.2x a plain append, and the one count gives
     each its exact zero in the usual case; when it is not zero, the audit counts them one by one in one scan.
-    `bounds`: files Iceberg measured as Spark wrote them, whose bounds (NaN counts known) settle a passing
-    blocking `between` or `accepted_values` of an integer range, so those are not observed either (3 of the 5
+    `bounds` (the batch's column types): files Iceberg measures as Spark writes them, whose bounds (NaN counts
+    known) settle a passing blocking `between` on numbers or `accepted_values` of an integer range of an integer
+    column, so those are not observed either (3 of the 5
     checks of benchmarks/bench_wap.py cost a 10M-row write 1.16x a plain append's CPU, the one left 1.09x)."""
     from pyspark.sql import functions as F
 
@@ -239,7 +242,7 @@ class AuditPlan:
         by_lower = {c.lower(): c for c in columns}
         self.key = [by_lower[k.lower()] for k in (key or []) if k.lower() in by_lower]
         self.compiled = [compile_check(chk, i, self.mapping) for i, chk in enumerate(checks)]
-        self._observable: dict[tuple[bool, bool], list[Column]] = {}
+        self._observable: dict[tuple[bool, tuple[tuple[str, str], ...] | None], list[Column]] = {}
 
     @classmethod
     def for_batch(
@@ -271,19 +274,20 @@ class AuditPlan:
                 _PLANS.popitem(last=False)
         return plan
 
-    def observable(self, *, counted: bool = False, bounds: bool = False) -> list[Column]:
+    def observable(self, *, counted: bool = False, bounds: Mapping[str, str] | None = None) -> list[Column]:
         """What the write observes. `counted`: the write is an append the audit reads the added files' metadata
         of, so checks Iceberg's counts answer are left to them (a table of more than 100 columns may not keep
         counts of the rest: every check is observed there). Were the counts missing after all (metrics turned
         off by a table property), the audit scans for those checks: slower, never wrong. `bounds`: a Spark write
-        whose files Iceberg measures as it writes them (plain_aggregates)."""
+        whose files Iceberg measures as it writes them, with the batch's column types (plain_aggregates)."""
         counted = counted and len(self.columns) <= ICEBERG_COUNTED_COLUMNS
-        key = (counted, counted and bounds)
+        types = tuple(sorted(bounds.items())) if counted and bounds is not None else None
+        key = (counted, types)
         if key not in self._observable:
-            self._observable[key] = plain_aggregates(self.compiled, counted=key[0], bounds=key[1])
+            self._observable[key] = plain_aggregates(self.compiled, counted=counted, bounds=dict(types or ()) or None)
         return self._observable[key]
 
-    def counts_only(self, *, bounds: bool) -> bool:
+    def counts_only(self, *, bounds: Mapping[str, str] | None) -> bool:
         """An append would observe nothing but its row count: Iceberg's metrics of the files it adds answer every
         check, and its snapshot summary the row count, so the write need not observe at all (an observation is
         a node outside Spark's generated code that every row passes through). `bounds` as for observable."""

@@ -156,12 +156,12 @@ class CheckType(BaseModel):
         ~5-10% of its CPU at 10M rows (benchmarks/bench_anomaly.py)."""
         return False
 
-    @property
-    def bounds_settle_a_pass(self) -> bool:
+    def bounds_settle_a_pass(self, col_type: str | None) -> bool:
         """When every row passes, the added files' bounds say so exactly (`from_metadata`), and when they cannot,
         some row fails it (or the files' metrics are missing). So an append need not observe it where it blocks:
         the audit reads the bounds, and scans only for a batch that fails it or lacks them (which a failing
-        blocking check scans for anyway, to count each check's rows)."""
+        blocking check scans for anyway, to count each check's rows). `col_type`: Spark's name of its column's
+        type in the batch (`bigint`, `double`, `decimal(10,2)`), None if unknown."""
         return False
 
     def columns(self) -> list[str]:
@@ -227,13 +227,17 @@ class CheckType(BaseModel):
             return []
         return [count_if(c.applies & c.fail).alias(f"{c.key}_f"), count_if(c.applies).alias(f"{c.key}_n")]
 
-    def write_aggregates(self, c: Compiled, *, counted: bool, bounds: bool = False) -> list[Column]:
+    def write_aggregates(self, c: Compiled, *, counted: bool, bounds: Mapping[str, str] | None = None) -> list[Column]:
         """What an append observes of it. `counted`: the added files' Iceberg counts will be read, so what they
-        answer (`from_metadata`) is left to them; `bounds`: so will bounds Iceberg computed as it wrote the files
-        (NaN counts included, which a landed file's footer lacks), and a blocking check they settle when it
-        passes is left to them too."""
-        if counted and (self.counted_by_iceberg or (bounds and self.blocks_rows and self.bounds_settle_a_pass)):
+        answer (`from_metadata`) is left to them; `bounds` (the batch's column types): so will bounds Iceberg
+        computes as Spark writes the files (NaN counts included, which a landed file's footer lacks), and a
+        blocking check they settle when it passes is left to them too."""
+        if counted and self.counted_by_iceberg:
             return []
+        if counted and bounds is not None and self.blocks_rows:
+            cols = self.columns()
+            if self.bounds_settle_a_pass(bounds.get(c.mapping.get(cols[0], cols[0])) if cols else None):
+                return []
         return self.aggregates(c)
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:

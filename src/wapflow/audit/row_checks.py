@@ -74,6 +74,10 @@ class NotNullCheck(RowColumnCheck):
         return null_counts(self, c, fm)
 
 
+_INTEGRAL = frozenset({"tinyint", "smallint", "int", "bigint"})  # Spark's simpleString() of the types
+_FRACTIONAL = frozenset({"float", "double"})
+
+
 def _number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -163,10 +167,10 @@ class BetweenCheck(RowColumnCheck):
         # NULLs are not "outside": not_null says whether NULLs are allowed.
         return Rule(c.isNotNull() & outside, f"{qc} IS NOT NULL AND ({' OR '.join(parts)})", threshold)
 
-    @property
-    def bounds_settle_a_pass(self) -> bool:
-        # Numbers only: string bounds may be dates or times of a column of those, or text Iceberg truncates.
-        return not self.filter and all(_number(b) for b in (self.min, self.max) if b is not None)
+    def bounds_settle_a_pass(self, col_type: str | None) -> bool:
+        # Numbers on a numeric column only: string bounds may be of dates, times or text Iceberg truncates.
+        numeric = col_type is not None and (col_type in _INTEGRAL | _FRACTIONAL or col_type.startswith("decimal"))
+        return numeric and not self.filter and all(_number(b) for b in (self.min, self.max) if b is not None)
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         if self.filter:
@@ -220,9 +224,9 @@ class AcceptedValuesCheck(RowColumnCheck):
             return None
         return min(ints), max(ints)
 
-    @property
-    def bounds_settle_a_pass(self) -> bool:
-        return not self.filter and self._whole_range() is not None
+    def bounds_settle_a_pass(self, col_type: str | None) -> bool:
+        # An integer column's only: a float or decimal 2.5 lies between 1 and 6.
+        return col_type in _INTEGRAL and not self.filter and self._whole_range() is not None
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         span = self._whole_range()

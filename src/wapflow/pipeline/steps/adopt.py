@@ -157,7 +157,7 @@ def _decoded_here(run: Run) -> dict[str, Any] | None:
     """A small local batch whose only observed metric is its row count: every page decoded by Arrow here (what
     the Spark scan would do), and the count it observed; None when the Spark scan must run (something to
     observe, a large batch, an object store)."""
-    if run.plan is not None and not run.plan.counts_only(bounds=False):
+    if run.plan is not None and not run.plan.counts_only(bounds=None):
         return None
     paths = [local_path(f) for f in run.files]
     if any(p is None for p in paths) or sum(f.size or 0 for f in run.files) > SMALL_BATCH_BYTES:

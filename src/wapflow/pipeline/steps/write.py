@@ -183,13 +183,16 @@ def _write(run: Run) -> None:
                     and mode.name == "append"
                 ):
                     run.lh.progress(f"rewriting the rows (the files are not adopted as they are: {fit})")
-                if observation is not None and run.plan.counts_only(bounds=True):
+                # Iceberg measures the files Spark writes (bounds and NaN counts): they settle a passing between or
+                # accepted_values on a column of numbers, so a blocking one is not observed (audit.checks).
+                types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+                if observation is not None and run.plan.counts_only(bounds=types):
                     observation = None  # the audit takes the count from the commit, and the rest from metadata
                 elif observation is not None and run.fmt == "parquet":
                     # An Observation serves one query: a scan for adoption that fell back may have used it.
                     observation = Observation(f"wap_audit_{run.run_id}_write")
                 # An append: the audit reads its files' Iceberg counts, so what they answer is not observed.
-                out = df.observe(observation, *run.plan.observable(counted=True, bounds=True)) if observation else df
+                out = df.observe(observation, *run.plan.observable(counted=True, bounds=types)) if observation else df
                 run.write_options(out.writeTo(branches.write_target(run.target, run.branch))).append()
         except Exception as e:
             _undo_write(run, since=started)
