@@ -21,6 +21,7 @@ from wapflow.audit.checktype import (
     read_only,
 )
 from wapflow.errors import ConfigError
+from wapflow.sql.layout import INTEGER_TYPES
 
 # wapflow.sql.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
 # run store) must not load the lakehouse (tests/test_layers.py).
@@ -74,8 +75,7 @@ class NotNullCheck(RowColumnCheck):
         return null_counts(self, c, fm)
 
 
-_INTEGRAL = frozenset({"tinyint", "smallint", "int", "bigint"})  # Spark's simpleString() of the types
-_FRACTIONAL = frozenset({"float", "double"})
+_FRACTIONAL = frozenset({"float", "double"})  # Spark's simpleString() of the types
 
 
 def _number(v: object) -> bool:
@@ -169,7 +169,7 @@ class BetweenCheck(RowColumnCheck):
 
     def bounds_settle_a_pass(self, col_type: str | None) -> bool:
         # Numbers on a numeric column only: string bounds may be of dates, times or text Iceberg truncates.
-        numeric = col_type is not None and (col_type in _INTEGRAL | _FRACTIONAL or col_type.startswith("decimal"))
+        numeric = col_type is not None and (col_type in INTEGER_TYPES | _FRACTIONAL or col_type.startswith("decimal"))
         return numeric and not self.filter and all(_number(b) for b in (self.min, self.max) if b is not None)
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
@@ -226,7 +226,7 @@ class AcceptedValuesCheck(RowColumnCheck):
 
     def bounds_settle_a_pass(self, col_type: str | None) -> bool:
         # An integer column's only: a float or decimal 2.5 lies between 1 and 6.
-        return col_type in _INTEGRAL and not self.filter and self._whole_range() is not None
+        return col_type in INTEGER_TYPES and not self.filter and self._whole_range() is not None
 
     def from_metadata(self, c: Compiled, fm: FileMetrics) -> dict[str, Any] | None:
         span = self._whole_range()

@@ -36,14 +36,15 @@ SORT_HINT = 'e.g. sort_by = ["ts", "id DESC", "name ASC NULLS LAST"]: a column, 
 
 # Which Spark column types (DataFrame.schema simpleString, reduced to a kind) each transform accepts, per
 # Iceberg's spec (bucket: no float, double or boolean; truncate: numbers, strings and binary).
-_INTS = {"tinyint", "smallint", "int", "bigint"}
+# Spark's integer types (simpleString), also the audit's: an integer column's bounds settle accepted_values.
+INTEGER_TYPES = frozenset({"tinyint", "smallint", "int", "bigint"})
 _ACCEPTS: dict[str, set[str]] = {
     "year": {"date", "timestamp", "timestamp_ntz"},
     "month": {"date", "timestamp", "timestamp_ntz"},
     "day": {"date", "timestamp", "timestamp_ntz"},
     "hour": {"timestamp", "timestamp_ntz"},
-    "bucket": _INTS | {"decimal", "date", "timestamp", "timestamp_ntz", "string", "binary"},
-    "truncate": _INTS | {"decimal", "string", "binary"},
+    "bucket": set(INTEGER_TYPES) | {"decimal", "date", "timestamp", "timestamp_ntz", "string", "binary"},
+    "truncate": set(INTEGER_TYPES) | {"decimal", "string", "binary"},
 }
 _NOT_PRIMITIVE = {"struct", "array", "map", "variant", "void", "null", "interval"}
 _WHAT_FITS = {
