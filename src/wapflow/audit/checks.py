@@ -284,7 +284,7 @@ class AuditPlan:
         types = tuple(sorted(bounds.items())) if counted and bounds is not None else None
         key = (counted, types)
         if key not in self._observable:
-            self._observable[key] = plain_aggregates(self.compiled, counted=counted, bounds=dict(types or ()) or None)
+            self._observable[key] = plain_aggregates(self.compiled, counted=counted, bounds=bounds if types else None)
         return self._observable[key]
 
     def counts_only(self, *, bounds: Mapping[str, str] | None) -> bool:
