@@ -106,56 +106,45 @@ def _dup_rows(values: list[int | None]) -> int:
     return len(seen) - len(set(seen))
 
 
-def test_unique_of_an_integer_key_counted_by_bitmaps_equals_the_grouping(spark):
-    """`unique` on one integer key counts with bitmaps (no shuffle of the rows) where the key's range allows:
-    exact at bitmap edges, at negative values and at the ends of BIGINT; the grouping (every other key) agrees,
-    and a range too wide for bitmaps goes to the grouping."""
+def test_unique_of_an_integer_key_counted_by_bit_words_equals_the_grouping(spark):
+    """`unique` on one integer key counts 64 values per group, one bit each: exact at the groups' edges, at
+    negative values, at the ends of BIGINT and over a range as wide as BIGINT's; the grouping (every other key)
+    agrees, and a key of text goes to the grouping."""
     import random
 
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
     from wapflow.audit.checks import AuditContext, compile_check
-    from wapflow.audit.metrics import FileMetrics
     from wapflow.audit.spec import UniqueCheck
 
     lo64, hi64 = -(2**63), 2**63 - 1
     rng = random.Random(7)
     cases = {
-        "around zero": [0, 0, -1, 1, -32767, -32768, -32769, 32767, 32768, 32769, -65536, 65536, None, None, 5, 5, 5],
-        "BIGINT's lowest": [lo64, lo64, lo64 + 1, lo64 + 32767, lo64 + 32768, lo64 + 32768, None],
-        "BIGINT's highest": [hi64, hi64, hi64 - 1, hi64 - 32768, hi64 - 32767],
+        "around zero": [0, 0, -1, 1, -63, -64, -64, -65, 63, 64, 64, 65, 127, 128, -32768, 32768, None, None, 5, 5, 5],
+        "BIGINT's lowest": [lo64, lo64, lo64 + 1, lo64 + 63, lo64 + 64, lo64 + 64, None],
+        "BIGINT's highest": [hi64, hi64, hi64 - 1, hi64 - 63, hi64 - 64, hi64 - 64],
+        "both ends": [lo64, hi64, 0, lo64, hi64, 2**40, 2**40, -(2**40)],
         "many, some twice": [rng.randrange(-100_000, 100_000) for _ in range(20_000)],
+        "sparse, some twice": [rng.randrange(lo64, hi64) for _ in range(2_000)] * 2 + [rng.randrange(lo64, hi64)],
         "no duplicate": list(range(-70_000, 70_000, 7)),
     }
     schema = StructType([StructField("k", LongType())])
+    chk = UniqueCheck(check="unique", columns=["k"])
+    c = compile_check(chk, 0, {"k": "k"})
     for name, values in cases.items():
         df = spark.createDataFrame([(v,) for v in values], schema).repartition(3)
-        known = [v for v in values if v is not None]
-        fm = FileMetrics(rows=len(values), lower={"k": min(known)}, upper={"k": max(known)})
-        chk = UniqueCheck(check="unique", columns=["k"])
-        c = compile_check(chk, 0, {"k": "k"})
-        by_bitmaps = chk._by_bitmaps(df, c, AuditContext(file_metrics=lambda fm=fm: fm))
+        by_words = chk._by_bit_words(df, c)
         grouped = chk._duplicate_groups(df, c, AuditContext()).agg(F.sum(F.col("count") - 1)).collect()[0][0] or 0
-        assert by_bitmaps == grouped == _dup_rows(values), name
-        assert chk.measure(df, c, AuditContext(file_metrics=lambda fm=fm: fm))[0] == {"c0_f": _dup_rows(values)}
+        assert by_words == grouped == _dup_rows(values), name
+        assert chk.measure(df, c, AuditContext())[0] == {"c0_f": _dup_rows(values)}
 
     # A filter applies before counting; an INT key too.
     df = spark.createDataFrame([(v,) for v in [1, 1, 2, 2, -3, -3]], "k INT")
-    fm = FileMetrics(rows=6, lower={"k": -3}, upper={"k": 2})
-    chk = UniqueCheck(check="unique", columns=["k"], filter="k > 1")
-    assert chk._by_bitmaps(df, compile_check(chk, 0, {"k": "k"}), AuditContext(file_metrics=lambda: fm)) == 1
+    filtered = UniqueCheck(check="unique", columns=["k"], filter="k > 1")
+    assert filtered._by_bit_words(df, compile_check(filtered, 0, {"k": "k"})) == 1
 
-    # Too wide a range for bitmaps, a string key, no bounds: the grouping counts (None here).
-    chk = UniqueCheck(check="unique", columns=["k"])
-    c = compile_check(chk, 0, {"k": "k"})
-    wide = FileMetrics(rows=2, lower={"k": 0}, upper={"k": 2**40})
-    df = spark.createDataFrame([(0,), (2**40,), (2**40,)], schema)
-    assert chk._by_bitmaps(df, c, AuditContext(file_metrics=lambda: wide)) is None
-    assert chk.measure(df, c, AuditContext(file_metrics=lambda: wide))[0] == {"c0_f": 1}
-    unbounded = FileMetrics(rows=3, lower={"k": None}, upper={"k": None})
-    assert chk._by_bitmaps(df, c, AuditContext(file_metrics=lambda: unbounded)) is None
+    # A key of text: the grouping counts (None here).
     text = spark.createDataFrame([("a",), ("a",)], "k STRING")
-    strings = FileMetrics(rows=2, lower={"k": "a"}, upper={"k": "a"})
-    assert chk._by_bitmaps(text, c, AuditContext(file_metrics=lambda: strings)) is None
-    assert chk.measure(text, c, AuditContext(file_metrics=lambda: strings))[0] == {"c0_f": 1}
+    assert chk._by_bit_words(text, c) is None
+    assert chk.measure(text, c, AuditContext())[0] == {"c0_f": 1}

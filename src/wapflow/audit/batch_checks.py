@@ -137,12 +137,6 @@ class _KeyCheck(CheckType):
         return f"{self.check}({', '.join(self.columns_)})"
 
 
-# Spark's bitmap aggregates (bitmap_construct_agg): one bitmap holds 32,768 consecutive values (4 KiB). The
-# bitmap count of `unique` is used for a key whose range needs at most this many bitmaps (64 MiB; 536M values).
-BITMAP_BUCKET_VALUES = 32_768
-BITMAP_BUCKETS_MAX = 16_384
-
-
 class UniqueCheck(_KeyCheck):
     check: Literal["unique"]
 
@@ -173,37 +167,35 @@ class UniqueCheck(_KeyCheck):
         from pyspark.sql import functions as F
 
         if ctx.table_after is None:
-            counted = self._by_bitmaps(added, c, ctx)
+            counted = self._by_bit_words(added, c)
             if counted is not None:
                 return {f"{c.key}_f": counted}, "scan"
         groups = self._duplicate_groups(added, c, ctx)
         row = groups.agg(F.sum(F.col("count") - 1).alias("d")).collect()[0]  # one row
         return {f"{c.key}_f": int(row["d"] or 0)}, "join" if ctx.table_after is not None else "scan"
 
-    def _by_bitmaps(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> int | None:
-        """The same count for one integer key, without shuffling the rows: Spark's bitmap aggregates put each
-        value in one bit of one 4 KiB bitmap (bucket and bit position map integers one to one), so rows minus
-        the bits set is exact. Grouping millions of distinct keys costs 3-4x as much (benchmarks/bench_wap.py).
-        None where it does not apply: a key of several or non-integer columns, or one whose range (the added
-        files' bounds) would need more than BITMAP_BUCKETS_MAX bitmaps; the grouping counts those."""
+    def _by_bit_words(self, added: DataFrame, c: Compiled) -> int | None:
+        """The same count for one integer key, grouping 64 values at a time: each row sets bit `k & 63` of its
+        group `k >> 6` (a bit OR), so rows minus the bits set is exact for every BIGINT, and 10M keys make 160k
+        groups, not 10M. Every aggregate is one Spark generates code for, unlike its bitmap aggregates (0.55 s
+        against 1.0 s for 10M consecutive keys, and no bound on the key's range); grouping the keys themselves
+        costs 6x as much. None where it does not apply (a key of several or non-integer columns): the grouping
+        counts those."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
-        if len(self.columns()) != 1 or ctx.file_metrics is None:
+        if len(self.columns()) != 1:
             return None
         name = c.mapping[self.columns()[0]]
         field = next((f for f in added.schema.fields if f.name == name), None)
         if field is None or not isinstance(field.dataType, ByteType | ShortType | IntegerType | LongType):
             return None
-        fm = ctx.file_metrics()
-        lo, hi = (fm.lower.get(name.lower()), fm.upper.get(name.lower())) if fm is not None else (None, None)
-        if type(lo) is not int or type(hi) is not int or (hi - lo) // BITMAP_BUCKET_VALUES + 2 > BITMAP_BUCKETS_MAX:
-            return None
         key = c.col(self.columns()[0])
         keys = added.where(c.applies & key.isNotNull()).select(key.cast("bigint").alias("k"))
-        bits = F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position("k")))
-        per_bitmap = keys.groupBy(F.bitmap_bucket_number("k")).agg(F.count(F.lit(1)).alias("n"), bits.alias("d"))
-        row = per_bitmap.agg(F.sum("n").alias("n"), F.sum("d").alias("d")).collect()[0]  # one row
+        # A fixed expression over the alias above: no name of the user's reaches this SQL text.
+        bits = F.bit_or(F.expr("shiftleft(1L, CAST(k & 63 AS INT))"))
+        words = keys.groupBy(F.shiftright(F.col("k"), 6)).agg(F.count(F.lit(1)).alias("n"), bits.alias("b"))
+        row = words.agg(F.sum("n").alias("n"), F.sum(F.bit_count("b")).alias("d")).collect()[0]  # one row
         return int(row["n"] or 0) - int(row["d"] or 0)
 
     def reproduce_sql(self, c: Compiled, src: str) -> str | None:
