@@ -179,7 +179,7 @@ class UniqueCheck(_KeyCheck):
         group `k >> 6` (a bit OR), so rows minus the bits set is exact for every BIGINT, and 10M keys make 160k
         groups, not 10M. Every aggregate is one Spark generates code for, unlike its bitmap aggregates (0.55 s
         against 1.0 s for 10M consecutive keys, and no bound on the key's range); grouping the keys themselves
-        costs 6x as much. None where it does not apply (a key of several or non-integer columns): the grouping
+        took 6 s. None where it does not apply (a key of several or non-integer columns): the grouping
         counts those."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
