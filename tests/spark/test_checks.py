@@ -109,13 +109,16 @@ def _dup_rows(values: list[int | None]) -> int:
 def test_unique_of_an_integer_key_counted_by_bit_words_equals_the_grouping(spark):
     """`unique` on one integer key counts 64 values per group, one bit each: exact at the groups' edges, at
     negative values, at the ends of BIGINT and over a range as wide as BIGINT's; the grouping (every other key)
-    agrees, and a key of text goes to the grouping."""
+    agrees. The audit takes that way for a key whose bounds are dense; a sparse key, one without bounds and a
+    key of text go to the grouping."""
     import random
 
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
+    from wapflow.audit.batch_checks import duplicate_rows_by_bit_words
     from wapflow.audit.checks import AuditContext, compile_check
+    from wapflow.audit.metrics import FileMetrics
     from wapflow.audit.spec import UniqueCheck
 
     lo64, hi64 = -(2**63), 2**63 - 1
@@ -134,17 +137,33 @@ def test_unique_of_an_integer_key_counted_by_bit_words_equals_the_grouping(spark
     c = compile_check(chk, 0, {"k": "k"})
     for name, values in cases.items():
         df = spark.createDataFrame([(v,) for v in values], schema).repartition(3)
-        by_words = chk._by_bit_words(df, c)
+        by_words = duplicate_rows_by_bit_words(df.where("k IS NOT NULL"))
         grouped = chk._duplicate_groups(df, c, AuditContext()).agg(F.sum(F.col("count") - 1)).collect()[0][0] or 0
         assert by_words == grouped == _dup_rows(values), name
-        assert chk.measure(df, c, AuditContext())[0] == {"c0_f": _dup_rows(values)}
+        known = [v for v in values if v is not None]
+        fm = FileMetrics(rows=len(values), lower={"k": min(known)}, upper={"k": max(known)})
+        assert chk.measure(df, c, AuditContext(file_metrics=lambda fm=fm: fm))[0] == {"c0_f": _dup_rows(values)}
 
-    # A filter applies before counting; an INT key too.
+    # The audit counts by bit words a key whose bounds span at most 16 values a row, with its filter; an INT
+    # key too.
     df = spark.createDataFrame([(v,) for v in [1, 1, 2, 2, -3, -3]], "k INT")
+    fm = FileMetrics(rows=6, lower={"k": -3}, upper={"k": 2})
     filtered = UniqueCheck(check="unique", columns=["k"], filter="k > 1")
-    assert filtered._by_bit_words(df, compile_check(filtered, 0, {"k": "k"})) == 1
+    assert (
+        filtered._by_bit_words(df, compile_check(filtered, 0, {"k": "k"}), AuditContext(file_metrics=lambda: fm)) == 1
+    )
 
-    # A key of text: the grouping counts (None here).
+    # Sparser than that, no bounds, no metrics, a key of text: the grouping counts (None here).
+    df = spark.createDataFrame([(0,), (2**40,), (2**40,)], schema)
+    sparse = FileMetrics(rows=3, lower={"k": 0}, upper={"k": 2**40})
+    assert chk._by_bit_words(df, c, AuditContext(file_metrics=lambda: sparse)) is None
+    assert chk.measure(df, c, AuditContext(file_metrics=lambda: sparse))[0] == {"c0_f": 1}
+    unbounded = FileMetrics(rows=3, lower={"k": None}, upper={"k": None})
+    assert chk._by_bit_words(df, c, AuditContext(file_metrics=lambda: unbounded)) is None
+    assert chk._by_bit_words(df, c, AuditContext()) is None
+    dense = FileMetrics(rows=3, lower={"k": 0}, upper={"k": 48})
+    assert chk._by_bit_words(df, c, AuditContext(file_metrics=lambda: dense)) == 1
     text = spark.createDataFrame([("a",), ("a",)], "k STRING")
-    assert chk._by_bit_words(text, c) is None
-    assert chk.measure(text, c, AuditContext())[0] == {"c0_f": 1}
+    strings = FileMetrics(rows=2, lower={"k": "a"}, upper={"k": "a"})
+    assert chk._by_bit_words(text, c, AuditContext(file_metrics=lambda: strings)) is None
+    assert chk.measure(text, c, AuditContext(file_metrics=lambda: strings))[0] == {"c0_f": 1}
