@@ -388,13 +388,6 @@ def verdicts(sizes: list[SizeResult], pub: PublishResult | None) -> dict[str, di
             "status": "PASS" if at.ratio <= WAP_TARGET_RATIO else "MISS",
             "indicative": indicative,
         }
-        out["wap_overhead_with_unique"] = {
-            "target": "same, with unique(trip_id) as one of the five checks",
-            "measured_rows": at.rows,
-            "ratio": at.ratio_unique,
-            "status": "PASS" if at.ratio_unique <= WAP_TARGET_RATIO else "MISS",
-            "indicative": indicative,
-        }
         unique_cost = round(at.wap_unique_s / at.wap_s, 3) if at.wap_s else 0.0
         out["unique_cost"] = {
             "target": f"WAP with unique(trip_id) <= {UNIQUE_TARGET_RATIO}x WAP without it at {WAP_TARGET_ROWS:,} rows",
