@@ -559,6 +559,35 @@ def test_a_blocked_merge_on_nessie_leaves_main_as_it_was(nessie_lh, landing, ns)
     assert main_hash(lh) == before and [r["id"] for r in nessie_main_rows(lh, table)] == [1, 2, 3, 4, 5]
 
 
+def test_a_merge_on_nessie_quarantines_failing_changes_and_merges_the_rest(nessie_lh, landing, ns):
+    """on_row_failure = "quarantine" with a merge on a Nessie branch: the changes failing a row check go to the
+    quarantine table, the rest are merged (a delete judged by nothing), and both tables reach main in the one
+    Nessie merge of the run; main read by PyIceberg from Nessie's content."""
+    table, quarantine = f"{ns}.customers", f"{ns}.customers__quarantine"
+    cfg = {**CDC, "on_row_failure": "quarantine", "checks": [{"check": "not_null", "column": "name"}]}
+    lh = nessie_lh({table: cfg})
+    seed = run_wap(lh, table, [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])])
+    assert seed.status == "published", seed.message
+    before = main_hash(lh)
+    batch = [(1, "one", "U"), (2, None, "U"), (3, None, "D"), (7, None, "I"), (8, "eight", "I")]
+    res = run_wap(lh, table, [changes_file(landing, "b.parquet", batch)], run_id="nq_one")
+    assert res.status == "published" and res.published_via == "merge" and res.exit_code == 0, res.message
+    assert res.quarantined_rows == 2
+    assert [(r["id"], r["name"]) for r in nessie_main_rows(lh, table)] == [
+        (1, "one"), (2, "n2"), (4, "n4"), (5, "n5"), (8, "eight")
+    ]  # fmt: skip
+    assert [
+        (r["id"], r["op"], r["_wap_run_id"], list(r["_wap_failed_checks"])) for r in nessie_main_rows(lh, quarantine)
+    ] == [
+        (2, "U", "nq_one", ["not_null(name)"]),
+        (7, "I", "nq_one", ["not_null(name)"]),
+    ]
+    (merge,) = lh.nessie.log("main", limit=1)
+    assert merge.run_id == res.run_id and merge.parent == before  # main moved once, by the run's merge
+    assert set(merge.properties["wapflow.tables"].split(",")) == {table, quarantine}
+    assert lh.nessie.get_reference(res.branch) is None
+
+
 def test_a_merge_on_nessie_is_applied_again_when_main_moved(nessie_lh, landing, ns):
     """An append publishes id 50 while a merge that upserts id 50 waits between audit and publish: the merge
     is applied again on a fresh branch of the new main, never its rows re-appended."""
