@@ -36,6 +36,7 @@ from wapflow.audit.checktype import (
 )
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.spark.shared_session import session_change
+from wapflow.sql.layout import INTEGER_TYPES
 
 # wapflow.sql.identifiers is imported where it is used: wap.toml holds these models, and reading it (or the
 # run store) must not load the lakehouse (tests/test_layers.py).
@@ -201,13 +202,11 @@ class UniqueCheck(_KeyCheck):
         shuffling the rows. None where it does not apply, and the grouping counts: a key of several or
         non-integer columns, one without bounds in the added files' metrics, or one sparser than
         BIT_WORD_VALUES_PER_ROW."""
-        from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
-
         if len(self.columns()) != 1 or ctx.file_metrics is None:
             return None
         name = c.mapping[self.columns()[0]]
         field = next((f for f in added.schema.fields if f.name == name), None)
-        if field is None or not isinstance(field.dataType, ByteType | ShortType | IntegerType | LongType):
+        if field is None or field.dataType.simpleString() not in INTEGER_TYPES:
             return None
         fm = ctx.file_metrics()
         lo, hi = (fm.lower.get(name.lower()), fm.upper.get(name.lower())) if fm is not None else (None, None)
