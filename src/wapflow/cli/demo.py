@@ -81,7 +81,7 @@ def demo_generate(
     ] = None,
     no_null: Annotated[bool, typer.Option("--no-null", help="No nulls at all (a clean file).")] = False,
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write into.")] = Path("landing"),
-    name: Annotated[str | None, typer.Option("--name", help="File name (default trips_<n>_<seed>.parquet).")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="File name (default `trips_<n>_<seed>.parquet`).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
     start_id: Annotated[int, typer.Option("--start-id", help="First trip_id.")] = 1,
     as_json: JsonOpt = False,

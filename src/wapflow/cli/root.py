@@ -44,6 +44,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help texts are markdown (as the CLI reference page shows them): Rich's own markup would take
+    # `[alerts]` or `[sources.NAME]` for a style tag and drop it. Markdown keeps them, and joins a
+    # docstring's wrapped lines. A `<placeholder>` goes in backticks (markdown drops bare HTML-like tags).
+    rich_markup_mode="markdown",
 )
 app.command("run-tables")(run.run_tables)
 app.command("init")(setup.init)

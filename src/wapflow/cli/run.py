@@ -14,7 +14,7 @@ from wapflow.errors import UsageError, WapError
 def run(
     table: Annotated[str, typer.Argument(help="Target table, namespace.name (e.g. nyc.trips).")],
     sources: Annotated[list[str], typer.Argument(help="Files, globs or URIs to ingest.")],
-    branch: Annotated[str | None, typer.Option("--branch", help="Audit branch name (default wap_<run-id>).")] = None,
+    branch: Annotated[str | None, typer.Option("--branch", help="Audit branch name (default `wap_<run-id>`).")] = None,
     not_null: Annotated[
         list[str] | None, typer.Option("--not-null", help="Add a not_null check on COLUMN (repeatable).")
     ] = None,
@@ -59,7 +59,7 @@ def run_tables(
     run: Annotated[
         str | None, typer.Option("--run", help="A [runs.NAME] section of wap.toml instead of TABLE=SOURCE.")
     ] = None,
-    branch: Annotated[str | None, typer.Option("--branch", help="Nessie branch name (default wap_<run-id>).")] = None,
+    branch: Annotated[str | None, typer.Option("--branch", help="Nessie branch name (default `wap_<run-id>`).")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
     config: Annotated[str | None, typer.Option("--config", "-c")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
