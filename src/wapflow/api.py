@@ -74,7 +74,7 @@ def connect(
             cfg.sources[name] = SourceConfig.model_validate(src)
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors())
-        raise ConfigError(f"connect(): {problems}", hint="see the configuration reference in the README") from None
+        raise ConfigError(f"connect(): {problems}", hint="see docs/guides/configuration.md") from None
     return Lakehouse(cfg, spark=spark, progress=progress, meter=meter)
 
 

@@ -22,7 +22,7 @@ ENV = "WAP_CRASH_AT"
 RAISE_ENV = "WAP_RAISE_AT"
 PAUSE_ENV = "WAP_PAUSE_AT"
 
-# Every point, in the order a run passes them (README "Crash safety" lists what each one leaves behind).
+# Every point, in the order a run passes them (docs/guides/crashes.md: what a crash at each leaves behind).
 POINTS = (
     "ingest:claimed",  # wap ingest: a batch's files are claimed by this process in the ledger; no run yet
     "prepare",  # the run is recorded as running; nothing written

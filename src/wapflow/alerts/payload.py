@@ -115,7 +115,7 @@ def slack_payload(ev: AlertEvent) -> dict[str, Any]:
 
 
 def webhook_payload(ev: AlertEvent) -> dict[str, Any]:
-    """The generic webhook's JSON (README "Alerts", schema wapflow.alert/v1): fields are only ever added
+    """The generic webhook's JSON (docs/guides/alerts.md, schema wapflow.alert/v1): fields are only ever added
     within v1; a change of meaning is a new schema name."""
     return {
         "schema": SCHEMA,

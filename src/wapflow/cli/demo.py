@@ -67,7 +67,7 @@ def _show_demo(res: DemoOutcome) -> None:
             f"\nfiles were read from {res.storage['landing']}/ and the tables written to {res.storage['warehouse']} "
             f"on the local S3 server at {res.storage['endpoint']}, which is now stopped (its buckets are gone)."
         )
-        out.print('For a lakehouse to explore, run `wap demo`; to use your own S3 or MinIO, see README "S3".')
+        out.print("For a lakehouse to explore, run `wap demo`; to use your own S3 or MinIO, see docs/guides/s3.md.")
     else:
         out.print(f"\nexplore: cd {res.directory} && wap branches && wap history nyc.trips")
         out.print(f"         (config: {cfg})")

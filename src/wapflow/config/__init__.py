@@ -617,7 +617,7 @@ class WatchConfig(_Strict):
     stop_timeout: float = Field(default=120.0, ge=0)  # on SIGTERM/SIGINT: wait this long for running steps
 
 
-# Events an alert sink can be sent (README "Alerts"); a sink without `events` gets all of them.
+# Events an alert sink can be sent (docs/guides/alerts.md); a sink without `events` gets all of them.
 ALERT_EVENTS: tuple[str, ...] = (
     "blocked",  # a run's audit blocked it
     "failed",  # a run failed terminally (not a transient error a retry may clear)
@@ -1006,7 +1006,7 @@ def parse_config(data: dict[str, Any], *, source: str = "wap.toml") -> WapConfig
     try:
         return WapConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_describe(e, data, source), hint="see the configuration reference in the README") from None
+        raise ConfigError(_describe(e, data, source), hint="see docs/guides/configuration.md") from None
 
 
 def _precheck_check_types(data: dict[str, Any], source: str) -> None:
@@ -1123,7 +1123,7 @@ def _describe(e: ValidationError, data: dict[str, Any], source: str) -> str:
     return "\n".join(lines)
 
 
-STARTER = """# wap.toml: wapflow configuration (https://github.com/ - see README "Configuration").
+STARTER = """# wap.toml: wapflow configuration (see docs/guides/configuration.md).
 # Every key is optional; with no file at all wapflow uses these defaults.
 
 [lakehouse]
@@ -1144,7 +1144,7 @@ driver_memory = "2g"
 # run_store = "sqlite:///./lakehouse/wapflow_runs.db"   # any SQLAlchemy URL
 # publish_lock_timeout = 600   # seconds a run waits for another run's publish of its table (then: transient)
 
-# S3 for warehouse = "s3://..." and s3:// sources (see README "S3"). Without keys here, the standard
+# S3 for warehouse = "s3://..." and s3:// sources (see docs/guides/s3.md). Without keys here, the standard
 # AWS credential chain is used (AWS_* variables, ~/.aws profile, instance or container role).
 # [s3]
 # endpoint = "http://127.0.0.1:9000"   # S3-compatible server; unset for AWS S3

@@ -59,7 +59,7 @@ class MultiWapRun:
         if not lakehouse.branches.publishes_tables_together:
             raise UsageError(
                 "a run over several tables needs catalog-level branches",
-                hint='set [lakehouse] catalog = "nessie" (see README "Nessie"), or run one table at a time',
+                hint='set [lakehouse] catalog = "nessie" (see docs/guides/nessie.md), or run one table at a time',
             )
         if not specs:
             raise UsageError("no tables given", hint="e.g. wap run-tables orders=orders.parquet items=items.parquet")

@@ -248,7 +248,8 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
                 "warn",
                 "the embedded SQLite catalog is a file on this machine: every wap process that writes must run "
                 "here (SQLite's locks do not work across machines)",
-                'for workers on several machines: catalog = "jdbc" on PostgreSQL, Nessie or REST (README: Deploying)',
+                'for workers on several machines: catalog = "jdbc" on PostgreSQL, Nessie or REST '
+                "(docs/guides/deploying.md#what-holds-state-and-who-must-share-it)",
             )
         )
     return found
@@ -299,7 +300,8 @@ def _run_store(cfg: WapConfig) -> list[Finding]:
                 "warn",
                 f"{redact_url(url)} is a file on this machine: `wap watch` workers elsewhere would keep ledgers "
                 "of their own and publish a file once per machine",
-                "set run_store to a PostgreSQL URL every worker shares (README: Deploying)",
+                "set run_store to a PostgreSQL URL every worker shares "
+                "(docs/guides/deploying.md#what-holds-state-and-who-must-share-it)",
             )
         )
     return found
