@@ -105,6 +105,22 @@ class MetricHistory:
         with self.engine.connect() as conn:
             return {r[0] for r in conn.execute(q).all()}
 
+    def published_snapshots(self, table: str) -> dict[int, str]:
+        """The table's published runs by the snapshots the run store says they wrote (the branch head audited,
+        the snapshot main was published to): whose a snapshot on main is where its own properties no longer
+        say (a cherry-pick whose branch snapshot has expired, a snapshot of a wapflow before run lineage)."""
+        r = runs_table
+        q = sa.select(r.c.run_id, r.c.branch_snapshot_id, r.c.snapshot_id).where(
+            r.c.table_name == table, r.c.status == PUBLISHED
+        )
+        with self.engine.connect() as conn:
+            return {
+                int(sid): str(rid)
+                for rid, branch, main in conn.execute(q).all()
+                for sid in (branch, main)
+                if sid is not None
+            }
+
     def record_missing(
         self, table: str, values: dict[str, tuple[datetime, dict[tuple[str, str], float]]]
     ) -> list[tuple[str, str, str]]:

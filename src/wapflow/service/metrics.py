@@ -6,6 +6,7 @@ wapflow.audit.anomaly's. A dashboard's quality trends read the same rows.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, TypedDict
 
@@ -87,23 +88,32 @@ def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
     allows): each append on main whose run did not record its metrics (another writer's commit, a run of a
     wapflow before the metric history) gets, at its commit time, its added records as row_count and, from the
     column metrics of the data files it added (its manifests), each column's null_fraction and the min and
-    max of numeric columns, as an audit records them. A run's snapshots count together. Other writers'
-    snapshots are recorded under `snapshot-<id>` and count as published. What a run recorded itself is never
-    replaced; doing it again records nothing new."""
+    max of numeric columns, as an audit records them. A run's snapshots count together: those its properties
+    name, and those the run store records as a published run's (a cherry-pick whose origin has expired).
+    Other writers' snapshots are recorded under `snapshot-<id>` and count as published; a snapshot that added
+    no rows and names no run (the empty one that creating a table commits) is no batch and is left out. What
+    a run recorded itself is never replaced; doing it again records nothing new."""
     from wapflow.audit.anomaly import file_metric_values
-    from wapflow.lakehouse.lineage import run_of
+    from wapflow.lakehouse.lineage import picked_from, run_of
     from wapflow.service.tables import main_snapshots, reading
 
     name = TableName.parse(table)
     snaps, main = main_snapshots(lh, name)
+    history = MetricHistory(lh.store.engine)
+    owners = history.published_snapshots(name.dotted)
     runs: dict[str, tuple[datetime, int, list[int]]] = {}  # run id -> (its first commit, rows added, snapshots)
     for s in reversed(main):  # oldest first: a run's time is its first snapshot's
         if s.operation != "append":
             continue  # overwrites, deletes, compaction (replace): not a batch's row count
-        rid = run_of(snaps, s) or f"snapshot-{s.snapshot_id}"
+        rid = run_of(snaps, s)
+        if rid is None:
+            if not _added_data(s.summary):
+                continue  # the empty snapshot that creating a table commits (wapflow's, any CTAS of no rows)
+            src = picked_from(s.summary)
+            rid = owners.get(s.snapshot_id) or (owners.get(src) if src is not None else None)
+            rid = rid or f"snapshot-{s.snapshot_id}"
         at, n, ids = runs.get(rid, (s.committed_at, 0, []))
         runs[rid] = (at, n + s.added_records, [*ids, s.snapshot_id])
-    history = MetricHistory(lh.store.engine)
     audited = history.audited(name.dotted)
     files = lh.file_metrics if any(rid not in audited for rid in runs) else None
     values: dict[str, tuple[datetime, dict[tuple[str, str], float]]] = {}
@@ -117,3 +127,8 @@ def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
     recorded = len({rid for rid, _, column in new})
     columns = len({rid for rid, _, column in new if column})
     return BackfillDoc(table=name.dotted, recorded=recorded, already=len(runs) - recorded, columns=columns)
+
+
+def _added_data(summary: Mapping[str, str]) -> bool:
+    """Whether a snapshot added data files or rows (Iceberg's summary; a key it leaves out counts as 0)."""
+    return any(int(summary.get(key, "0") or 0) > 0 for key in ("added-data-files", "added-records"))
