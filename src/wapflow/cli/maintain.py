@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse
 from wapflow.cli.output import Output, out, rows_table
+from wapflow.service import render
 
 
 def maintain(
@@ -54,9 +56,7 @@ def _log(table: str | None, config: str | None, o: Output) -> None:
             "table": r["table"],
             "action": r["action"],
             "status": r["status"],
-            "figures": ", ".join(
-                f"{k}={v}" for k, v in (r["figures"] or {}).items() if not isinstance(v, (list, dict))
-            ),
+            "figures": render.figures(r["figures"] or {}),
         }
         for r in rows
     ]
@@ -90,18 +90,17 @@ def _show(doc: dict[str, Any]) -> None:
         out.print("no table to maintain")
     for t in doc["tables"]:
         if t["status"] in ("failed", "skipped"):
-            out.print(f"{t['table']}: {t['status']}: {t['message']}")
+            out.print(f"{t['table']}: {t['status']}: {escape(render.text(t.get('message')))}")
         if doc["dry_run"]:
             for a in t["actions"]:
                 f = a.get("figures") or {}
-                detail = f.get("skipped") or ", ".join(
-                    f"{k}={v}" for k, v in f.items() if k not in ("seconds", "snapshot_ids", "sample")
-                )
-                out.print(f"  {t['table']} {a['action']}: {detail}")
+                detail = render.text(f["skipped"]) if f.get("skipped") else render.figures(f)
+                out.print(f"  {t['table']} {a['action']}: {escape(detail)}")
         else:  # what was not done, and why (a Nessie catalog's expiry is nessie-gc's, a revert window's files)
             for a in t["actions"]:
                 if a["status"] == "skipped":
-                    out.print(f"  {t['table']} {a['action']}: skipped: {(a.get('figures') or {}).get('skipped')}")
+                    why = render.text((a.get("figures") or {}).get("skipped"))
+                    out.print(f"  {t['table']} {a['action']}: skipped: {escape(why)}")
 
 
 def _arrow(before: Any, after: Any, dry_run: bool) -> str:

@@ -9,17 +9,20 @@ themselves: they get them from wapflow.service (or the core) and hand them to th
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from wapflow.errors import WapError
+from wapflow.service import render
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.progress import Tick
@@ -27,8 +30,10 @@ if TYPE_CHECKING:
 
 
 def _out_settings() -> dict[str, Any]:
-    # Piped output (CI logs, `| less`) gets wide tables instead of 80-column wrapping of ids.
-    return {"highlight": False, "soft_wrap": True, "width": None if sys.stdout.isatty() else 120}
+    # Piped output (CI logs, `| less`) gets wide tables instead of Rich's 80 columns, unless COLUMNS says how
+    # wide; ids print whole at any width (IdTable).
+    columns = os.environ.get("COLUMNS", "")
+    return {"highlight": False, "soft_wrap": True, "width": None if sys.stdout.isatty() or columns.isdigit() else 120}
 
 
 def _err_settings() -> dict[str, Any]:
@@ -146,51 +151,94 @@ class BarMeter:
         self.bar, self.task = None, None
 
 
-def cell(v: Any) -> str:
-    """A value as a table cell: nothing for None, lists comma-separated."""
-    if v is None:
-        return ""
-    if isinstance(v, list):
-        return ", ".join(str(x) for x in v)
-    return str(v)
+# Columns whose values a person copies into the next command: printed whole, never wrapped or cut.
+ID_COLUMNS = frozenset({"run_id", "branch", "table", "snapshot_id", "pass_id"})
+# The least width (characters) the other columns shrink to before a table grows wider than the terminal.
+SHRINK_FLOOR = 5
 
 
-def rows_table(title: str | None, rows: Sequence[Any], columns: Sequence[str]) -> Table:
-    """Rows (dicts, e.g. from wapflow.service) as a table of the named columns."""
-    t = Table(title=title, title_justify="left")
-    for c in columns:
-        t.add_column(c)
+class IdTable(Table):
+    """A table whose id columns (no_wrap) print whole at any width. When the table is wider than the console,
+    the other columns wrap, widest first, down to their floor (SHRINK_FLOOR, or the longest word of their
+    header); then the padding at the table's edges and its outer border go; past that the table is wider than
+    the console (a terminal wraps its lines, but an id stays one unbroken word to copy)."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        saved = (self.width, self.pad_edge, self.show_edge)
+        try:
+            if self.width is None:
+                for compact in ("pad_edge", "show_edge"):
+                    if self._least_width(console, options) <= options.max_width:
+                        break
+                    setattr(self, compact, False)
+                need = self._least_width(console, options)
+                if need > options.max_width:
+                    self.width = need
+            yield from super().__rich_console__(console, options)
+        finally:
+            self.width, self.pad_edge, self.show_edge = saved
+
+    def _least_width(self, console: Console, options: ConsoleOptions) -> int:
+        wide = options.update_width(1_000_000)
+        total = self._extra_width
+        for column in self.columns:
+            natural = self._measure_column(console, wide, column).maximum
+            header = max((len(w) for w in str(column.header).split()), default=0)
+            floor = max(SHRINK_FLOOR, header) + self._get_padding_width(column._index)
+            total += natural if column.no_wrap else min(natural, floor)
+        return total
+
+
+def id_table(
+    title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]], ids: Iterable[str] = ()
+) -> Table:
+    """Text cells (Rich markup) under their columns: the id columns (ID_COLUMNS and `ids`) whole, under their
+    own name; the others wrap, under their name in words (`failed checks`) so a narrow header wraps too."""
+    whole = ID_COLUMNS | set(ids)
+    t = IdTable(title=title, title_justify="left")
+    for i, c in enumerate(columns):
+        if c in whole:
+            longest = max([len(c)] + [Text.from_markup(r[i]).cell_len for r in rows])
+            t.add_column(c, no_wrap=True, overflow="ignore", min_width=longest)
+        else:
+            t.add_column(escape(c.replace("_", " ")), overflow="fold")
     for r in rows:
-        t.add_row(*[cell(r.get(c)) for c in columns])
+        t.add_row(*r)
     return t
+
+
+def cell(v: Any) -> str:
+    """A value as a table cell (wapflow.service.render.text): nothing for None, lists comma-separated."""
+    return render.text(v, none="")
+
+
+def rows_table(title: str | None, rows: Sequence[Any], columns: Sequence[str], ids: Iterable[str] = ()) -> Table:
+    """Rows (dicts, e.g. from wapflow.service) as a table of the named columns, ids whole (id_table)."""
+    return id_table(title, columns, [[escape(cell(r.get(c))) for c in columns] for r in rows], ids)
 
 
 def grid(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
     """Positional rows (query results) under their column names, untitled."""
-    t = Table()
-    for c in columns:
-        t.add_column(c)
-    for r in rows:
-        t.add_row(*[cell(v) for v in r])
-    return t
+    return id_table(None, columns, [[escape(cell(v)) for v in r] for r in rows])
 
 
 def checks_table(checks: list[dict[str, Any]]) -> Table:
-    """The audit of a run: one line per check, its status colored."""
-    t = Table(title="audit", title_justify="left")
-    for col in ("check", "status", "observed", "failing rows", "threshold", "severity", "from"):
-        t.add_column(col)
+    """The audit of a run: one line per check, its status colored, its observed value for people."""
+    rows = []
     for c in checks:
-        t.add_row(
-            c["name"],
-            f"[{CHECK_STYLE.get(c['status'], '')}]{c['status']}[/]",
-            str(c["observed"]),
-            str(c["failing_rows"]),
-            str(c.get("threshold", "")),
-            c["severity"],
-            str(c.get("source", "")),
+        shown = render.check_cells(c)
+        rows.append(
+            [
+                escape(str(c["name"])),
+                f"[{CHECK_STYLE.get(c['status'], '')}]{c['status']}[/]",
+                escape(shown["observed"]),
+                shown["failing_rows"],
+                escape(shown["threshold"]),
+                str(c["severity"]),
+                cell(c.get("source")),
+            ]
         )
-    return t
+    return id_table("audit", ["check", "status", "observed", "failing rows", "threshold", "severity", "from"], rows)
 
 
 def render_failures(checks: list[dict[str, Any]], limit: int = 20) -> None:
@@ -198,16 +246,11 @@ def render_failures(checks: list[dict[str, Any]], limit: int = 20) -> None:
     for c in checks:
         if c["status"] == "passed" or not (c.get("samples") or c.get("sql")):
             continue
-        out.print(f"[bold]{c['name']}[/bold]: {c['failing_rows']} failing row(s)")
-        samples = c.get("samples") or []
+        out.print(f"[bold]{escape(str(c['name']))}[/bold]: {render.text(c.get('failing_rows'))} failing row(s)")
+        samples = [render.sample_row(r) for r in c.get("samples") or []]
         if samples:
             cols = list(samples[0])
-            t = Table(show_header=True)
-            for col in cols:
-                t.add_column(col)
-            for r in samples[:limit]:
-                t.add_row(*[cell(r.get(col)) for col in cols])
-            out.print(t)
+            out.print(id_table(None, cols, [[escape(cell(r.get(col))) for col in cols] for r in samples[:limit]]))
             if len(samples) > limit:
                 out.print(f"  ({len(samples)} sample rows stored; `wap report` shows them all)")
         if c.get("sql"):
@@ -223,8 +266,9 @@ def render_run(res: RunResult) -> None:
     if res.checks:
         out.print(checks_table(res.checks))
         render_failures(res.checks, limit=5)
-    if res.rows_written is not None:
-        out.print(f"rows written: {res.rows_written}   snapshot: {res.snapshot_id}")
+    if res.rows_written is not None:  # a run held for review or blocked has no snapshot on main
+        snapshot = f"   snapshot: {res.snapshot_id}" if res.snapshot_id is not None else ""
+        out.print(f"rows written: {res.rows_written}{snapshot}")
     if res.status == "failed":
         print_error(res.message)
     else:

@@ -11,6 +11,7 @@ from rich.markup import escape
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_store
 from wapflow.cli.output import STATUS_COLOR, Output, checks_table, out, render_failures, rows_table
 from wapflow.errors import WapError
+from wapflow.service import render
 from wapflow.service.metrics import MetricRowDoc, backfill_metrics, metric_rows
 from wapflow.service.runs import RunReport, RunRow, keys_lines, list_runs, run_report
 
@@ -58,10 +59,11 @@ def report(
 def _show_report(doc: RunReport) -> None:
     status = doc["status"]
     color = STATUS_COLOR.get(status, "white")
-    out.print(f"[bold {color}]{status.upper()}[/] {doc['table']}  run {doc['run_id']}  started {doc['started_at']}")
+    started = render.text(doc["started_at"])
+    out.print(f"[bold {color}]{status.upper()}[/] {doc['table']}  run {doc['run_id']}  started {started}")
     if doc["resume"]:
         out.print(f"its process is gone; resume it (exactly once) with: {doc['resume']}")
-    out.print(f"files: {', '.join(doc['files'])}")
+    out.print(f"files: {escape(render.text(doc['files']) or render.NONE)}")
     if doc["branch_kept"]:
         out.print(f"kept for inspection: branch {doc['branch']}")
     if doc["would_change"]:
@@ -74,15 +76,17 @@ def _show_report(doc: RunReport) -> None:
             f"awaiting review: wap approve {doc['run_id']} --reason ...  or  wap reject {doc['run_id']} --reason ..."
         )
     elif review is not None:
-        out.print(f"{review['decision']} by {review['by']} at {review['at']}: {review['reason']}")
+        by, at, why = (escape(render.text(review[k])) for k in ("by", "at", "reason"))
+        out.print(f"{review['decision']} by {by} at {at}: {why}")
     if doc["checks"]:
         out.print(checks_table(doc["checks"]))
         render_failures(doc["checks"])
     error = doc["error"]
     if error:
-        out.print(f"[red]error[/red] ({error.get('step')}): {error.get('message')}")
+        step = f" ({escape(render.text(error['step']))})" if error.get("step") else ""
+        out.print(f"[red]error[/red]{step}: {escape(render.text(error.get('message')))}")
         if error.get("hint"):
-            out.print(f"  hint: {error['hint']}")
+            out.print(f"  hint: {escape(render.text(error['hint']))}")
 
 
 def metrics(

@@ -1,0 +1,191 @@
+"""Values as people read them: the one place that turns a check's observed value, a report field or a
+maintenance figure into text, for the CLI and the dashboard alike.
+
+The run store and --json keep the values as they are (dicts, lists, None); what a person sees never shows a
+Python repr: no `None` (an absent value is `—`, or the field is left out), no `{...}` or quoted keys, numbers
+to at most 4 significant digits (counts exact), a band as `[212.5, 1150]`. Pure Python, no imports of the
+project: the CLI and the dashboard (which may import wapflow.service only) both use it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+NONE = "—"  # an absent value
+NULL = "null"  # a SQL NULL in a row of data (a failing row's column)
+
+# Evidence of an anomaly or volume check (wapflow.audit.anomaly.Band.evidence) and its short-history verdict.
+_BAND_KEYS = {"value", "band", "median", "mad", "history"}
+_SHORT_KEYS = {"value", "history", "min_history"}
+# What a run changes (wapflow.write.modes.Changes.to_dict), the observed value of its `changes` line.
+_CHANGE_KINDS = ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced")
+# Maintenance figures a person does not read in a line (timings, id lists; --json has them).
+_QUIET_FIGURES = ("seconds", "snapshot_ids", "sample")
+
+
+def number(v: float | int | Decimal) -> str:
+    """A number for people: an integer exactly, anything else to at most 4 significant digits, no exponent
+    below 1e15 (1150, 212.5, 0.003, 1235000)."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    f = float(v)
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "∞" if f > 0 else "-∞"
+    r = float(f"{f:.4g}")
+    if r.is_integer() and abs(r) < 1e15:
+        return str(int(r))
+    return f"{r:.4g}"
+
+
+def text(v: Any, none: str = NONE) -> str:
+    """Any value of a report for people: None as `none`, numbers (number), times to the second, a pair of
+    numbers as `[a, b]`, other lists comma-separated, mappings as `key value` pairs."""
+    if v is None:
+        return none
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool | int | float | Decimal):
+        return number(v)
+    if isinstance(v, datetime):
+        return v.isoformat(sep=" ", timespec="seconds")
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, Mapping):
+        return ", ".join(f"{_label(k)} {text(x, none)}" for k, x in v.items())
+    if isinstance(v, Sequence | set | frozenset):
+        items = list(v)
+        if items and all(isinstance(x, int | float | Decimal) and not isinstance(x, bool) for x in items):
+            return "[" + ", ".join(number(x) for x in items) + "]"
+        return ", ".join(text(x, none) for x in items)
+    return str(v)
+
+
+def _label(key: object) -> str:
+    return str(key).replace("_", " ")
+
+
+def observed(v: Any) -> str:
+    """A check's observed value: a count or rate, a text, an anomaly or volume check's evidence (`value 759.3,
+    band [212.5, 1150], 2.4 MADs above the median`), its short history (`value 200, 2 of 7 runs of history`),
+    or what a run changes (`inserted 5, updated 3; main had 100 rows`)."""
+    if isinstance(v, Mapping):
+        keys = set(v)
+        if keys >= _BAND_KEYS:
+            return _band(v)
+        if keys >= _SHORT_KEYS:
+            return _short_history(v)
+        if keys & set(_CHANGE_KINDS):
+            return _changes(v)
+    return text(v)
+
+
+def _band(v: Mapping[str, Any]) -> str:
+    value, (lo, hi), median, mad = v["value"], v["band"], v["median"], v["mad"]
+    parts = [f"value {number(value)}" if value is not None else "no value", f"band [{number(lo)}, {number(hi)}]"]
+    if value is not None and mad:
+        d = (float(value) - float(median)) / float(mad)
+        if round(d, 1):
+            parts.append(f"{abs(d):.1f} MADs {'above' if d > 0 else 'below'} the median {number(median)}")
+        else:
+            parts.append(f"at the median {number(median)}")
+    else:
+        parts.append(f"median {number(median)}")
+    parts.append(_runs(v["history"]) + (f" ({v['seasonality']})" if v.get("seasonality") else ""))
+    return ", ".join(parts)
+
+
+def _short_history(v: Mapping[str, Any]) -> str:
+    value = "no value" if v["value"] is None else f"value {number(v['value'])}"
+    basis = f" ({v['seasonality']})" if v.get("seasonality") else ""
+    return f"{value}, {v['history']} of {v['min_history']} runs of history{basis}"
+
+
+def _changes(v: Mapping[str, Any]) -> str:
+    kinds = [f"{k.removeprefix('rows_')} {number(int(v.get(k) or 0))}" for k in _CHANGE_KINDS if v.get(k)]
+    words = ", ".join(kinds) or "no change"
+    return f"{words}; main had {_count(int(v.get('main_rows') or 0), 'row')}" if "main_rows" in v else words
+
+
+def _runs(n: int) -> str:
+    return _count(n, "run")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def check_cells(c: Mapping[str, Any]) -> dict[str, str]:
+    """A check result's fields for people: observed, failing rows, threshold (absent ones as `—`)."""
+    return {
+        "observed": observed(c.get("observed")),
+        "failing_rows": text(c.get("failing_rows")),
+        "threshold": text(c.get("threshold") or None),
+    }
+
+
+def sample_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A failing row as a person reads it: a NULL as `null`, nested values as text; scalars as they are."""
+    return {
+        k: NULL if v is None else (text(v) if isinstance(v, Mapping | list | tuple | set) else v)
+        for k, v in row.items()
+    }
+
+
+def kept_because(reasons: Mapping[str, Any]) -> str:
+    """Why snapshots stay, with how many: `head of branch main: 1 snapshot, keep_last: 5 snapshots`."""
+    return ", ".join(f"{why}: {_count(int(n), 'snapshot')}" for why, n in reasons.items()) or "nothing kept"
+
+
+def figures(f: Mapping[str, Any], skip: Iterable[str] = _QUIET_FIGURES) -> str:
+    """A maintenance action's figures in a line: `expire 3; keep 6; kept because head of branch main: 1
+    snapshot, keep_last: 5 snapshots` (timings and id lists left out: --json has them)."""
+    quiet = set(skip)
+    parts = []
+    for k, v in f.items():
+        if k in quiet:
+            continue
+        if k == "kept_because" and isinstance(v, Mapping):
+            shown = kept_because(v)
+        elif k == "dropped" and isinstance(v, list):
+            shown = ", ".join(_dropped(d) for d in v) or "none"
+        elif isinstance(v, Mapping):
+            shown = ", ".join(f"{_label(key)} = {text(x)}" for key, x in v.items()) or "none"
+        elif isinstance(v, list | tuple) and not v:
+            shown = "none"
+        else:
+            shown = text(v)
+        parts.append(f"{_label(k)} {shown}")
+    return "; ".join(parts)
+
+
+def _dropped(d: Any) -> str:
+    if isinstance(d, Mapping) and "branch" in d:
+        what = ", ".join(text(d[k]) if k == "status" else f"run {text(d[k])}" for k in ("run_id", "status") if k in d)
+        return f"{d['branch']} ({what})" if what else str(d["branch"])
+    return text(d)
+
+
+def shown_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for a table a person reads (the dashboard's): mappings and lists as text, and in a column with an
+    absent value every value as text, the absent ones `—`; a column without one keeps its numbers."""
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    gappy = {k for k in names if any(r.get(k) is None for r in rows) and any(r.get(k) is not None for r in rows)}
+    out = []
+    for r in rows:
+        line: dict[str, Any] = {}
+        for k in names:
+            v = r.get(k)
+            if k in gappy or v is None or isinstance(v, Mapping | list | tuple | set):
+                line[k] = observed(v) if k == "observed" else text(v)
+            else:
+                line[k] = v
+        out.append(line)
+    return out
