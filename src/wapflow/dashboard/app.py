@@ -21,6 +21,7 @@ import streamlit as st
 from wapflow.errors import WapError
 from wapflow.service import dashboard as svc
 from wapflow.service import dashboard_login as login
+from wapflow.service import render
 from wapflow.service import review_queue as rq
 
 PAGES = ("Overview", "Review", "Table", "Run", "Branch")
@@ -106,19 +107,21 @@ def recent_runs(config: str | None, version: str) -> list[str]:
 
 
 def _cell(v: Any) -> Any:
-    """Numbers, text, times and None as they are; anything else (lists, dicts) as text, so Arrow can hold it."""
+    """Numbers, text, times and None as they are; anything else (lists, dicts) as text for people
+    (wapflow.service.render), so Arrow can hold it."""
     if isinstance(v, int) and abs(v) > 2**53:  # snapshot ids: a browser's numbers would round them
         return str(v)
-    return v if v is None or isinstance(v, str | int | float | bool | datetime) else str(v)
+    return v if v is None or isinstance(v, str | int | float | bool | datetime) else render.text(v)
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> dict[str, list[Any]]:
-    """Rows as columns (what st.dataframe and the charts take), every column one type where values are mixed."""
+    """Rows as columns (what st.dataframe and the charts take), every column one type where values are mixed or
+    missing: then text for people, a missing value `—` (wapflow.service.render), never `None`."""
     names = columns or list(dict.fromkeys(k for r in rows for k in r))
     out = {c: [_cell(r.get(c)) for r in rows] for c in names}
     for c, values in out.items():
-        if len({type(v) for v in values if v is not None}) > 1:
-            out[c] = [None if v is None else str(v) for v in values]
+        if None in values or len({type(v) for v in values}) > 1:
+            out[c] = [render.text(v) for v in values]
     return out
 
 

@@ -30,6 +30,7 @@ from wapflow.lakehouse.metadata import CatalogTables
 from wapflow.pipeline.state import STEPS
 from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
+from wapflow.service import render
 from wapflow.service.alerts import recent_alerts
 from wapflow.service.runs import failed_checks, run_report, shown_check_name, shown_checks
 from wapflow.sql.identifiers import TableName
@@ -372,6 +373,7 @@ def table_detail(src: Sources, table: str, limit: int = 100) -> dict[str, Any]:
 def run_detail(src: Sources, run_id: str) -> dict[str, Any]:
     """A run's report plus what a person does next: the commands to inspect, publish after a fix, or discard."""
     rep: dict[str, Any] = dict(run_report(src.store, run_id))
+    rep["checks"] = [shown_check(c) for c in rep["checks"]]
     rec = src.store.get(run_id)
     assert rec is not None  # run_report raised NotFound otherwise
     commands: dict[str, str] = {"report": f"wap report {run_id}"}
@@ -393,6 +395,17 @@ def run_detail(src: Sources, run_id: str) -> dict[str, Any]:
     rep["started_at"] = _iso(rec.started_at)
     rep["finished_at"] = _iso(rec.finished_at)
     return rep
+
+
+def shown_check(c: dict[str, Any]) -> dict[str, Any]:
+    """A check result as the Run and Branch pages show it: its observed value and threshold in words
+    (wapflow.service.render: a band as `[212.5, 1150]`, no dict or `None`), its failing rows' NULLs as `null`."""
+    return {
+        **c,
+        "observed": render.observed(c.get("observed")),
+        "threshold": render.text(c.get("threshold") or None),
+        "samples": [render.sample_row(r) for r in c.get("samples") or []],
+    }
 
 
 def timing_rows(timings: dict[str, float]) -> list[dict[str, Any]]:
@@ -476,7 +489,7 @@ def branch_detail(src: Sources, branch: str) -> dict[str, Any]:
             "run_id": run.run_id,
             "status": run.status,
             "kept": run.branch_kept,
-            "failed_checks": [c for c in shown_checks(run.checks) if c.get("status") == "failed"],
+            "failed_checks": [shown_check(c) for c in shown_checks(run.checks) if c.get("status") == "failed"],
             "rows_added": run.rows_written,
             "null_counts": [],
             "head_snapshot_id": None,
