@@ -24,6 +24,7 @@ def init(
         Output(as_json=False).fail(ConfigError(f"{path} already exists", hint="use --force to overwrite it"))
     path.write_text(STARTER, encoding="utf-8")
     out.print(f"wrote {path}")
+    out.print("next: declare your tables and their checks in it; docs/tutorial.md walks through a first run")
 
 
 def setup(
