@@ -17,8 +17,10 @@ from wapflow.engine.runtime import (
     EngineUnavailable,
     config_path,
     engine_key,
+    engine_limits,
     engine_setting,
     ensure_runtime_dir,
+    metadata_needs_spark,
 )
 from wapflow.errors import ConfigError
 
@@ -60,7 +62,12 @@ def test_the_key_follows_the_config_and_the_start_environment_not_per_command_va
     key = engine_key(cfg, cfg.read_bytes(), cwd, base)
     assert key == engine_key(cfg, cfg.read_bytes(), cwd, base | {"WAP_CRASH_AT": "prepare", "WAP_ENGINE": "auto"})
     assert key == engine_key(cfg, cfg.read_bytes(), cwd, base | {"HOME": "/elsewhere"})
-    assert key != engine_key(cfg, cfg.read_bytes() + b"# changed\n", cwd, base)
+    # Only wap.toml's Spark settings are the engine's: other edits keep it (each command reads them itself).
+    for kept in (b"# changed\n", b'engine_idle = "4s"\n', b'[tables."a.b"]\nreview = "always"\n'):
+        assert key == engine_key(cfg, cfg.read_bytes() + kept, cwd, base), kept
+    for changed in (b'master = "local[1]"\n', b'[lakehouse.spark_conf]\n"spark.x" = "1"\n', b'[s3]\nregion = "x"\n'):
+        assert key != engine_key(cfg, cfg.read_bytes() + changed, cwd, base), changed
+    assert key == engine_key(cfg, cfg.read_bytes(), cwd, base | {"WAP_ENGINE_MAX": "1", "WAP_ENGINE_MIN_FREE": "1t"})
     assert key != engine_key(cfg, cfg.read_bytes(), cwd, base | {"JAVA_TOOL_OPTIONS": "-Xmx2g"})
     assert key != engine_key(cfg, cfg.read_bytes(), cwd, base | {"AWS_PROFILE": "prod"})
     assert key != engine_key(cfg, cfg.read_bytes(), cwd, base | {"WAP_JARS_DIR": "/jars"})
@@ -110,3 +117,26 @@ def test_engine_key_in_wap_toml_is_validated(tmp_path: Path, value: str, ok: boo
             load_config(cfg)
     with pytest.raises(ConfigError, match="engine_idle"):
         load_config(toml(tmp_path, '[lakehouse]\nengine_idle = "soon"\n'))
+
+
+def test_metadata_commands_go_to_the_engine_only_where_spark_reads_the_catalog() -> None:
+    sqlite, hive = b'[lakehouse]\ncatalog = "sqlite"\n', b'[lakehouse]\ncatalog = "hive"\n'
+    for command in ("history", "branches", "diff"):
+        assert not metadata_needs_spark(command, sqlite, {})
+        assert not metadata_needs_spark(command, b"", {})  # the defaults: the embedded catalog
+        assert metadata_needs_spark(command, hive, {})
+        assert metadata_needs_spark(command, sqlite, {"WAP_METADATA": "spark"})
+    rest = b'[lakehouse]\ncatalog = "custom"\ncatalog_properties = { type = "rest", uri = "http://x" }\n'
+    assert not metadata_needs_spark("history", rest, {})
+    assert metadata_needs_spark(
+        "history", b'[lakehouse]\ncatalog = "jdbc"\ncatalog_properties = { uri = "jdbc:mysql://h/d" }\n', {}
+    )
+    assert not metadata_needs_spark("run", hive, {})  # not a metadata command: COMMANDS decide
+
+
+def test_engine_limits_are_read_from_the_environment() -> None:
+    assert engine_limits({}) == (3, 2**30)
+    assert engine_limits({"WAP_ENGINE_MAX": "1", "WAP_ENGINE_MIN_FREE": "800m"}) == (1, 800 * 2**20)
+    for bad in ({"WAP_ENGINE_MAX": "0"}, {"WAP_ENGINE_MAX": "many"}, {"WAP_ENGINE_MIN_FREE": "lots"}):
+        with pytest.raises(EngineUnavailable, match="WAP_ENGINE_M"):
+            engine_limits(bad)

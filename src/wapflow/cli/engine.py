@@ -15,26 +15,47 @@ engine_app = typer.Typer(
     help="The warm wapflow engine: commands that need Spark run in it (wap.toml `engine`).", no_args_is_help=True
 )
 
-STATUS_COLUMNS = ["pid", "this_config", "config", "started", "idle_for_s", "commands", "running", "memory_mb", "key"]
+STATUS_COLUMNS = [
+    "pid",
+    "this_config",
+    "config",
+    "started",
+    "idle_for_s",
+    "commands",
+    "running",
+    "memory_mb",
+    "retiring",
+    "key",
+]
+AllOpt = Annotated[bool, typer.Option("--all", help="Every engine of this user, not only this config's.")]
+
+
+def _this(config: str | None) -> tuple[str | None, str | None]:
+    """This config's engine key and scope (None, None: a named config file that does not exist)."""
+    from wapflow.engine import control
+    from wapflow.engine.runtime import EngineUnavailable
+
+    try:
+        return control.this_config(config)
+    except EngineUnavailable:
+        return None, None
 
 
 @engine_app.command("status")
-def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
-    """The engines running for this user: pid, key, config, started, idle for, commands served and running,
-    memory (engine, its JVM and its commands)."""
+def status(config: ConfigOpt = None, every: AllOpt = False, as_json: JsonOpt = False) -> None:
+    """The engines running for this config (--all: for this user): pid, key, config, started, idle for,
+    commands served and running, memory (engine, its JVM and its commands), whether it is retiring."""
     from wapflow.engine import control
-    from wapflow.engine.runtime import EngineUnavailable, runtime_dir
+    from wapflow.engine.runtime import runtime_dir
 
-    try:
-        key: str | None = control.key_for(config)
-    except EngineUnavailable:
-        key = None
-    rows = control.status(key)
+    key, scope = _this(config)
+    rows = [r for r in control.status(key, scope) if every or r["this_config"]]
     doc = {"runtime_dir": str(runtime_dir()), "this_config_key": key, "engines": rows}
 
     def show() -> None:
         if not rows:
-            out.print(f"no wapflow engine is running ({runtime_dir()})")
+            mine = "" if every else " for this config (--all: every engine of yours)"
+            out.print(f"no wapflow engine is running{mine} ({runtime_dir()})")
             return
         out.print(rows_table("wapflow engines", rows, STATUS_COLUMNS))
 
@@ -44,21 +65,16 @@ def status(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
 @engine_app.command("stop")
 def stop(
     config: ConfigOpt = None,
-    every: Annotated[
-        bool, typer.Option("--all", help="Stop every engine of this user, not only this config's.")
-    ] = False,
+    every: AllOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Stop the engine of this config (or all): a command it runs stops as by Ctrl-C and resumes later."""
+    """Stop the engines of this config (an earlier wap.toml's too; --all: every engine of this user): a command
+    one runs stops as by Ctrl-C and resumes later."""
     from wapflow.engine import control
-    from wapflow.engine.runtime import EngineUnavailable
 
     o = Output(as_json)
-    try:
-        key: str | None = control.key_for(config)
-    except EngineUnavailable:
-        key = None
-    targets = [r for r in control.status(key) if every or r["this_config"]]
+    key, scope = _this(config)
+    targets = [r for r in control.status(key, scope) if every or r["this_config"]]
     stopped = [{"pid": r["pid"], "key": r["key"], "ended": control.stop(int(r["pid"]))} for r in targets]
     o.result(
         {"stopped": stopped},

@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         runner=_run_command,
         on_stop=_stopped,
         shut_down=_shut_down,
+        reload=lambda: parse_duration(load_config(args.config).lakehouse.engine_idle),
     )
 
 

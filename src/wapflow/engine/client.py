@@ -29,16 +29,23 @@ from wapflow.engine import protocol as P
 from wapflow.engine.runtime import (
     COMMANDS,
     ENGINE_ENV,
+    METADATA_COMMANDS,
+    MIN_FREE_ENV,
     EnginePaths,
     EngineUnavailable,
     config_path,
     engine_key,
+    engine_limits,
     engine_setting,
     ensure_runtime_dir,
     is_engine,
     lost_message,
+    make_room,
+    memory_available,
+    metadata_needs_spark,
     read_info,
     remove_files,
+    scope_of,
     served,
 )
 from wapflow.errors import EXIT_RUNTIME
@@ -69,7 +76,8 @@ def handoff(argv: list[str], prog: str) -> int | None:
     """The exit code of the command `argv` run by the engine, or None: this process runs it (with one line on
     stderr when the engine was asked for but cannot serve it)."""
     cut = argv.index("--") if "--" in argv else len(argv)
-    if _command(argv) not in COMMANDS or "--help" in argv[:cut]:
+    command = _command(argv)
+    if command not in COMMANDS | METADATA_COMMANDS or "--help" in argv[:cut]:
         return None
     forced = os.environ.get(ENGINE_ENV, "").strip().lower()
     if forced == "off":
@@ -84,6 +92,8 @@ def handoff(argv: list[str], prog: str) -> int | None:
         return None
     if served(path, cwd):
         return None  # `wap serve` runs for this configuration: the command is its client, as it says
+    if command in METADATA_COMMANDS and not metadata_needs_spark(command, data, os.environ):
+        return None  # it reads the catalog itself, no JVM
     for _ in range(2):  # an engine that was stopping as we came: once more, with a new one
         try:
             return Client(argv, prog, cwd, path, data).run()
@@ -187,9 +197,10 @@ class Client:
                 return chan
             doc = read_info(self.paths.info)
             pid = int(doc.get("pid") or 0) if doc else 0
-            if pid and alive(pid) and is_engine(pid, self.key):
+            if pid and alive(pid) and is_engine(pid, self.key) and not (doc or {}).get("retiring"):
                 raise EngineUnavailable(f"the engine (pid {pid}) does not answer on {self.paths.sock}")
-            remove_files(self.paths)  # a dead engine's socket and record
+            self._before_start()
+            remove_files(self.paths)  # a dead (or retiring) engine's socket and record
             self._spawn()
             chan = self._connect()
             if chan is None:
@@ -197,6 +208,27 @@ class Client:
             return chan
         finally:
             os.close(fd)  # releases the lock
+
+    def _before_start(self) -> None:
+        """What is checked and done before an engine starts: wap.toml loads (else the command reports it, with
+        nothing started), the configuration's other engine and the least recently used beyond WAP_ENGINE_MAX
+        retire, and the memory to hold one is free (else the command runs in this process)."""
+        from wapflow.config import load_config
+        from wapflow.errors import WapError
+
+        try:
+            load_config(self.path)
+        except WapError as e:
+            raise _ConfigProblem(str(e)) from None
+        most, need = engine_limits(os.environ)
+        free = memory_available()
+        scope = scope_of(self.path, self.cwd)
+        if free is not None and free < need:
+            make_room(self.key, scope, None, self.paths.folder)  # this configuration's old engine all the same
+            raise EngineUnavailable(
+                f"{free / 2**20:.0f} MB of memory is free and an engine needs {need / 2**20:.0f} MB ({MIN_FREE_ENV})"
+            )
+        make_room(self.key, scope, most, self.paths.folder)
 
     def _spawn(self) -> None:
         """The engine as a detached process (its own session, not this process's child), its output in its log;

@@ -1,4 +1,5 @@
-"""What `wap engine status|stop|logs` read and do: the engines of this user, one configuration's key."""
+"""What `wap engine status|stop|logs` read and do: the engines of this user, one configuration's (its scope: the
+wap.toml path, whatever the key its engine started with)."""
 
 from __future__ import annotations
 
@@ -16,20 +17,29 @@ from wapflow.engine.runtime import (
     engines,
     memory_bytes,
     runtime_dir,
+    scope_of,
 )
 from wapflow.lakehouse.processes import alive, children, terminate
 
 
 def key_for(config: str | None) -> str:
     """The key a `wap` command on `config` (None: as the CLI finds it) would use from this shell and folder."""
+    return this_config(config)[0]
+
+
+def this_config(config: str | None) -> tuple[str, str]:
+    """The key and the scope of the engine a `wap` command on `config` (None: as the CLI finds it) would use
+    from this shell and folder. EngineUnavailable: a named config file that does not exist."""
     cwd = os.getcwd()
     path = config_path(["--config", config] if config else [], os.environ, cwd)
     _, data = engine_setting(path)
-    return engine_key(path, data, cwd, os.environ)
+    return engine_key(path, data, cwd, os.environ), scope_of(path, cwd)
 
 
-def status(this_key: str | None) -> list[dict[str, Any]]:
-    """The engines running for this user: pid, key, config, started, idle for, commands, memory, its JVM."""
+def status(this_key: str | None, this_scope: str | None = None) -> list[dict[str, Any]]:
+    """The engines running for this user: pid, key, config, started, idle for, commands, memory, its JVM;
+    `this_config`: the engine's scope is `this_scope` (an engine of an earlier wap.toml too), or its key is
+    `this_key`."""
     rows = []
     now = time.time()
     for doc in engines():
@@ -41,7 +51,9 @@ def status(this_key: str | None) -> list[dict[str, Any]]:
                 "pid": pid,
                 "key": doc.get("key"),
                 "config": doc.get("config"),
-                "this_config": doc.get("key") == this_key,
+                "this_config": doc.get("key") == this_key
+                or (this_scope is not None and doc.get("scope") == this_scope),
+                "retiring": doc.get("retiring"),
                 "started": datetime.fromtimestamp(float(doc.get("started") or now), UTC).isoformat(timespec="seconds"),
                 "idle_for_s": round(now - float(doc.get("last_used") or now), 1),
                 "idle_stop_s": doc.get("idle_seconds"),

@@ -2,12 +2,16 @@
 
 Standard library only (and two leaves of wapflow: its process helpers, spark.kind): the `wap` client reads it
 before anything heavy is imported. An engine serves one configuration, named by its key: a hash of what the
-engine fixed when it started (wapflow's version, the wap.toml path and bytes, the Python executable, the Java
-it found and the environment the JVM and the catalog read at start). A command whose key differs uses another
-engine; an old one is never used and idles out.
+engine fixed when it started (wapflow's version, the wap.toml path, its Spark settings (SPARK_SETTINGS), the
+Python executable, the Java it found and the environment the JVM and the catalog read at start). The rest of
+wap.toml is read by each command itself, so an edit of it keeps the engine. A configuration (its scope: the
+wap.toml path, or the folder of a command without one) has one engine at a time: a command whose key differs
+starts another, which retires the old one (it takes no new command, lets its commands end, then stops). Engines
+are bounded per user (WAP_ENGINE_MAX, the least recently used retires) and none starts without the memory for
+it (WAP_ENGINE_MIN_FREE against MemAvailable).
 
     <runtime>/engine-<key>.sock   the Unix socket (0600), in a folder only its user can enter (0700)
-    <runtime>/engine-<key>.json   pid, key, config, started, last request (what `wap engine status` shows)
+    <runtime>/engine-<key>.json   pid, key, config, scope, started, last request, retiring (`wap engine status`)
     <runtime>/engine-<key>.lock   held by the client that starts the engine: two racing clients start one
     <runtime>/engine-<key>.log    the engine's stdout and stderr (Python; the JVM logs to the state folder)
 
@@ -21,6 +25,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
@@ -37,7 +42,24 @@ from wapflow.spark.kind import is_connect_url
 ENGINE_ENV = "WAP_ENGINE"
 # The commands a client hands to the engine: those that start Spark. Long-running commands (watch, serve,
 # dashboard) keep their own process; commands that read metadata only need no JVM to begin with.
-COMMANDS = frozenset({"run", "run-tables", "ingest", "backfill", "query", "revert", "maintain", "discard"})
+COMMANDS = frozenset(
+    {"run", "run-tables", "ingest", "backfill", "query", "revert", "maintain", "discard", "approve", "reject"}
+)
+# Commands that read table metadata without a JVM where wapflow reads the catalog itself
+# (wapflow.lakehouse.metadata.source_for), and through Spark elsewhere: handed to the engine only then.
+METADATA_COMMANDS = frozenset({"history", "branches", "diff"})
+# The catalogs wapflow reads without Spark (a custom catalog too when it is a REST one).
+_DIRECT_CATALOGS = ("sqlite", "nessie", "rest")
+_REST_IMPL = "org.apache.iceberg.rest.RESTCatalog"
+# The parts of wap.toml the engine's SparkSession fixes when it starts (part of its key): [lakehouse] but for the
+# keys below, and [s3]. Every other part (tables, sources, checks, alerts, the run store, engine_idle) is read by
+# each command, so editing it keeps the running engine.
+SPARK_SETTINGS = ("lakehouse", "s3")
+_NOT_SPARK_KEYS = frozenset({"engine", "engine_idle", "run_store", "publish_lock_timeout"})
+# At most this many engines per user (WAP_ENGINE_MAX): starting another retires the least recently used.
+MAX_ENV, DEFAULT_MAX = "WAP_ENGINE_MAX", 3
+# An engine starts only when MemAvailable holds this much (WAP_ENGINE_MIN_FREE: 1g, 800m, or bytes).
+MIN_FREE_ENV, DEFAULT_MIN_FREE = "WAP_ENGINE_MIN_FREE", "1g"
 # The engine setting when wap.toml does not say (lakehouse.engine).
 DEFAULT_MODE = "auto"
 
@@ -45,7 +67,16 @@ DEFAULT_MODE = "auto"
 # are too, except those read per command (each request carries the client's whole environment).
 _KEY_ENV_PREFIXES = ("WAP_", "SPARK_", "PYSPARK_", "HADOOP_", "AWS_", "JAVA_", "_JAVA_")
 _KEY_ENV_NAMES = ("XDG_CACHE_HOME", "JDK_JAVA_OPTIONS")
-_PER_COMMAND_ENV = ("WAP_ENGINE", "WAP_CONFIG", "WAP_CRASH_AT", "WAP_RAISE_AT", "WAP_PAUSE_AT", "WAP_STOP_MARKER")
+_PER_COMMAND_ENV = (
+    "WAP_ENGINE",
+    "WAP_CONFIG",
+    "WAP_CRASH_AT",
+    "WAP_RAISE_AT",
+    "WAP_PAUSE_AT",
+    "WAP_STOP_MARKER",
+    MAX_ENV,
+    MIN_FREE_ENV,
+)
 
 
 class EngineUnavailable(Exception):
@@ -158,6 +189,19 @@ def _java() -> str:
     return os.path.realpath(found) if found else ""
 
 
+def spark_settings(data: bytes) -> Any:
+    """The part of wap.toml's bytes the engine's SparkSession fixes (SPARK_SETTINGS), in a canonical form: a
+    change elsewhere in the file keeps the engine. Bytes that do not parse count whole."""
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return hashlib.sha256(data).hexdigest()
+    part = {name: doc.get(name) for name in SPARK_SETTINGS}
+    if isinstance(part["lakehouse"], dict):
+        part["lakehouse"] = {k: v for k, v in part["lakehouse"].items() if k not in _NOT_SPARK_KEYS}
+    return json.loads(json.dumps(part, sort_keys=True, default=str))
+
+
 def engine_key(path: Path | None, data: bytes, cwd: str, env: dict[str, str] | os._Environ[str]) -> str:
     """The key of the engine that may serve a command on this configuration from this environment."""
     from wapflow import __version__
@@ -172,12 +216,88 @@ def engine_key(path: Path | None, data: bytes, cwd: str, env: dict[str, str] | o
         "config": str(path) if path is not None else "",
         # Without a wap.toml the defaults resolve against the folder the command runs in.
         "cwd": cwd if path is None else "",
-        "toml": hashlib.sha256(data).hexdigest(),
+        "spark": spark_settings(data),
         "python": sys.executable,
         "java": _java(),
         "env": sorted(fixed.items()),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def scope_of(path: Path | None, cwd: str) -> str:
+    """The configuration an engine serves, whatever its key: the wap.toml path, or the defaults of a folder.
+    One engine at a time per scope."""
+    return str(path) if path is not None else f"defaults of {cwd}"
+
+
+def metadata_needs_spark(command: str | None, data: bytes, env: dict[str, str] | os._Environ[str]) -> bool:
+    """Whether a metadata command (METADATA_COMMANDS) reads through Spark on this configuration: a catalog
+    wapflow does not read itself (wapflow.lakehouse.metadata.source_for), WAP_METADATA=spark, or a `diff`
+    without PyIceberg (main's file metrics come from the manifests it reads)."""
+    if command not in METADATA_COMMANDS:
+        return False
+    if env.get("WAP_METADATA", "").strip().lower() == "spark":
+        return True
+    if command == "diff":
+        import importlib.util
+
+        if importlib.util.find_spec("pyiceberg") is None:
+            return True
+    try:
+        doc = tomllib.loads(data.decode("utf-8")) if data else {}
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # the command says what is wrong
+    lh = doc.get("lakehouse")
+    lh = lh if isinstance(lh, dict) else {}
+    catalog = lh.get("catalog", "sqlite")
+    props = lh.get("catalog_properties")
+    props = props if isinstance(props, dict) else {}
+    if catalog in _DIRECT_CATALOGS:
+        return False
+    if catalog == "jdbc":
+        uri = str(props.get("uri", ""))
+        return not uri.startswith(("jdbc:sqlite:", "jdbc:postgresql:"))
+    if catalog == "custom":
+        return not (props.get("type") == "rest" or props.get("catalog-impl") == _REST_IMPL)
+    return True
+
+
+def memory_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def parse_size(text: str) -> int:
+    """Bytes of "1g", "800m", "512k" or a plain number (binary units); ValueError otherwise."""
+    t = text.strip().lower().removesuffix("b")
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+    if t and t[-1] in units:
+        return int(float(t[:-1]) * units[t[-1]])
+    return int(t)
+
+
+def engine_limits(env: dict[str, str] | os._Environ[str]) -> tuple[int, int]:
+    """How many engines a user may run (WAP_ENGINE_MAX, at least 1) and the free memory one needs to start
+    (WAP_ENGINE_MIN_FREE); EngineUnavailable names a value that is not one."""
+    raw_max = env.get(MAX_ENV, "").strip() or str(DEFAULT_MAX)
+    raw_free = env.get(MIN_FREE_ENV, "").strip() or DEFAULT_MIN_FREE
+    try:
+        most = int(raw_max)
+        if most < 1:
+            raise ValueError(raw_max)
+    except ValueError:
+        raise EngineUnavailable(f"{MAX_ENV}={raw_max!r} is not a number of engines (1 or more)") from None
+    try:
+        free = parse_size(raw_free)
+    except ValueError:
+        raise EngineUnavailable(f"{MIN_FREE_ENV}={raw_free!r} is not a size (e.g. 1g, 800m)") from None
+    return most, free
 
 
 def read_info(path: Path) -> dict[str, Any] | None:
@@ -193,7 +313,7 @@ def serve_record(path: Path | None, cwd: str) -> Path:
     """The record `wap serve` keeps in the runtime folder while it serves the configuration at `path` (None: the
     defaults of `cwd`), named by that configuration as config_path finds it, so a client finds it before wap.toml
     is loaded. Such a command is the server's (a thin Connect client in its own process), not an engine's."""
-    named = str(path) if path is not None else f"defaults of {cwd}"
+    named = scope_of(path, cwd)
     return runtime_dir() / f"serve-{hashlib.sha256(named.encode()).hexdigest()[:16]}.json"
 
 
@@ -270,3 +390,33 @@ def memory_bytes(pid: int) -> int:
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+# Sent to an engine to retire it: it takes no new command, lets the running ones end, then stops with its JVM.
+RETIRE_SIGNAL = signal.SIGUSR1
+
+
+def retire(doc: dict[str, Any]) -> bool:
+    """Ask the engine of a record (engines()) to retire; whether it was asked (it is that engine)."""
+    pid, key = int(doc.get("pid") or 0), str(doc.get("key", ""))
+    if not pid or not alive(pid) or not is_engine(pid, key):
+        return False
+    try:
+        os.kill(pid, RETIRE_SIGNAL)
+    except OSError:
+        return False
+    return True
+
+
+def make_room(key: str, scope: str, most: int | None, folder: Path | None = None) -> list[dict[str, Any]]:
+    """Before the engine `key` of `scope` starts: the other engines of the same scope retire (a configuration
+    has one engine at a time), then (`most` given) the least recently used ones until fewer than `most` remain.
+    The records of the engines asked to retire."""
+    others = [d for d in engines(folder) if d.get("key") != key and not d.get("retiring")]
+    asked = [d for d in others if d.get("scope") == scope and retire(d)]
+    rest = sorted((d for d in others if d not in asked), key=lambda d: float(d.get("last_used") or 0))
+    while most is not None and len(rest) >= most:
+        d = rest.pop(0)
+        if retire(d):
+            asked.append(d)
+    return asked

@@ -18,6 +18,11 @@ lets the others finish, and ends with its JVM before that client hears how its c
 resumes the run never races that work. SIGTERM or SIGINT to the engine itself (`wap engine stop`) stops the
 running commands the same way, then the engine. It exits after `engine_idle` without a command, stopping Spark
 and its JVM.
+
+Retiring (SIGUSR1, sent by a client that starts this configuration's next engine or needs room under
+WAP_ENGINE_MAX; wapflow.engine.runtime.make_room): the socket goes at once, so no new command comes, the running
+and queued ones end, then the engine stops. On each idle tick it also retires when its wap.toml (or the folder
+it serves) is gone, and reads wap.toml again when it changed (engine_idle; the commands read the rest themselves).
 """
 
 from __future__ import annotations
@@ -41,7 +46,15 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from wapflow.engine import protocol as P
-from wapflow.engine.runtime import EnginePaths, ensure_runtime_dir, lost_message, remove_files, write_info
+from wapflow.engine.runtime import (
+    RETIRE_SIGNAL,
+    EnginePaths,
+    ensure_runtime_dir,
+    lost_message,
+    read_info,
+    remove_files,
+    write_info,
+)
 from wapflow.errors import EXIT_RUNTIME
 from wapflow.spark.shared_session import share_with_children
 from wapflow.stopping import STOP
@@ -139,8 +152,16 @@ class Engine:
         runner: Runner,
         on_stop: OnStop,
         shut_down: Callable[[SparkSession | None], None],
+        scope: str = "",
+        reload: Callable[[], float] | None = None,
     ) -> None:
         self.on_stop = on_stop
+        self.scope = scope or (str(config) if config else f"defaults of {os.getcwd()}")
+        self.folder = str(config.parent) if config is not None else os.getcwd()
+        self.reload = reload
+        self.seen_config = _stamp(config)
+        self.retire_asked = False  # set by the signal handler, carried out by the main loop
+        self.retiring: str | None = None  # why it takes no new command and stops once its commands ended
         self.paths = paths
         self.config = config
         self.idle = idle_seconds
@@ -204,6 +225,10 @@ class Engine:
     def _loop(self) -> None:
         while not self.stopping.is_set():
             self._import_learned()
+            self._tick()
+            if self.retiring and not self.running and self.queue.empty():
+                log(f"retired ({self.retiring}): stopping")
+                return
             try:
                 req = self.queue.get(timeout=_POLL)
             except queue.Empty:
@@ -220,6 +245,45 @@ class Engine:
                 if req.gone.is_set():
                     continue
                 self._start(req)
+
+    def _tick(self) -> None:
+        """Between commands: a retirement asked for, a configuration gone (its wap.toml or folder), or changed."""
+        if self.retire_asked and not self.retiring:
+            self._retire("another engine took its place")
+        if self.retiring:
+            return
+        if (self.config is not None and not self.config.exists()) or not os.path.isdir(self.folder):
+            self._retire(f"{self.config or self.folder} is gone")
+            return
+        stamp = _stamp(self.config)
+        if stamp != self.seen_config:
+            self.seen_config = stamp
+            if self.reload is not None:
+                try:
+                    self.idle = self.reload()
+                except Exception as e:  # noqa: BLE001 - a broken wap.toml: its commands say why; the idle time stays
+                    log(f"wap.toml changed and does not load: {_first_line(e)}")
+                    return
+                log(f"wap.toml changed: read again (engine_idle {self.idle:.0f}s)")
+                self._write_info()
+
+    def _retire(self, why: str) -> None:
+        """No new command (the socket goes: the next client starts another engine); the running ones end."""
+        with self.lock:
+            self.retiring = why
+        log(f"retiring: {why}")
+        if self.listener is not None:
+            with contextlib.suppress(OSError):
+                self.listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            if read_info(self.paths.info) is None or self._mine():
+                self.paths.sock.unlink()
+        self._write_info()
+
+    def _mine(self) -> bool:
+        """The record under this key is still this engine's (a retiring engine's key may have a new one)."""
+        doc = read_info(self.paths.info)
+        return doc is not None and int(doc.get("pid") or 0) == os.getpid()
 
     def _import_learned(self) -> None:
         """Import here what commands imported in their children, so that the next child has it: a command
@@ -270,6 +334,11 @@ class Engine:
     def _install_signals(self) -> None:
         signal.signal(signal.SIGTERM, self._on_engine_signal)
         signal.signal(signal.SIGINT, self._on_engine_signal)
+        signal.signal(RETIRE_SIGNAL, self._on_retire_signal)
+
+    def _on_retire_signal(self, _signum: int, _: FrameType | None) -> None:
+        """Retire (wapflow.engine.runtime.retire), carried out by the main loop on its next tick."""
+        self.retire_asked = True
 
     def _on_engine_signal(self, signum: int, _: FrameType | None) -> None:
         """SIGTERM/SIGINT to the engine: stop the running commands (as stops of them), then the engine. A
@@ -363,6 +432,7 @@ class Engine:
             _die_with(parent)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(RETIRE_SIGNAL, signal.SIG_IGN)  # the engine's, not its commands'
             STOP.install()
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
             for other in [self.listener, *self.conns]:
@@ -495,7 +565,7 @@ class Engine:
             chan.close()
             return
         with self.lock:
-            if self.stopping.is_set():
+            if self.stopping.is_set() or self.retiring:
                 req.send(P.REFUSED, (self.broken or "stopping: the engine is stopping").encode())
                 chan.close()
                 return
@@ -537,12 +607,16 @@ class Engine:
         )
 
     def _write_info(self) -> None:
+        if self.retiring and not self._mine():
+            return  # a new engine of the same key has started: the record is its
         write_info(
             self.paths.info,
             {
                 "pid": os.getpid(),
                 "key": self.paths.key,
                 "config": str(self.config) if self.config else None,
+                "scope": self.scope,
+                "retiring": self.retiring,
                 "started": self.started,
                 "last_used": self.last_used,
                 "requests": self.requests,
@@ -573,6 +647,17 @@ def _die_with(parent: int) -> None:
         os._exit(EXIT_RUNTIME)
 
 
+def _stamp(path: Path | None) -> tuple[int, int] | None:
+    """When and how big a file is (None: none, or gone): a change of wap.toml between ticks."""
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
@@ -588,6 +673,7 @@ def run_engine(
     runner: Runner,
     on_stop: OnStop,
     shut_down: Callable[[SparkSession | None], None],
+    reload: Callable[[], float] | None = None,
 ) -> int:
     """The engine's whole life (`wap engine serve`, started by a client)."""
     paths = EnginePaths(ensure_runtime_dir(), key)
@@ -599,5 +685,6 @@ def run_engine(
         runner=runner,
         on_stop=on_stop,
         shut_down=shut_down,
+        reload=reload,
     )
     return engine.serve(ready_fd)

@@ -6,10 +6,12 @@ fraction, min, max (mean where the batch's metric history has it). Nothing here 
 - the batch side is what the run's audit recorded: its change (the `changes` line of its audit, else its
   change metrics), a merge's sample keys (that line's samples, taken by the audit's own bounded job:
   wapflow.service.runs.change_keys) and its rows in the metric history (wapflow.runs.metrics);
-- main's side is Iceberg metadata: the column metrics of main's live data files (Tables.live_file_metrics:
-  main's manifests, or the `files` metadata table; summed as the audit sums a run's added files:
-  wapflow.audit.metrics.summed_file_metrics), no data file read. Iceberg keeps no mean, so main's mean is
-  not shown.
+- main's side is Iceberg metadata: the column metrics of main's live data files, summed as the audit sums a
+  run's added files (wapflow.audit.metrics.summed_file_metrics), no data file read. Where wapflow reads the
+  catalog itself and PyIceberg is installed, main's manifests are read here and no JVM starts
+  (main_file_metrics); elsewhere Spark reads them (Tables.live_file_metrics: the manifests, or the `files`
+  metadata table), and the `wap diff` command is then handed to the warm engine. Iceberg keeps no mean, so
+  main's mean is not shown.
 
 The CLI and the Python API (wapflow.api.diff) call `diff`; `side_by_side` is the assembly alone (no Spark).
 """
@@ -22,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from wapflow.audit.anomaly import SCHEMA_METRIC, as_number
 from wapflow.audit.metrics import FileMetrics
-from wapflow.errors import NotFound, UsageError, did_you_mean
+from wapflow.errors import NotFound, UsageError, WapError, did_you_mean
 from wapflow.runs.metrics import PUBLISHED, MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
 from wapflow.service.runs import (
@@ -38,6 +40,7 @@ from wapflow.service.runs import (
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.sql.identifiers import TableName
 
 
 class SideDoc(TypedDict):
@@ -174,7 +177,7 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
     batch = MetricHistory(lh.store.engine).of_run(rec.run_id, rec.table_name)
     table = TableName.parse(rec.table_name)
     with reading(f"reading the file metrics of {table}'s main"):
-        main = lh.tables.live_file_metrics(table) if lh.tables.exists(table) else FileMetrics(rows=0)
+        main = main_file_metrics(lh, table)
     rows = run_rows(rec, batch, main.rows)
     then = f"; approve with `wap approve {rec.run_id} --reason ...`" if rec.status == AWAITING_REVIEW else ""
     measured = "" if batch else " (its audit recorded no column metrics)"
@@ -186,6 +189,28 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
         "message": f"publishing run {rec.run_id} ({rec.shown_status}) would {change_words(rows)} on main of "
         f"{rec.table_name} ({rows['main_rows']} row(s) now){measured}{then}",
     }
+
+
+def main_file_metrics(lh: Lakehouse, table: TableName) -> FileMetrics:
+    """Column metrics summed over main's live data files: from the catalog and main's manifests with no JVM
+    where wapflow reads the catalog itself and PyIceberg the manifests, else through Spark."""
+    from wapflow.lakehouse.manifests import pyiceberg_installed
+    from wapflow.lakehouse.tables import refs_of
+
+    direct = lh.catalog_metadata() if pyiceberg_installed() else None
+    if direct is not None and direct.manifests is not None:
+        meta = direct.metadata(table)
+        if meta is None:
+            return FileMetrics(rows=0)
+        ref = refs_of(meta).get("main")
+        if ref is None:
+            return FileMetrics(rows=0)
+        if direct.manifests.available(meta):
+            try:
+                return direct.manifests.live(meta, ref.snapshot_id)
+            except (OSError, WapError):  # a manifest this process cannot read: Spark's own reading may
+                pass
+    return lh.tables.live_file_metrics(table) if lh.tables.exists(table) else FileMetrics(rows=0)
 
 
 # A column's change is notable (shown in alerts and the dashboard's review queue) when it is new or missing, its
