@@ -160,6 +160,7 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
             f"-Dwap.console.level={'warn' if verbose else 'off'}",
             *tls.java_options(cfg),  # [lakehouse] ca_bundle: the catalog clients' trust store
             *class_archive.java_options(cfg),  # Spark's classes mapped, not loaded one by one (when made)
+            f"-Dderby.system.home={_spark_scratch()}",
         ]
         # Quoted: Spark splits this option on blanks, and the state folder may contain some.
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(f'"{o}"' for o in java_opts))
@@ -178,6 +179,10 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
     name_endpoints(cfg, props)
     for k, v in props.items():
         settings[f"spark.sql.catalog.{name}.{k}"] = v
+    if not connect:
+        # Spark's own warehouse (spark-warehouse/, Derby's metastore_db/ and derby.log) is never wapflow's tables:
+        # in a private temporary folder, not in the folder the command runs in (spark_conf may name another).
+        settings["spark.sql.warehouse.dir"] = str(_spark_scratch() / "spark-warehouse")
     for key, value in lh.spark_conf.items():
         settings[key] = str(value).lower() if isinstance(value, bool) else str(value)
     if extra := class_path.extra_class_path(settings.get(jvm.EXTRA_CLASS_PATH)):
@@ -216,6 +221,16 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         _no_checksum_sidecars(spark)
         initialize_jdbc_catalog(spark, cfg)
     return spark
+
+
+def _spark_scratch() -> Path:
+    """This user's folder for what Spark writes beside wapflow's own (its SQL warehouse, Derby's files)."""
+    import tempfile
+
+    folder = Path(tempfile.gettempdir()) / f"wapflow-spark-{os.getuid()}"
+    with contextlib.suppress(OSError):
+        folder.mkdir(mode=0o700, exist_ok=True)
+    return folder
 
 
 @contextlib.contextmanager
