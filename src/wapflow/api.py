@@ -86,9 +86,12 @@ def start(
     branch: str | None = None,
     run_id: str | None = None,
     sources: Sequence[str | os.PathLike[str]] | None = None,
+    no_checks: bool = False,
 ) -> RunState:
     """A run nothing has happened to yet: files (paths, globs, s3:// URIs) into `table`, audited with the
     table's checks from wap.toml plus `checks`. A `run_id` given again resumes (or finds published) that run.
+    A table with no checks at all publishes only with `checks = []` in its section or `no_checks=True` (`wap run
+    --no-checks`); else its run fails with a ConfigError before anything is written.
     `sources=` is the deprecated name of `files=` (a [sources.NAME] is a configured landing place)."""
     from wapflow.deprecation import renamed
     from wapflow.pipeline.state import new_state
@@ -96,7 +99,9 @@ def start(
     named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.start()")
     if named is None:
         raise TypeError("wapflow.start(): files= is required (the paths, globs or URIs to ingest)")
-    return new_state(table, [str(f) for f in named], branch=branch, run_id=run_id, extra_checks=list(checks))
+    return new_state(
+        table, [str(f) for f in named], branch=branch, run_id=run_id, extra_checks=list(checks), no_checks=no_checks
+    )
 
 
 def run(
@@ -108,8 +113,10 @@ def run(
     branch: str | None = None,
     run_id: str | None = None,
     sources: Sequence[str | os.PathLike[str]] | None = None,
+    no_checks: bool = False,
 ) -> RunResult:
     """Write, audit and publish in one call; the result says which (never raises for a blocked or failed run).
+    `no_checks=True`: a table with no checks publishes without (as `checks = []` in its section would allow).
     A blocked or terminally failed run, or one held for review, is alerted to the [alerts] sinks after its outcome
     is recorded (a sink that is down never changes the result)."""
     from wapflow.alerts import alert_run
@@ -117,7 +124,7 @@ def run(
     from wapflow.pipeline.driver import drive
 
     named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.run()")
-    res = result(lh, drive(lh, start(table, named, checks=checks, branch=branch, run_id=run_id)))
+    res = result(lh, drive(lh, start(table, named, checks=checks, branch=branch, run_id=run_id, no_checks=no_checks)))
     alert_run(lh, res)
     if res.status == "awaiting_review":  # a person is asked to decide, with what publishing would change
         from wapflow.outer.review import alert_held
@@ -199,11 +206,12 @@ def read(lh: Lakehouse, table: str, *, branch: str | None = None) -> DataFrame:
     return lh.tables.read(TableName.parse(table), branch)
 
 
-def ingest(lh: Lakehouse, source: str) -> IngestResult:
-    """One pass over a [sources.NAME] location: new files published in batches, each exactly once."""
+def ingest(lh: Lakehouse, source: str, *, no_checks: bool = False) -> IngestResult:
+    """One pass over a [sources.NAME] location: new files published in batches, each exactly once. Its table
+    needs checks, or `checks = []` in its section, or `no_checks=True`; else a ConfigError before any file."""
     from wapflow.outer.ingest import ingest as _ingest
 
-    return _ingest(lh, source)
+    return _ingest(lh, source, no_checks=no_checks)
 
 
 def backfill(
@@ -213,13 +221,22 @@ def backfill(
     since: str | datetime | None = None,
     until: str | datetime | None = None,
     dry_run: bool = False,
+    no_checks: bool = False,
 ) -> IngestResult:
     """A source's files whose own time is in [since, until) (datetimes, or ISO dates/times: UTC unless an
-    offset is given), oldest first, through the same ledger as `ingest`; `dry_run` plans and records nothing."""
+    offset is given), oldest first, through the same ledger as `ingest`; `dry_run` plans and records nothing.
+    `no_checks` as for ingest()."""
     from wapflow.outer.ingest import backfill as _backfill
     from wapflow.outer.ingest import parse_when
 
-    return _backfill(lh, source, since=parse_when(since, "since"), until=parse_when(until, "until"), dry_run=dry_run)
+    return _backfill(
+        lh,
+        source,
+        since=parse_when(since, "since"),
+        until=parse_when(until, "until"),
+        dry_run=dry_run,
+        no_checks=no_checks,
+    )
 
 
 def config_path(path: str | os.PathLike[str] | None) -> Path | None:

@@ -18,7 +18,7 @@ never by searching messages for words. This module imports nothing of wapflow.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 # Exit codes of every `wap` command and of RunResult / IngestResult.exit_code. The one table of them is
@@ -48,13 +48,15 @@ _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
     (
         EXIT_USAGE,
         "usage",
-        "bad wap.toml or option, unknown check, column, table, branch or run, invalid name; approve or reject "
-        "of a run that is not awaiting review (published, blocked, failed), or with a blank --reason",
+        "bad wap.toml or option, unknown check, column, table, branch or run, invalid name; a source file or "
+        "pattern that names nothing (a missing file, a glob matching no file); a table without checks run "
+        "without `checks = []` or --no-checks; approve or reject of a run that is not awaiting review "
+        "(published, blocked, failed), or with a blank --reason",
     ),
     (
         EXIT_RUNTIME,
         "runtime",
-        "input (a missing, empty, corrupt or unparseable file), environment (Java, jars, credentials, "
+        "input (an empty, corrupt or unparseable file), environment (Java, jars, credentials, "
         "permissions, a missing bucket) or a bug; for ingest, backfill and watch --once: a file failed",
     ),
     (
@@ -222,6 +224,13 @@ class InputError(TerminalError):
     kind = "input"
 
 
+class MissingInput(InputError):
+    """A source the user named names nothing: a file that does not exist, a glob matching no file. A usage
+    error (exit 2: the command names the wrong thing), though of the input kind for the file ledger."""
+
+    exit_code = EXIT_USAGE
+
+
 class SchemaMismatch(InputError):
     """The files' columns or types do not fit the table under its schema policy."""
 
@@ -284,12 +293,21 @@ def bug(e: BaseException, *, run_id: str | None, step: str | None, detail: str |
     )
 
 
-def did_you_mean(word: str, options: Iterable[str], *, n: int = 3) -> str:
-    """A ' (did you mean ...?)' suffix, or '' when nothing is close."""
+def did_you_mean(
+    word: str,
+    options: Iterable[str],
+    *,
+    n: int = 3,
+    shown: Callable[[str], str] | None = None,
+    cutoff: float = 0.6,
+) -> str:
+    """A ' (did you mean ...?)' suffix, or '' when nothing is close (difflib's ratio below `cutoff`). `shown`
+    writes an option as the message names it (default: quoted), e.g. as its wap.toml section."""
     opts = list(options)
     lowered = {o.lower(): o for o in opts}
-    close = difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=0.6)
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=cutoff)
     if not close:
         return ""
-    names = " or ".join(f"'{lowered[c]}'" for c in close)
+    show = shown or (lambda o: f"'{o}'")
+    names = " or ".join(show(lowered[c]) for c in close)
     return f" (did you mean {names}?)"

@@ -56,9 +56,11 @@ checks = {TRIPS_CHECKS}
 
 [tables."raw.people"]
 format = "csv"
+checks = []
 
 [tables."raw.events"]
 format = "json"
+checks = []
 
 [tables."nyc.uniq"]
 checks = [{{ check = "unique_in_table", columns = ["trip_id"] }}]
@@ -308,8 +310,8 @@ CASES: list[Case] = [
         expect=spark_output_rows("out2"),
     ),
     # --- names that cannot be read: refused, naming the file ------------------------------------
-    Case("name-missing", "nyc.trips", lambda d: [str(d / "nope.parquet")], 3, ["nope.parquet", "does not exist"]),
-    Case("name-glob-matches-nothing", "nyc.trips", lambda d: [str(d / "none" / "*.parquet")], 3, ["no file matches"]),
+    Case("name-missing", "nyc.trips", lambda d: [str(d / "nope.parquet")], 2, ["nope.parquet", "does not exist"]),
+    Case("name-glob-matches-nothing", "nyc.trips", lambda d: [str(d / "none" / "*.parquet")], 2, ["no file matches"]),
     Case("name-empty-file", "nyc.trips", text_file("empty.parquet", b""), 3, ["empty.parquet", "empty"]),
     Case("name-success-marker-named", "nyc.trips", text_file("_SUCCESS", b""), 3, ["_SUCCESS"]),
     Case("name-symlink-loop", "nyc.trips", symlink_loop, 3, ["loop_a.parquet", "symbolic link loop"]),

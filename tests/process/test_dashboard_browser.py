@@ -215,7 +215,7 @@ def test_a_person_approves_a_held_run_with_one_click(
     wh = tmp_path / "lakehouse"
     cfg.write_text(
         f'[lakehouse]\nwarehouse = "{wh}"\ncatalog_name = "rv_browser"\nmaster = "local[1]"\n\n'
-        '[tables."nyc.trips"]\nreview = "always"\n' + oidc_toml(oidc_provider, "TEST_OIDC_SECRET")
+        '[tables."nyc.trips"]\nreview = "always"\nchecks = []\n' + oidc_toml(oidc_provider, "TEST_OIDC_SECRET")
     )
     r = wap("run", "nyc.trips", str(trips_file(landing, "held.parquet", 50)), "--config", str(cfg), "--json")
     run = json.loads(r.stdout)["run_id"]

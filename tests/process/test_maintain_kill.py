@@ -33,7 +33,7 @@ def _lake(folder: Path, spark, catalog: str, batches: int = 8) -> Path:
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.pipeline import run_wap
 
-    cfg = write_config(folder, MAINTENANCE + '\n[tables."m.t"]\n', catalog=catalog)
+    cfg = write_config(folder, MAINTENANCE + '\n[tables."m.t"]\nchecks = []\n', catalog=catalog)  # about maintenance
     lh = Lakehouse(load_config(cfg), spark=spark)
     for i in range(batches):
         f = write_parquet(folder / "landing" / f"b{i}.parquet", generate_trips(30, start_id=1 + 30 * i, seed=i))

@@ -22,7 +22,7 @@ from support.data import write_parquet
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 TABLE = "crm.customers"
-SECTION = f'[tables."{TABLE}"]\nmode = "merge"\nkey = ["id"]\ndelete_when = "op = \'D\'"\n'
+SECTION = f'[tables."{TABLE}"]\nmode = "merge"\nkey = ["id"]\ndelete_when = "op = \'D\'"\nchecks = []\n'
 # After the merge's commit on the run's branch (its own write code), and after main moved to it (a fast-forward).
 CHAIN = ["write:appended", "publish:moved"]
 

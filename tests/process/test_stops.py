@@ -105,6 +105,7 @@ def watched(tmp_path: Path) -> tuple[Path, Path]:
     landing.mkdir()
     cfg = write_config(
         tmp_path,
+        '[tables."s.trips"]\nchecks = []\n\n'  # about stopping, not checks
         f'[sources.trips]\ntable = "s.trips"\nlocation = "{landing}"\nsettle_seconds = 0\n\n'
         '[watch]\nworker = "w1"\ninterval = 0.5\n',
         catalog="stops",

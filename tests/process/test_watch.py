@@ -146,6 +146,7 @@ def test_bad_watch_configuration_is_refused_before_anything_runs(tmp_path, sourc
     cfg = write_config(
         tmp_path,
         f'[s3]\nendpoint = "http://127.0.0.1:{free_port()}"\nregion = "us-east-1"\n\n'
+        '[tables."k.trips"]\nchecks = []\n\n'  # so that what is refused is the source
         f'[sources.trips]\ntable = "k.trips"\nlocation = "{landing}"\n{extra}\n',
     )
     res = wap("watch", "--config", str(cfg), timeout=120)
@@ -156,9 +157,10 @@ def test_bad_watch_configuration_is_refused_before_anything_runs(tmp_path, sourc
 
 
 def test_watch_of_an_unknown_source_or_a_missing_location(tmp_path):
-    cfg = write_config(tmp_path, f'[sources.trips]\ntable = "k.trips"\nlocation = "{tmp_path / "nowhere"}"\n')
+    source = f'[sources.trips]\ntable = "k.trips"\nlocation = "{tmp_path / "nowhere"}"\n'
+    cfg = write_config(tmp_path, '[tables."k.trips"]\nchecks = []\n\n' + source)
     unknown = wap("watch", "trips", "tripz", "--config", str(cfg))
     assert unknown.code == 2 and "no [sources.tripz] section" in unknown.stderr, unknown.text
     missing = wap("watch", "--config", str(cfg))
-    assert missing.code == 3 and "does not exist" in missing.stderr, missing.text
+    assert missing.code == 2 and "does not exist" in missing.stderr, missing.text  # names nothing: usage
     assert "Traceback" not in unknown.stderr + missing.stderr

@@ -10,6 +10,7 @@ import wapflow
 from support.cli_harness import LazyReader
 from support.data import trips_file
 from wapflow import checks as C
+from wapflow.errors import ConfigError
 from wapflow.pipeline.state import RunState
 
 _n = iter(range(1000))
@@ -56,7 +57,11 @@ def test_run_steps_result_report_read(lh, tmp_path):
     assert wapflow.steps.publish(lh, state) == state
     trips_file(tmp_path / "source", "c.parquet", 10, start_id=1000)
     trips_file(tmp_path / "source", "d.parquet", 10, start_id=2000)
-    ing = wapflow.ingest(lh, "trips")
+    # The source's table declares no checks: ingest refuses before listing (nothing claimed, nothing failed)...
+    with pytest.raises(ConfigError, match=r"nyc\.trips has no checks"):
+        wapflow.ingest(lh, "trips")
+    ing = wapflow.ingest(lh, "trips", no_checks=True)  # ...unless the caller says it may publish without
     assert ing.exit_code == 0, ing.message()
+    assert all(r.message.endswith("without checks (--no-checks)") for r in ing.runs), [r.message for r in ing.runs]
     assert {Path(f.uri).name: f.state for f in ing.files} == {"c.parquet": "published", "d.parquet": "published"}
     assert len(reader.rows("nyc.trips")) == 50

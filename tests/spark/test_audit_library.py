@@ -107,7 +107,8 @@ def test_batch_checks_unique_in_table_foreign_key_freshness_custom_sql(lakehouse
             "sql": "SELECT customer, sum(amount) AS total FROM batch GROUP BY customer HAVING sum(amount) > 60",
         },
     ]
-    lh = lakehouse_factory({"shop.orders": {"checks": checks}})
+    # shop.customers is the reference table the foreign_key check reads: loaded as it is.
+    lh = lakehouse_factory({"shop.orders": {"checks": checks}, "shop.customers": {"checks": []}})
     cust = pa.table({"name": ["c0", "c1", "c2"]})
     assert run_wap(lh, "shop.customers", [str(write_parquet(landing / "cust.parquet", cust))]).status == "published"
     first = run_wap(lh, "shop.orders", [str(write_parquet(landing / "o1.parquet", orders(6)))])
@@ -487,7 +488,7 @@ def test_a_nan_in_an_adopted_file_fails_between_though_its_footer_bounds_leave_i
 @pytest.fixture
 def orders_lakehouse(lakehouse_factory, landing):
     def make(policy: str, checks=None):
-        lh = lakehouse_factory({"shop.orders": {"schema": policy}})
+        lh = lakehouse_factory({"shop.orders": {"schema": policy, "checks": []}})  # the schema contract alone
         assert (
             run_wap(lh, "shop.orders", [str(write_parquet(landing / "first.parquet", orders(5)))]).status == "published"
         )

@@ -43,7 +43,8 @@ def _assert_failed_cleanly(lh, res, *, code: int, words: list[str], main_before,
 def test_missing_file(seeded, landing):
     before = seeded.tables.head(T)
     res = run_wap(seeded, "nyc.trips", [str(landing / "nope.parquet")])
-    _assert_failed_cleanly(seeded, res, code=3, words=["nope.parquet", "does not exist"], main_before=before, files=[])
+    # A name that names nothing is a usage error (exit 2), found before anything is written.
+    _assert_failed_cleanly(seeded, res, code=2, words=["nope.parquet", "does not exist"], main_before=before, files=[])
 
 
 def test_missing_file_suggests_a_close_name(seeded, landing):
@@ -72,7 +73,7 @@ def test_corrupt_parquet(seeded, landing):
 
 
 def test_csv_that_does_not_parse(lakehouse_factory, landing):
-    lh = lakehouse_factory({})
+    lh = lakehouse_factory({"raw.people": {"checks": []}})  # about reading the file, not checks
     t = TableName.parse("raw.people")
     (landing / "ok.csv").write_text("id,score\n1,2.5\n")
     assert run_wap(lh, "raw.people", [str(landing / "ok.csv")]).status == "published"
@@ -90,7 +91,7 @@ def test_csv_that_does_not_parse(lakehouse_factory, landing):
 
 
 def test_csv_with_wrong_type_for_the_table(lakehouse_factory, landing):
-    lh = lakehouse_factory({})
+    lh = lakehouse_factory({"raw.people": {"checks": []}})  # about reading the file, not checks
     t = TableName.parse("raw.people")
     (landing / "ok.csv").write_text("id,score\n1,2.5\n")
     assert run_wap(lh, "raw.people", [str(landing / "ok.csv")]).status == "published"

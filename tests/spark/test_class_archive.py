@@ -53,7 +53,7 @@ def test_a_wap_run_takes_icebergs_classes_from_the_archive(tmp_path: Path) -> No
     """What the archive is for: a cold `wap run` maps Iceberg's classes instead of reading them from the runtime
     jar (the JVM's own class-loading log says where each class came from)."""
     _archive()
-    cfg = write_config(tmp_path, tables='[tables."nyc.trips"]\n')
+    cfg = write_config(tmp_path, tables='[tables."nyc.trips"]\nchecks = []\n')  # about class loading
     landing = tmp_path / "landing"
     logs = tmp_path / "classes"
     logs.mkdir()

@@ -123,6 +123,78 @@ def test_console_script_publishes_in_a_fresh_process(tmp_path, landing):
         timeout=600,
         env=clean_env(),
     )
-    assert p.returncode == 3
+    assert p.returncode == 2  # a name that names nothing: usage
     assert "missing.parquet does not exist" in p.stderr
+    assert "Spark's log" not in p.stderr  # this process never started Spark
     assert "Traceback" not in p.stderr
+
+
+# --- tables without checks ----------------------------------------------------------------------------------
+
+
+def _shop_config(tmp_path, tables: str, catalog: str) -> str:
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\ncatalog_name = "{catalog}"\nmaster = "local[2]"\n\n'
+        + tables
+    )
+    return str(cfg)
+
+
+def _orders(folder) -> str:
+    import pyarrow as pa
+
+    from support.data import write_parquet
+
+    return str(write_parquet(folder / "o.parquet", pa.table({"id": [1, 2, 3], "customer_id": [10, None, 30]})))
+
+
+def test_a_misspelt_table_section_exits_2_in_a_fresh_process_and_writes_nothing(tmp_path, landing):
+    """The first hour's safety hole: [tables."shop.ordrs"] and `wap run shop.orders` published NULLs, exit 0."""
+    cfg = _shop_config(
+        tmp_path, '[tables."shop.ordrs"]\nchecks = [{ check = "not_null", column = "customer_id" }]\n', "c"
+    )
+    f = _orders(landing)
+    run = [WAP, "run", "shop.orders", f, "--config", cfg]
+    p = subprocess.run(run, capture_output=True, text=True, timeout=600, env=clean_env())
+    assert p.returncode == 2, p.stderr
+    assert 'no [tables."shop.orders"] section' in p.stderr
+    assert 'did you mean [tables."shop.ordrs"]?' in p.stderr
+    assert "Traceback" not in p.stderr and "Spark's log" not in p.stderr
+    assert not (tmp_path / "lakehouse" / "shop").exists()  # main unchanged: no table, no data file
+    assert (landing / "o.parquet").exists()
+    p = subprocess.run([WAP, "runs", "--config", cfg, "--json"], capture_output=True, text=True, env=clean_env())
+    (row,) = json.loads(p.stdout)["runs"]  # recorded, with its reason in one line
+    assert row["status"] == "failed" and row["reason"].startswith('no [tables."shop.orders"] section')
+
+
+@pytest.mark.spark
+def test_a_table_without_checks_publishes_with_no_checks_and_says_so(spark, tmp_path, landing):
+    src = tmp_path / "drop"
+    src.mkdir()
+    _orders(src)
+    source = f'[sources.orders]\ntable = "shop.orders"\nlocation = "{src}"\nsettle_seconds = 0\n'
+    cfg = _shop_config(tmp_path, '[tables."shop.orders"]\nschema = "strict"\n\n' + source, "cli_nochecks")
+    f = _orders(landing)
+
+    r = wap("run", "shop.orders", f, "--config", cfg)
+    assert r.exit_code == 2, r.output
+    assert "shop.orders has no checks" in r.stderr
+    assert 'declare checks = [] in [tables."shop.orders"], or pass --no-checks' in r.stderr
+    for command in (["ingest", "orders"], ["backfill", "orders"], ["watch", "orders", "--once"]):
+        r = wap(*command, "--config", cfg)
+        assert r.exit_code == 2 and "shop.orders has no checks" in r.stderr, (command, r.output)
+    assert "--no-checks" not in wap("watch", "orders", "--once", "--config", cfg).stderr  # wap.toml's word only
+    assert as_json(wap("files", "--config", cfg, "--json"))["files"] == []  # no file was claimed
+
+    r = wap("run", "shop.orders", f, "--no-checks", "--config", cfg, "--json")
+    assert r.exit_code == 0, r.output
+    doc = as_json(r)
+    assert doc["status"] == "published" and doc["message"].endswith("without checks (--no-checks)")
+    assert [c["threshold"] for c in doc["checks"]] == ["published without checks: --no-checks"]
+    report = wap("report", doc["run_id"], "--config", cfg)
+    assert "published without checks: --no-checks" in report.stdout
+
+    r = wap("ingest", "orders", "--no-checks", "--config", cfg, "--json")
+    assert r.exit_code == 0, r.output
+    assert [x["state"] for x in as_json(r)["files"]] == ["published"]

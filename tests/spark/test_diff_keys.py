@@ -24,7 +24,8 @@ def _config(tmp: Path, catalog: str, table: str, review: str) -> str:
     p = tmp / "wap.toml"
     p.write_text(
         f'[lakehouse]\nwarehouse = "{tmp / "lakehouse"}"\ncatalog_name = "{catalog}"\nmaster = "local[2]"\n\n'
-        f'[tables."crm.customers"]\n{table}\nreview = "{review}"\n'
+        # checks = []: these tests are about what a held merge would change, not about checks.
+        f'[tables."crm.customers"]\n{table}\nreview = "{review}"\nchecks = []\n'
     )
     return str(p)
 
@@ -129,7 +130,7 @@ def test_a_composite_key_is_shown_as_an_object_and_a_tuple(spark, tmp_path, land
 
 
 def test_an_append_run_has_no_sample_keys(lakehouse_factory, landing):
-    lh: Lakehouse = lakehouse_factory({"crm.customers": {"review": "always"}})
+    lh: Lakehouse = lakehouse_factory({"crm.customers": {"review": "always", "checks": []}})
     res = run_wap(lh, "crm.customers", [changes_file(landing, "a.parquet", [(1, "a", "I"), (2, "b", "I")])])
     assert res.status == "awaiting_review", res.message
     doc = wapflow.diff(lh, res.run_id)
@@ -158,7 +159,7 @@ def test_changes_a_quarantine_held_back_are_not_among_the_sample_keys(lakehouse_
 def test_a_merge_that_publishes_at_once_takes_no_sample_keys(lakehouse_factory, landing):
     """Nobody diffs a run already on main: its merge pays for no key job."""
     cdc = {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'"}
-    lh: Lakehouse = lakehouse_factory({"crm.customers": cdc})
+    lh: Lakehouse = lakehouse_factory({"crm.customers": {**cdc, "checks": []}})
     rows = [(i, f"n{i}", "I") for i in range(1, 4)]
     seed = run_wap(lh, "crm.customers", [changes_file(landing, "seed.parquet", rows)])
     assert seed.status == "published", seed.message

@@ -52,8 +52,9 @@ def reader(lh: Any, tmp_path: Path) -> Reader:
 
 
 def configure(lh: Any, **table: Any) -> None:
-    """wap.toml's section of ev.events as it is now (each run reads it afresh)."""
-    lh.config.tables[T.dotted] = TableConfig.model_validate(table)
+    """wap.toml's section of ev.events as it is now (each run reads it afresh); its checks = [] unless given:
+    these tests are about the layout."""
+    lh.config.tables[T.dotted] = TableConfig.model_validate({"checks": [], **table})
 
 
 def spec_of(tbl: Any) -> list[tuple[str, str]]:
@@ -117,7 +118,7 @@ def _partitions(tbl: Any) -> list[dict[str, Any]]:
 
 
 def test_sorted_table_is_range_distributed_and_files_are_sorted(lakehouse_factory, landing, tmp_path):
-    lh = lakehouse_factory({T.dotted: {"partition_by": ["month(ts)"], "sort_by": ["region", "id DESC"]}})
+    lh = lakehouse_factory({T.dotted: {"partition_by": ["month(ts)"], "sort_by": ["region", "id DESC"], "checks": []}})
     res = run_wap(lh, T.dotted, files_of(landing, "a", 3, 200))
     assert res.status == "published", res.message
     tbl = reader(lh, tmp_path).cat.load_table(T.dotted)
@@ -136,7 +137,7 @@ def test_sorted_table_is_range_distributed_and_files_are_sorted(lakehouse_factor
 
 def test_existing_table_spec_evolves_once_and_old_files_keep_theirs(lakehouse_factory, landing, tmp_path):
     progress: list[str] = []
-    lh = lakehouse_factory({T.dotted: {}})
+    lh = lakehouse_factory({T.dotted: {"checks": []}})
     lh.progress = progress.append
     first = run_wap(lh, T.dotted, files_of(landing, "a", 1, 90))
     assert first.status == "published"
@@ -188,7 +189,7 @@ def test_existing_table_spec_evolves_once_and_old_files_keep_theirs(lakehouse_fa
 
 
 def test_evolution_skips_what_another_writer_already_changed(lakehouse_factory, landing, tmp_path):
-    lh = lakehouse_factory({T.dotted: {}})
+    lh = lakehouse_factory({T.dotted: {"checks": []}})
     assert run_wap(lh, T.dotted, files_of(landing, "a", 1, 30)).status == "published"
     # Another writer (or an earlier attempt cut short) added one of the two fields already.
     lh.spark.sql(f"ALTER TABLE {lh.tables.ident(T)} ADD PARTITION FIELD days(ts)")
@@ -215,7 +216,7 @@ def test_evolution_skips_what_another_writer_already_changed(lakehouse_factory, 
     ],
 )
 def test_layout_that_does_not_fit_the_batch_fails_before_any_write(lakehouse_factory, landing, tmp_path, layout, words):
-    lh = lakehouse_factory({T.dotted: {}})
+    lh = lakehouse_factory({T.dotted: {"checks": []}})
     seed = run_wap(
         lh, T.dotted, files_of(landing, "seed", 1, 30, extra={"info": pa.array([{"a": i} for i in range(30)])})
     )
@@ -237,7 +238,7 @@ def test_layout_that_does_not_fit_the_batch_fails_before_any_write(lakehouse_fac
 
 
 def test_bad_transform_on_a_new_table_creates_nothing(lakehouse_factory, landing, tmp_path):
-    lh = lakehouse_factory({T.dotted: {"partition_by": ["hour(day)"]}})
+    lh = lakehouse_factory({T.dotted: {"partition_by": ["hour(day)"], "checks": []}})
     f = write_parquet(landing / "d.parquet", pa.table({"id": [1, 2], "day": pa.array([START.date()] * 2)}))
     res = run_wap(lh, T.dotted, [str(f)])
     assert res.status == "failed" and res.exit_code == 2
@@ -269,7 +270,7 @@ def test_quarantine_on_a_partitioned_table(lakehouse_factory, landing, tmp_path)
 
 
 def test_new_column_in_partition_by_waits_for_the_staged_publish(lakehouse_factory, landing, tmp_path):
-    lh = lakehouse_factory({T.dotted: {"partition_by": ["day(ts)"], "schema": "add_columns"}})
+    lh = lakehouse_factory({T.dotted: {"partition_by": ["day(ts)"], "schema": "add_columns", "checks": []}})
     assert run_wap(lh, T.dotted, files_of(landing, "a", 1, 30)).status == "published"
     configure(lh, partition_by=["day(ts)", "channel"], schema="add_columns")
     progress: list[str] = []
@@ -295,7 +296,7 @@ def test_on_nessie_the_layout_changes_on_the_run_branch_and_reaches_main_with_it
     from wapflow.lakehouse.lakehouse import Lakehouse
 
     table = f"lay{abs(hash(tmp_path)) % 10**6}.events"
-    cfg = make_config(tmp_path, {table: {}}, catalog="nessie", nessie_uri=nessie_server.url)
+    cfg = make_config(tmp_path, {table: {"checks": []}}, catalog="nessie", nessie_uri=nessie_server.url)
     lh = Lakehouse(cfg, spark=spark)
     assert run_wap(lh, table, files_of(landing, "a", 1, 30)).status == "published"
     name = TableName.parse(table)
@@ -315,7 +316,7 @@ def test_on_nessie_the_layout_changes_on_the_run_branch_and_reaches_main_with_it
     blocked = run_wap(lh, table, files_of(landing, "b", 1, 30))
     assert blocked.status == "blocked"
     assert partitioning() == []
-    lh.config.tables[table] = TableConfig.model_validate({"partition_by": ["day(ts)"]})
+    lh.config.tables[table] = TableConfig.model_validate({"partition_by": ["day(ts)"], "checks": []})
     res = run_wap(lh, table, files_of(landing, "c", 1, 30, start_id=100))
     assert res.status == "published", res.message
     assert partitioning() == ["days(ts)"]
@@ -326,7 +327,7 @@ def test_evolution_retries_a_commit_that_meets_another_writers(lakehouse_factory
     """Another writer (PyIceberg here) commits to the table after this session cached it: the first ALTER
     fails on the stale metadata (CommitFailedException), is planned again on the refreshed table and lands;
     the other writer's commit is kept."""
-    lh = lakehouse_factory({T.dotted: {}})
+    lh = lakehouse_factory({T.dotted: {"checks": []}})
     assert run_wap(lh, T.dotted, files_of(landing, "a", 1, 30)).status == "published"
     assert lh.tables.snapshots(T)  # this session has the table cached now
     other = reader(lh, tmp_path).cat.load_table(T.dotted)
@@ -358,7 +359,7 @@ def test_cli_exit_codes_for_layouts_that_do_not_parse_or_do_not_fit(spark, tmp_p
     def config(layout: str) -> str:
         cfg.write_text(
             f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\ncatalog_name = "{catalog}"\nmaster = "local[2]"\n'
-            f'[tables."nyc.trips"]\n{layout}\n'
+            f'[tables."nyc.trips"]\nchecks = []\n{layout}\n'
         )
         return str(cfg)
 

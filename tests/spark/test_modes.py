@@ -37,9 +37,15 @@ def change_of(res: Any) -> dict[str, int]:
     return dict(row["observed"])
 
 
+def unchecked(tables: dict[str, Any]) -> dict[str, Any]:
+    """Table sections with checks = [] unless they declare checks: these tests are about write modes, and a
+    merge's or replace's own guards (NULL and duplicate keys, replace_where) are not checks."""
+    return {name: {"checks": [], **section} for name, section in tables.items()}
+
+
 def seeded(lakehouse_factory: Any, landing: Path, tables: dict[str, Any]) -> Lakehouse:
     """A lakehouse whose table holds ids 1..5 (merged into a new table: five inserts)."""
-    lh = lakehouse_factory(tables)
+    lh = lakehouse_factory(unchecked(tables))
     seed = [(i, f"n{i}", "I") for i in range(1, 6)]
     res = run_wap(lh, T, [changes_file(landing, "seed.parquet", seed)])
     assert res.status == "published", res.message
@@ -87,7 +93,7 @@ def test_merge_inserts_updates_and_deletes_row_by_row(lakehouse_factory, landing
 
 @pytest.fixture
 def seq_lake(lakehouse_factory, landing) -> Lakehouse:
-    lh = lakehouse_factory({T: {**CDC, "order_by": ["seq"]}})
+    lh = lakehouse_factory(unchecked({T: {**CDC, "order_by": ["seq"]}}))
     seed = [(i, f"n{i}", "I", 0) for i in range(1, 4)]
     res = run_wap(lh, T, [changes_file(landing, "seed.parquet", seed, seq=True)])
     assert res.status == "published", res.message
@@ -144,7 +150,7 @@ def test_null_keys_block_with_sample_rows(lakehouse_factory, landing):
 
 def test_a_key_missing_from_the_batch_is_a_config_error(lakehouse_factory, landing):
     """The first batch of a new table lacks the key: exit 2, no table created."""
-    lh = lakehouse_factory({T: {**CDC, "key": ["customer_id"]}})
+    lh = lakehouse_factory(unchecked({T: {**CDC, "key": ["customer_id"]}}))
     res = run_wap(lh, T, [changes_file(landing, "b.parquet", [(1, "a", "U")])])
     assert res.status == "failed" and res.exit_code == ConfigError.exit_code == 2
     assert "key column 'customer_id' is not a column of the batch" in res.message
@@ -198,7 +204,8 @@ def test_a_delete_when_that_does_not_parse_or_writes_is_refused_in_wap_toml(dele
 
 def _same_lake(lh: Lakehouse, tables: dict[str, Any]) -> Any:
     """Another configuration of the same lakehouse (its catalog and warehouse), with other table sections."""
-    cfg = parse_config({"lakehouse": lh.config.lakehouse.model_dump(exclude_none=True, mode="json"), "tables": tables})
+    lake = lh.config.lakehouse.model_dump(exclude_none=True, mode="json")
+    cfg = parse_config({"lakehouse": lake, "tables": unchecked(tables)})
     cfg.base_dir = lh.config.base_dir
     return cfg
 
@@ -237,7 +244,7 @@ def test_a_merge_is_applied_again_when_main_moved_before_publish(lakehouse_facto
     """A concurrent append publishes id 50 while a merge that upserts id 50 waits between audit and publish: a
     cherry-pick would leave two rows of id 50; the merge is applied again on the new main instead."""
     lh = seeded(lakehouse_factory, landing, {T: CDC})
-    appender = Lakehouse(_same_lake(lh, {}), spark=lh.spark)
+    appender = Lakehouse(_same_lake(lh, {T: {}}), spark=lh.spark)
     m = WapRun(lh, T, [changes_file(landing, "m.parquet", [(1, "merged", "U"), (50, "from merge", "U")])])
     m.prepare()
     m.write()
@@ -293,7 +300,7 @@ def day_file(landing: Path, name: str, rows: list[tuple[int, int, str]]) -> str:
 
 
 def test_replace_overwrites_the_partitions_the_batch_touches(lakehouse_factory, landing):
-    lh = lakehouse_factory({"ev.daily": {"mode": "replace"}})
+    lh = lakehouse_factory(unchecked({"ev.daily": {"mode": "replace"}}))
     ident = lh.tables.ident(TableName.parse("ev.daily"))
     lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {TableName.parse('ev.daily').namespace_sql(lh.catalog)}")
     # The table is partitioned by day (created here: partition_by in wap.toml is another part of issue 22).
@@ -317,8 +324,8 @@ def test_replace_overwrites_the_partitions_the_batch_touches(lakehouse_factory, 
 
 
 def test_replace_where_replaces_the_matching_rows(lakehouse_factory, landing):
-    lh = lakehouse_factory({"ev.daily": {"mode": "replace", "replace_where": "day = 2"}})
-    appender = Lakehouse(_same_lake(lh, {}), spark=lh.spark)
+    lh = lakehouse_factory(unchecked({"ev.daily": {"mode": "replace", "replace_where": "day = 2"}}))
+    appender = Lakehouse(_same_lake(lh, {"ev.daily": {}}), spark=lh.spark)
     rows = [(1, 1, "a"), (2, 2, "b"), (3, 2, "c")]
     first = run_wap(appender, "ev.daily", [day_file(landing, "all.parquet", rows)])
     assert first.status == "published", first.message
@@ -334,7 +341,7 @@ def test_replace_where_replaces_the_matching_rows(lakehouse_factory, landing):
 
 
 def test_replace_on_an_unpartitioned_table_without_replace_where_is_a_config_error(lakehouse_factory, landing):
-    lh = lakehouse_factory({"ev.daily": {"mode": "replace"}})
+    lh = lakehouse_factory(unchecked({"ev.daily": {"mode": "replace"}}))
     res = run_wap(lh, "ev.daily", [day_file(landing, "d.parquet", [(1, 1, "a")])])
     assert res.status == "failed" and res.exit_code == 2
     assert "is not partitioned" in res.message and "replace_where" in res.message
@@ -388,7 +395,7 @@ def test_a_sources_files_are_merged_while_other_runs_append(spark: Any, tmp_path
                 "catalog_name": f"srcmode_{os.getpid()}",
                 "master": "local[2]",
             },
-            "tables": {T: {}},
+            "tables": {T: {"checks": []}},
             "sources": {"cdc": {"table": T, "location": str(feed), "settle_seconds": 0, **CDC}},
         }
     )

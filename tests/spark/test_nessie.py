@@ -44,7 +44,7 @@ def nessie_lh(spark: Any, tmp_path: Path, nessie_server: Any) -> Callable[..., L
         if main_hash(lh) == lh.nessie.no_ancestor_hash():
             # Give the shared server's repository its first commit, so every test sees real merges.
             seed = write_parquet(tmp_path / "seed.parquet", pa.table({"id": [1]}))
-            assert run_wap(lh, "seed.first", [str(seed)]).status == "published"
+            assert run_wap(lh, "seed.first", [str(seed)], no_checks=True).status == "published"
         return lh
 
     return make
@@ -55,7 +55,8 @@ def test_first_publish_into_an_empty_repository(spark, tmp_path, landing):
     from wapflow._dev.nessie_server import NessieServer
 
     with NessieServer(tmp_path / "empty-nessie") as server:
-        lh = Lakehouse(make_config(tmp_path, {}, catalog="nessie", nessie_uri=server.url), spark=spark)
+        tables = {"first.trips": {"checks": []}}  # about the first commit, not checks
+        lh = Lakehouse(make_config(tmp_path, tables, catalog="nessie", nessie_uri=server.url), spark=spark)
         empty = lh.nessie.no_ancestor_hash()
         assert main_hash(lh) == empty
         res = run_wap(lh, "first.trips", [str(trips_file(landing, "a.parquet", 20))])
@@ -256,7 +257,7 @@ def test_concurrent_runs_both_publish(nessie_lh, landing, ns):
     assert seed.status == "published"
     a = WapRun(lh, table, [str(trips_file(landing, "a.parquet", 30, start_id=100))])
     b = WapRun(lh, table, [str(trips_file(landing, "b.parquet", 40, start_id=200))])
-    other = WapRun(lh, f"{ns}.other", [str(trips_file(landing, "c.parquet", 5, start_id=300))])
+    other = WapRun(lh, f"{ns}.other", [str(trips_file(landing, "c.parquet", 5, start_id=300))], no_checks=True)
     for r in (a, b, other):
         r.prepare()
         r.write()
@@ -280,7 +281,7 @@ def test_concurrent_runs_both_publish(nessie_lh, landing, ns):
 
 def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh, landing, ns, monkeypatch):
     table = f"{ns}.trips"
-    lh = nessie_lh()
+    lh = nessie_lh({table: {"checks": []}})
     f = trips_file(landing, "x.parquet", 25)
     r = WapRun(lh, table, [str(f)])
     r.prepare()
@@ -304,14 +305,15 @@ def test_crash_between_merge_and_branch_deletion_rerun_only_cleans_up(nessie_lh,
 def test_server_unreachable_fails_before_any_write(lakehouse_factory, spark, tmp_path, landing, nessie_server):
     from wapflow.lakehouse.processes import free_port
 
-    cfg = make_config(tmp_path, {}, catalog="nessie", nessie_uri=f"http://127.0.0.1:{free_port()}/api/v2")
+    tables = {"down.trips": {"checks": []}}  # so that what fails is the server
+    cfg = make_config(tmp_path, tables, catalog="nessie", nessie_uri=f"http://127.0.0.1:{free_port()}/api/v2")
     lh = Lakehouse(cfg, spark=spark)
     res = run_wap(lh, "down.trips", [str(trips_file(landing, "a.parquet", 5))])
     assert res.status == "failed" and res.exit_code == 5  # transient: the server may come back
     assert res.error["step"] == "prepare" and res.error["kind"] == "transient" and res.error["retryable"]
     assert "not reachable" in res.message and "wap nessie up" in res.message
     # A URL that is not Nessie's API: a configuration error (exit 2), also before any write.
-    cfg2 = make_config(tmp_path, {}, catalog="nessie", nessie_uri=nessie_server.url.replace("/api/v2", "/nope"))
+    cfg2 = make_config(tmp_path, tables, catalog="nessie", nessie_uri=nessie_server.url.replace("/api/v2", "/nope"))
     res2 = run_wap(Lakehouse(cfg2, spark=spark), "down.trips", [str(landing / "a.parquet")])
     assert res2.status == "failed" and res2.exit_code == 2, res2.message
 
@@ -336,7 +338,9 @@ checks = [{{ check = "foreign_key", column = "order_id", table = "{ns}.orders" }
     runner = CliRunner()
     o = _orders(landing / "o.parquet", [1])
     i = _items(landing / "i.parquet", [7])
-    res = runner.invoke(app, ["run-tables", f"{ns}.orders={o}", f"{ns}.items={i}", "--config", str(cfg), "--json"])
+    # orders has no section: --no-checks lets it publish without checks; items' foreign_key blocks the run.
+    args = ["run-tables", f"{ns}.orders={o}", f"{ns}.items={i}", "--no-checks", "--config", str(cfg), "--json"]
+    res = runner.invoke(app, args)
     assert res.exit_code == 1, res.output
     doc = json.loads(res.stdout)
     assert doc["status"] == "blocked"
@@ -381,6 +385,9 @@ nessie_uri = "{nessie_server.url}"
 catalog_name = "runcat"
 master = "local[2]"
 
+[tables."{ns}.orders"]
+checks = []
+
 [tables."{ns}.items"]
 checks = [{{ check = "foreign_key", column = "order_id", table = "{ns}.orders" }}]
 
@@ -413,7 +420,7 @@ def test_add_columns_on_a_nessie_branch(nessie_lh, landing, ns):
     keeps its schema until the merge, and a blocked run's branch shows the new column."""
     table = f"{ns}.trips"
     t = TableName.parse(table)
-    lh = nessie_lh({table: {"schema": "add_columns"}})
+    lh = nessie_lh({table: {"schema": "add_columns", "checks": []}})
     assert run_wap(lh, table, [str(trips_file(landing, "seed.parquet", 20))]).status == "published"
     names = lh.tables.schema(t).fieldNames()
     # Checks on the new column apply from the second batch on.
@@ -532,7 +539,7 @@ def nessie_main_rows(lh: Lakehouse, table: str) -> list[dict[str, Any]]:
 
 def test_merge_on_a_nessie_branch_reaches_main_with_the_merge(nessie_lh, landing, ns):
     table = f"{ns}.customers"
-    lh = nessie_lh({table: CDC})
+    lh = nessie_lh({table: {**CDC, "checks": []}})
     seed = run_wap(lh, table, [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])])
     assert seed.status == "published", seed.message
     before = main_hash(lh)
@@ -592,7 +599,7 @@ def test_a_merge_on_nessie_is_applied_again_when_main_moved(nessie_lh, landing, 
     """An append publishes id 50 while a merge that upserts id 50 waits between audit and publish: the merge
     is applied again on a fresh branch of the new main, never its rows re-appended."""
     table = f"{ns}.customers"
-    lh = nessie_lh({table: CDC})
+    lh = nessie_lh({table: {**CDC, "checks": []}})
     seed = run_wap(lh, table, [changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 6)])])
     assert seed.status == "published", seed.message
     m = WapRun(lh, table, [changes_file(landing, "m.parquet", [(1, "merged", "U"), (50, "from merge", "U")])])
@@ -610,7 +617,7 @@ def test_a_merge_on_nessie_is_applied_again_when_main_moved(nessie_lh, landing, 
 
 def test_replace_on_a_nessie_branch_overwrites_the_partitions_the_batch_touches(nessie_lh, landing, ns):
     table = f"{ns}.daily"
-    lh = nessie_lh({table: {"mode": "replace", "partition_by": ["day"]}})
+    lh = nessie_lh({table: {"mode": "replace", "partition_by": ["day"], "checks": []}})
 
     def day_file(name: str, rows: list[tuple[int, int]]) -> str:
         t = pa.table(

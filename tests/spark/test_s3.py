@@ -70,7 +70,7 @@ def _pyiceberg(name: str, tmp_path: Path, lake: str, s3env: S3Env) -> Any:
 @pytest.mark.spark
 def test_s3_sources_need_s3_switched_on(lakehouse_factory, landing):
     """A local lakehouse without [s3] has no S3 jars in its JVM: say so instead of a Hadoop stack trace."""
-    lh = lakehouse_factory()
+    lh = lakehouse_factory({"nyc.trips": {"checks": []}})  # about S3, not checks
     res = run_wap(lh, "nyc.trips", ["s3://landing-bucket/2026/11/*.parquet"])
     assert res.status == "failed" and res.exit_code == 2
     assert "add an [s3] section to wap.toml" in res.error["hint"]
@@ -320,7 +320,8 @@ def test_bad_s3_input_fails_before_any_write(case, published_on_s3, s3env):
     pointer_before = metadata_location(catalog_db)
 
     r = runner.invoke(app, ["run", "nyc.trips", source, "--config", str(cfg), "--json"])
-    code = 5 if endpoint == "free_port" else 3  # an endpoint that refuses connections is transient
+    # An endpoint that refuses connections is transient; a name that names nothing is usage.
+    code = 5 if endpoint == "free_port" else 2 if case in ("no object matches the glob", "missing file") else 3
     assert r.exit_code == code, r.output
     doc = json.loads(r.stdout)
     assert doc["status"] == "failed" and doc["error"]["exit_code"] == code

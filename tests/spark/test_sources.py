@@ -23,7 +23,7 @@ import pytest
 
 from support.data import write_parquet
 from support.landing_files import pq_write, s3_put, s3_storage, simple
-from wapflow.errors import InputError, SchemaMismatch
+from wapflow.errors import InputError, MissingInput, SchemaMismatch
 from wapflow.files.resolve import resolve_files
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.pipeline import run_wap
@@ -81,8 +81,11 @@ def pick(rows: list[dict[str, Any]], cols: list[str]) -> list[dict[str, Any]]:
     return [{c: r.get(c) for c in cols} for r in rows]
 
 
+# These tests are about reading files, not about checks: their tables publish without (--no-checks).
+
+
 def published(lh: Any, table: str, names: list[str]) -> Any:
-    res = run_wap(lh, table, names)
+    res = run_wap(lh, table, names, no_checks=True)
     assert res.status == "published", res.message
     assert res.exit_code == 0
     return res
@@ -91,14 +94,14 @@ def published(lh: Any, table: str, names: list[str]) -> Any:
 def refused(
     lh: Any, table: str, names: list[str], words: list[str], files: list[Path], *, kind: type = InputError
 ) -> Any:
-    """A refused run: failed, exit 3 (or, for a schema contract violation, blocked, exit 1), the file and the
-    words in the message, main and the files unchanged."""
+    """A refused run: failed, exit 3 (2 for a name that names nothing; for a schema contract violation, blocked,
+    exit 1), the file and the words in the message, main and the files unchanged."""
     t = TableName.parse(table)
     existed = lh.tables.exists(t)
     before = lh.tables.head(t) if existed else None
     rows_before = main_rows(lh, table) if existed else None
     content = {p: p.read_bytes() for p in files}
-    res = run_wap(lh, table, names)
+    res = run_wap(lh, table, names, no_checks=True)
     if kind is SchemaMismatch:
         # A schema contract violation is an audit outcome: blocked by a failed `schema` check, nothing written.
         assert res.status == "blocked" and res.exit_code == 1, res.message
@@ -106,7 +109,7 @@ def refused(
         assert [c["check"] for c in res.checks if c["status"] == "failed"] == ["schema"], res.checks
     else:
         assert res.status == "failed", res.message
-        assert res.exit_code == 3, res.message
+        assert res.exit_code == kind.exit_code, res.message
         assert res.error["type"] == kind.__name__, res.error
     for w in words:
         assert w in res.message, (w, res.message)
@@ -474,7 +477,7 @@ def test_named_success_marker_and_empty_matches_are_refused(lh, landing):
     marker = landing / "_SUCCESS"
     marker.write_bytes(b"")
     refused(lh, "raw.items", [str(marker)], [str(marker), "not a data file"], [marker])
-    refused(lh, "raw.items", [str(landing / "nothing" / "*.parquet")], ["no file matches"], [])
+    refused(lh, "raw.items", [str(landing / "nothing" / "*.parquet")], ["no file matches"], [], kind=MissingInput)
 
 
 # --- end to end: CSV ------------------------------------------------------------------------------
@@ -586,7 +589,7 @@ def test_header_only_csv_adds_no_rows_to_an_existing_table(lh, landing):
     published(lh, "raw.people", [str(ok)])
     empty = landing / "empty.csv"
     empty.write_text("id,name,amount\n")
-    res = run_wap(lh, "raw.people", [str(empty)])
+    res = run_wap(lh, "raw.people", [str(empty)], no_checks=True)
     assert res.status == "published", res.message
     assert main_rows(lh, "raw.people") == csv_rows(ok)
     new = landing / "new.csv"

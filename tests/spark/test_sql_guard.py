@@ -68,7 +68,8 @@ class Lab:
 @pytest.fixture(scope="module")
 def lab(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lab:
     tmp = tmp_path_factory.mktemp("guard")
-    lh = Lakehouse(make_config(tmp), spark=spark)
+    # The lab's tables are what hostile checks aim at: loaded without checks of their own.
+    lh = Lakehouse(make_config(tmp, {"shop.orders": {"checks": []}, "shop.victim": {"checks": []}}), spark=spark)
     land = tmp / "landing"
     assert run_wap(lh, "shop.orders", [str(write_parquet(land / "o.parquet", orders(5)))]).status == "published"
     assert run_wap(lh, "shop.victim", [str(write_parquet(land / "v1.parquet", orders(3)))]).status == "published"
@@ -283,7 +284,7 @@ def test_audit_time_execution_rechecks(lab: Lab) -> None:
 
 @pytest.mark.spark
 def test_legit_checks_still_run(lab: Lab, tmp_path: Path) -> None:
-    lh = Lakehouse(make_config(tmp_path), spark=lab.spark)
+    lh = Lakehouse(make_config(tmp_path, {"shop.victim": {"checks": []}}), spark=lab.spark)
     # Other tables are read by their full name (the session's current catalog is not the lakehouse's).
     checks = [
         C.custom_sql(q.replace("shop.victim", lh.tables.ident(V)), name=f"q{i}") for i, q in enumerate(GOOD_QUERIES)

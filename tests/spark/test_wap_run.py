@@ -227,7 +227,7 @@ def test_not_null_option_blocks_a_file_the_config_would_pass(lakehouse_factory, 
 
 
 def test_safe_widening_int_to_long_is_accepted(lakehouse_factory, landing):
-    lh = lakehouse_factory({})
+    lh = lakehouse_factory({"w.nums": {"checks": []}})  # about the schema contract, not checks
     t = TableName.parse("w.nums")
     write_parquet(landing / "a.parquet", pa.table({"k": pa.array([1, 2], pa.int64()), "v": pa.array([1.0, 2.0])}))
     write_parquet(landing / "b.parquet", pa.table({"k": pa.array([3], pa.int32()), "v": pa.array([3.0], pa.float32())}))
@@ -242,7 +242,7 @@ def test_audit_reads_only_the_rows_the_run_added(lakehouse_factory, landing):
     """Old rows on main that would fail a check do not block a clean new batch."""
     lh = lakehouse_factory({})
     dirty = trips_file(landing, "old.parquet", 30, null_rate=0.2)
-    assert run_wap(lh, "nyc.trips", [str(dirty)]).status == "published"  # no checks configured then
+    assert run_wap(lh, "nyc.trips", [str(dirty)], no_checks=True).status == "published"  # no checks then
     res = run_wap(
         lh, "nyc.trips", [str(trips_file(landing, "new.parquet", 30, start_id=100))], not_null=["passenger_count"]
     )
@@ -317,3 +317,58 @@ def test_table_metadata_through_the_gateway_equals_the_metadata_tables(trips_lak
     assert set(refs) == {"main", blocked.branch} and refs["main"].type == "BRANCH"
     assert {s.run_id for s in snaps.values()} >= {a.run_id, b.run_id, blocked.run_id}
     assert any(s.summary.get("source-snapshot-id") for s in snaps.values())  # the cherry-pick's
+
+
+# --- tables without checks publish only on the user's word -----------------------------------------------------
+
+
+def _orders(landing: Path) -> Path:
+    """Orders with a NULL customer_id: what a not_null check on it blocks."""
+    return write_parquet(landing / "o.parquet", pa.table({"id": [1, 2, 3], "customer_id": [10, None, 30]}))
+
+
+def test_a_misspelt_table_section_fails_before_anything_is_written(lakehouse_factory, landing):
+    """[tables."shop.ordrs"] in wap.toml: a run of shop.orders used to publish the NULL customer_id unaudited."""
+    lh = lakehouse_factory({"shop.ordrs": {"checks": [{"check": "not_null", "column": "customer_id"}]}})
+    f = _orders(landing)
+    for kw in ({}, {"no_checks": True}):
+        res = run_wap(lh, "shop.orders", [str(f)], **kw)
+        assert res.status == "failed" and res.exit_code == 2, res.message
+        assert 'no [tables."shop.orders"] section' in res.message
+        assert 'did you mean [tables."shop.ordrs"]?' in res.message
+        assert res.error is not None and res.error["kind"] == "config" and res.error["step"] == "prepare"
+        rec = lh.store.get(res.run_id)  # recorded, as every failed run is
+        assert rec is not None and rec.status == "failed" and rec.rows_written is None
+    assert not lh.tables.exists(TableName.parse("shop.orders"))  # main unchanged: nothing was ever written
+    assert f.exists()
+
+
+def test_a_table_without_checks_publishes_only_when_the_user_said_so(lakehouse_factory, landing):
+    from wapflow.service.runs import run_report
+
+    t = TableName.parse("shop.orders")
+    f = _orders(landing)
+    lh = lakehouse_factory({"shop.orders": {"schema": "ignore_extra"}})  # a section, but no checks in it
+    res = run_wap(lh, "shop.orders", [str(f)])
+    assert res.status == "failed" and res.exit_code == 2, res.message
+    assert "shop.orders has no checks" in res.message and "checks = []" in res.message
+    assert "--no-checks" in res.message
+    assert not lh.tables.exists(t) and f.exists()
+
+    res = run_wap(lh, "shop.orders", [str(f)], no_checks=True)
+    assert res.status == "published" and res.exit_code == 0, res.message
+    assert res.message.endswith("without checks (--no-checks)")
+    assert [(c["check"], c["status"], c["threshold"]) for c in res.checks] == [
+        ("no_checks", "passed", "published without checks: --no-checks")
+    ]
+    assert lh.tables.row_count(t) == 3
+    report = run_report(lh.store, res.run_id)  # `wap report`: the record says it too
+    assert [c["threshold"] for c in report["checks"]] == ["published without checks: --no-checks"]
+
+    declared = lakehouse_factory({"raw.events": {"checks": []}})
+    res = run_wap(declared, "raw.events", [str(f)])
+    assert res.status == "published", res.message
+    assert res.message.endswith("without checks (checks = [] in wap.toml)")
+    # Checks given by the caller are checks: no consent needed, and no such line.
+    res = run_wap(lakehouse_factory({}), "raw.other", [str(f)], not_null=["id"])
+    assert res.status == "published" and [c["check"] for c in res.checks] == ["not_null"], res.message

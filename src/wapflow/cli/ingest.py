@@ -9,6 +9,7 @@ import typer
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_lakehouse
 from wapflow.cli.output import Output, out, rows_table
+from wapflow.cli.run import NoChecksOpt
 from wapflow.errors import UsageError, WapError
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ FILE_COLUMNS = ["source", "uri", "state", "run_id", "snapshot_id", "attempts", "
 
 def ingest(
     source: Annotated[str, typer.Argument(help="A [sources.NAME] section of wap.toml.")],
+    no_checks: NoChecksOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -29,7 +31,7 @@ def ingest(
     from wapflow import api
 
     o = Output(as_json)
-    res = on_lakehouse(config, o, lambda lh: api.ingest(lh, source))
+    res = on_lakehouse(config, o, lambda lh: api.ingest(lh, source, no_checks=no_checks))
 
     o.result(res.to_dict(), lambda: _show_ingest(res))
     raise typer.Exit(res.exit_code)
@@ -49,6 +51,7 @@ def backfill(
     since: Annotated[str | None, typer.Option("--since", help="Files modified at or after (date, UTC).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Files modified before (date, UTC).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the batches; run and record nothing.")] = False,
+    no_checks: NoChecksOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -64,7 +67,12 @@ def backfill(
         config,
         o,
         lambda lh: api.backfill(
-            lh, source, since=parse_when(since, "--since"), until=parse_when(until, "--until"), dry_run=dry_run
+            lh,
+            source,
+            since=parse_when(since, "--since"),
+            until=parse_when(until, "--until"),
+            dry_run=dry_run,
+            no_checks=no_checks,
         ),
     )
 
@@ -148,13 +156,18 @@ def watch(
     """A long-running worker: lists sources (every [watch] interval or on their schedule), reads their S3
     events, and runs each batch as a durable workflow (DBOS) that resumes after a crash.
 
-    Stops cleanly on SIGTERM or Ctrl-C (exit 0). With --once, exit codes as for `wap ingest`.
+    Stops cleanly on SIGTERM or Ctrl-C (exit 0). With --once, exit codes as for `wap ingest`. A source whose
+    table has no checks is refused (exit 2) unless its section says checks = [] (watch takes no --no-checks:
+    a worker's consent to publish unaudited belongs in wap.toml).
     """
+    from wapflow.outer.ingest import check_consent
     from wapflow.outer.watch import Watcher
 
     o = Output(as_json)
     try:
         lh = open_lakehouse(config, o)
+        for name in sources or list(lh.config.sources):
+            check_consent(lh, lh.config.resolve_source(name), no_checks=False, flag=None)
         if worker is not None:
             if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", worker):
                 raise UsageError(f"--worker {worker!r} is not a worker name", hint="letters, digits, _.- (64 at most)")

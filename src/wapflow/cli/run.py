@@ -10,6 +10,16 @@ from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_lakehouse
 from wapflow.cli.output import Output, out, render_run, run_doc
 from wapflow.errors import UsageError, WapError
 
+# `wap run`, `run-tables`, `ingest` and `backfill`: the user's word that a table without checks may publish.
+NoChecksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-checks",
+        help="Publish a table that has no checks without an audit (as checks = [] in its section would); "
+        "without it, or checks = [], such a run fails before writing (exit 2). A table's checks still run.",
+    ),
+]
+
 
 def run(
     table: Annotated[str, typer.Argument(help="Target table, namespace.name (e.g. nyc.trips).")],
@@ -21,6 +31,7 @@ def run(
     run_id: Annotated[
         str | None, typer.Option("--run-id", help="Re-run (or resume) this run id; never publishes twice.")
     ] = None,
+    no_checks: NoChecksOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -33,7 +44,13 @@ def run(
         config,
         o,
         lambda lh: api.run(
-            lh, table, sources, checks=[C.not_null(c) for c in not_null or []], branch=branch, run_id=run_id
+            lh,
+            table,
+            sources,
+            checks=[C.not_null(c) for c in not_null or []],
+            branch=branch,
+            run_id=run_id,
+            no_checks=no_checks,
         ),
     )
     o.result(run_doc(res), lambda: render_run(res))
@@ -61,6 +78,7 @@ def run_tables(
     ] = None,
     branch: Annotated[str | None, typer.Option("--branch", help="Nessie branch name (default `wap_<run-id>`).")] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
+    no_checks: NoChecksOpt = False,
     config: Annotated[str | None, typer.Option("--config", "-c")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -78,7 +96,7 @@ def run_tables(
             parsed, run_branch = load_config(config).run_specs(run)
             branch = branch or run_branch
         parsed += _parse_specs(specs or [])
-        res = MultiWapRun(open_lakehouse(config, o), parsed, branch=branch, run_id=run_id).run()
+        res = MultiWapRun(open_lakehouse(config, o), parsed, branch=branch, run_id=run_id, no_checks=no_checks).run()
     except WapError as e:
         o.fail(e)
 

@@ -28,6 +28,9 @@ from wapflow.sql.layout import Layout, layout_of, parse_partition_by, parse_sort
 from wapflow.storage.settings import SECRET_FIELDS, S3Config
 
 CONFIG_ENV = "WAP_CONFIG"
+# The user's word a table without checks publishes on (WapConfig.audit_consent), as reports say it.
+NO_CHECKS_DECLARED = "checks = [] in wap.toml"
+NO_CHECKS_FLAG = "--no-checks"
 DEFAULT_CONFIG_NAME = "wap.toml"
 
 
@@ -274,7 +277,8 @@ def _read_only_condition(v: str | None, field_name: str) -> str | None:
 
 
 class TableConfig(_Strict):
-    """One table's checks and policies; a table without a section has no checks."""
+    """One table's checks and policies. A table with no checks (no section, or a section without any) is
+    published only on the user's word: `checks = []` written here, or --no-checks (WapConfig.audit_consent)."""
 
     format: Literal["parquet", "csv", "json"] | None = None  # json: JSON lines; unset: from the file extension
     # A blocked run's branch: kept for inspection, or dropped.
@@ -871,6 +875,46 @@ class WapConfig(_Strict):
         """[maintenance] with the table's own overrides ([tables."NAME".maintenance])."""
         tbl = self.tables.get(name)
         return self.maintenance.merged(tbl.maintenance if tbl is not None else None)
+
+    def audit_consent(
+        self, name: str, *, checks: int, no_checks: bool = False, flag: str | None = NO_CHECKS_FLAG
+    ) -> str | None:
+        """Whether a run of table `name` with `checks` checks (its section's and the caller's) may go ahead: None
+        when it has checks; when it has none, the user's word it publishes unaudited on (NO_CHECKS_DECLARED:
+        `checks = []` written in its section; NO_CHECKS_FLAG: the caller's `no_checks`). Anything else is a
+        ConfigError, raised before anything is written:
+
+        - no section for `name`, and a declared section's name is close to it: a typo in a section name would
+          turn its audit (and its policies) off, whatever the caller says;
+        - no checks, and the user said neither. `flag`: how this command takes the caller's word (None: it
+          takes none, as `wap watch`, whose consent belongs in wap.toml).
+
+        The schema contract is no check: it audits columns, never a value."""
+        section = f'[tables."{name}"]'
+        where = str(self.source) if self.source is not None else "wap.toml"
+        tbl = self.tables.get(name)
+        if tbl is None:
+            near = did_you_mean(name, self.tables, n=1, shown=lambda t: f'[tables."{t}"]', cutoff=0.8)
+            if near:
+                raise ConfigError(
+                    f"no {section} section in {where}{near}: a run of {name} would have none of that section's "
+                    "checks and policies",
+                    hint=f"fix the section's name in {where}; if {name} is another table, declare {section} "
+                    "with its own checks",
+                )
+        if checks:
+            return None
+        if tbl is not None and "checks" in tbl.model_fields_set:
+            return NO_CHECKS_DECLARED
+        if no_checks:
+            return NO_CHECKS_FLAG
+        has = f"its section {section} declares none" if tbl is not None else f"{where} has no {section} section"
+        ways = f"declare checks = [] in {section}" + (f", or pass {flag}" if flag else "")
+        raise ConfigError(
+            f"{name} has no checks ({has}): wapflow publishes nothing unaudited unless told to",
+            hint=f'add checks to {section} (e.g. checks = [{{ check = "not_null", column = "id" }}]); '
+            f"to publish without checks, {ways}",
+        )
 
     def table(self, name: str, source: str | None = None) -> TableConfig:
         """The table's section, or defaults for a table wap.toml does not mention; for a run of [sources.SOURCE]'s

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from wapflow.errors import ConfigError, InputError
+from wapflow.errors import ConfigError, InputError, MissingInput
 from wapflow.files.access import is_uri
 from wapflow.files.spark_paths import s3_hidden_error
 from wapflow.storage import Storage, is_s3_uri
@@ -127,11 +127,11 @@ def _nothing_to_read(listing: Listing, pat: str, storage: Storage) -> InputError
         )
     if is_s3_uri(pat):
         loc = parse_s3_uri(pat, what="source")
-        return InputError(
+        return MissingInput(
             f"no object matches {pat!r} at {storage.s3.settings.describe_endpoint()}",
             hint=f"check the pattern; `wap storage ls {loc.scheme}://{loc.bucket}/"
             f"{glob_literal_prefix(loc.key).rsplit('/', 1)[0]}` lists what is there",
         )
     n = listing.folders
     extra = f" (it matches {n} folder(s): pass a folder itself to read the files in it)" if n else ""
-    return InputError(f"no file matches {pat!r}{extra}", hint="check the path and the glob pattern")
+    return MissingInput(f"no file matches {pat!r}{extra}", hint="check the path and the glob pattern")

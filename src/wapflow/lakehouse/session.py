@@ -28,6 +28,7 @@ _LOG_KEEP_DAYS = 7
 # Spark's log file of this process (None until a session is started here), and whether `--verbose`
 # asked for Spark's logs on the terminal as well. Both are per process, like the JVM they describe.
 _log_file: Path | None = None
+_log_pid: int | None = None  # the process that started that JVM (a forked engine command inherits _log_file)
 verbose = False
 # Whether a command on a config with a local master may use the Spark Connect server `wap serve` runs for it.
 # Off for what needs Spark's JVM in this process (`wap maintain`; `wap revert`, whose Iceberg Java API path
@@ -41,8 +42,10 @@ long_lived = False
 
 
 def log_file() -> Path | None:
-    """Where this process's Spark (JVM) logs go; printed with errors so nobody needs a stack trace on screen."""
-    return _log_file
+    """Where this process's Spark (JVM) logs go; printed with errors so nobody needs a stack trace on screen.
+    None unless this process started Spark: not for a command that never did, nor for one the engine runs in a
+    process forked from its own (`wap engine logs` shows the engine's)."""
+    return _log_file if _log_pid == os.getpid() else None
 
 
 def _new_log_file(cfg: WapConfig) -> Path:
@@ -151,9 +154,9 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         if plan.packages:
             builder = builder.config("spark.jars.packages", ",".join(plan.packages))
         builder = builder.config("spark.driver.memory", lh.driver_memory)
-        global _log_file
+        global _log_file, _log_pid
         log_conf = resources.files("wapflow.lakehouse").joinpath("log4j2.properties")
-        _log_file = _new_log_file(cfg)
+        _log_file, _log_pid = _new_log_file(cfg), os.getpid()
         java_opts = [
             f"-Dlog4j2.configurationFile=file:{log_conf}",
             f"-Dwap.log.file={_log_file}",

@@ -35,7 +35,7 @@ from typing import Any
 
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
-from wapflow.config import Source, SourceConfig
+from wapflow.config import NO_CHECKS_FLAG, Source, SourceConfig
 from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_RUNTIME, EXIT_TRANSIENT, UsageError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -157,6 +157,7 @@ class Ingest:
         since: datetime | None = None,
         until: datetime | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        no_checks: bool = False,
     ) -> None:
         if since is not None and until is not None and since >= until:
             raise UsageError(f"--since {since:%Y-%m-%d %H:%M} is not before --until {until:%Y-%m-%d %H:%M}")
@@ -167,6 +168,7 @@ class Ingest:
         self.src: SourceConfig = source.cfg
         self.ledger: Ledger = lh.ledger
         self.sleep = sleep
+        self.no_checks = no_checks  # --no-checks: the source's table may publish without checks if it has none
         self.retry = RetryPolicy.of_source(self.src, sleep)
         self.out = IngestResult(source.name, source.table, settle_seconds=self.src.settle_seconds)
         self._settled_by: datetime | None = None  # when the last file found still changing will have settled
@@ -397,7 +399,10 @@ class Ingest:
         for k in keys:
             self._ran[k] = None
         self.lh.progress(f"run {run_id}: {len(batch)} file(s) of source {self.name}")
-        state = drive(self.lh, new_state(self.src.table, [r.uri for r in batch], run_id=run_id, source=self.name))
+        state = new_state(
+            self.src.table, [r.uri for r in batch], run_id=run_id, source=self.name, no_checks=self.no_checks
+        )
+        state = drive(self.lh, state)
         res = run_result(self.lh, state)
         crash_point("ingest:ran")
         self.out.runs.append(res)
@@ -516,11 +521,21 @@ class Ingest:
         )
 
 
-def ingest(lh: Lakehouse, name: str) -> IngestResult:
-    """List source `name`, run what is new in batches, record every file in the ledger."""
+def check_consent(lh: Lakehouse, source: Source, *, no_checks: bool, flag: str | None = NO_CHECKS_FLAG) -> None:
+    """Before any file is listed or claimed: the source's table has checks, or the user said it may publish
+    without (config.audit_consent); else the ConfigError every batch's run would fail with (exit 2)."""
+    checks = lh.config.table(source.table, source=source.name).checks
+    lh.config.audit_consent(source.table, checks=len(checks), no_checks=no_checks, flag=flag)
+
+
+def ingest(lh: Lakehouse, name: str, *, no_checks: bool = False) -> IngestResult:
+    """List source `name`, run what is new in batches, record every file in the ledger. `no_checks`: its table
+    may publish without checks if it has none (--no-checks)."""
     if not name:
         raise UsageError("name a source", hint="e.g. wap ingest trips ([sources.trips] in wap.toml)")
-    return Ingest(lh, lh.config.resolve_source(name)).run()
+    source = lh.config.resolve_source(name)
+    check_consent(lh, source, no_checks=no_checks)
+    return Ingest(lh, source, no_checks=no_checks).run()
 
 
 def parse_when(value: str | datetime | None, flag: str) -> datetime | None:
@@ -538,10 +553,18 @@ def parse_when(value: str | datetime | None, flag: str) -> datetime | None:
 
 
 def backfill(
-    lh: Lakehouse, name: str, *, since: datetime | None, until: datetime | None, dry_run: bool = False
+    lh: Lakehouse,
+    name: str,
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    dry_run: bool = False,
+    no_checks: bool = False,
 ) -> IngestResult:
     """The source's files modified in [since, until), oldest first, in batches. The same ledger as `ingest`:
     a backfill and an ingest of one source never run a file twice, and a killed backfill resumes where it
     stopped when started again."""
-    ing = Ingest(lh, lh.config.resolve_source(name), since=since, until=until)
+    source = lh.config.resolve_source(name)
+    check_consent(lh, source, no_checks=no_checks)
+    ing = Ingest(lh, source, since=since, until=until, no_checks=no_checks)
     return ing.plan() if dry_run else ing.run()

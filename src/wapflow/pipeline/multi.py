@@ -43,7 +43,9 @@ class MultiWapRun:
         *,
         branch: str | None = None,
         run_id: str | None = None,
+        no_checks: bool = False,
     ) -> None:
+        """`no_checks`: a table of the run that has no checks may publish without (--no-checks)."""
         held = [(t, lakehouse.config.table(t).review) for t, _ in specs]
         held = [(t, review) for t, review in held if review != "never"]
         if held:
@@ -71,7 +73,7 @@ class MultiWapRun:
         self.branch = validate_branch(branch) if branch else f"wap_{self.run_id}"
         # Per-table records need their own ids (the run store's key); the group id stays their prefix.
         self.runs = [
-            Run(lakehouse, new_state(t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}"))
+            Run(lakehouse, new_state(t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}", no_checks=no_checks))
             for i, (t, srcs) in enumerate(specs)
         ]
         self.message = ""

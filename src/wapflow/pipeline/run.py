@@ -27,10 +27,17 @@ class WapRun:
         run_id: str | None = None,
         extra_checks: list[Check] | None = None,
         not_null: list[str] | None = None,
+        no_checks: bool = False,
     ) -> None:
         self.lh = lakehouse
         self.state: RunState = new_state(
-            table, files, branch=branch, run_id=run_id, extra_checks=extra_checks, not_null=not_null
+            table,
+            files,
+            branch=branch,
+            run_id=run_id,
+            extra_checks=extra_checks,
+            not_null=not_null,
+            no_checks=no_checks,
         )
 
     def prepare(self) -> RunState:

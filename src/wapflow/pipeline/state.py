@@ -82,6 +82,8 @@ class RunState:
     branch: str | None = None  # chosen by prepare when None (wap_<run_id>)
     extra_checks: list[dict[str, Any]] = field(default_factory=list)  # checks added by the caller (CLI/API)
     source: str | None = None  # the [sources.NAME] whose files these are (its write mode applies), if any
+    # The caller's word that a table without checks may publish unaudited (--no-checks; config.audit_consent).
+    no_checks: bool = False
     # the run store's row, as JSON data
     record: dict[str, Any] = field(
         metadata=_hydrated(lambda d: record_from_data(d), lambda r: record_to_data(r)), default_factory=dict
@@ -187,8 +189,10 @@ def new_state(
     extra_checks: list[Check] | None = None,
     not_null: list[str] | None = None,
     source: str | None = None,
+    no_checks: bool = False,
 ) -> RunState:
-    """The state of a run nothing has happened to yet (names are validated by prepare)."""
+    """The state of a run nothing has happened to yet (names are validated by prepare). `no_checks`: the
+    caller's word that the table may publish without checks if it has none (--no-checks)."""
     rid = validate_run_id(run_id) if run_id else new_run_id()
     checks: list[Check] = list(extra_checks or [])
     checks += [NotNullCheck(check="not_null", column=col) for col in not_null or []]
@@ -200,6 +204,7 @@ def new_state(
         branch=branch,
         extra_checks=[c.model_dump(mode="json") for c in checks],
         source=source,
+        no_checks=no_checks,
         record=record_to_data(rec),
     )
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from wapflow.config import TableConfig
+from wapflow.config import NO_CHECKS_FLAG, TableConfig
 from wapflow.errors import AlreadyDecided, NotFound, UsageError
 from wapflow.pipeline.state import AWAITING_REVIEW, RUN_REJECTED, new_state
 from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner, runs_table
@@ -168,7 +168,9 @@ def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = 
     files = [f["uri"] for f in rec.file_ids] or rec.files
     # An ingested batch's source (its write mode applies): the ledger says whose files they are.
     source = next((r.source for r in lh.ledger.rows(run_id=run_id)), None)
-    state = new_state(rec.table_name, files, run_id=run_id, branch=rec.branch, source=source)
+    # A run held after publishing without checks on --no-checks keeps that word (its report's no_checks line).
+    unchecked = any(c.get("check") == "no_checks" and c.get("observed") == NO_CHECKS_FLAG for c in rec.checks)
+    state = new_state(rec.table_name, files, run_id=run_id, branch=rec.branch, source=source, no_checks=unchecked)
     res = result(lh, drive(lh, state))
     if res.status == "blocked":
         res.message = f"approval refused: run {run_id} no longer passes its error checks; {res.message}"

@@ -31,6 +31,7 @@ class RunRow(TypedDict):
     branch: str | None  # only while the branch is kept for inspection
     failed_checks: list[str]
     error: str | None
+    reason: str | None  # why a run failed, in one short line (its error's first line, cut at REASON_CHARS)
     started_at: str
     review: str | None  # awaiting / approved by WHO / rejected by WHO (a run held for review), else None
 
@@ -117,6 +118,19 @@ def review_line(rec: RunRecord) -> str | None:
     return f"{review['decision']} by {review['by']}: {review['reason']}"
 
 
+REASON_CHARS = 100
+
+
+def failure_reason(rec: RunRecord) -> str | None:
+    """A failed run's error in one short line for the runs list (`wap report` shows it whole): the message's
+    first line without the run and step it names, cut at REASON_CHARS. None for a run without an error."""
+    message = str((rec.error or {}).get("message") or "").strip()
+    if not message:
+        return None
+    line = message.splitlines()[0].strip()
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1].rstrip() + "…"
+
+
 def run_row(rec: RunRecord) -> RunRow:
     """A run as one line of the runs list."""
     return {
@@ -128,6 +142,7 @@ def run_row(rec: RunRecord) -> RunRow:
         "branch": rec.branch if rec.branch_kept else None,
         "failed_checks": failed_checks(rec),
         "error": (rec.error or {}).get("message"),
+        "reason": failure_reason(rec),
         "started_at": rec.started_at.isoformat(sep=" ", timespec="seconds"),
         "review": review_line(rec),
     }

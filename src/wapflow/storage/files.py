@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from wapflow.errors import InputError
+from wapflow.errors import InputError, MissingInput
 
 GLOB_CHARS = frozenset("*?[")
 COPYING_SUFFIX = "._COPYING_"  # what `hadoop fs -put` / `hdfs dfs -cp` name a file while it is written
@@ -312,7 +312,7 @@ class LocalStore:
         if has_glob(text):
             return self._glob(text, repr(location))
         hint = "check the path" + ("" if path.is_absolute() else f" (relative to {Path.cwd()})")
-        raise InputError(f"{what + ' ' if what else ''}{text} does not exist{_nearby(path)}", hint=hint)
+        raise MissingInput(f"{what + ' ' if what else ''}{text} does not exist{_nearby(path)}", hint=hint)
 
     def list(self, location: str) -> list[FileIdentity]:
         return self.scan(location).files

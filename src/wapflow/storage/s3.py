@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from wapflow.errors import InputError, ServiceError, Throttled, WapError
+from wapflow.errors import InputError, MissingInput, ServiceError, Throttled, WapError
 from wapflow.redact import redact
 from wapflow.storage.errors import MissingDependency, StorageError, StorageUnavailable
 from wapflow.storage.files import (
@@ -306,7 +306,7 @@ class S3Store:
             self.require_bucket(loc.bucket)
             if named:  # neither an object nor a "folder": say so, as for a missing local path
                 named_as = f"{what} {location}" if what else location
-                raise InputError(f"{named_as} does not exist{self._nearby(loc)}", hint="check the key")
+                raise MissingInput(f"{named_as} does not exist{self._nearby(loc)}", hint="check the key")
         return self._sift("folder", found, prefix, f"folder {location}")
 
     @staticmethod

@@ -67,6 +67,7 @@ class Run:
     branch: str  # wap_<run id> unless the caller chose one
     extra_checks: list[dict[str, Any]]
     source: str | None
+    no_checks: bool
     record: RunRecord
     done: list[str]
     files: list[FileIdentity]
@@ -116,6 +117,12 @@ class Run:
         self.checks = list(self.table_cfg.checks) + [_check(c) for c in self.extra_checks]
         if self.table_cfg.on_row_failure == "quarantine":
             self.quarantine = quarantine_of(self.target)
+
+    def unchecked(self) -> str | None:
+        """The user's word this run publishes without checks on (checks = [] in wap.toml, --no-checks); None
+        when it has checks. A ConfigError when it has none and nobody said so, or its table's section is
+        missing under a close name (config.audit_consent)."""
+        return self.lh.config.audit_consent(self.target.dotted, checks=len(self.checks), no_checks=self.no_checks)
 
     def freeze(self) -> RunState:
         return RunState(**{f.name: hydration(f).dump(getattr(self, f.name)) for f in fields(RunState)})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wapflow.errors import UsageError
+from wapflow.errors import ConfigError, UsageError
 from wapflow.faults import crash_point
 from wapflow.files.resolve import resolve_files
 from wapflow.lakehouse.lineage import FILES_HASH_PROP, SOURCES_PROP, files_fingerprint, find_published, origin
@@ -26,12 +26,19 @@ def _describe_files(ids: list[dict[str, Any]], limit: int = 5) -> str:
 def prepare(run: Run) -> None:
     """Validate names, resolve files, check idempotence. No data moves."""
     with run.timer("prepare"):
+        run.derive()
+        previous = run.lh.store.get(run.run_id)
+        try:
+            # A table without checks publishes only on the user's word, and a misspelt section is no table
+            # without checks: both refused here, before Spark starts or any file is read.
+            run.unchecked()
+        except ConfigError:
+            run.record_owned = previous is None  # a refused call leaves an earlier attempt's record as it was
+            raise
         # Nessie down, wrong URL or token: fail here, before any file is read or anything written.
         run.lh.check_catalog()
-        run.derive()
         run.branch = validate_branch(run.branch)
         run.record.branch = run.branch
-        previous = run.lh.store.get(run.run_id)
         if previous is not None:
             owner = previous.owner or {}
             if previous.status == "running" and owner_alive(owner) and owner.get("pid") != current_owner()["pid"]:

@@ -14,7 +14,7 @@ from wapflow.faults import crash_point
 from wapflow.lakehouse.branches import MainMoved, PublishedRun, RunSlice
 from wapflow.lakehouse.lineage import approval_of, find_published
 from wapflow.pipeline.state import AWAITING_REVIEW
-from wapflow.pipeline.steps.audit import recheck_main
+from wapflow.pipeline.steps.audit import NO_CHECKS, recheck_main
 from wapflow.pipeline.steps.context import Run
 from wapflow.runs.store import APPROVED
 from wapflow.write.modes import Changes, write_mode
@@ -192,6 +192,9 @@ def mark_published(run: Run, snapshot_id: int | None, via: str) -> None:
         what = f"the {run.table_cfg.mode} of {run.target}: {Changes.from_dict(change.observed).describe()}"
     again = f" (applied again {run.reapplied} time(s): main moved)" if run.reapplied else ""
     run.message = f"published {what}{again}" + (f" with {warned} warning(s)" if warned else "")
+    unchecked = next((c for c in run.report.checks if c.check == NO_CHECKS), None)
+    if unchecked is not None:
+        run.message += f" without checks ({unchecked.observed})"
     if run.report.quarantined_rows:
         run.message += f"; {run.report.quarantined_rows} row(s) quarantined in {run.quarantine}"
     if run.record.review == APPROVED:
