@@ -5,7 +5,8 @@ of the story): the first `wap run` starts the engine, later ones are served by i
 (`wap ingest` too, DBOS launched anew in each command's process); what a user sees (stdout, stderr, exit codes,
 --json) is what `--no-engine` shows; Ctrl-C of a client mid-write and SIGKILL of the engine mid-run end like
 the same stops of a `wap` process and the run resumes once; two clients racing to start it start one; a stale
-socket is replaced; a changed wap.toml gets a new engine; idle expiry and `wap engine stop` leave no JVM. Rows
+socket is replaced; an edit of wap.toml keeps the engine (read again), one of its Spark settings replaces it;
+idle expiry and `wap engine stop` leave no JVM. Rows
 on main are read by PyIceberg (no wapflow code).
 The rest of the suite runs with WAP_ENGINE=off (tests/conftest.py); here it is unset, so wap.toml decides.
 
@@ -118,7 +119,7 @@ def here(*args: str, cwd: Path) -> Proc:
 
 
 def status(runtime: Path, lake: Path) -> dict[str, Any]:
-    p, _ = served(runtime, "engine", "status", "-c", str(lake / "wap.toml"), "--json")
+    p, _ = served(runtime, "engine", "status", "--all", "-c", str(lake / "wap.toml"), "--json")
     assert p.code == 0, p.text
     return p.doc
 
@@ -492,25 +493,47 @@ def test_engine_killed_mid_run_then_two_racing_commands_start_one_engine(runtime
     assert [r for r in main_rows(lake) if 65_001 <= r <= 65_040] == list(range(65_001, 65_041))
 
 
-def test_a_changed_wap_toml_gets_its_own_engine_which_idles_out(runtime: Path, lake: Path) -> None:
+def test_an_edit_of_wap_toml_keeps_the_engine_and_a_spark_setting_replaces_it(runtime: Path, lake: Path) -> None:
     cfg = lake / "wap.toml"
+    original = cfg.read_text()
     old = this_engine(runtime, lake)
-    cfg.write_text(cfg.read_text().replace('engine_idle = "10m"', 'engine_idle = "4s"'))
-    p, _ = served(
-        runtime, "run", TABLE, str(trips_file(lake / "landing", "c.parquet", 10, start_id=70_001)), "-c", str(cfg)
+    landing = lake / "landing"
+
+    # A table's settings and engine_idle changed: the same engine serves the next command, which reads the new
+    # wap.toml itself (the run is held for review); the engine read engine_idle again.
+    edited = original.replace('engine_idle = "10m"', 'engine_idle = "9m"').replace(
+        f'[tables."{TABLE}"]\n', f'[tables."{TABLE}"]\nreview = "always"\n'
     )
+    cfg.write_text(edited)
+    held, saw_java = served(
+        runtime, "run", TABLE, str(trips_file(landing, "c.parquet", 10, start_id=70_001)), "-c", str(cfg), "--json"
+    )
+    assert held.code == 6 and held.doc["status"] == "awaiting_review", held.text
+    assert STARTING not in held.stderr and not saw_java, held.text
+    rejected, _ = served(runtime, "reject", held.doc["run_id"], "--reason", "a test", "-c", str(cfg))
+    assert rejected.code == 0 and STARTING not in rejected.stderr, rejected.text
+    same = this_engine(runtime, lake)
+    assert same["pid"] == old["pid"] and same["idle_stop_s"] == 540, same
+    assert 70_001 not in main_rows(lake)
+
+    # A Spark setting changed (and engine_idle): a new engine, and the old one retires with its JVM instead of
+    # idling beside it. The new one then idles out after 4 s, its JVM with it.
+    cfg.write_text(original.replace('"spark.sql.shuffle.partitions" = "2"', '"spark.sql.shuffle.partitions" = "3"'))
+    cfg.write_text(cfg.read_text().replace('engine_idle = "10m"', 'engine_idle = "4s"'))
+    p, _ = served(runtime, "run", TABLE, str(trips_file(landing, "d.parquet", 10, start_id=70_101)), "-c", str(cfg))
     assert p.code == 0 and STARTING in p.stderr, p.text
-    engines = status(runtime, lake)["engines"]
-    new = next(e for e in engines if e["this_config"])
-    assert new["pid"] != old["pid"] and old["pid"] in [e["pid"] for e in engines]  # the old one is never used
-    # Idle for 4 s: the new engine stops, its JVM with it; the old one (another key) runs on.
+    assert gone([old["pid"], *old["jvm_pids"]], within=60), old
+    [new] = status(runtime, lake)["engines"]
+    assert new["pid"] != old["pid"] and new["this_config"]
     assert gone([new["pid"], *new["jvm_pids"]], within=60), new
-    assert alive(old["pid"])
-    cfg.write_text(cfg.read_text().replace('engine_idle = "4s"', 'engine_idle = "10m"'))  # the old key again
+    assert status(runtime, lake)["engines"] == []
+    cfg.write_text(original)
 
 
 def test_engine_status_and_stop_leave_no_jvm(runtime: Path, lake: Path) -> None:
     cfg = str(lake / "wap.toml")
+    started, _ = served(runtime, "query", "SELECT 1 AS one", "-c", cfg)
+    assert started.code == 0 and STARTING in started.stderr, started.text
     engine = this_engine(runtime, lake)
     assert engine["memory_mb"] > 50 and engine["jvm_pids"] and engine["idle_for_s"] >= 0
     assert all(alive(p) and _is_java(p) for p in engine["jvm_pids"]) and engine["running"] == 0
