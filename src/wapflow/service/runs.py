@@ -122,8 +122,8 @@ REASON_CHARS = 100
 
 
 def failure_reason(rec: RunRecord) -> str | None:
-    """A failed run's error in one short line for the runs list (`wap report` shows it whole): the message's
-    first line without the run and step it names, cut at REASON_CHARS. None for a run without an error."""
+    """A failed run's error in one short line for the runs list (`wap report` shows it whole, with its hint):
+    the message's first line, cut at REASON_CHARS. None for a run without an error."""
     message = str((rec.error or {}).get("message") or "").strip()
     if not message:
         return None
