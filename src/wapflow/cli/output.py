@@ -151,8 +151,9 @@ class BarMeter:
         self.bar, self.task = None, None
 
 
-# Columns whose values a person copies into the next command: printed whole, never wrapped or cut.
-ID_COLUMNS = frozenset({"run_id", "branch", "table", "snapshot_id", "pass_id"})
+# Columns whose values a person copies into the next command (run ids, branches, tables, snapshot and alert ids,
+# Nessie hashes): printed whole, never wrapped or cut.
+ID_COLUMNS = frozenset({"run_id", "branch", "table", "table_name", "snapshot_id", "pass_id", "hash", "id"})
 # The least width (characters) the other columns shrink to before a table grows wider than the terminal.
 SHRINK_FLOOR = 5
 
@@ -190,10 +191,16 @@ class IdTable(Table):
 
 
 def id_table(
-    title: str | None, columns: Sequence[str], rows: Sequence[Sequence[str]], ids: Iterable[str] = ()
+    title: str | None,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    ids: Iterable[str] = (),
+    *,
+    words: bool = False,
 ) -> Table:
     """Text cells (Rich markup) under their columns: the id columns (ID_COLUMNS and `ids`) whole, under their
-    own name; the others wrap, under their name in words (`failed checks`) so a narrow header wraps too."""
+    own name; the others wrap, and with `words` (the CLI's own labels, not a query's or a table's columns) under
+    their name in words (`failed checks`), so a narrow header wraps too."""
     whole = ID_COLUMNS | set(ids)
     t = IdTable(title=title, title_justify="left")
     for i, c in enumerate(columns):
@@ -201,7 +208,7 @@ def id_table(
             longest = max([len(c)] + [Text.from_markup(r[i]).cell_len for r in rows])
             t.add_column(c, no_wrap=True, overflow="ignore", min_width=longest)
         else:
-            t.add_column(escape(c.replace("_", " ")), overflow="fold")
+            t.add_column(escape(c.replace("_", " ") if words else c), overflow="fold")
     for r in rows:
         t.add_row(*r)
     return t
@@ -214,7 +221,7 @@ def cell(v: Any) -> str:
 
 def rows_table(title: str | None, rows: Sequence[Any], columns: Sequence[str], ids: Iterable[str] = ()) -> Table:
     """Rows (dicts, e.g. from wapflow.service) as a table of the named columns, ids whole (id_table)."""
-    return id_table(title, columns, [[escape(cell(r.get(c))) for c in columns] for r in rows], ids)
+    return id_table(title, columns, [[escape(cell(r.get(c))) for c in columns] for r in rows], ids, words=True)
 
 
 def grid(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
