@@ -166,6 +166,9 @@ class Client:
         self.chan: P.Channel | None = None
 
     def run(self) -> int:
+        refused = self._caller_cannot_read()
+        if refused is not None:
+            return refused
         chan = self._connect() or self._start()
         self.chan = chan
         try:
@@ -286,6 +289,24 @@ class Client:
             raise EngineUnavailable(f"{why}; see {self.paths.log}")
 
     # --- the command ------------------------------------------------------------------------------
+
+    def _caller_cannot_read(self) -> int | None:
+        """The engine reads with its own rights: a local file of the run this process may not open (or a
+        folder it may not list) ends the command here, with the error and exit code of a run in this process;
+        None when it reads them all."""
+        from wapflow.files.readable import unreadable_source
+
+        e = unreadable_source(self.argv, self.cwd)
+        if e is None:
+            return None
+        cut = self.argv.index("--") if "--" in self.argv else len(self.argv)
+        if "--json" in self.argv[:cut]:  # as the CLI's Output.fail: one JSON document on stdout
+            _write(
+                1, (json.dumps({"status": "failed", "error": {**e.to_dict(), "log": None}}, indent=2) + "\n").encode()
+            )
+        else:
+            _write(2, f"error: {e}\n".encode())
+        return e.exit_code
 
     def _request(self) -> bytes:
         return json.dumps(

@@ -28,6 +28,15 @@ def local_path(s: FileIdentity) -> str | None:
     return s.uri[len("file://") :] if s.uri.startswith("file://") else s.uri
 
 
+def unreadable(path: str, what: str = "file") -> InputError:
+    """A source file (or folder) the user running wap may not read: the run's own error, and the engine's
+    client's for a file its caller may not read (wapflow.files.readable)."""
+    return InputError(
+        f"{path} cannot be read: permission denied",
+        hint=f"give the user running wap read access to the {what}, or run as a user that has it",
+    )
+
+
 def compression(uri: str) -> str | None:
     low = uri.lower()
     return next((c for c in COMPRESSION if low.endswith(c)), None)
@@ -56,10 +65,7 @@ def read_head(s: FileIdentity, storage: Storage | None) -> tuple[bytes, bool] | 
                 data = f.read(HEAD_BYTES + 1)
         except PermissionError:
             # Known here to be the source file, not the warehouse: an input this user cannot read.
-            raise InputError(
-                f"{s.uri} cannot be read: permission denied",
-                hint="give the user running wap read access to the file, or run as a user that has it",
-            ) from None
+            raise unreadable(s.uri) from None
         return data[:HEAD_BYTES], len(data) <= HEAD_BYTES
     if not is_s3_uri(s.uri) or compression(s.uri) not in (None, ".gz"):
         return None

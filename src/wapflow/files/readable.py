@@ -1,0 +1,107 @@
+"""Whether the process that names a run's local files may read them: what the warm engine's client checks.
+
+The engine (wapflow.engine) reads a command's files with its own rights, which may be more than those of
+the `wap` process that sent the command (one started earlier, or a caller whose capabilities were dropped).
+So the client opens each local file a run names, and lists each folder, before handing the command over: a
+file it cannot open, a folder it cannot list, is the error a run in that process gives
+(wapflow.files.access.unreadable). The standard library only: this runs in every `wap run` the engine serves;
+the bookkeeping rules (wapflow.storage.files) are read only for a file that does not open.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from wapflow.errors import InputError
+
+# The commands whose arguments name local files: `wap run TABLE SOURCE...`, `wap run-tables TABLE=SOURCE,...`.
+SOURCE_COMMANDS = frozenset({"run", "run-tables"})
+_GLOB_CHARS = frozenset("*?[")
+
+
+def unreadable_source(argv: list[str], cwd: str) -> InputError | None:
+    """The error for the first local file or folder named in a run's command line (argv: the command and its
+    arguments) that this process cannot open or list; None when it can read them all. An argument that names
+    no local path (a table, an option's value, an S3 URI) is left to the command."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in SOURCE_COMMANDS:
+        return None
+    names = [a for a in argv[argv.index(command) + 1 :] if not a.startswith("-")]
+    if command == "run-tables":
+        names = [s for a in names for s in a.partition("=")[2].split(",") if s]
+    for name in names:
+        if "://" in name and not name.startswith("file://"):
+            continue  # S3 and other URIs: read with the credentials the command sends along
+        path = os.path.join(cwd, os.path.expanduser(name.removeprefix("file://")))
+        if os.path.isdir(path):
+            denied = _first_denied(_walked(path), path)
+        elif os.path.isfile(path):
+            denied = None if _opens(path) else (path, "file")
+        elif _GLOB_CHARS & set(name) and not os.path.lexists(path):
+            matched = (p for p in sorted(glob.glob(path, recursive=True)) if os.path.isfile(p))
+            denied = _first_denied(((p, "file") for p in matched if not _opens(p)), None)
+        else:
+            continue
+        if denied is not None:
+            from wapflow.files.access import unreadable
+
+            return unreadable(os.path.abspath(denied[0]), denied[1])
+    return None
+
+
+def _opens(path: str) -> bool:
+    """Whether this process may open the file for reading: open() itself, as the run would (os.access asks
+    with the real uid and misses a root without CAP_DAC_OVERRIDE)."""
+    try:
+        with open(path, "rb"):
+            return True
+    except PermissionError:
+        return False
+    except OSError:
+        return True  # gone meanwhile, a loop...: the command says what is wrong with it
+
+
+def _walked(root: str) -> Iterator[tuple[str, str]]:
+    """(path, "file" or "folder") of each file under root this process cannot open and each folder it cannot
+    list, following folder links once each (as the run's listing, wapflow.storage.files.LocalStore)."""
+    failed: list[OSError] = []
+    seen: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(root, onerror=failed.append, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if os.path.isfile(p) and not _opens(p):
+                yield p, "file"
+        yield from _listing_denied(failed)
+    yield from _listing_denied(failed)
+
+
+def _listing_denied(failed: list[OSError]) -> Iterator[tuple[str, str]]:
+    while failed:
+        e = failed.pop()
+        if isinstance(e, PermissionError) and e.filename:
+            yield str(e.filename), "folder"
+
+
+def _first_denied(denied: Iterable[tuple[str, str]], root: str | None) -> tuple[str, str] | None:
+    """The first one the run would read: bookkeeping files and folders (skipped in a listing) left out."""
+    for path, kind in denied:
+        from wapflow.storage.files import bookkeeping, bookkeeping_folder
+
+        rel = os.path.relpath(path, root) if root else os.path.basename(path)
+        if rel == os.curdir:
+            return path, kind  # the folder named itself
+        *folders, name = rel.split(os.sep)
+        if any(bookkeeping_folder(f) for f in folders):
+            continue
+        if (bookkeeping_folder(name) if kind == "folder" else bookkeeping(name)) is None:
+            return path, kind
+    return None
