@@ -147,3 +147,12 @@ def test_the_tutorial_is_linked_from_the_readme_first_screen_the_index_and_the_n
     assert any("docs/tutorial.md" in line for line in readme[:40])
     assert "(tutorial.md)" in (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
     assert "tutorial.md" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def test_the_built_site_opens_from_disk_and_make_docs_serve_serves_it() -> None:
+    """Links as page.html (a folder link opened from file:// shows a listing), and a served site for search."""
+    mkdocs = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    assert re.search(r"^use_directory_urls: false$", mkdocs, re.MULTILINE)
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^docs-serve:.*\n(?:#.*\n)*\t.*mkdocs serve", makefile, re.MULTILINE)
+    assert "make docs-serve" in (ROOT / "README.md").read_text(encoding="utf-8")
