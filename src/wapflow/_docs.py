@@ -108,8 +108,12 @@ def _text(text: str) -> str:
 
 
 def _cell(text: str) -> str:
-    """One table cell: prose on one line, `|` escaped."""
-    return _text(" ".join(text.split())).replace("|", "\\|")
+    """One table cell: prose on one line, `|` escaped outside code spans (inside one, a table keeps it as it
+    is, and an escape would show as `\\|`)."""
+    parts = _text(" ".join(text.split())).split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("|", "\\|")
+    return "`".join(parts)
 
 
 def _fields_table(model: type[BaseModel], skip: tuple[str, ...] = ()) -> list[str]:

@@ -156,3 +156,16 @@ def test_the_built_site_opens_from_disk_and_make_docs_serve_serves_it() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"^docs-serve:.*\n(?:#.*\n)*\t.*mkdocs serve", makefile, re.MULTILINE)
     assert "make docs-serve" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_no_page_shows_an_escaped_pipe_in_code() -> None:
+    """Inside a code span a table keeps `|` as it is; a `\\|` there shows its backslash (as getting-started's
+    `wap query ... [--branch B \\| --as-of ...]` did). Every page under docs/ and every generated one."""
+    import markdown
+
+    pages = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md")}
+    pages |= {f"docs/{path} (generated)": make() for path, make in _docs.PAGES.items()}
+    for name, text in pages.items():
+        html = markdown.markdown(text, extensions=["tables", "attr_list", "admonition", "pymdownx.superfences"])
+        shown = [c for c in re.findall(r"<code>(.*?)</code>", html, re.DOTALL) if "\\|" in c and "\n" not in c]
+        assert not shown, f"{name}: {shown[:3]}"

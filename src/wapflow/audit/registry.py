@@ -103,7 +103,11 @@ def _toml(v: Any) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    """Text for a table cell: `|` escaped outside code spans (a code span keeps its `|` as it is)."""
+    parts = text.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("|", "\\|")
+    return "`".join(parts)
 
 
 def check_reference_markdown() -> str:
@@ -122,7 +126,10 @@ def check_reference_markdown() -> str:
         lines += ["| parameter | type | default | meaning |", "|---|---|---|---|"]
         own = [p for p in r.parameters if not p.common]
         shared = [p for p in r.parameters if p.common]
-        lines += [f"| `{p.name}` | `{_cell(p.type)}` | {_default(p)} | {_cell(p.description)} |" for p in own + shared]
+        lines += [
+            f"| `{p.name}` | {_cell('`' + p.type + '`')} | {_default(p)} | {_cell(p.description)} |"
+            for p in own + shared
+        ]
         lines += ["", "```toml", r.example.rstrip("\n"), "```"]
     return "\n".join(lines) + "\n"
 
