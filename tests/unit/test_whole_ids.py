@@ -58,6 +58,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
         rec = RunRecord(run_id, "nyc.trips", "blocked", rows_written=1000 + i, checks=FAILED)
         rec.started_at, rec.branch, rec.branch_kept = T0 - timedelta(hours=i), branch, True
         rec.files = [f"s3://landing/nyc/trips/2026/11/28/part-{i:05d}-of-the-nightly-export.parquet"]
+        if i == 2:  # a failed run: `wap runs` gains its reason, the widest column
+            rec.status, rec.error = "failed", {"step": "write", "message": "the catalog refused the commit " * 4}
         store.save(rec)
     store.close()
     return cfg, snapshots
@@ -86,6 +88,7 @@ def test_runs_branches_history_and_report_print_every_id_whole(lake: tuple[Path,
     runs = wap_piped("runs", *c, columns=columns)
     branches = wap_piped("branches", *c, columns=columns)
     history = wap_piped("history", "nyc.trips", *c, columns=columns)
+    assert "reason" in runs and "refused" in runs
     for listing in (runs, branches):
         missing = [w for w in [*RUN_IDS, *BRANCHES] if not whole(w, listing)]
         assert not missing, f"cut at COLUMNS={columns}: {missing}\n{listing}"

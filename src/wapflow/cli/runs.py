@@ -36,6 +36,8 @@ def _show_runs(rows: list[RunRow]) -> None:
     columns = ["run_id", "table", "status", "rows", "branch", "failed_checks", "started_at"]
     if any(r["review"] for r in rows):
         columns.append("review")
+    if any(r.get("reason") for r in rows):  # why a run failed: the widest column, so the first to wrap
+        columns.append("reason")
     out.print(rows_table("runs", rows, columns))
     for r in rows:
         if r["resume"]:
