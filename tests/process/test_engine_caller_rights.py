@@ -2,9 +2,9 @@
 
 The engine is started by a first `wap run` with full rights. Then root without CAP_DAC_OVERRIDE and
 CAP_DAC_READ_SEARCH (setpriv, util-linux) runs `wap run` on a file of mode 000, on a folder holding one, and on a
-folder it may not list: each ends in its client with the error of a run without the engine (exit 3, "cannot be
-read: permission denied", the path named), and main is unchanged (read by PyIceberg). Before this, the engine read
-the file and published it.
+folder it may not list: each ends in its client with the error a run without the engine gives (exit 3, "cannot
+be read: permission denied", the path named; `--no-engine` shows it), and main is unchanged (read by
+PyIceberg). Before this, the engine read the file and published it.
 """
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ def test_a_file_the_caller_cannot_read_is_refused_though_the_engine_could(lake) 
     assert f"{secret} cannot be read: permission denied" in refused.stderr, refused.text
     assert "give the user running wap read access to the file" in refused.stderr
     assert "Traceback" not in refused.text
+
+    # What the same command says without the engine (a JVM of its own, with the caller's rights).
+    alone = wap(lake, "run", TABLE, str(secret), "--no-engine", prefix=(SETPRIV, *NO_DAC))
+    assert alone.code == 3, alone.text
+    assert f"{secret} cannot be read: permission denied" in alone.stderr and "bug" not in alone.stderr, alone.text
 
     as_json = wap(lake, "run", TABLE, str(secret), "--json", prefix=(SETPRIV, *NO_DAC))
     assert as_json.code == 3, as_json.text

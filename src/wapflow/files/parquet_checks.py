@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wapflow.errors import InputError, WapError
-from wapflow.files.access import HEAD_BYTES, local_path
+from wapflow.files.access import HEAD_BYTES, local_path, unreadable
 from wapflow.storage import Storage, is_s3_uri
 from wapflow.storage.files import FileIdentity
 from wapflow.storage.settings import parse_s3_uri
@@ -24,10 +24,13 @@ def check_parquet_magic(files: list[FileIdentity], storage: Storage | None = Non
         if is_s3_uri(s.uri):
             head, tail = (storage or Storage()).s3.read_edges(s.uri, 4)
         else:
-            with open(local_path(s) or s.uri, "rb") as f:
-                head = f.read(4)
-                f.seek(-4, os.SEEK_END)
-                tail = f.read(4)
+            try:
+                with open(local_path(s) or s.uri, "rb") as f:
+                    head = f.read(4)
+                    f.seek(-4, os.SEEK_END)
+                    tail = f.read(4)
+            except PermissionError:  # the run's first read of a local parquet file: a file mode, not a bug
+                raise unreadable(s.uri) from None
         if head != b"PAR1" or tail != b"PAR1":
             raise InputError(
                 f"{s.uri} is not a valid parquet file (corrupt or truncated: missing PAR1 magic bytes)",
