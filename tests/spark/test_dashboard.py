@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from support.dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, Lake, build
+from support.dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, WATCHED, Lake, TrendLake, build, build_trends
 from wapflow.cli import app as cli_app
+from wapflow.config import load_config
 from wapflow.runs.store import RunRecord, RunStore
 
 pytestmark = pytest.mark.spark
@@ -325,3 +326,133 @@ def test_service_on_an_s3_warehouse_with_read_only_keys(spark: Any, tmp_path: Pa
     (bt,) = doc["branch"]["tables"]
     assert bt["rows_added"] == 80
     assert {n["column"]: n["nulls"] for n in bt["null_counts"]}["passenger_count"] == expected > 0
+
+
+# --- the trend lakehouse: published, warned, blocked and held runs two hours apart (support.dashboard_lake) -----
+
+
+@pytest.fixture(scope="module")
+def trends(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> TrendLake:
+    return build_trends(spark, tmp_path_factory.mktemp("trends"))
+
+
+@pytest.fixture
+def trend_app(trends: TrendLake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """AppTest on the trend lakehouse, served on loopback (approve and reject shown without a login)."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("WAP_CONFIG", str(trends.config))
+    monkeypatch.setenv("WAP_DASHBOARD_HOST", "127.0.0.1")
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    yield at
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _charts(at: Any) -> list[dict[str, Any]]:
+    """Each Vega-Lite chart on the page: its spec, its layers, and its rows (sent beside it as Arrow)."""
+    import pyarrow as pa
+
+    out = []
+    for e in at.get("vega_lite_chart"):
+        spec = json.loads(e.proto.spec)
+        rows = [r for d in e.proto.datasets for r in pa.ipc.open_stream(d.data.data).read_all().to_pylist()]
+        out.append({**spec, "rows": rows, "layers": spec.get("layer") or [spec]})
+    return out
+
+
+def _texts(at: Any) -> list[str]:
+    return [e.value for kind in (at.markdown, at.caption, at.error, at.success) for e in kind]
+
+
+def test_overview_counts_runs_awaiting_review_apart_from_kept_branches(trend_app: Any, trends: TrendLake):
+    trend_app.run()
+    assert not trend_app.exception and not trend_app.error
+    m = _metrics(trend_app)
+    published = len(trends.of("published")) + len(trends.of("warned"))
+    assert (m["Runs"], m["Published"], m["Blocked"]) == (str(len(trends.runs)), str(published), "1")
+    assert (m["Awaiting review"], m["Kept branches"]) == ("1", "1")  # the held run's branch is not "kept"
+    assert "1 run(s) awaiting review, the oldest waiting 5m: approve or reject on the Review page" in _texts(trend_app)
+    kept = next(d.value for d in trend_app.dataframe if "branch" in d.value.columns)
+    assert list(kept["run_id"]) == trends.of("blocked")
+
+
+def test_trends_are_charts_a_person_reads(trend_app: Any, trends: TrendLake):
+    """Time on x in UTC, 24-hour (the runs span 18 hours), the anomaly band shaded, each run a point coloured by
+    its status; the picker starts on the metric the anomaly check watches; a warned check counts as warned."""
+    trend_app.run()
+    trend_app.radio(key="page").set_value("Table").run()
+    assert not trend_app.exception and not trend_app.error
+    picker = trend_app.selectbox(key="trend_metric")
+    assert picker.options[0] == WATCHED and picker.value == WATCHED
+    assert sorted(picker.options[1:]) == picker.options[1:] and WATCHED not in picker.options[1:]
+    charts = _charts(trend_app)
+    trends_drawn = [c for c in charts if any(layer["mark"]["type"] == "area" for layer in c["layers"])]
+    assert len(trends_drawn) == 2  # row_count, and the watched metric
+    for chart in trends_drawn:
+        area = next(layer for layer in chart["layers"] if layer["mark"]["type"] == "area")
+        assert (area["encoding"]["y"]["field"], area["encoding"]["y2"]["field"]) == ("band_low", "band_high")
+        dots = next(layer for layer in chart["layers"] if layer["mark"]["type"] == "point")
+        scale = dots["encoding"]["color"]["scale"]
+        assert scale["domain"] == ["published", "warned", "blocked", "held"]
+        assert len(set(scale["range"])) == 4  # a colour each
+        shown = {r["run_id"]: r["status"] for r in chart["rows"]}
+        assert shown == trends.runs
+        x = dots["encoding"]["x"]
+        assert (x["type"], x["scale"]["type"]) == ("temporal", "utc")
+        assert "utcFormat(datum.value, '%H:%M')" in x["axis"]["labelExpr"]  # 24-hour (the runs span 18 hours)
+        ticks = [(t["hours"], t["minutes"]) for t in x["axis"]["values"]]
+        assert len(ticks) >= 4 and all(m == 0 and h % 3 == 0 for h, m in ticks)  # whole hours, every third
+    outcomes = next(c for c in charts if c["layers"][0]["encoding"].get("color", {}).get("field") == "outcome")
+    warned = trends.of("warned")[0]
+    assert {(r["check"], r["outcome"]) for r in outcomes["rows"] if r["run_id"] == warned} == {
+        ("not_null(passenger_count)", "passed"),
+        (f"anomaly({WATCHED})", "warned"),
+    }
+
+
+def test_the_wait_of_a_held_run_advances_between_refreshes(trend_app: Any, trends: TrendLake):
+    """The queue is cached until the run store changes; its "waiting" is worked out at each render."""
+    import time
+
+    from wapflow.runs.store import runs_table
+
+    (held,) = trends.of("held")
+    store = RunStore(load_config(str(trends.config)).run_store_url())
+    rec = store.get(held)
+    assert rec is not None
+    r = runs_table.c
+    held_at = datetime.now(UTC) - timedelta(seconds=118)
+    with store.engine.begin() as conn:
+        conn.execute(runs_table.update().where(r.run_id == held).values(finished_at=held_at))
+    try:
+        trend_app.run()
+        trend_app.radio(key="page").set_value("Review").run()
+        assert f"**nyc.trips** · run `{held}` · waiting 1m" in _texts(trend_app)
+        time.sleep(max(0.0, 121 - (datetime.now(UTC) - held_at).total_seconds()))
+        trend_app.run()  # nothing changed in the run store: the queue comes from the cache
+        assert f"**nyc.trips** · run `{held}` · waiting 2m" in _texts(trend_app)
+        assert list(trend_app.dataframe[0].value["waiting"]) == ["2m"]
+    finally:
+        with store.engine.begin() as conn:
+            conn.execute(runs_table.update().where(r.run_id == held).values(finished_at=rec.finished_at))
+        store.close()
+
+
+def test_a_decision_without_a_reason_is_asked_for_in_the_page_words(trend_app: Any, trends: TrendLake):
+    (held,) = trends.of("held")
+    trend_app.run()
+    trend_app.radio(key="page").set_value("Review").run()
+    trend_app.button(key=f"approve_{held}").click().run()
+    trend_app.text_input(key=f"reason_{held}").input("   ").run()
+    trend_app.button(key=f"confirm_{held}").click().run()
+    assert not trend_app.exception
+    errors = [e.value for e in trend_app.error]
+    assert errors == [f"{held}: Give a reason to approve run {held}: it is recorded with the decision"]
+    assert not any("--" in t for t in _texts(trend_app))  # no CLI flags on the page
+    store = RunStore(load_config(str(trends.config)).run_store_url())
+    assert store.get(held).status == "awaiting_review"  # type: ignore[union-attr]
+    store.close()

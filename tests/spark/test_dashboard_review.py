@@ -186,7 +186,7 @@ def test_approve_one_held_run_and_reject_another(lake: Held, monkeypatch: pytest
 
     at.button(key=f"reject_{bad}").click().run()
     at.button(key=f"confirm_{bad}").click().run()  # no reason: refused, nothing changes
-    assert any("--reason is empty" in e.value for e in at.error), _texts(at)
+    assert any(f"Give a reason to reject run {bad}" in e.value for e in at.error), _texts(at)
     store = RunStore(load_config(str(lake.config)).run_store_url())
     assert store.get(bad).status == "awaiting_review"  # type: ignore[union-attr]
     at.text_input(key=f"reason_{bad}").input("null spike in passenger_count").run()

@@ -195,9 +195,17 @@ def _watching(src: Sources, table: str, metric: str, column: str) -> tuple[float
 
 
 def trend_choices(src: Sources, table: str, runs: int = 50) -> list[str]:
-    """The column metrics a table's history holds, as "metric(column)" (what the trend picker offers)."""
+    """The column metrics a table's history holds, as "metric(column)" (what the trend picker offers): those an
+    anomaly check of the table watches first, in the order of its checks, then the others alphabetically."""
     rows = MetricHistory(src.store.engine).read(table, runs=runs)
-    return sorted({f"{r.metric}({r.column})" for r in rows if r.column and r.value is not None})
+    held = {f"{r.metric}({r.column})" for r in rows if r.column and r.value is not None}
+    watched = [
+        f"{chk.metric}({chk.column.lower()})"
+        for chk in src.cfg.table(table).checks
+        if isinstance(chk, AnomalyCheck) and chk.column
+    ]
+    first = [w for w in dict.fromkeys(watched) if w in held]
+    return first + sorted(held - set(first))
 
 
 def trend(src: Sources, table: str, metric: str = "row_count", column: str = "", runs: int = 50) -> dict[str, Any]:
