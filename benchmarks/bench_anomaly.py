@@ -62,7 +62,7 @@ def audit_ratio(work: Path, rows: int, reps: int) -> dict[str, Any]:
     cfg = parse_config(
         {
             "lakehouse": {"warehouse": str(wh), "master": "local[2]", "driver_memory": "4g"},
-            "tables": {"b.plain": {}, "b.anomaly": {"checks": ANOMALY}},
+            "tables": {"b.plain": {"checks": []}, "b.anomaly": {"checks": ANOMALY}},
         }
     )
     lh = Lakehouse(cfg)
