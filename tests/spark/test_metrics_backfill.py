@@ -12,7 +12,9 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from support.data import trips_file
+from wapflow.api import approve
 from wapflow.cli import app
+from wapflow.lakehouse.lineage import picked_from, run_of
 from wapflow.pipeline import run_wap
 from wapflow.runs.metrics import MetricHistory, metrics_table
 from wapflow.sql.identifiers import TableName
@@ -84,3 +86,40 @@ def test_backfill_of_a_table_with_only_its_create_snapshot_records_nothing(lakeh
         assert not conn.execute(
             sa.select(metrics_table.c.run_id).where(metrics_table.c.run_id.like("snapshot-%"))
         ).all()
+
+
+def test_backfill_knows_a_cherry_picked_run_whose_branch_snapshot_has_expired(lakehouse_factory, landing: Path):
+    """A run held for review is approved after main moved (cherry-picked: main's snapshot names its run only
+    through the branch snapshot it was picked from), then snapshot expiry removes that branch snapshot. The run
+    recorded its metrics itself: backfill must not record its rows a second time as another writer's."""
+    warn = {"check": "not_null", "column": "passenger_count", "severity": "warn"}
+    lh = lakehouse_factory({"nyc.trips": {"checks": [warn], "review": "on_warn"}})
+    held = run_wap(lh, "nyc.trips", [str(trips_file(landing, "held.parquet", 60, null_rate=0.1))])
+    assert held.status == "awaiting_review", held.message
+    other = run_wap(lh, "nyc.trips", [str(trips_file(landing, "other.parquet", 40, start_id=1001))])
+    assert other.status == "published", other.message
+    res = approve(lh, held.run_id, reason="expected", by="carol")
+    assert res.status == "published" and res.published_via == "cherry_pick", res.message
+
+    ident = lh.tables.ident(T)
+    lh.spark.sql(
+        f"CALL {lh.catalog}.system.expire_snapshots(table => {T.procedure_arg(lh.catalog)}, "
+        "older_than => current_timestamp(), retain_last => 10)"
+    ).collect()
+    snaps = lh.metadata.snapshots(T)
+    main = lh.metadata.ancestry(snaps, lh.metadata.head(T, "main"))
+    # Newest first: the approval's empty commit and the run's rows, both picked from snapshots now gone, the
+    # other run's rows (its own snapshot), the table's create snapshot.
+    assert [(s.added_records, picked_from(s.summary) is not None, run_of(snaps, s)) for s in main] == [
+        (0, True, None),
+        (60, True, None),
+        (40, False, other.run_id),
+        (0, False, None),
+    ]
+    assert lh.spark.table(ident).count() == 100
+
+    doc = _backfill(_config(lh, landing))
+    assert doc["backfill"] == {"table": "nyc.trips", "recorded": 0, "already": 2, "columns": 0}
+    assert sorted((r["run_id"], r["value"]) for r in doc["metrics"]) == sorted(
+        [(held.run_id, 60.0), (other.run_id, 40.0)]
+    )

@@ -18,6 +18,7 @@ from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.lakehouse.tables import Snapshot
 
 KNOWN_METRICS = (*METRICS, *CHANGE_METRICS, SCHEMA_METRIC)
 
@@ -94,24 +95,22 @@ def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
     no rows and names no run (the empty one that creating a table commits) is no batch and is left out. What
     a run recorded itself is never replaced; doing it again records nothing new."""
     from wapflow.audit.anomaly import file_metric_values
-    from wapflow.lakehouse.lineage import picked_from, run_of
+    from wapflow.lakehouse.lineage import run_of
     from wapflow.service.tables import main_snapshots, reading
 
     name = TableName.parse(table)
     snaps, main = main_snapshots(lh, name)
     history = MetricHistory(lh.store.engine)
-    owners = history.published_snapshots(name.dotted)
+    lost = _lost_picks(snaps, main, history.published_snapshots(name.dotted))
     runs: dict[str, tuple[datetime, int, list[int]]] = {}  # run id -> (its first commit, rows added, snapshots)
     for s in reversed(main):  # oldest first: a run's time is its first snapshot's
         if s.operation != "append":
             continue  # overwrites, deletes, compaction (replace): not a batch's row count
-        rid = run_of(snaps, s)
+        rid = run_of(snaps, s) or lost.get(s.snapshot_id)
         if rid is None:
             if not _added_data(s.summary):
                 continue  # the empty snapshot that creating a table commits (wapflow's, any CTAS of no rows)
-            src = picked_from(s.summary)
-            rid = owners.get(s.snapshot_id) or (owners.get(src) if src is not None else None)
-            rid = rid or f"snapshot-{s.snapshot_id}"
+            rid = f"snapshot-{s.snapshot_id}"
         at, n, ids = runs.get(rid, (s.committed_at, 0, []))
         runs[rid] = (at, n + s.added_records, [*ids, s.snapshot_id])
     audited = history.audited(name.dotted)
@@ -127,6 +126,28 @@ def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
     recorded = len({rid for rid, _, column in new})
     columns = len({rid for rid, _, column in new if column})
     return BackfillDoc(table=name.dotted, recorded=recorded, already=len(runs) - recorded, columns=columns)
+
+
+def _lost_picks(snaps: Mapping[int, Snapshot], main: list[Snapshot], owners: Mapping[int, str]) -> dict[int, str]:
+    """Snapshots of main whose run only the run store still knows (main newest first; owners: published runs
+    by the snapshots they wrote): a run's cherry-picks name it through the branch snapshots they were picked
+    from, gone once those expire. A publish re-applies a run's snapshots one after the other under the table's
+    publish lock, and the store keeps the last (the snapshot main was published to): the lost cherry-picks
+    below it, down to a snapshot that is not one, are that run's too."""
+    from wapflow.lakehouse.lineage import picked_from, run_of
+
+    out: dict[int, str] = {}
+    current: str | None = None
+    for s in main:
+        src = picked_from(s.summary)
+        known = owners.get(s.snapshot_id) or (owners.get(src) if src is not None else None)
+        if known is not None:
+            current = known
+        elif src is None or run_of(snaps, s) is not None:
+            current = None  # not a cherry-pick, or one that names its run: the run's publish began above
+        if current is not None and run_of(snaps, s) is None:
+            out[s.snapshot_id] = current
+    return out
 
 
 def _added_data(summary: Mapping[str, str]) -> bool:
