@@ -2,13 +2,14 @@
 
 The server is the real command (a `wap` process running `streamlit run`) on a free port; Selenium drives
 Debian's chromium through Debian's chromedriver by path, so nothing is downloaded. Screenshots go to the
-test's temp folder. Without chromium the test skips, except in CI (`CI` set), where it must run.
+test's temp folder (docs/ has its own: `make screenshots`, scripts/screenshots.py). Without chromium the test
+skips, except in CI (`CI` set), where it must run.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ import httpx
 import pytest
 
 from support.cli_harness import WAP, env
-from support.dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, Lake, build
+from support.dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, WATCHED, Lake, TrendLake, build, build_trends
 from support.oidc_provider import CLIENT_SECRET, OidcProvider, oidc_toml
 from wapflow.lakehouse.processes import free_port
 from wapflow.runs.store import RunRecord, RunStore, runs_table
@@ -189,8 +190,6 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
         with store.engine.begin() as conn:
             conn.execute(runs_table.delete().where(runs_table.c.run_id == rec.run_id))
         store.close()
-    if os.environ.get("WAP_DASHBOARD_SCREENSHOTS"):  # how docs/dashboard.png is refreshed
-        shutil.copy(tmp_path / "overview.png", Path(os.environ["WAP_DASHBOARD_SCREENSHOTS"]) / "dashboard.png")
 
 
 def test_a_person_approves_a_held_run_with_one_click(
@@ -273,3 +272,83 @@ def test_a_person_approves_a_held_run_with_one_click(
     assert len(table.scan().to_arrow()) == 50
     snapshot = table.current_snapshot()
     assert snapshot is not None and approval_of(snapshot.summary) == ("alice@example.com", "checked in the browser")
+
+
+# Each chart's marks as the page holds them (SVG): shaded areas, the fills of the data points, the x axis's tick
+# labels and the legend's labels.
+CHART_MARKS = """
+return [...document.querySelectorAll('svg.marks')].map(svg => ({
+  areas: [...svg.querySelectorAll('g.mark-area path')].filter(p => (p.getAttribute('d') || '').length > 10).length,
+  fills: [...new Set([...svg.querySelectorAll('g.mark-symbol.role-mark path')].map(p => p.getAttribute('fill')))],
+  x: [...svg.querySelectorAll('g.role-axis')]
+    .filter(a => (a.getAttribute('aria-label') || '').startsWith('X-axis'))
+    .flatMap(a => [...a.querySelectorAll('g.role-axis-label text')].map(t => t.textContent)),
+  legend: [...svg.querySelectorAll('g.role-legend-label text')].map(t => t.textContent),
+}))
+"""
+# A tick label a person reads: 24-hour time (seconds where the runs span minutes), or a date.
+TICK = re.compile(r"([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?|[A-Z][a-z]{2} \d{2}")
+
+
+@pytest.fixture(scope="module")
+def trends(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> TrendLake:
+    _need_chromium()
+    return build_trends(spark, tmp_path_factory.mktemp("trends"))
+
+
+def _charts(driver: Any, ready: Any, timeout: float = 60) -> list[dict[str, Any]]:
+    """The page's charts once `ready(charts)` holds (the page redraws them on each refresh)."""
+    deadline = time.monotonic() + timeout
+    charts: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        charts = driver.execute_script(CHART_MARKS)
+        if ready(charts):
+            return charts
+        time.sleep(0.5)
+    raise AssertionError(f"the charts on {driver.current_url} never were as expected: {charts}")
+
+
+def test_trends_a_person_reads(trends: TrendLake, browser: Any, tmp_path: Path):
+    """Published, warned, blocked and held runs two hours apart: the overview counts the held run apart from the
+    kept branch; on the Table page each trend has its band shaded, a point colour per status and 24-hour or
+    date ticks; the picker starts on the metric the anomaly check watches."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    with _serve(trends.config, tmp_path) as url:
+        browser.get(url)
+        _wait_for(browser, "Awaiting review", "Kept branches", "1 run(s) awaiting review")
+        _metrics(browser, {"Awaiting review": "1", "Kept branches": "1", "Blocked": "1"})
+
+        browser.get(f"{url}/?{urlencode({'page': 'Table', 'table': 'nyc.trips'})}")
+        _wait_for(browser, "Quality trends", f"{WATCHED} per run by the time it ran")
+
+        def trends_drawn(charts: list[dict[str, Any]]) -> bool:
+            return len([c for c in charts if c["areas"]]) == 2 and all(c["x"] for c in charts)
+
+        charts = _charts(browser, trends_drawn)
+        browser.save_screenshot(str(tmp_path / "trends.png"))
+        banded = [c for c in charts if c["areas"]]  # row_count and the watched metric
+        for chart in banded:
+            assert len(chart["fills"]) == 4, chart  # published, warned, blocked, held: a colour each
+            assert chart["legend"] == ["published", "warned", "blocked", "held"], chart
+        for chart in charts:
+            assert chart["x"] and all(TICK.fullmatch(label) for label in chart["x"]), chart["x"]
+        assert any(int(label[:2]) >= 13 for c in banded for label in c["x"] if ":" in label)  # 24-hour
+        outcomes = next(c for c in charts if "warned" in c["legend"] and not c["areas"])
+        assert outcomes["legend"][:3] == ["passed", "warned", "failed"]  # the warned anomaly counts as warned
+
+        picker = next(
+            e
+            for e in browser.find_elements(By.CSS_SELECTOR, "[data-testid='stSelectbox']")
+            if "column metric" in e.text
+        )
+        box = picker.find_element(By.TAG_NAME, "input")
+        assert WATCHED in f"{picker.get_attribute('textContent')} {box.get_attribute('value')}"  # the one shown
+        box.click()
+        deadline = time.monotonic() + 30
+        while not (options := [o.text for o in browser.find_elements(By.CSS_SELECTOR, "[role='option']")]):
+            assert time.monotonic() < deadline, "the picker never opened"
+            time.sleep(0.3)
+        box.send_keys(Keys.ESCAPE)
+        assert options[0] == WATCHED and options[1:] == sorted(options[1:]), options
