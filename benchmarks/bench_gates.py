@@ -207,7 +207,7 @@ def print_table(s: dict[str, Any]) -> None:
     say(f"\n{s['name']}: {s['source']}")
     say(f"  {s['days']} days; {s['judged']} judged after a warm-up of {s['warmup']}; checks at their defaults")
     w = max(len(n) for n in s["checks"] + ["any check (the gate)"]) + 2
-    say(f"  {'false positives: blocked real days':<{w + 2}}")
+    say("  false positives: blocked real days")
     for name, fp in s["false_positives"].items():
         say(f"    {name:<{w}} {pct(fp['blocked'], s['judged'])}")
     say(f"    {'any check (the gate)':<{w}} {pct(s['gate']['blocked'], s['judged'])}")
