@@ -41,6 +41,14 @@ def test_a_misspelt_section_is_refused_whatever_the_caller_says():
         assert "fix the section's name" in (e.hint or "")
 
 
+def test_only_a_close_table_name_or_namespace_is_a_typo():
+    cfg = parse_config({"tables": {"nessie_t12.trips": {"checks": []}, "shopp.items": {"checks": []}}})
+    # Two tables of one long namespace are close as whole names (0.81), not as table names: no typo.
+    assert cfg.audit_consent("nessie_t12.other", checks=1) is None
+    with pytest.raises(ConfigError, match=r'did you mean \[tables\."shopp\.items"\]\?'):
+        cfg.audit_consent("shop.items", checks=1)  # the namespace misspelt
+
+
 def test_a_table_with_no_checks_publishes_only_on_the_users_word():
     assert CFG.audit_consent("shop.ordrs", checks=1) is None
     assert CFG.audit_consent("other.table", checks=1) is None  # the caller's own checks (--not-null) count

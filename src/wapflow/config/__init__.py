@@ -894,7 +894,7 @@ class WapConfig(_Strict):
         where = str(self.source) if self.source is not None else "wap.toml"
         tbl = self.tables.get(name)
         if tbl is None:
-            near = did_you_mean(name, self.tables, n=1, shown=lambda t: f'[tables."{t}"]', cutoff=0.8)
+            near = self._misspelt(name)
             if near:
                 raise ConfigError(
                     f"no {section} section in {where}{near}: a run of {name} would have none of that section's "
@@ -914,6 +914,18 @@ class WapConfig(_Strict):
             f"{name} has no checks ({has}): wapflow publishes nothing unaudited unless told to",
             hint=f'add checks to {section} (e.g. checks = [{{ check = "not_null", column = "id" }}]); '
             f"to publish without checks, {ways}",
+        )
+
+    def _misspelt(self, name: str) -> str:
+        """' (did you mean [tables."X"]?)' for a declared table `name` is a typo of, else '': one that differs from
+        it in its namespace alone or its table name alone, and closely there (two tables of one long namespace,
+        shop_eu.orders and shop_eu.items, are not close for sharing it)."""
+        ns, _, tbl = name.rpartition(".")
+        declared = [(d, *d.rpartition(".")[::2]) for d in self.tables]  # (name, namespace, table name)
+        by_table = {dt: d for d, dn, dt in declared if dn.lower() == ns.lower()}
+        by_ns = {dn: d for d, dn, dt in declared if dt.lower() == tbl.lower()}
+        return did_you_mean(tbl, by_table, n=1, shown=lambda t: f'[tables."{by_table[t]}"]', cutoff=0.8) or (
+            did_you_mean(ns, by_ns, n=1, shown=lambda n: f'[tables."{by_ns[n]}"]', cutoff=0.8)
         )
 
     def table(self, name: str, source: str | None = None) -> TableConfig:
