@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly bench-gates docs-serve serve bench-connect bench-cold bench-bulk bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard screenshots test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly bench-gates docs-serve serve bench-connect bench-cold bench-bulk bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -37,6 +37,12 @@ demo-s3: setup
 dashboard: setup
 	@test -f wap-demo/wap.toml || $(BIN)/wap demo
 	$(BIN)/wap dashboard --config wap-demo/wap.toml
+
+# docs/dashboard.png, dashboard-trend.png, dashboard-review.png: a lakehouse of published, warned, blocked and held
+# runs (tests/support/dashboard_lake.py) served by `wap dashboard`, taken in headless Chromium (Debian's chromium and
+# chromium-driver).
+screenshots: setup
+	$(BIN)/python scripts/screenshots.py
 
 # Every layer: tests/unit, tests/spark (one shared SparkSession), tests/process (`wap` processes, servers).
 # Files in collection order (process, spark, unit): xdist's default puts files with the most tests first, which

@@ -148,21 +148,19 @@ def _frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> dict
     return out
 
 
-def _pivot(
-    rows: list[dict[str, Any]], index: str, column: str, value: str, fill: Any = None
-) -> tuple[dict[str, list[Any]], list[str]]:
-    """Long rows to one column per `column` value (for a chart), in first-seen order; and those column names."""
-    keys = list(dict.fromkeys(r[index] for r in rows))
-    names = [str(n) for n in dict.fromkeys(r[column] for r in rows)]
-    cells: dict[tuple[Any, str], Any] = {}
-    for r in rows:
-        if r[value] is not None:
-            k = (r[index], str(r[column]))
-            cells[k] = cells.get(k, 0) + r[value]
-    data: dict[str, list[Any]] = {index: keys}
-    for n in names:
-        data[n] = [cells.get((k, n), fill) for k in keys]
-    return data, names
+def runs_per_day(rows: list[dict[str, Any]]) -> Any:
+    """Runs per day (UTC), stacked by status in the CLI's colours; days as dates, read level."""
+    statuses = list(dict.fromkeys(r["status"] for r in rows))
+    return _svg(
+        alt.Chart(alt.InlineData(values=rows))
+        .mark_bar()
+        .encode(
+            x=alt.X("day:O", title="day (UTC)", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("sum(runs):Q", title="runs", axis=alt.Axis(format="d", tickMinStep=1)),
+            color=alt.Color("status:N", title="status", scale=_palette(statuses, STATUS_COLORS)),
+            tooltip=["day:O", "status:N", "runs:Q"],
+        )
+    )
 
 
 # Tick steps a person counts in: seconds, minutes, hours; days beyond.
@@ -379,8 +377,7 @@ def show_overview(config: str | None, tok: str) -> None:
     st.dataframe(_frame(doc["tables"]), hide_index=True)
     st.subheader("Runs per day by status")
     if doc["runs_per_day"]:
-        per_day, statuses = _pivot(doc["runs_per_day"], "day", "status", "runs", fill=0)
-        st.bar_chart(per_day, x="day", y=statuses, color=[STATUS_COLORS.get(x, "#9e9e9e") for x in statuses])
+        st.altair_chart(runs_per_day(doc["runs_per_day"]), width="stretch")
     else:
         st.caption("no runs yet")
     st.subheader("Files by ledger state")
@@ -630,7 +627,11 @@ def show_trends(config: str | None, tok: str, table: str, warned: set[str]) -> N
             continue
         st.caption(f"{doc['metric']} per run by the time it ran; shaded band: {doc['band']}")
         st.altair_chart(trend_chart(doc["points"], doc["metric"], warned), width="stretch")
-        marked = [p for p in doc["points"] if p["status"] != "published" or p["outside"]]
+        marked = [
+            {**p, "status": shown_status(p["status"], p["run_id"] in warned)}
+            for p in doc["points"]
+            if p["status"] != "published" or p["outside"]
+        ]
         if marked:
             st.dataframe(
                 _frame(marked, ["run_at", "run_id", "status", "value", "band_low", "band_high"]), hide_index=True
