@@ -221,9 +221,12 @@ class Run:
         if self.staging is not None or not self.run_snapshots or self.already_published is not None:
             return True
         recorded = [s.snapshot_id for s in self.run_snapshots]
-        if self.wt().exists(self.target) and self.lh.branches.exists(self.target, self.branch):
-            if [s.snapshot_id for s in self.branch_snapshots()] == recorded:
-                return True
+        if (
+            self.wt().exists(self.target)
+            and self.lh.branches.exists(self.target, self.branch)
+            and [s.snapshot_id for s in self.branch_snapshots()] == recorded
+        ):
+            return True
         self.lh.progress(
             f"run {self.run_id}: {self.lh.branches.describe(self.branch)} no longer holds the snapshots this "
             "state recorded (another process went on with the run); continuing from what the branch holds"
