@@ -122,6 +122,10 @@ def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
     if not held:
         return {"run_id": run_id, "status": "settled elsewhere", "files": 0, "snapshot_id": None}
     lh = _lh()
+    # Outside a step, so it runs in every execution: a workflow resumed by another worker (or a restart) replays
+    # adopt_step's recorded answer, and the claim would keep naming the dead process; another worker or an
+    # ingest would then take over a batch a live process is running.
+    lh.ledger.adopt(held, run_id)
     retry = RetryPolicy.of_source(lh.config.resolve_source(source).cfg, DBOS.sleep)
     attempt = 1
     while True:

@@ -36,7 +36,15 @@ from typing import Any
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
 from wapflow.config import NO_CHECKS_FLAG, Source, SourceConfig
-from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_RUNTIME, EXIT_TRANSIENT, UsageError
+from wapflow.errors import (
+    EXIT_BLOCKED,
+    EXIT_PUBLISHED,
+    EXIT_REVIEW,
+    EXIT_RUNTIME,
+    EXIT_TRANSIENT,
+    RunInProgress,
+    UsageError,
+)
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, drive, new_state, quarantine_of
@@ -435,6 +443,11 @@ class Ingest:
             return
         error = res.error or {}
         kind = error.get("kind")
+        if kind == RunInProgress.kind:
+            # Another live process runs this run (a durable workflow another worker resumed): it settles the
+            # files; they stay claimed by the run, and this pass leaves them.
+            self.lh.progress(f"run {res.run_id}: {error.get('message')}; its files are left to that process")
+            return
         if res.status == "blocked" or kind == "input":
             if len(batch) > 1:
                 self._split(res, batch)
