@@ -255,7 +255,7 @@ class RunInProgress(TerminalError):
     files' claim left by a dead process leaves them to the live one)."""
 
     exit_code = EXIT_CONFLICT
-    kind = "running"
+    kind = "conflict"
 
 
 class BugError(TerminalError):

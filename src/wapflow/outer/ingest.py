@@ -443,7 +443,7 @@ class Ingest:
             return
         error = res.error or {}
         kind = error.get("kind")
-        if kind == RunInProgress.kind:
+        if error.get("type") == RunInProgress.__name__:
             # Another live process runs this run (a durable workflow another worker resumed): it settles the
             # files; they stay claimed by the run, and this pass leaves them.
             self.lh.progress(f"run {res.run_id}: {error.get('message')}; its files are left to that process")
