@@ -134,6 +134,7 @@ def test_a_killed_workers_batches_are_finished_by_the_others_exactly_once(tmp_pa
     )
     files: list[Path] = []
     workers = {n: Worker(n, cfg, tmp_path / f"{n}.log") for n in ("A", "B")}
+    everyone = dict(workers)
     try:
         for w in workers.values():
             w.start()
@@ -165,8 +166,19 @@ def test_a_killed_workers_batches_are_finished_by_the_others_exactly_once(tmp_pa
             victim.start()
         for w in workers.values():
             assert w.wait_for(("watching days",), w.started_at, timeout=120), w.text()
+        # The last kill is for good: the worker that is left finishes what the dead one held, with no restart
+        # of a worker of that name to resume its durable workflow.
+        gone = workers[rng.choice("AB")]
+        step = rng.choice(list(STEPS))
+        since = gone.size()
         _land(landing, 2, files)
-        # Both live workers drain the source; then both stop cleanly.
+        hit = gone.wait_for(STEPS[step], since, timeout=60)
+        time.sleep(rng.uniform(0.0, 0.8))
+        gone.kill()
+        print(f"kill for good: worker {gone.name} {'in ' + step if hit else 'idle'}", flush=True)
+        del workers[gone.name]
+        _land(landing, 1, files)
+        # The live worker drains the source; then it stops cleanly.
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             rows = wap("files", "days", "--config", str(cfg), "--json").doc["files"]
@@ -176,13 +188,13 @@ def test_a_killed_workers_batches_are_finished_by_the_others_exactly_once(tmp_pa
         for w in workers.values():
             assert w.stop() == 0, w.text()
     finally:
-        for w in workers.values():
+        for w in everyone.values():
             if w.proc is not None and w.proc.poll() is None:
                 w.proc.kill()
                 w.proc.wait()
             w.close()
-    logs = {n: w.text() for n, w in workers.items()}
-    print(f"kills: A {workers['A'].kills}, B {workers['B'].kills}")
+    logs = {n: w.text() for n, w in everyone.items()}
+    print(f"kills: A {everyone['A'].kills}, B {everyone['B'].kills}")
     for name, text in logs.items():
         assert "bug in wapflow" not in text, (name, text[-4000:])
         assert "Traceback" not in text, (name, text[-4000:])

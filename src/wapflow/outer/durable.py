@@ -264,6 +264,16 @@ class Durable:
             self.queue.enqueue(ingest_batch, source, run_id, [r.key for r in rows])
         return wid
 
+    def revive(self, run_id: str, rows: list[LedgerRow]) -> None:
+        """A claimed batch whose process died (the ledger's claim names a process that is gone; a workflow's
+        every execution adopts its claim): its workflow, still PENDING under the dead worker's executor id, goes
+        back on the queue, so any worker resumes it at the step it was in. DBOS itself re-enqueues it only when a
+        worker of that name starts again, which may be never."""
+        wid = workflow_id(run_id, rows)
+        status = DBOS.get_workflow_status(wid)
+        if status is not None and status.status == "PENDING":
+            DBOS.resume_workflow(wid, queue_name=QUEUE)
+
     def enqueue_maintenance(self, table: str, slot: int) -> str:
         """The table's maintenance for schedule slot `slot` (wall-clock time // every)."""
         wid = maintenance_workflow_id(table, slot)

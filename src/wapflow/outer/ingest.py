@@ -183,6 +183,9 @@ class Ingest:
         self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
         # What runs a claimed batch: here, in this process; `wap watch` hands it to a durable workflow.
         self.runner: Callable[[str, list[LedgerRow]], None] = self._run_batch
+        # What brings back a run whose process died, before it runs again: nothing here (the run itself resumes);
+        # `wap watch` puts the batch's durable workflow back on the queue, where any worker takes it.
+        self.revive: Callable[[str, list[LedgerRow]], None] | None = None
         self.alerts: list[AlertEvent] = []  # collected while settling, sent by flush_alerts()
 
     # --- listing ---------------------------------------------------------------------------
@@ -342,6 +345,8 @@ class Ingest:
             if batch:
                 self.lh.progress(f"resuming run {run_id} ({len(batch)} file(s)), left by a process that is gone")
                 self._recovered(run_id, batch)
+                if self.revive is not None:
+                    self.revive(run_id, batch)
                 self.runner(run_id, batch)
                 self.flush_alerts()
 
