@@ -5,7 +5,8 @@ by PyIceberg), no branch is left, the ledger is all terminal and says `published
 `running`, and no worker ever called a state wapflow itself left "a bug".
 
 Seeded: every seed prints itself and its kills, so a failure is replayed with WAP_TAKEOVER_SEEDS=<seed>.
-WAP_TAKEOVER_KILLS sets the kills per seed (default 11, with 3 seeds: 33 kills over the suite).
+WAP_TAKEOVER_KILLS sets the kills per seed before the last one, which is for good (default 11, with 3 seeds: 36
+kills over the suite).
 """
 
 from __future__ import annotations
