@@ -63,7 +63,8 @@ _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
         EXIT_CONFLICT,
         "conflict",
         "main moved and the run's snapshots cannot be re-applied onto it; the branch is kept; for approve and "
-        "reject: another approve or reject decided the run first (exactly one of them wins)",
+        "reject: another approve or reject decided the run first (exactly one of them wins); a run id that another "
+        "live process is running right now",
     ),
     (
         EXIT_TRANSIENT,
@@ -244,6 +245,14 @@ class PublishConflict(TerminalError):
 
 class AlreadyDecided(TerminalError):
     """An approve or reject found the run decided by another one (a race: exactly one of them wins)."""
+
+    exit_code = EXIT_CONFLICT
+    kind = "conflict"
+
+
+class RunInProgress(TerminalError):
+    """The run id is being run by another live process: that process finishes it (an ingest that found its
+    files' claim left by a dead process leaves them to the live one)."""
 
     exit_code = EXIT_CONFLICT
     kind = "conflict"

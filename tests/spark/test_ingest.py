@@ -125,6 +125,40 @@ def test_a_claim_left_by_a_killed_process_is_resumed(source, landing):
     assert len(_ids(reader)) == 40
 
 
+def test_a_claim_whose_run_a_live_process_runs_is_left_to_it(source, landing):
+    """The claim names a dead process, but another live process runs the batch's run (a durable workflow another
+    worker resumed): an ingest that takes the claim over leaves the files to that process, never fails them."""
+    import subprocess
+
+    from wapflow.runs.store import RunRecord, current_owner
+
+    lh, reader = source()
+    trips_file(landing, "a.parquet", 20)
+    Ingest(lh, lh.config.resolve_source("trips")).discover()
+    (row,) = lh.ledger.rows("trips", state="pending")
+    run_id = batch_run_id("trips", [row.key])
+    assert lh.ledger.claim([row.key], run_id) == [row.key]
+    gone = json.dumps({"host": socket.gethostname(), "pid": 2**22 + 12345, "start": None})
+    with lh.ledger.engine.begin() as conn:
+        conn.execute(sa.update(files_table).where(files_table.c.key == row.key).values(owner=gone))
+    worker = subprocess.Popen(["sleep", "120"])  # the live process running the run
+    try:
+        owner = current_owner() | {"pid": worker.pid}
+        from wapflow.runs.store import _process_start
+
+        owner["start"] = _process_start(worker.pid)
+        lh.store.save(RunRecord(run_id=run_id, table_name="nyc.trips", status="running", owner=owner))
+        res = ingest(lh, "trips")
+        assert "running right now" in " ".join(r.message or "" for r in res.runs)
+        left = lh.ledger.get(row.key)
+        assert left is not None and left.state == "claimed" and left.run_id == run_id  # not failed
+        assert lh.store.get(run_id).status == "running"  # the live process's record, untouched
+        assert reader.main("nyc.trips") is None
+    finally:
+        worker.kill()
+        worker.wait()
+
+
 def test_cli_ingest_files_skip_and_retry(source, landing, tmp_path):
     lh, reader = source()
     cfg = _config(lh, tmp_path)

@@ -47,7 +47,6 @@ def main(argv: list[str] | None = None) -> int:
         from wapflow import api
         from wapflow.lakehouse import session
 
-        session.long_lived = True  # its catalog without Iceberg's table cache: each command sees main as it is
         session.use_server = False  # its own JVM, never a client of `wap serve`: its commands use the JVM's API
         imports = threading.Thread(target=_import_commands, name="engine-imports", daemon=True)
         imports.start()

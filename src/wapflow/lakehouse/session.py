@@ -34,11 +34,6 @@ verbose = False
 # Off for what needs Spark's JVM in this process (`wap maintain`; `wap revert`, whose Iceberg Java API path
 # works on every catalog, its Connect path on the JDBC catalogs only).
 use_server = True
-# Whether this process serves many commands on one session (the engine, wapflow.engine). Iceberg's catalog keeps
-# a loaded table for 30 s and meanwhile misses other processes' commits; a one-off command lives about that long,
-# but the engine's next command would read (and branch from) the main an earlier command saw. So the engine's
-# catalog keeps no table cache (unless catalog_properties sets cache-enabled): each load reads the current metadata.
-long_lived = False
 
 
 def log_file() -> Path | None:
@@ -64,9 +59,14 @@ def _new_log_file(cfg: WapConfig) -> Path:
 
 
 def _catalog_properties(cfg: WapConfig) -> dict[str, str]:
+    """The catalog's properties as Spark gets them. Iceberg's catalog keeps a loaded table for 30 s by default and
+    meanwhile misses other processes' commits: a `wap watch` worker then audited a run another worker had written
+    with a view that lacked its snapshot ("Cannot find the end snapshot"), or created a branch another worker had
+    created ("Ref ... already exists"). Every wapflow process may share its tables with another (two workers, an
+    ingest beside a watch, the engine's successive commands), so each load reads the current metadata, unless
+    catalog_properties sets cache-enabled."""
     props = catalog_properties(cfg)
-    if long_lived:
-        props.setdefault("cache-enabled", "false")
+    props.setdefault("cache-enabled", "false")
     return props
 
 

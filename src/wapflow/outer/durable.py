@@ -122,6 +122,10 @@ def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
     if not held:
         return {"run_id": run_id, "status": "settled elsewhere", "files": 0, "snapshot_id": None}
     lh = _lh()
+    # Outside a step, so it runs in every execution: a workflow resumed by another worker (or a restart) replays
+    # adopt_step's recorded answer, and the claim would keep naming the dead process; another worker or an
+    # ingest would then take over a batch a live process is running.
+    lh.ledger.adopt(held, run_id)
     retry = RetryPolicy.of_source(lh.config.resolve_source(source).cfg, DBOS.sleep)
     attempt = 1
     while True:
@@ -259,6 +263,16 @@ class Durable:
         with SetWorkflowID(wid), SetEnqueueOptions(queue_partition_key=table):
             self.queue.enqueue(ingest_batch, source, run_id, [r.key for r in rows])
         return wid
+
+    def revive(self, run_id: str, rows: list[LedgerRow]) -> None:
+        """A claimed batch whose process died (the ledger's claim names a process that is gone; a workflow's
+        every execution adopts its claim): its workflow, still PENDING under the dead worker's executor id, goes
+        back on the queue, so any worker resumes it at the step it was in. DBOS itself re-enqueues it only when a
+        worker of that name starts again, which may be never."""
+        wid = workflow_id(run_id, rows)
+        status = DBOS.get_workflow_status(wid)
+        if status is not None and status.status == "PENDING":
+            DBOS.resume_workflow(wid, queue_name=QUEUE)
 
     def enqueue_maintenance(self, table: str, slot: int) -> str:
         """The table's maintenance for schedule slot `slot` (wall-clock time // every)."""

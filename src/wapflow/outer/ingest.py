@@ -36,7 +36,15 @@ from typing import Any
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
 from wapflow.config import NO_CHECKS_FLAG, Source, SourceConfig
-from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_RUNTIME, EXIT_TRANSIENT, UsageError
+from wapflow.errors import (
+    EXIT_BLOCKED,
+    EXIT_PUBLISHED,
+    EXIT_REVIEW,
+    EXIT_RUNTIME,
+    EXIT_TRANSIENT,
+    RunInProgress,
+    UsageError,
+)
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, drive, new_state, quarantine_of
@@ -175,6 +183,9 @@ class Ingest:
         self._ran: dict[str, None] = {}  # ledger keys this call ran, in order
         # What runs a claimed batch: here, in this process; `wap watch` hands it to a durable workflow.
         self.runner: Callable[[str, list[LedgerRow]], None] = self._run_batch
+        # What brings back a run whose process died, before it runs again: nothing here (the run itself resumes);
+        # `wap watch` puts the batch's durable workflow back on the queue, where any worker takes it.
+        self.revive: Callable[[str, list[LedgerRow]], None] | None = None
         self.alerts: list[AlertEvent] = []  # collected while settling, sent by flush_alerts()
 
     # --- listing ---------------------------------------------------------------------------
@@ -334,6 +345,8 @@ class Ingest:
             if batch:
                 self.lh.progress(f"resuming run {run_id} ({len(batch)} file(s)), left by a process that is gone")
                 self._recovered(run_id, batch)
+                if self.revive is not None:
+                    self.revive(run_id, batch)
                 self.runner(run_id, batch)
                 self.flush_alerts()
 
@@ -435,6 +448,11 @@ class Ingest:
             return
         error = res.error or {}
         kind = error.get("kind")
+        if error.get("type") == RunInProgress.__name__:
+            # Another live process runs this run (a durable workflow another worker resumed): it settles the
+            # files; they stay claimed by the run, and this pass leaves them.
+            self.lh.progress(f"run {res.run_id}: {error.get('message')}; its files are left to that process")
+            return
         if res.status == "blocked" or kind == "input":
             if len(batch) > 1:
                 self._split(res, batch)

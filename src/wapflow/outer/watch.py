@@ -226,6 +226,7 @@ class Watcher:
                 return
             ing = Ingest(self.lh, s.source)
             ing.runner = functools.partial(self._enqueue, s)
+            ing.revive = self.durable.revive
             ing.resume_orphans()
             if s.events is not None:
                 self._read_events(s, ing)

@@ -198,6 +198,42 @@ class Run:
         mine = [s for s in chain if s.run_id == self.run_id]
         return list(reversed(mine))
 
+    def back_to_write(self) -> None:
+        """The state as it was just after prepare: the driver runs write, audit and publish again. Write then
+        finds what the run's branch holds (reused), what is gone (written again from the run's files), or the
+        run on main already (nothing twice)."""
+        self.done = ["prepare"]
+        self.base, self.run_snapshots, self.report, self.observed, self.main_heads = None, [], None, None, {}
+        self.q_base, self.q_snapshots = None, []
+        # The table may be shared by now (others published into it): a failed re-write must never drop it.
+        self.created_table = False
+        self.record.checks, self.record.rows_written = [], None
+        self.record.base_snapshot_id = self.record.branch_snapshot_id = None
+        self.rewound = True
+        self.save()
+
+    def branch_as_recorded(self) -> bool:
+        """Whether the run's branch still holds exactly the snapshots its state records. A state handed over
+        from a process that died (a durable workflow resumed by another worker, a replayed step) may be older
+        than the branch: another process went on with the run meanwhile, or reset its branch. Then the state
+        goes back to write (back_to_write) and this returns False, so no step trusts snapshots that are not
+        the branch's, and none reports a state wapflow itself left as a bug."""
+        if self.staging is not None or not self.run_snapshots or self.already_published is not None:
+            return True
+        recorded = [s.snapshot_id for s in self.run_snapshots]
+        if (
+            self.wt().exists(self.target)
+            and self.lh.branches.exists(self.target, self.branch)
+            and [s.snapshot_id for s in self.branch_snapshots()] == recorded
+        ):
+            return True
+        self.lh.progress(
+            f"run {self.run_id}: {self.lh.branches.describe(self.branch)} no longer holds the snapshots this "
+            "state recorded (another process went on with the run); continuing from what the branch holds"
+        )
+        self.back_to_write()
+        return False
+
     def only_this_run_beyond_main(self, table: TableName) -> bool:
         """Every snapshot on the branch that main does not have was written by this run (or there is none)."""
         tables = self.wt()

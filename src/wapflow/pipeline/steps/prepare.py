@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from wapflow.errors import ConfigError, UsageError
+from wapflow.errors import ConfigError, RunInProgress, UsageError
 from wapflow.faults import crash_point
 from wapflow.files.resolve import resolve_files
 from wapflow.lakehouse.lineage import FILES_HASH_PROP, SOURCES_PROP, files_fingerprint, find_published, origin
@@ -43,7 +43,7 @@ def prepare(run: Run) -> None:
             owner = previous.owner or {}
             if previous.status == "running" and owner_alive(owner) and owner.get("pid") != current_owner()["pid"]:
                 run.record_owned = False
-                raise UsageError(
+                raise RunInProgress(
                     f"run {run.run_id} is running right now (process {owner.get('pid')} on {owner.get('host')})",
                     hint="wait for it to finish; `wap report " + run.run_id + "` shows its outcome",
                 )

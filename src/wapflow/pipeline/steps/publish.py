@@ -29,6 +29,8 @@ def publish(run: Run) -> None:
     if run.already_published is None and run.lh.tables.exists(run.target):
         # A publish replayed after a crash (or a retried step) finds its rows on main: nothing twice.
         run.already_published = find_published(run.lh.tables, run.target, run.run_id)
+    if run.already_published is None and not run.branch_as_recorded():
+        return  # another process went on with the run: write and audit again from what its branch holds
     if run.already_published is not None:
         staging = run.staging_name()
         # Found published by prepare from the catalog's metadata: Spark starts only if a sandbox is left to drop.
@@ -164,14 +166,7 @@ def _rewind(run: Run) -> None:
     )
     run.lh.branches.discard(run.branch, run.run_tables())
     run.reapplied += 1
-    run.done = ["prepare"]
-    run.base, run.run_snapshots, run.report, run.observed, run.main_heads = None, [], None, None, {}
-    # The table is shared now (others published into it): a failed re-write must never drop it.
-    run.created_table = False
-    run.record.checks, run.record.rows_written = [], None
-    run.record.base_snapshot_id = run.record.branch_snapshot_id = None
-    run.rewound = True
-    run.save()
+    run.back_to_write()
 
 
 def _after_slice(run: Run, sl: RunSlice) -> None:
