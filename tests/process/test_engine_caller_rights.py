@@ -44,7 +44,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[
         f'[lakehouse]\nwarehouse = "{folder / "lakehouse"}"\ncatalog_name = "{CATALOG}"\nmaster = "local[2]"\n'
         'driver_memory = "1g"\nengine = "auto"\nengine_idle = "10m"\n'
         '[lakehouse.spark_conf]\n"spark.sql.shuffle.partitions" = "2"\n\n'
-        f'[tables."{TABLE}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n'
+        f'[tables."{TABLE}"]\nchecks = [{{ check = "not_null", column = "passenger_count" }}]\n\n'
+        f'[sources.drop]\ntable = "{TABLE}"\nlocation = "{folder / "drop"}"\nsettle_seconds = 0\n'
     )
     with engine_runtime() as runtime:
         yield folder, env(XDG_RUNTIME_DIR=str(runtime), WAP_ENGINE="")
@@ -113,6 +114,15 @@ def test_a_file_the_caller_cannot_read_is_refused_though_the_engine_could(lake) 
     assert unlisted.code == 3, unlisted.text
     assert f"{closed} cannot be read: permission denied" in unlisted.stderr, unlisted.text
     assert "read access to the folder" in unlisted.stderr
+
+    # An ingest of a source whose location holds the file: the engine would list and read it for the caller.
+    drop = folder / "drop"
+    trips_file(drop, "fine.parquet", 10, start_id=4000)
+    shutil.copy(secret, drop / "secret.parquet")
+    (drop / "secret.parquet").chmod(0)
+    ingested = wap(lake, "ingest", "drop", prefix=(SETPRIV, *NO_DAC))
+    assert ingested.code == 3, ingested.text
+    assert f"{drop / 'secret.parquet'} cannot be read: permission denied" in ingested.stderr, ingested.text
 
     assert reader.main(TABLE) == main and len(reader.rows(TABLE)) == rows  # main unchanged
 

@@ -296,7 +296,7 @@ class Client:
         None when it reads them all."""
         from wapflow.files.readable import unreadable_source
 
-        e = unreadable_source(self.argv, self.cwd)
+        e = unreadable_source(self.argv, self.cwd, self._source_location)
         if e is None:
             return None
         cut = self.argv.index("--") if "--" in self.argv else len(self.argv)
@@ -307,6 +307,18 @@ class Client:
         else:
             _write(2, f"error: {e}\n".encode())
         return e.exit_code
+
+    def _source_location(self, source: str) -> list[str]:
+        """The local location of wap.toml's [sources.SOURCE] as an ingest resolves it; [] for one that is not
+        local, or a source or configuration the command itself reports."""
+        from wapflow.config import load_config
+        from wapflow.errors import WapError
+
+        try:
+            location = load_config(self.path).resolve_source(source).cfg.location
+        except WapError:
+            return []
+        return [location] if "://" not in location or location.startswith("file://") else []
 
     def _request(self) -> bytes:
         return json.dumps(
