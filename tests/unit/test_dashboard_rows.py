@@ -97,18 +97,25 @@ def test_table_charts_put_runs_in_time_and_names_show_only_given_parameters(lake
     at.radio(key="page").set_value("Table").run()
     assert not at.exception and not at.error
     charts = _charts(at)
-    assert len(charts) == 2  # failing rows per check, rows written per run
+    assert len(charts) == 3  # checks by outcome, failing rows per check, rows written per run
     in_time = [T0 + timedelta(days=d) for _, d in RUNS]
     for spec, _ in charts:
         assert (_x(spec)["field"], _x(spec)["type"]) == ("started_at", "temporal")
-    written = next(rows.to_pylist() for _, rows in charts if "rows_written" in rows.column_names)
+
+    def plotted(rows: pa.Table, value: str) -> list[dict[str, Any]]:
+        """The chart's rows that have `value`, times back from the milliseconds the chart takes."""
+        return [
+            {**r, "started_at": datetime.fromtimestamp(r["started_at"] / 1000, UTC)}
+            for r in rows.to_pylist()
+            if r.get(value) is not None
+        ]
+
+    written = next(plotted(rows, "rows_written") for _, rows in charts if "rows_written" in rows.column_names)
     assert [(r["started_at"], r["rows_written"]) for r in written] == list(zip(in_time, [50, 51, 52], strict=True))
-    # Several series: Streamlit plots them as long rows (time, series, value).
-    failing = next(rows.to_pylist() for _, rows in charts if "rows_written" not in rows.column_names)
+    failing = next(plotted(rows, "failing_rows") for _, rows in charts if "failing_rows" in rows.column_names)
     series = {
-        name: [(r["started_at"], v) for r in failing for k, v in r.items() if k.startswith("value") and r[c] == name]
-        for c in [k for k in failing[0] if k.startswith("color")]
-        for name in {r[c] for r in failing}
+        name: [(r["started_at"], r["failing_rows"]) for r in failing if r["check"] == name]
+        for name in {r["check"] for r in failing}
     }
     assert set(series) == {"row_count(min=1)", "between(fare, max=100)"}
     assert series["between(fare, max=100)"] == list(zip(in_time, [0, 1, 2], strict=True))
