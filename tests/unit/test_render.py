@@ -152,3 +152,16 @@ def test_the_runs_own_lines_and_bands_read_as_words() -> None:
     short = {"value": None, "history": 2, "min_history": 7, "seasonality": "same weekday: 2 Saturdays"}
     assert render.observed(short) == "no value, 2 of 7 runs of history (same weekday: 2 Saturdays)"
     assert render.observed(None) == "—" and render.text([]) == "" and render.number(1234567.0) == "1235000"
+
+
+def test_a_run_that_failed_before_it_had_a_branch_names_no_branch(monkeypatch) -> None:
+    """`FAILED shop.orders  run …` for a run refused in prepare (a missing table section): no `branch None`."""
+    from wapflow.cli import output
+    from wapflow.pipeline.result import RunResult
+
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115 - as cli_text's
+    monkeypatch.setattr(output, "out", console)
+    output.render_run(RunResult(run_id="r1", table="shop.orders", status="failed", branch=None, message="refused"))
+    text = console.export_text()
+    assert "FAILED shop.orders  run r1" in text
+    assert_for_people(text, "a run without a branch")

@@ -267,7 +267,8 @@ def render_failures(checks: list[dict[str, Any]], limit: int = 20) -> None:
 def render_run(res: RunResult) -> None:
     """One run's outcome for people: status line, schema notes, audit, failures, rows, message."""
     color = STATUS_COLOR.get(res.status, "white")
-    out.print(f"[bold {color}]{res.status.upper()}[/] {res.table}  run {res.run_id}  branch {res.branch}")
+    branch = f"  branch {res.branch}" if res.branch else ""  # none yet: the run failed before it had one
+    out.print(f"[bold {color}]{res.status.upper()}[/] {res.table}  run {res.run_id}{branch}")
     for note in res.schema_changes or []:
         out.print(f"schema: {note}")
     if res.checks:
