@@ -154,6 +154,12 @@ class BarMeter:
 # Columns whose values a person copies into the next command (run ids, branches, tables, snapshot and alert ids,
 # Nessie hashes): printed whole, never wrapped or cut.
 ID_COLUMNS = frozenset({"run_id", "branch", "table", "table_name", "snapshot_id", "pass_id", "hash", "id"})
+# Columns of one short word (a status, a count): never wrapped (`publis/hed` reads worse than a wider table).
+WORD_COLUMNS = frozenset({"status", "state", "rows", "attempts", "severity", "action", "kind"})
+# Columns of free text in a list: one line of at most this many characters, cut with "…" (`wap report`, `wap files
+# --json` and the dashboard give the whole text).
+TEXT_COLUMNS = frozenset({"reason", "message", "error"})
+TEXT_CELL = 60
 # The least width (characters) the other columns shrink to before a table grows wider than the terminal.
 SHRINK_FLOOR = 5
 
@@ -207,6 +213,8 @@ def id_table(
         if c in whole:
             longest = max([len(c)] + [Text.from_markup(r[i]).cell_len for r in rows])
             t.add_column(c, no_wrap=True, overflow="ignore", min_width=longest)
+        elif c in WORD_COLUMNS:
+            t.add_column(escape(c.replace("_", " ") if words else c), no_wrap=True, overflow="ignore")
         else:
             t.add_column(escape(c.replace("_", " ") if words else c), overflow="fold")
     for r in rows:
@@ -221,7 +229,17 @@ def cell(v: Any) -> str:
 
 def rows_table(title: str | None, rows: Sequence[Any], columns: Sequence[str], ids: Iterable[str] = ()) -> Table:
     """Rows (dicts, e.g. from wapflow.service) as a table of the named columns, ids whole (id_table)."""
-    return id_table(title, columns, [[escape(cell(r.get(c))) for c in columns] for r in rows], ids, words=True)
+    return id_table(
+        title, columns, [[escape(_short(c, cell(r.get(c)))) for c in columns] for r in rows], ids, words=True
+    )
+
+
+def _short(column: str, text: str) -> str:
+    """A free-text cell (TEXT_COLUMNS) as one line of at most TEXT_CELL characters."""
+    if column not in TEXT_COLUMNS:
+        return text
+    line = " ".join(text.split())
+    return line if len(line) <= TEXT_CELL else line[: TEXT_CELL - 1].rstrip() + "…"
 
 
 def grid(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
