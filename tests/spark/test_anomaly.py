@@ -77,7 +77,7 @@ def test_anomalies_are_blocked_against_the_published_history(lakehouse_factory, 
         generate_trips(100, null_rate=0.3, start_id=6000, seed=51),
         "anomaly(null_fraction(passenger_count))",
     )
-    assert spike["observed"]["value"] == pytest.approx(0.3) and spike["observed"]["band"][1] < 0.01
+    assert spike["observed"]["value"] == pytest.approx(0.3) and spike["observed"]["band"][1] < 0.05  # 2-point least
     assert spike["observed"]["history"] == DAYS and spike["source"] == "metadata"  # Iceberg's null counts
 
     shifted = generate_trips(100, start_id=7000, seed=52)
@@ -224,7 +224,8 @@ def write_config_for(lh, folder: Path) -> Path:
 def test_weekly_seasonality_judges_a_quiet_day_against_the_same_weekday(lakehouse_factory, landing: Path):
     """Five weeks of daily history (written as the run store keeps it): the weekday this run starts on is the
     table's quiet day (about 22 rows, as a weekend is for many tables), every other day about 100. A 22-row batch
-    today passes the weekly band and is blocked by the band of all days."""
+    today passes the weekly band, made of the quiet days only; the band of all days passes it too, wider, as a
+    heavy tail of its history."""
     weekly = {"check": "anomaly", "metric": "row_count", "min_history": 4, "seasonality": "weekly"}
     plain = {"check": "anomaly", "metric": "row_count", "min_history": 4}
     lh = lakehouse_factory({"nyc.trips": {"checks": [weekly]}, "nyc.trips_plain": {"checks": [plain]}})
@@ -245,10 +246,10 @@ def test_weekly_seasonality_judges_a_quiet_day_against_the_same_weekday(lakehous
     assert got["observed"]["history"] == 5 and got["observed"]["band"][1] < 40
     assert f"same weekday: {history_of(5, quiet)}" in got["threshold"]
 
+    # The band of all days: its 30 runs hold 4-5 quiet days, a heavy tail it reaches, far wider than the weekly one.
     res = run_wap(lh, "nyc.trips_plain", [str(trips_file(landing, "quiet2.parquet", 22, seed=7))])
-    assert res.status == "blocked" and res.exit_code == 1, res.message
+    assert res.status == "published", res.message
     got = res.checks[0]
-    assert got["status"] == "failed" and got["observed"]["value"] == 22 and got["observed"]["band"][0] > 80
+    assert got["status"] == "passed" and got["observed"]["value"] == 22 and got["observed"]["median"] > 80
     assert got["observed"]["history"] == 30 and "same weekday" not in got["threshold"]
-    plain_table = TableName.parse("nyc.trips_plain")
-    assert not lh.tables.exists(plain_table) or lh.tables.row_count(plain_table) == 0  # nothing on main
+    assert "heavy tail" in got["threshold"] and got["observed"]["band"][1] > 100

@@ -13,6 +13,7 @@ metric history the audit records (wapflow.runs.metrics) and `wap metrics` all us
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -103,6 +104,162 @@ def band(history: Sequence[float], sensitivity: float, weekday: int | None = Non
     mad = MAD_SCALE * statistics.median(abs(v - med) for v in values)
     spread = max(mad, FLOOR_RELATIVE * abs(med), FLOOR_ABSOLUTE)
     return Band(med, mad, spread, med - sensitivity * spread, med + sensitivity * spread, len(values), weekday)
+
+
+# The model an anomaly check judges a metric with (judge): what kind of number it is decides the band.
+#   counts and sums ("log"): a multiplicative band, median x/÷ exp(sensitivity x the spread of the logs): a day
+#     with 20% fewer rows is as unusual at 90 rows as at 90,000, and the band never goes below zero;
+#   proportions ("proportion"): the history's rate ± sensitivity x sqrt(binomial variance at this batch's rows +
+#     the history's own day-to-day variance): 3 nulls in 150 rows is noise where 300 in 15,000 is not;
+#   the rest ("linear": mean, min, max, mean_length): median ± sensitivity x the scaled MAD.
+Model = Literal["log", "proportion", "linear"]
+MODELS: dict[str, Model] = {
+    "row_count": "log",
+    "distinct": "log",
+    "sum": "log",  # a sum of a column with negative values falls back to linear (no log of it)
+    "null_fraction": "proportion",
+    "min": "linear",
+    "max": "linear",
+    "mean": "linear",
+    "mean_length": "linear",
+}
+# The least change that blocks, per model (the change must matter, like Elementary's ignore_small_changes):
+# - counts: 15% either way. A daily batch's row count moves by 10-15% without anyone caring (a quiet Sunday, a
+#   late file); a lost partition or a failed upstream job removes far more.
+# - proportions: 2 points. A null fraction from 0.4% to 1.5% is a bad-weather day, not a broken column; the
+#   faults a gate exists for (a column no longer filled) move it by tens of points.
+# - the rest: 2% of |median| (and FLOOR_ABSOLUTE). Small enough that a mean shifted by three times its usual
+#   day-to-day spread still stands out (a price's daily mean moves ~2%), large enough that a constant history
+#   (spread 0) does not block the first rounding difference.
+MIN_EFFECT_COUNT = 0.15
+MIN_EFFECT_PROPORTION = 0.02
+MIN_EFFECT_RELATIVE = 0.02
+# Heavy tails: once the history has TAIL_RUNS runs, the band also reaches the history's TAIL_QUANTILE and
+# 1 - TAIL_QUANTILE quantiles plus TAIL_MARGIN of their distance from the median: a metric whose normal days
+# include storms or holidays (a null fraction usually 0.4%, some days 5%) is judged against the days it has had,
+# not against a normal curve. Below TAIL_RUNS, two unusual days would make a quantile on their own.
+TAIL_RUNS = 20
+TAIL_QUANTILE = 0.05
+TAIL_MARGIN = 0.5
+# Cold start: a history shorter than this never blocks, whatever min_history says (it may be 1 or 2): a failing
+# verdict only warns. One or two data points say nothing about a metric's spread.
+COLD_START_RUNS = 3
+
+
+class History(list[float]):
+    """A metric's values over the runs a band is made of (newest first), with those runs' ids and how many
+    runs of the same span were left out, by status (wapflow.runs.metrics.MetricHistory.published)."""
+
+    def __init__(
+        self, values: Iterable[float] = (), runs: Sequence[str] = (), left_out: dict[str, int] | None = None
+    ) -> None:
+        super().__init__(values)
+        self.runs = tuple(runs)
+        self.left_out = dict(left_out or {})
+
+
+def made_of(history: Sequence[float], limit: int) -> dict[str, Any]:
+    """What a report says the band was made of: the runs' ids and the runs left out (a History's; nothing for a
+    plain list), the first `limit` values' runs only."""
+    runs, left_out = getattr(history, "runs", ()), getattr(history, "left_out", {})
+    out: dict[str, Any] = {}
+    if runs:
+        out["runs"] = list(runs[:limit])
+    if left_out:
+        out["left_out"] = ", ".join(f"{n} {status}" for status, n in sorted(left_out.items()))
+    return out
+
+
+@dataclass(frozen=True)
+class Judged(Band):
+    """A band of a model (judge): in the metric's own units, with the model that made it and its terms."""
+
+    model: Model = "linear"
+    terms: tuple[str, ...] = ()  # what widened it, in words: "heavy tail", "least change 15%"...
+
+    def describe(self, sensitivity: float) -> str:
+        how = {
+            "log": f"median {_num(self.median)} x/÷ {math.exp(sensitivity * self.spread):.3g}",
+            "proportion": f"rate {_num(self.median)} ± {sensitivity:g} x {_num(self.spread)}",
+            "linear": f"median {_num(self.median)} ± {sensitivity:g} x {_num(self.spread)}",
+        }[self.model]
+        extra = "".join(f"; {t}" for t in self.terms)
+        seasonal = f"; same weekday: {history_of(self.history, self.weekday)}" if self.weekday is not None else ""
+        return (
+            f"[{_num(self.lo)}, {_num(self.hi)}] ({MODEL_WORDS[self.model]}: {how} over the last {self.history} "
+            f"published runs{extra}{seasonal})"
+        )
+
+    def evidence(self, value: float | None) -> dict[str, Any]:
+        out = super().evidence(value)
+        # "mad" as a report reads it: one spread in the metric's units (a log spread is a ratio).
+        out["mad"] = _short(self.median * (math.exp(self.spread) - 1) if self.model == "log" else self.spread)
+        out["model"] = self.model
+        if value is not None and not self.contains(value):
+            out["outside_by"] = _short(value - self.hi if value > self.hi else value - self.lo)
+        return out
+
+
+MODEL_WORDS: dict[str, str] = {"log": "multiplicative band", "proportion": "rate band", "linear": "robust band"}
+
+
+def _mad(values: Sequence[float], center: float) -> float:
+    return MAD_SCALE * statistics.median(abs(v - center) for v in values)
+
+
+def _tail(values: Sequence[float], center: float, lo: float, hi: float) -> tuple[float, float, bool]:
+    """lo and hi widened to the history's own quantiles (heavy tails), once it has TAIL_RUNS values."""
+    if len(values) < TAIL_RUNS:
+        return lo, hi, False
+    cuts = statistics.quantiles(values, n=round(1 / TAIL_QUANTILE), method="inclusive")
+    q_lo, q_hi = cuts[0], cuts[-1]
+    t_lo, t_hi = q_lo - TAIL_MARGIN * (center - q_lo), q_hi + TAIL_MARGIN * (q_hi - center)
+    return min(lo, t_lo), max(hi, t_hi), t_lo < lo or t_hi > hi
+
+
+def judge(
+    metric: str, history: Sequence[float], sensitivity: float, weekday: int | None = None, rows: int | None = None
+) -> Judged:
+    """The band of `metric` over `history` (at least one value) by the metric's model (MODELS); `rows`: the
+    batch's row count, the sample size of a proportion."""
+    if not history:
+        raise ValueError("a band needs at least one value of history")
+    values = [float(v) for v in history]
+    model = MODELS.get(metric, "linear")
+    if model == "log" and min(values) <= 0:
+        model = "linear"  # a count of 0 or a negative sum has no logarithm: judged on the linear band
+    med = statistics.median(values)
+    terms: list[str] = []
+    if model == "log":
+        logs = [math.log(v) for v in values]
+        center = statistics.median(logs)
+        spread = _mad(logs, center)
+        lo, hi, tailed = _tail(logs, center, center - sensitivity * spread, center + sensitivity * spread)
+        least = math.log(1 + MIN_EFFECT_COUNT)
+        if hi - center < least or center - lo < least:
+            terms.append(f"least change {MIN_EFFECT_COUNT:.0%}")
+        lo, hi = math.exp(min(lo, center - least)), math.exp(max(hi, center + least))
+        med = math.exp(center)
+    elif model == "proportion":
+        day_to_day = _mad(values, med)
+        p = min(max(med, 1 / (2 * rows)), 1.0) if rows else med  # a rate of 0 still has a binomial spread
+        binomial = math.sqrt(p * (1 - p) / rows) if rows else 0.0
+        spread = math.sqrt(binomial**2 + day_to_day**2)
+        lo, hi, tailed = _tail(values, med, med - sensitivity * spread, med + sensitivity * spread)
+        if hi - med < MIN_EFFECT_PROPORTION:
+            terms.append(f"least change {MIN_EFFECT_PROPORTION * 100:g} points")
+        lo, hi = max(0.0, min(lo, med - MIN_EFFECT_PROPORTION)), min(1.0, max(hi, med + MIN_EFFECT_PROPORTION))
+    else:
+        spread = _mad(values, med)
+        lo, hi, tailed = _tail(values, med, med - sensitivity * spread, med + sensitivity * spread)
+        least = max(MIN_EFFECT_RELATIVE * abs(med), FLOOR_ABSOLUTE)
+        if hi - med < least or med - lo < least:
+            terms.append(f"least change {_num(least)}")
+        lo, hi = min(lo, med - least), max(hi, med + least)
+    if tailed:
+        terms.insert(0, "widened to the history's own extremes (heavy tail)")
+    mad = spread if model != "log" else _mad(values, med)
+    return Judged(med, mad, spread, lo, hi, len(values), weekday, model, tuple(terms))
 
 
 def weekday_of(at: datetime) -> int:

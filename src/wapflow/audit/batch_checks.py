@@ -11,12 +11,15 @@ from pydantic import Field, field_validator, model_validator
 
 from wapflow.audit import sqlguard
 from wapflow.audit.anomaly import (
+    COLD_START_RUNS,
     DISTINCT_RSD,
     METRICS,
     Seasonality,
     as_number,
     band,
     history_of,
+    judge,
+    made_of,
     same_weekday,
     weekday_of,
 )
@@ -469,7 +472,8 @@ class AnomalyCheck(CheckType):
     sensitivity: float = Field(
         default=3.0,
         gt=0,
-        description="the band: median ± sensitivity x max(1.4826 x MAD, 5% of |median|, 0.001) of the window",
+        description="the band's width in spreads of the window: a ratio for counts and sums, a rate's binomial and "
+        "day-to-day spread for null_fraction, the scaled MAD for the rest (wapflow.audit.anomaly.judge)",
     )
     window: int = Field(default=30, ge=1, le=1000, description="how many of the table's last published runs")
     seasonality: Seasonality = Field(
@@ -483,7 +487,9 @@ class AnomalyCheck(CheckType):
 
     description: ClassVar[str] = (
         "Fails when a batch metric (row count, a column's null fraction, distinct count, min, max, mean, sum, mean "
-        "length) is outside median ± sensitivity x MAD of the table's last published runs (with seasonality = "
+        "length) is outside the band its model makes of the table's last published runs (a multiplicative band for "
+        "counts and sums, a rate band with the batch's size for null fractions, median ± sensitivity x MAD for the "
+        "rest, widened to the history's own extremes once it has 20 runs; with seasonality = "
         '"weekly": of those on the same weekday). The distinct count is an estimate (approx_count_distinct, '
         f"HyperLogLog++, relative standard deviation {DISTINCT_RSD:.0%}) of the non-null values, observed during "
         "the write."
@@ -608,9 +614,18 @@ class AnomalyCheck(CheckType):
         )
         if len(history) < self.min_history:
             return short_history(c, value, len(history), self.min_history, self.on_short_history, weekday)
-        b = band(history, self.sensitivity, weekday)
+        rows_judged = int(values.get(f"{c.key}_n") or rows) if self.metric == "null_fraction" else rows
+        b = judge(self.metric, history, self.sensitivity, weekday, rows_judged or None)
         c.threshold = b.describe(self.sensitivity)
-        return Verdict(value is not None and b.contains(value), b.evidence(value), 0)
+        formed = made_of(history, self.window)
+        if formed.get("left_out"):
+            c.threshold += f"; left out: {formed['left_out']} run(s) of the same span"
+        evidence = {**b.evidence(value), **formed}
+        ok = value is not None and b.contains(value)
+        if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
+            c.threshold += f"; {len(history)} runs of history: too few to block on, warns"
+            return Verdict(False, evidence, 0, warn_only=True)
+        return Verdict(ok, evidence, 0)
 
 
 class SchemaChangeCheck(CheckType):

@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.runs.store import runs_table
+
+if TYPE_CHECKING:
+    from wapflow.audit.anomaly import History
 
 metrics_table = sa.Table(
     "wap_metrics",
@@ -149,22 +152,27 @@ class MetricHistory:
                 conn.execute(t.insert(), rows)
         return [(str(r["run_id"]), str(r["metric"]), str(r["column_name"])) for r in rows]
 
-    def published(self, table: str, metric: str, column: str, limit: int, weekday: int | None = None) -> list[float]:
+    def published(self, table: str, metric: str, column: str, limit: int, weekday: int | None = None) -> History:
         """The metric's values over the table's last `limit` published runs, newest first; with `weekday` (0
-        Monday .. 6 Sunday), over its last `limit` published runs that started on that weekday (UTC)."""
-        from wapflow.audit.anomaly import same_weekday
+        Monday .. 6 Sunday), over its last `limit` published runs that started on that weekday (UTC).
+
+        Published whichever way: at once, after a warning, approved by a person (`wap approve` audits and
+        records the run again, then publishes it), or a blocked batch published later by a run of its own (that
+        run's metrics). The History also names those runs and counts the runs of the same span left out, by
+        status (blocked, awaiting review...): what a report says the band was made of."""
+        from wapflow.audit.anomaly import History, weekday_of
 
         t = metrics_table
+        series = (
+            t.c.table_name == table,
+            t.c.metric == metric,
+            t.c.column_name == column.lower(),
+            t.c.value.is_not(None),
+        )
         q = (
-            sa.select(t.c.run_at, t.c.value)
+            sa.select(t.c.run_at, t.c.value, t.c.run_id)
             .select_from(_joined())
-            .where(
-                t.c.table_name == table,
-                t.c.metric == metric,
-                t.c.column_name == column.lower(),
-                t.c.value.is_not(None),
-                _status() == PUBLISHED,
-            )
+            .where(*series, _status() == PUBLISHED)
             .order_by(t.c.run_at.desc(), t.c.run_id.desc())
         )
         day = None if weekday is None else _weekday(t.c.run_at, self.engine.dialect.name)
@@ -174,7 +182,22 @@ class MetricHistory:
             q = q.limit(limit)
         with self.engine.connect() as conn:
             # Picked again here: on a database without a weekday expression, here only (reading the whole series).
-            return same_weekday(((at, float(v)) for at, v in conn.execute(q)), weekday, limit)
+            rows = [
+                (at, float(v), str(rid))
+                for at, v, rid in conn.execute(q)
+                if weekday is None or weekday_of(at) == weekday
+            ][:limit]
+            left_out: dict[str, int] = {}
+            if rows:
+                others = (
+                    sa.select(_status(), t.c.run_at)
+                    .select_from(_joined())
+                    .where(*series, _status() != PUBLISHED, t.c.run_at >= rows[-1][0])
+                )
+                for status, at in conn.execute(others):
+                    if weekday is None or weekday_of(at) == weekday:
+                        left_out[str(status)] = left_out.get(str(status), 0) + 1
+        return History([v for _, v, _ in rows], runs=tuple(rid for _, _, rid in rows), left_out=left_out)
 
     def last_published_schema(self, table: str) -> dict[str, str] | None:
         """The columns and types of the table's last published run that recorded them."""

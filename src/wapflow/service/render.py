@@ -99,6 +99,8 @@ def _band(v: Mapping[str, Any]) -> str:
     else:
         parts.append(f"median {number(median)}")
     parts.append(_runs(v["history"]) + (f" ({v['seasonality']})" if v.get("seasonality") else ""))
+    if v.get("left_out"):  # runs of the same span the band was not made of (blocked, awaiting review...)
+        parts.append(f"left out {v['left_out']}")
     return ", ".join(parts)
 
 
