@@ -245,8 +245,10 @@ def test_seasonality_is_weekly_or_none() -> None:
         )
 
 
-@pytest.mark.parametrize("seasonality, outside", [("weekly", False), ("none", True)])
-def test_the_quality_trend_draws_the_band_the_check_uses(tmp_path: Path, seasonality: str, outside: bool) -> None:
+@pytest.mark.parametrize("seasonality", ["weekly", "none"])
+def test_the_quality_trend_draws_the_band_the_check_uses(tmp_path: Path, seasonality: str) -> None:
+    """The dashboard's band for a run is the one the table's check judged that run by: its verdict on the same
+    history (the published runs before it) agrees with the trend's point, and so do the band's edges."""
     from wapflow.config import parse_config
     from wapflow.runs.ledger import Ledger
     from wapflow.service.dashboard import Sources
@@ -258,9 +260,28 @@ def test_the_quality_trend_draws_the_band_the_check_uses(tmp_path: Path, seasona
     cfg = parse_config({"tables": {"nyc.trips": {"checks": [check]}}})
     doc = trend(Sources(cfg, store, Ledger(store.engine), None, "no catalog here"), "nyc.trips")
     [saturday] = [p for p in doc["points"] if p["run_id"] == "r007"]  # the last Saturday: 107 rows
-    assert saturday["value"] == 107 and saturday["outside"] is outside
-    assert (saturday["band_high"] < 200) is (seasonality == "weekly")
+    at = SATURDAY - timedelta(days=7)
+    chk = C.anomaly("row_count", min_history=6, seasonality=seasonality)
+    ctx = AuditContext(
+        metric_history=lambda m, col, n, weekday: [
+            v for t, v in _published_before(store, at) if weekday is None or weekday_of(t) == weekday
+        ][:n],
+        run_at=at,
+    )
+    c = compiled(chk)
+    verdict = chk.verdict(c, {f"{c.key}_n": 107}, 107, ctx)
+    assert saturday["value"] == 107 and saturday["outside"] is (not verdict.ok)
+    band = verdict.observed["band"]
+    assert (saturday["band_low"], saturday["band_high"]) == pytest.approx((band[0], band[1]), rel=1e-3)
+    assert (saturday["band_high"] < 500) is (seasonality == "weekly")  # Saturdays ~100 rows, weekdays ~1000
     assert ("on the same weekday" in doc["band"]) is (seasonality == "weekly")
+
+
+def _published_before(store: RunStore, at: datetime) -> list[tuple[datetime, float]]:
+    """(run time, row count) of the published runs before `at`, newest first, as the metric history holds them."""
+    rows = MetricHistory(store.engine).read("nyc.trips", metric="row_count", runs=1000)
+    out = [(r.run_at.replace(tzinfo=UTC) if r.run_at.tzinfo is None else r.run_at, r.value) for r in rows]
+    return sorted(((t, v) for t, v in out if t < at and v is not None), reverse=True)
 
 
 def test_a_table_pyiceberg_wrote_gets_per_column_history_and_its_band_without_a_jvm(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
-from wapflow.audit.anomaly import band, same_weekday, weekday_of
+from wapflow.audit.anomaly import judge, same_weekday, weekday_of
 from wapflow.audit.batch_checks import AnomalyCheck, VolumeCheck
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import UsageError
@@ -210,18 +210,26 @@ def trend_choices(src: Sources, table: str, runs: int = 50) -> list[str]:
 
 def trend(src: Sources, table: str, metric: str = "row_count", column: str = "", runs: int = 50) -> dict[str, Any]:
     """One metric over the table's last runs (oldest first), each with the band the anomaly check would have used
-    for it: median ± sensitivity x spread of the published runs before it (with weekly seasonality: of those on
-    its weekday; None until min_history of them)."""
+    for it: the check's own model (wapflow.audit.anomaly.judge) over the published runs before it (with weekly
+    seasonality: of those on its weekday; None until min_history of them). A proportion's band leaves out the
+    batch's binomial spread (the history holds no row counts beside it): the check's band is that or wider."""
     history = MetricHistory(src.store.engine)
-    rows = [r for r in history.read(table, metric=metric, column=column or None, runs=runs) if r.column == column]
-    rows.sort(key=lambda r: (r.run_at, r.run_id))
     sensitivity, window, min_history, weekly = _watching(src, table, metric, column)
+    # The shown runs, and behind them the history their bands were made of (a weekly band: `window` weeks).
+    depth = runs + window * (7 if weekly else 1)
+    rows = [r for r in history.read(table, metric=metric, column=column or None, runs=depth) if r.column == column]
+    rows.sort(key=lambda r: (r.run_at, r.run_id))
+    shown = {(r.run_at, r.run_id) for r in rows[-runs:]}
     published: list[tuple[datetime, float]] = []  # newest first
     points: list[dict[str, Any]] = []
     for r in rows:
         weekday = weekday_of(r.run_at) if weekly else None
         before = same_weekday(published, weekday, window)
-        b = band(before, sensitivity, weekday) if len(before) >= min_history else None
+        b = judge(metric, before, sensitivity, weekday) if before and len(before) >= min_history else None
+        if r.status == PUBLISHED and r.value is not None:
+            published.insert(0, (r.run_at, r.value))
+        if (r.run_at, r.run_id) not in shown:
+            continue
         points.append(
             {
                 "run_at": r.run_at if r.run_at.tzinfo else r.run_at.replace(tzinfo=UTC),
@@ -234,13 +242,12 @@ def trend(src: Sources, table: str, metric: str = "row_count", column: str = "",
                 "outside": bool(b and r.value is not None and not b.contains(r.value)),
             }
         )
-        if r.status == PUBLISHED and r.value is not None:
-            published.insert(0, (r.run_at, r.value))
     label = metric if not column else f"{metric}({column})"
     on = " on the same weekday" if weekly else ""
     return {
         "table": table,
         "metric": label,
         "points": points,
-        "band": f"median ± {sensitivity:g} x spread of the last {window} published runs{on} (from {min_history})",
+        "band": f"the anomaly check's band (sensitivity {sensitivity:g}) over the last {window} published runs{on} "
+        f"(from {min_history})",
     }
