@@ -89,23 +89,7 @@ def test_blocks_splits_prose_items_and_skips_code_and_tables() -> None:
     assert words("see [the guide](guides/a-very/long/address.md#and-anchor) now") == 4
 
 
-# Pages whose long paragraphs are still to be split (strict: the mark must go once they are).
-PENDING = {"docs/guides/checks.md"}
-
-
-@pytest.mark.parametrize(
-    "page",
-    [
-        pytest.param(
-            p,
-            id=str(p.relative_to(ROOT)),
-            marks=[pytest.mark.xfail(strict=True, reason="long paragraphs not split yet")]
-            if str(p.relative_to(ROOT)) in PENDING
-            else [],
-        )
-        for p in PAGES
-    ],
-)
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_paragraph_or_list_item_over_120_words(page: Path) -> None:
     long = [
         f"{page.relative_to(ROOT)}:{line}: a {'paragraph' if kind == 'prose' else 'list item'} of {n} words "
