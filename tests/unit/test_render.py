@@ -165,3 +165,18 @@ def test_a_run_that_failed_before_it_had_a_branch_names_no_branch(monkeypatch) -
     text = console.export_text()
     assert "FAILED shop.orders  run r1" in text
     assert_for_people(text, "a run without a branch")
+
+
+def test_data_prints_exactly_as_stored() -> None:
+    """A query's result and a failing row are data: never rounded like a report's figures (333.05 stays 333.05)."""
+    from datetime import datetime
+    from decimal import Decimal
+
+    from wapflow.cli.output import grid
+
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115 - as cli_text's
+    row = [333.05, Decimal("12.3456"), 1234567, None, True, datetime(2026, 11, 28, 14, 38, 5), "x"]
+    console.print(grid(["sum", "dec", "n", "nothing", "flag", "at", "s"], [row]))
+    text = console.export_text()
+    for shown in ("333.05", "12.3456", "1234567", "null", "true", "2026-11-28 14:38:05", " x "):
+        assert shown in text, (shown, text)

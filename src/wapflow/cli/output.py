@@ -244,7 +244,7 @@ def _short(column: str, text: str) -> str:
 
 def grid(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
     """Positional rows (query results) under their column names, untitled."""
-    return id_table(None, columns, [[escape(cell(v)) for v in r] for r in rows])
+    return id_table(None, columns, [[escape(render.datum(v)) for v in r] for r in rows])
 
 
 def checks_table(checks: list[dict[str, Any]]) -> Table:
@@ -275,7 +275,8 @@ def render_failures(checks: list[dict[str, Any]], limit: int = 20) -> None:
         samples = [render.sample_row(r) for r in c.get("samples") or []]
         if samples:
             cols = list(samples[0])
-            out.print(id_table(None, cols, [[escape(cell(r.get(col))) for col in cols] for r in samples[:limit]]))
+            shown = [[escape(render.datum(r.get(col))) for col in cols] for r in samples[:limit]]
+            out.print(id_table(None, cols, shown))
             if len(samples) > limit:
                 out.print(f"  ({len(samples)} sample rows stored; `wap report` shows them all)")
         if c.get("sql"):

@@ -133,6 +133,22 @@ def check_cells(c: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
+def datum(v: Any) -> str:
+    """A value of the data itself (a query's result, a failing row): exactly as stored, never rounded (333.05 is
+    333.05, not 333); NULL as `null`, times in ISO form, nested values as text."""
+    if v is None:
+        return NULL
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float | Decimal):
+        return str(v)
+    if isinstance(v, datetime | date):
+        return v.isoformat(sep=" ") if isinstance(v, datetime) else v.isoformat()
+    if isinstance(v, str):
+        return v
+    return text(v)
+
+
 def sample_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """A failing row as a person reads it: a NULL as `null`, nested values as text; scalars as they are."""
     return {
