@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -104,20 +105,26 @@ def test_one_bad_file_does_not_hold_back_the_others(source, landing):
     assert reader.branches("nyc.trips") == [f"wap_{bad['f09.parquet'].run_id}"]
 
 
+def _claimed_by_a_dead_process(lh: Lakehouse) -> tuple[Any, str]:
+    """The one pending file, listed and claimed for its batch's run by a process that then died (its pid is not
+    alive any more): (its ledger row, the run id)."""
+    Ingest(lh, lh.config.resolve_source("trips")).discover()  # listed and recorded, not run
+    (row,) = lh.ledger.rows("trips", state="pending")
+    run_id = batch_run_id("trips", [row.key])
+    assert lh.ledger.claim([row.key], run_id) == [row.key]
+    gone = json.dumps({"host": socket.gethostname(), "pid": 2**22 + 12345, "start": None})
+    with lh.ledger.engine.begin() as conn:
+        conn.execute(sa.update(files_table).where(files_table.c.key == row.key).values(owner=gone))
+    return row, run_id
+
+
 def test_a_claim_left_by_a_killed_process_is_resumed(source, landing):
     lh, reader = source()
     trips_file(landing, "a.parquet", 20)
     first = ingest(lh, "trips")
     assert first.exit_code == 0
     trips_file(landing, "b.parquet", 20, start_id=500)
-    Ingest(lh, lh.config.resolve_source("trips")).discover()  # listed and recorded, not run
-    (row,) = lh.ledger.rows("trips", state="pending")
-    run_id = batch_run_id("trips", [row.key])
-    assert lh.ledger.claim([row.key], run_id) == [row.key]
-    # The claiming process dies before running the batch (its pid is not alive any more).
-    gone = json.dumps({"host": socket.gethostname(), "pid": 2**22 + 12345, "start": None})
-    with lh.ledger.engine.begin() as conn:
-        conn.execute(sa.update(files_table).where(files_table.c.key == row.key).values(owner=gone))
+    row, run_id = _claimed_by_a_dead_process(lh)
     res = ingest(lh, "trips")
     assert [r.run_id for r in res.runs] == [run_id] and res.exit_code == 0
     done = lh.ledger.get(row.key)
@@ -134,13 +141,7 @@ def test_a_claim_whose_run_a_live_process_runs_is_left_to_it(source, landing):
 
     lh, reader = source()
     trips_file(landing, "a.parquet", 20)
-    Ingest(lh, lh.config.resolve_source("trips")).discover()
-    (row,) = lh.ledger.rows("trips", state="pending")
-    run_id = batch_run_id("trips", [row.key])
-    assert lh.ledger.claim([row.key], run_id) == [row.key]
-    gone = json.dumps({"host": socket.gethostname(), "pid": 2**22 + 12345, "start": None})
-    with lh.ledger.engine.begin() as conn:
-        conn.execute(sa.update(files_table).where(files_table.c.key == row.key).values(owner=gone))
+    row, run_id = _claimed_by_a_dead_process(lh)
     worker = subprocess.Popen(["sleep", "120"])  # the live process running the run
     try:
         owner = current_owner() | {"pid": worker.pid}
