@@ -28,6 +28,9 @@ from wapflow.service.runs import AWAITING_REVIEW
 
 PAGES = ("Overview", "Review", "Table", "Run", "Branch")
 REFRESH_SECONDS = float(os.environ.get("WAP_DASHBOARD_REFRESH", "10"))
+# A decider's typed name, with " (dashboard)" after it, within what the run store keeps (service.review: 256): the
+# box stops there, so the service's "--by is longer than" never reaches the page.
+NAME_CHARS = 200
 CACHE_TTL = 300  # seconds; the token key makes a change show sooner, the TTL bounds how long the cache grows
 
 
@@ -204,7 +207,7 @@ def show_table(config: str | None, tok: str, table: str) -> None:
         st.caption("checks per run by outcome, by the time each run started (a warned check counts as warned)")
         st.altair_chart(charts.check_outcomes(checks), width="stretch")
         if any(c["failing_rows"] for c in checks):
-            st.caption("failing rows per check (checks that count rows)")
+            st.caption("failing rows per check (a batch-level check, such as an anomaly check, counts none)")
             st.altair_chart(charts.over_time(checks, "failing_rows", "failing rows", series="check"), width="stretch")
         st.caption("rows written per run")
         runs = list({c["run_id"]: c for c in checks}.values())
@@ -248,7 +251,7 @@ def signed_in() -> str | None:
         st.caption(f"signed in as {user}")
         return str(user)
     st.markdown("**Sign in to approve or reject** (the dashboard is reachable from the network)")
-    st.text_input("Your name (recorded with your decisions)", key="login_name")
+    st.text_input("Your name (recorded with your decisions)", key="login_name", max_chars=NAME_CHARS)
     st.text_input("Dashboard token ($WAP_DASHBOARD_TOKEN)", type="password", key="login_token")
     st.button("Sign in", key="login", on_click=_sign_in)
     if st.session_state.get("login_error"):
@@ -380,7 +383,11 @@ def show_review(config: str | None, tok: str) -> None:
                 decision = pending["decision"]
                 st.text_input(f"Why {decision} run {run_id}? (required, recorded)", key=f"reason_{run_id}")
                 if user is None and kind is None:
-                    st.text_input("Your name (recorded; empty: the user running the dashboard)", key=f"by_{run_id}")
+                    st.text_input(
+                        "Your name (recorded; empty: the user running the dashboard)",
+                        key=f"by_{run_id}",
+                        max_chars=NAME_CHARS,
+                    )
                 ok, no = st.columns(2)
                 ok.button(
                     f"Confirm {decision}",
