@@ -48,3 +48,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     misplaced = [i.nodeid for i in items if i.get_closest_marker("spark") and "unit" in i.path.parent.parts[-1:]]
     if misplaced:
         raise pytest.UsageError(f"tests/unit runs without a JVM; these are marked spark: {', '.join(misplaced)}")
+
+
+@pytest.fixture(autouse=True)
+def _piped_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's console in this process as a pipe has it (120 columns: wapflow.cli.output), whatever an earlier
+    test or the runner's environment left: what a test reads of in-process output must not depend on order."""
+    from wapflow.cli import output
+
+    monkeypatch.setattr(output.out, "_width", 120)

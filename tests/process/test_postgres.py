@@ -456,7 +456,8 @@ def test_wap_run_with_a_wrong_catalog_password_or_the_server_gone(tmp_path, pg, 
         cfg.write_text(
             f'[lakehouse]\nwarehouse = "{tmp_path / "lake"}"\nmaster = "local[1]"\ndriver_memory = "1g"\n'
             f'catalog = "jdbc"\ncatalog_properties = {{ uri = "{uri}", "jdbc.user" = "{pg_db.user}", '
-            f'"jdbc.password" = "{password}" }}\n'
+            f'"jdbc.password" = "{password}" }}\n\n'
+            '[tables."nyc.trips"]\nchecks = [{ check = "not_null", column = "passenger_count" }]\n'
         )
         res = wap("run", "nyc.trips", str(src), "--config", str(cfg), "--json", timeout=300)
         assert res.code == code, res.text

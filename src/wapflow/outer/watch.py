@@ -226,7 +226,7 @@ class Watcher:
                 return
             ing = Ingest(self.lh, s.source)
             ing.runner = functools.partial(self._enqueue, s)
-            ing.revive = self.durable.revive
+            ing.revive = self._revive
             ing.resume_orphans()
             if s.events is not None:
                 self._read_events(s, ing)
@@ -297,6 +297,10 @@ class Watcher:
             if code in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise self.lh.storage.s3.error_for(e, action="read", bucket=obj.bucket, key=obj.key) from e
+
+    def _revive(self, run_id: str, batch: list[LedgerRow]) -> None:
+        """A batch whose worker died: its durable workflow back on the queue (Durable.revive)."""
+        self.durable.revive(run_id, batch)
 
     def _enqueue(self, s: _Source, run_id: str, batch: list[LedgerRow]) -> None:
         for r in batch:
