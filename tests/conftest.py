@@ -52,8 +52,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def _piped_width(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's console in this process as a pipe has it (120 columns: wapflow.cli.output), whatever an earlier
-    test or the runner's environment left: what a test reads of in-process output must not depend on order."""
+    """Every CLI output a test reads at one width, 120 columns (a pipe's: wapflow.cli.output), whatever the runner's
+    environment says (COLUMNS=80 in some) or an earlier test left: the console of this process, and through
+    COLUMNS the `wap` processes and engine commands the test starts, so outputs compared across them agree."""
     from wapflow.cli import output
 
+    monkeypatch.setenv("COLUMNS", "120")
     monkeypatch.setattr(output.out, "_width", 120)
