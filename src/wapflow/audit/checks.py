@@ -325,6 +325,9 @@ class AuditContext:
     # The run's table on its branch after a write that changed existing rows (a merge): `unique` looks up there
     # the keys the batch touched, since a new row can collide with a row already in the table.
     table_after: Callable[[], DataFrame] | None = None
+    # The new rows of another table of the same multi-table run, by name (None: a run of one table). Checks across
+    # the group (reconcile) read a sibling's staged batch here; main_table reads a sibling's staged table.
+    batch_of: Callable[[TableName], DataFrame] | None = None
 
 
 def evaluate(

@@ -14,7 +14,7 @@ from wapflow.audit.batch_checks import schema_of
 from wapflow.audit.checks import AuditContext, AuditPlan, FileMetrics, evaluate
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check
-from wapflow.errors import WapError
+from wapflow.errors import ConfigError, WapError
 from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse.lineage import run_of
@@ -113,6 +113,7 @@ def audit(run: Run) -> AuditReport:
                 last_schema=lambda: history.last_published_schema(run.target.dotted),
                 run_at=run.record.started_at,
                 table_after=_table_after(run, mode),
+                batch_of=_sibling_batches(run),
             )
             try:
                 run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
@@ -233,6 +234,23 @@ def added_rows(run: Run) -> Any:
         q = tables.read_increment(run.quarantine, run.q_base, run.q_snapshots[-1].snapshot_id)
         added = added.unionByName(q.select(*added.columns))
     return added
+
+
+def _sibling_batches(run: Run) -> Callable[[TableName], Any] | None:
+    """The new rows of the other tables of the run's group (a multi-table run), by name."""
+    if not run.siblings:
+        return None
+
+    def batch(t: TableName) -> Any:
+        sibling = run.siblings.get(t.dotted)
+        if sibling is None:
+            raise ConfigError(
+                f"{t} is not a table of this multi-table run ({', '.join(sorted(run.siblings))})",
+                hint="name a table of the same run, or run the tables together (`wap run-tables`)",
+            )
+        return added_rows(sibling)
+
+    return batch
 
 
 def _table_after(run: Run, mode: WriteMode) -> Callable[[], Any] | None:

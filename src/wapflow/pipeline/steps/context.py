@@ -107,6 +107,8 @@ class Run:
         # Set by a publish that sent the run back to write (merge / replace on a moved main): the step is
         # then not done (the driver runs write, audit and publish again).
         self.rewound = False
+        # The other tables of a multi-table run (dotted name -> their Run), set by the group; empty on its own.
+        self.siblings: dict[str, Run] = {}
         if "prepare" in self.done:
             self.derive()
 
