@@ -47,7 +47,7 @@ def open_catalog(cfg: WapConfig, *, why: str) -> Catalog:
     from wapflow.runs.databases import jdbc_catalog_url
 
     url = jdbc_catalog_url(cfg)
-    rest = _rest_properties(cfg)
+    rest = rest_properties(cfg)
     if rest is not None:
         return _open_rest(cfg, rest, why=why)
     if url is None:
@@ -68,7 +68,7 @@ def open_catalog(cfg: WapConfig, *, why: str) -> Catalog:
     return SqlCatalog(cfg.lakehouse.catalog_name, uri=url, warehouse=warehouse, **s3_properties(cfg))
 
 
-def _rest_properties(cfg: WapConfig) -> dict[str, str] | None:
+def rest_properties(cfg: WapConfig) -> dict[str, str] | None:
     """Spark's catalog properties of a REST catalog (catalog = "rest", or "custom" naming Iceberg's REST client)."""
     if cfg.lakehouse.catalog not in ("rest", "custom"):
         return None
