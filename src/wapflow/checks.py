@@ -94,6 +94,28 @@ def foreign_key(column: str, table: str, references: str | None = None, **kw: Un
     return B.ForeignKeyCheck(check="foreign_key", column=column, table=table, references=references, **kw)
 
 
+def reconcile(
+    metric: Literal["rows", "sum"],
+    against: str,
+    column: str | None = None,
+    *,
+    against_column: str | None = None,
+    tolerance: float = 0.0,
+    abs_tolerance: float = 0.0,
+    **kw: Unpack[Options],
+) -> B.ReconcileCheck:
+    return B.ReconcileCheck(
+        check="reconcile",
+        metric=metric,
+        against=against,
+        column=column,
+        against_column=against_column,
+        tolerance=tolerance,
+        abs_tolerance=abs_tolerance,
+        **kw,
+    )
+
+
 def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> B.FreshnessCheck:
     return B.FreshnessCheck(check="freshness", column=column, max_age=max_age, **kw)
 

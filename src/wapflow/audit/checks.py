@@ -108,7 +108,7 @@ def validate_checks(
                 df, text, f"{where}: its {what}", example="e.g. dropoff_at >= pickup_at", valid_here="valid here"
             )
         col_type = types.get(chk.columns()[0].lower()) if chk.columns() else None
-        chk.validate_on(Against(df, col_type, where, table_exists, table_columns))
+        chk.validate_on(Against(df, col_type, where, table_exists, table_columns, table=table))
 
 
 # --- compilation ------------------------------------------------------------------------------

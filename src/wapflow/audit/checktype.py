@@ -105,13 +105,15 @@ class Verdict(NamedTuple):
 @dataclass(frozen=True)
 class Against:
     """What validating a declaration before any write sees: the batch, the type of the check's first column,
-    how errors name the check, and the catalog (for checks that reference other tables)."""
+    how errors name the check, the catalog (for checks that reference other tables) and the check's own table
+    (dotted; None where the caller does not say)."""
 
     df: DataFrame
     col_type: DataType | None
     where: str
     table_exists: Callable[[TableName], bool] | None = None
     table_columns: Callable[[TableName], list[str]] | None = None
+    table: str | None = None
 
 
 class CheckType(BaseModel):
