@@ -504,7 +504,7 @@ class ReconcileCheck(CheckType):
         mine, theirs = values.get(f"{c.key}_v"), values.get(f"{c.key}_a")
         ok, diff = reconciles(mine, theirs, self.tolerance, self.abs_tolerance)
         this = ctx.this_table.dotted if ctx.this_table else "this table"
-        share = f" ({float(diff) / abs(float(theirs)):.2%} of {self.against}'s)" if theirs else ""
+        share = f" ({float(diff) / abs(float(theirs)):.2%})" if theirs else ""  # of the other's figure
         observed = (
             f"{this} {self._figure(self.column)} = {_shown(mine)}; {self.against} {self._figure(self.other_column)} "
             f"= {_shown(theirs)}; difference {_shown(diff)}{share}"
