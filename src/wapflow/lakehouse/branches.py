@@ -17,8 +17,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from wapflow.errors import PublishConflict
-from wapflow.lakehouse.lineage import RUN_ID_PROP, find_published
-from wapflow.lakehouse.tables import Snapshot, Tables
+from wapflow.lakehouse.lineage import find_published
+from wapflow.lakehouse.model import RUN_ID_PROP, Snapshot
+from wapflow.lakehouse.tables import Tables
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, quote, validate_branch
 
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructField
 
-    from wapflow.lakehouse.metadata import TableMetadata
+    from wapflow.lakehouse.group_commit import GroupCommit
+    from wapflow.lakehouse.reads import TableMetadata
 
 _RETRIES = 5
 _PUBLISH_RETRIES = 4
@@ -111,8 +113,14 @@ class AuditView:
 class BranchBackend(Protocol):
     """A run's sandbox: every operation the pipeline and the service need, for either kind of branch."""
 
-    # Several tables published in one atomic commit (a multi-table run needs it).
-    publishes_tables_together: bool
+    def why_not_together(self) -> str | None:
+        """None when several tables can be published in one atomic commit (a multi-table run needs it); else
+        why not. Raises UsageError when the catalog was asked and refuses (before anything is written)."""
+        ...
+
+    def publish_together(self, branch: str, run_id: str, slices: Sequence[RunSlice]) -> PublishedRun:
+        """Move main of every slice's table to the run's audited rows in one atomic commit, or none."""
+        ...
 
     def describe(self, branch: str) -> str:
         """How messages name the branch ("branch x", "Nessie branch x")."""
@@ -160,7 +168,9 @@ class BranchBackend(Protocol):
         """Move main to the run's audited rows for every slice (in order), then drop the sandbox."""
         ...
 
-    def audit_view(self, table: TableName, branch: str, base: int | None) -> AuditView: ...
+    def audit_view(self, table: TableName, branch: str, base: int | None, group: Sequence[TableName] = ()) -> AuditView:
+        """`group`: the other tables of a multi-table run, read as the sandbox holds them."""
+        ...
 
     def list(self, table: TableName) -> list[BranchInfo]:
         """Branches holding changes to this table."""
@@ -173,12 +183,42 @@ class IcebergTableBranches:
     """Branches of single Iceberg tables (ALTER TABLE ... CREATE BRANCH; main moved by fast_forward or
     cherrypick). A table branch shares its table's schema with main, so new columns are staged elsewhere."""
 
-    publishes_tables_together = False
-
-    def __init__(self, tables: Tables) -> None:
+    def __init__(self, tables: Tables, group: Callable[[], GroupCommit | str] | None = None) -> None:
+        """`group`: how the catalog commits several tables at once, or why it cannot (asked on first need)."""
         self.tables = tables
         self.spark = tables.spark
         self.catalog = tables.catalog
+        self._group_source = group
+        self._group: GroupCommit | str | None = None
+
+    def _group_commit(self) -> GroupCommit | str:
+        if self._group is None:
+            self._group = self._group_source() if self._group_source is not None else "no catalog client here"
+        return self._group
+
+    def why_not_together(self) -> str | None:
+        group = self._group_commit()
+        if isinstance(group, str):
+            return group
+        group.check()
+        return None
+
+    def publish_together(self, branch: str, run_id: str, slices: Sequence[RunSlice]) -> PublishedRun:
+        """Every table's main in one catalog commit (wapflow.lakehouse.group_commit); each table's branch goes in
+        it too. A merge or replace on a moved main raises MainMoved: nothing committed."""
+        from wapflow.lakehouse.group_commit import MainMovedUnder, publish_group
+
+        group = self._group_commit()
+        if isinstance(group, str):
+            raise PublishConflict(f"these tables cannot be published together: {group}")
+        try:
+            done = publish_group(group, branch, run_id, slices)
+        except MainMovedUnder as e:
+            raise MainMoved(e.message, hint=e.hint) from e
+        for sl in slices:
+            if self.tables.exists(sl.table):
+                self.tables.refresh(sl.table)  # committed outside Spark: its next read loads the new metadata
+        return PublishedRun(done["method"], done["heads"])
 
     def _committing(self, table: TableName, fn: Callable[[], T], attempts: int = _RETRIES) -> T:
         """Run a metadata commit; when another process committed to the table since this process cached its
@@ -337,19 +377,25 @@ class IcebergTableBranches:
         ).collect()[0]
         return int(row["current_snapshot_id"])
 
-    def audit_view(self, table: TableName, branch: str, base: int | None) -> AuditView:
+    def audit_view(self, table: TableName, branch: str, base: int | None, group: Sequence[TableName] = ()) -> AuditView:
         """main of any table at its head when first read; the heads are pinned, and publish re-checks
-        them (main may move between audit and publish, and fast_forward would not notice a changed key set)."""
+        them (main may move between audit and publish, and fast_forward would not notice a changed key set).
+        A table of the same multi-table run (`group`) is read on its branch: main plus what the run adds."""
         tables = self.tables
         pinned: dict[str, int | None] = {}
+        staged = {t.dotted for t in group if t != table}
 
         def read(t: TableName) -> DataFrame:
+            if t.dotted in staged and self.exists(t, branch):
+                return tables.read(t, branch)
             if t.dotted not in pinned:
                 pinned[t.dotted] = tables.head(t, "main")
             head = pinned[t.dotted]
             return tables.read_increment(t, None, head) if head is not None else tables.read(t).limit(0)
 
         def pin(t: TableName) -> None:
+            if t.dotted in staged:
+                return  # published in the same commit as this table: the group commit's condition covers it
             pinned.setdefault(t.dotted, tables.head(t, "main") if tables.exists(t) else None)
 
         return AuditView(f"{tables.ident(table)} VERSION AS OF '{branch}'", read, pin, pinned)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyspark.sql import SparkSession
 
+    from wapflow.lakehouse.group_commit import GroupCommit
     from wapflow.lakehouse.nessie import NessieClient
     from wapflow.lakehouse.progress import Meter
 
@@ -51,6 +52,7 @@ class Lakehouse:
         self._storage_checked = False
         self._catalog_checked = False
         self._pyiceberg: Catalog | None = None
+        self._group: GroupCommit | str | None = None
 
     def tracked(self, label: str) -> AbstractContextManager[None]:
         """The block's Spark jobs on the meter (if any), once it has run for a couple of seconds."""
@@ -217,7 +219,26 @@ class Lakehouse:
             from wapflow.lakehouse.nessie import NessieBranches
 
             return NessieBranches(self.config, self.tables, self.nessie)
-        return IcebergTableBranches(self.tables)
+        return IcebergTableBranches(self.tables, group=self._group_commit)
+
+    def _group_commit(self) -> GroupCommit | str:
+        """How the catalog commits several tables at once (or why not): chosen once, on first need."""
+        if self._group is None:
+            from wapflow.lakehouse.group_commit import group_commit_for
+
+            self._group = group_commit_for(self.config)
+        return self._group
+
+    def why_not_together(self) -> str | None:
+        """None when this lakehouse can publish several tables in one atomic commit, else why not; raises
+        UsageError when the catalog, asked, refuses (a REST server without multi-table commits). No JVM."""
+        if self._on_nessie:
+            return None
+        group = self._group_commit()
+        if isinstance(group, str):
+            return group
+        group.check()
+        return None
 
     @cached_property
     def store(self) -> RunStore:

@@ -31,7 +31,8 @@ from wapflow.errors import (
     WapError,
 )
 from wapflow.lakehouse.branches import AuditView, BranchInfo, Discarded, PublishedRun, RunSlice
-from wapflow.lakehouse.lineage import RUN_ID_PROP, merge_properties, with_properties
+from wapflow.lakehouse.lineage import merge_properties, with_properties
+from wapflow.lakehouse.model import RUN_ID_PROP, Snapshot
 from wapflow.lakehouse.nessie_config import TOKEN_SETTING, normalize_uri
 from wapflow.lakehouse.tables import Tables
 from wapflow.spark import errors as spark_errors
@@ -42,8 +43,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructField
 
     from wapflow.config import WapConfig
-    from wapflow.lakehouse.metadata import TableMetadata
-    from wapflow.lakehouse.tables import Snapshot
+    from wapflow.lakehouse.reads import TableMetadata
 
 
 @dataclass(frozen=True)
@@ -395,7 +395,12 @@ class NessieBranches:
     """The branch backend for catalog = "nessie": one Nessie branch holds every table a run writes, schema
     changes included, and one merge publishes them all (or none)."""
 
-    publishes_tables_together = True
+    def why_not_together(self) -> str | None:
+        """A Nessie branch spans the catalog: one merge publishes every table of it."""
+        return None
+
+    def publish_together(self, branch: str, run_id: str, slices: Sequence[RunSlice]) -> PublishedRun:
+        return self.publish(branch, run_id, slices)
 
     def __init__(self, cfg: WapConfig, tables: Tables, client: NessieClient) -> None:
         self.cfg = cfg
@@ -568,7 +573,7 @@ class NessieBranches:
             self._bases.pop(retry, None)
             raise
 
-    def audit_view(self, table: TableName, branch: str, base: int | None) -> AuditView:
+    def audit_view(self, table: TableName, branch: str, base: int | None, group: Sequence[TableName] = ()) -> AuditView:
         """Reproduction SQL names the table at the branch (table@branch, readable from any session);
         uniqueness is checked against main as the branch forked from it, and other tables (foreign keys)
         are read on the branch, so tables written by the same run count. Nothing is pinned: a merge

@@ -1,9 +1,10 @@
 """One run over several tables in one sandbox: every table published by a single commit, or none.
 
-Needs a branch backend that publishes tables together (Nessie); it goes through the same interface as a
-one-table run. The driver drives it like a one-table run (wapflow.pipeline.driver.drive): each step is
-the one-table step's work (wapflow.pipeline.steps) over every table, except publish, which is one merge
-for all of them."""
+Needs a catalog that commits several tables at once: a JDBC catalog (one database transaction), a REST
+catalog offering multi-table commits, or Nessie (one merge); the branch backend answers which
+(why_not_together) and publishes them (publish_together). The driver drives it like a one-table run
+(wapflow.pipeline.driver.drive): each step is the one-table step's work (wapflow.pipeline.steps) over every
+table, except publish, which is one commit for all of them."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from wapflow.errors import ConfigError, PublishConflict, UsageError, WapError
+from wapflow.errors import CommitConflict, ConfigError, PublishConflict, UsageError, WapError
+from wapflow.faults import crash_point
+from wapflow.lakehouse.branches import MainMoved
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import lineage
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import MultiRunResult
 from wapflow.pipeline.state import Step, new_run_id, new_state, validate_run_id
 from wapflow.pipeline.steps import audit, prepare, write
+from wapflow.pipeline.steps.audit import recheck_main
 from wapflow.pipeline.steps.context import Run
-from wapflow.pipeline.steps.publish import mark_published, slices
+from wapflow.pipeline.steps.publish import MAX_REAPPLY, mark_published, slices
 from wapflow.pipeline.steps.record import fail, result_of
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
@@ -58,16 +62,20 @@ class MultiWapRun:
                 hint=f'run {t} on its own (`wap run`: held runs are approved table by table), or set review = "never" '
                 "for the tables of a multi-table run",
             )
-        if not lakehouse.branches.publishes_tables_together:
-            raise UsageError(
-                "a run over several tables needs catalog-level branches",
-                hint='set [lakehouse] catalog = "nessie" (see docs/guides/nessie.md), or run one table at a time',
-            )
         if not specs:
             raise UsageError("no tables given", hint="e.g. wap run-tables orders=orders.parquet items=items.parquet")
         names = [TableName.parse(t).dotted for t, _ in specs]
         if len(set(names)) != len(names):
             raise UsageError(f"a table appears twice in the run: {', '.join(names)}", hint="list each table once")
+        why = lakehouse.why_not_together()  # asks the catalog (a REST server's endpoints): before any write
+        if why is not None:
+            raise UsageError(
+                f"a run over several tables publishes them in one commit, and {why}",
+                hint='use the embedded catalog, catalog = "jdbc" (PostgreSQL, SQLite), a REST catalog that offers '
+                'multi-table commits, or catalog = "nessie" (docs/guides/tables-together.md); or run one table '
+                "at a time (`wap run`)",
+            )
+        _refuse_unknown_tables(lakehouse, names)
         self.lh = lakehouse
         self.run_id = validate_run_id(run_id) if run_id else new_run_id()
         self.branch = validate_branch(branch) if branch else f"wap_{self.run_id}"
@@ -76,8 +84,11 @@ class MultiWapRun:
             Run(lakehouse, new_state(t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}", no_checks=no_checks))
             for i, (t, srcs) in enumerate(specs)
         ]
+        for r in self.runs:
+            r.siblings = {other: o for other, o in zip(names, self.runs, strict=True) if o is not r}
         self.message = ""
         self.created_branch = False
+        self.reapplied = 0
         self.outcome: MultiRunResult | None = None
 
     def _ordered(self) -> list[Run]:
@@ -101,7 +112,9 @@ class MultiWapRun:
         current: Run | None = None
         try:
             if name == "publish":
-                self._publish()
+                if self._publish() == "rewound":
+                    group.done = ["prepare"]  # write, audit and publish again on fresh branches of the new mains
+                    return group
             else:
                 if name == "write":
                     self.created_branch = self.lh.branches.open(self.branch)
@@ -139,20 +152,59 @@ class MultiWapRun:
                 hint="inspect `wap nessie log`; re-run the remaining tables under a new run id",
             )
 
-    def _publish(self) -> None:
+    def _publish(self) -> str:
         failing = [r for r in self.runs if r.report is None or not r.report.passed]
         if failing:
             self._block(failing)
-            return
+            return "blocked"
         where = self.lh.branches.describe(self.branch)
-        self.lh.progress(f"publishing {where} ({len(self.runs)} tables) to main")
-        moved = self.lh.branches.publish(self.branch, self.run_id, [sl for r in self.runs for sl in slices(r)])
+        timeout = self.lh.config.lakehouse.publish_lock_timeout
+        with contextlib.ExitStack() as locks:
+            # Every table's publish lock, in one order (no two groups wait on each other): one-table runs and
+            # other groups publish to these tables before or after this commit, never inside it.
+            for name in sorted({t.dotted for t in self._all_tables()}):
+                locks.enter_context(self.lh.store.publish_lock(name, timeout=timeout))
+            crash_point("publish:locked")
+            for r in self.runs:
+                recheck_main(r)  # checks that read main, on a main that moved since the audit
+            failing = [r for r in self.runs if r.report is None or not r.report.passed]
+            if failing:
+                self._block(failing)
+                return "blocked"
+            self.lh.progress(f"publishing {where} ({len(self.runs)} tables) to main")
+            try:
+                moved = self.lh.branches.publish_together(
+                    self.branch, self.run_id, [sl for r in self.runs for sl in slices(r)]
+                )
+            except MainMoved as e:
+                return self._rewind(e)
+        crash_point("publish:moved")
         for r in self.runs:
             mark_published(r, moved.heads.get(r.target.dotted), moved.method)
         if moved.leftover:
             self.lh.progress(f"warning: published, but {moved.leftover}; drop it with `wap discard {self.branch}`")
         tables = ", ".join(r.target.dotted for r in self.runs)
-        self._finish("published", f"published {tables} in one commit")
+        again = f" (applied again {self.reapplied} time(s): main moved)" if self.reapplied else ""
+        self._finish("published", f"published {tables} in one commit{again}")
+        return "published"
+
+    def _rewind(self, moved: MainMoved) -> str:
+        """A merge or replace of the group met a moved main: every table's branch goes and the group is written,
+        audited and published again on fresh branches (bounded, as for one table: steps.publish.MAX_REAPPLY)."""
+        if self.reapplied >= MAX_REAPPLY:
+            raise CommitConflict(
+                f"{moved.message}, during each of {self.reapplied + 1} attempts to publish run {self.run_id}",
+                hint=f"every main is unchanged by this run; run it again (--run-id {self.run_id}) when fewer runs "
+                "publish to these tables",
+            )
+        self.lh.progress(f"{moved.message}: applying the group's changes again on fresh branches of main")
+        self.lh.branches.discard(self.branch, self._all_tables())
+        self.reapplied += 1
+        for r in self.runs:
+            r.reapplied = self.reapplied
+            r.back_to_write()
+            r.rewound = False
+        return "rewound"
 
     def _fail(self, err: WapError, step: str, current: Run | None) -> None:
         err.at(run_id=self.run_id, step=step)
@@ -199,3 +251,20 @@ class MultiWapRun:
             return
         for r in self.runs:
             lineage.emit(self.lh.config, event_type, r.record, progress=self.lh.progress, parent=self.run_id)
+
+
+def _refuse_unknown_tables(lakehouse: Lakehouse, names: list[str]) -> None:
+    """A check of a table of the run that names a table neither in the run nor in the catalog: refused before
+    anything is written (a foreign key or reconciliation against a typo would read nothing, or fail late)."""
+    in_run = set(names)
+    for name in names:
+        for c in lakehouse.config.table(name).checks:
+            other = getattr(c, "table", None) or getattr(c, "against", None)
+            if not isinstance(other, str) or other in in_run:
+                continue
+            if getattr(c, "check", None) == "reconcile" or not lakehouse.metadata.exists(TableName.parse(other)):
+                raise ConfigError(
+                    f'[tables."{name}"] check {c.check} names {other}, which is not a table of this run'
+                    + ("" if getattr(c, "check", None) == "reconcile" else " nor of the catalog"),
+                    hint=f"add {other} to the run (TABLE=SOURCE, or the [runs.NAME] section), or fix the name",
+                )

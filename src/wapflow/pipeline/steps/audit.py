@@ -93,7 +93,7 @@ def audit(run: Run) -> AuditReport:
                 run.plan = AuditPlan.for_batch(
                     run.checks, added.columns, table=run.target.dotted, key=run.table_cfg.sample_key()
                 )
-            view = run.lh.branches.audit_view(run.target, run.branch, run.base)
+            view = run.lh.branches.audit_view(run.target, run.branch, run.base, _group_tables(run))
             branch_sql = tables.ident(run.staging) if run.staging is not None else view.branch_sql
             # Checks that depend on main read it at a head pinned here (re-checked at publish, where the
             # backend's publish would not notice main moving by itself).
@@ -236,6 +236,11 @@ def added_rows(run: Run) -> Any:
     return added
 
 
+def _group_tables(run: Run) -> list[TableName]:
+    """The other tables of the run's multi-table run (none for a run of one table)."""
+    return [TableName.parse(t) for t in run.siblings]
+
+
 def _sibling_batches(run: Run) -> Callable[[TableName], Any] | None:
     """The new rows of the other tables of the run's group (a multi-table run), by name."""
     if not run.siblings:
@@ -358,7 +363,7 @@ def recheck_main(run: Run) -> None:
         return
     where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
     run.lh.progress(f"main moved since the audit ({where}): re-checking {len(idx)} check(s)")
-    view = run.lh.branches.audit_view(run.target, run.branch, run.base)
+    view = run.lh.branches.audit_view(run.target, run.branch, run.base, _group_tables(run))
     mode = write_mode(run.table_cfg)
     with _batch_inputs(run, mode):
         added = added_rows(run)

@@ -1,0 +1,340 @@
+"""Several tables' mains moved in one atomic catalog commit: the publish of a multi-table run on table branches.
+
+Each table's change is planned on its current metadata (PyIceberg, no JVM): main fast-forwarded to the
+run's branch, or, when main moved since the branch was made, the run's appended files added again on top of
+it (what Iceberg's cherry-pick does for an append); the branch ref goes in the same change. Then every
+table's change is committed at once, the way the catalog allows:
+
+- a JDBC catalog (the embedded SQLite one, PostgreSQL): each table's new metadata file is written first;
+  then one database transaction moves every table's pointer with the condition Iceberg's JdbcCatalog puts
+  on one table (`metadata_location` still the one the plan read). A table that moved meanwhile updates no
+  row: the transaction rolls back, nothing is visible, and the group is planned again on the new heads;
+- an Iceberg REST catalog: one `POST /v1/{prefix}/transactions/commit` carrying every table's updates and
+  its requirements (main's snapshot as planned), when the server's `GET /v1/config` lists that endpoint.
+
+A crash before the commit leaves metadata files no pointer names (`wap maintain` removes orphans); after
+it, every table's main holds the run and no branch is left. Either way a re-run sees all or nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from wapflow.errors import CommitConflict, PublishConflict, Unreachable, UsageError
+from wapflow.faults import crash_point
+from wapflow.lakehouse.lineage import find_published
+from wapflow.lakehouse.metadata import CatalogTables
+from wapflow.sql.identifiers import TableName
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+    from wapflow.config import WapConfig
+    from wapflow.lakehouse.branches import RunSlice
+
+# Plans of the whole group on new heads after a table moved during the commit (then exit 5, mains unchanged).
+ATTEMPTS = 5
+TRANSACTIONS_ENDPOINT = "POST /v1/{prefix}/transactions/commit"
+
+
+class GroupMoved(Exception):
+    """A table of the group moved between its plan and the commit: nothing was committed."""
+
+
+class MainMovedUnder(PublishConflict):
+    """main moved since the branch was made and the run's change cannot be added on top of it (a merge or
+    replace): it is applied again on a fresh branch."""
+
+
+@dataclass
+class TableMove:
+    """One table's part of the group commit, planned on the metadata `loaded` holds."""
+
+    table: TableName
+    loaded: Table
+    requirements: tuple[Any, ...]
+    updates: tuple[Any, ...]
+    head: int | None  # main's snapshot once committed
+    method: str  # fast_forward | cherry_pick | already
+
+
+class GroupCommit(Protocol):
+    """Commits every table's planned change at once, or none (GroupMoved)."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    def where(self) -> str:
+        """The catalog, for messages."""
+        ...
+
+    def check(self) -> None:
+        """Raise UsageError (exit 2) when this catalog cannot commit a group: before anything is written."""
+        ...
+
+    def commit(self, moves: Sequence[TableMove]) -> None: ...
+
+
+class _Loaded:
+    """The metadata PyIceberg loaded, as a source of wapflow's reads of it (find_published)."""
+
+    def __init__(self, metas: Mapping[str, dict[str, Any]]) -> None:
+        self.metas = metas
+
+    def load(self, table: TableName) -> dict[str, Any] | None:
+        return self.metas.get(table.dotted)
+
+    def list_tables(self) -> list[TableName]:
+        return [TableName.parse(t) for t in self.metas]
+
+
+def _ident(table: TableName) -> tuple[str, ...]:
+    return (*table.namespace, table.name)
+
+
+def plan(catalog: Catalog, branch: str, run_id: str, slices: Sequence[RunSlice]) -> list[TableMove]:
+    """Every slice's change on its table's current metadata (nothing committed, nothing written but the
+    manifests of a re-applied append)."""
+    from pyiceberg.table.refs import SnapshotRefType
+    from pyiceberg.table.update import (
+        AssertRefSnapshotId,
+        AssertTableUUID,
+        RemoveSnapshotRefUpdate,
+        SetSnapshotRefUpdate,
+    )
+
+    from wapflow.lakehouse.pyiceberg_client import added_data_files
+
+    moves: list[TableMove] = []
+    for sl in slices:
+        tbl = catalog.load_table(_ident(sl.table))
+        meta = json.loads(tbl.metadata.model_dump_json(by_alias=True, exclude_none=True))
+        view = CatalogTables(_Loaded({sl.table.dotted: meta}), catalog.name)
+        refs = tbl.metadata.refs
+        main = refs["main"].snapshot_id if "main" in refs else None
+        guard: tuple[Any, ...] = (
+            AssertTableUUID(uuid=tbl.metadata.table_uuid),
+            AssertRefSnapshotId(ref="main", snapshot_id=main),
+        )
+        drop_branch: tuple[Any, ...] = (RemoveSnapshotRefUpdate(ref_name=branch),) if branch in refs else ()
+        done_at = find_published(view, sl.table, sl.run_id or run_id) if sl.snapshots else None
+        if not sl.snapshots or done_at is not None:
+            # Nothing of the run in this table, or its rows on main already: only the branch goes.
+            head = done_at if done_at is not None else main
+            moves.append(TableMove(sl.table, tbl, guard if drop_branch else (), drop_branch, head, "already"))
+            continue
+        if branch not in refs:
+            raise PublishConflict(
+                f"branch {branch} of {sl.table} is gone and main does not hold run {sl.run_id or run_id}",
+                hint="run the tables again under a new run id",
+            )
+        head = refs[branch].snapshot_id
+        snaps = view.snapshots(sl.table)
+        if main is None or main in {s.snapshot_id for s in view.ancestry(snaps, head)}:
+            ff = SetSnapshotRefUpdate(
+                ref_name="main",
+                type=SnapshotRefType.BRANCH,
+                snapshot_id=head,
+                max_ref_age_ms=None,
+                max_snapshot_age_ms=None,
+                min_snapshots_to_keep=None,
+            )
+            moves.append(TableMove(sl.table, tbl, guard, (ff, *drop_branch), head, "fast_forward"))
+            continue
+        if not sl.cherry_pick:
+            raise MainMovedUnder(
+                f"main of {sl.table} moved since branch {branch} was created",
+                hint="the run's change is applied again on a fresh branch of main",
+            )
+        not_appends = [s for s in sl.snapshots if s.operation != "append"]
+        if not_appends:
+            ops = ", ".join(f"{s.snapshot_id} ({s.operation})" for s in not_appends)
+            raise PublishConflict(
+                f"main of {sl.table} moved since branch {branch} was created, and snapshots {ops} are not "
+                "appends, so they cannot be added again on top of it",
+                hint="run the tables again under a new run id",
+            )
+        files = [f for s in sl.snapshots for f in added_data_files(tbl, s.snapshot_id)]
+        tx = tbl.transaction()
+        with tx.update_snapshot(snapshot_properties=dict(sl.properties), branch="main").fast_append() as fa:
+            for f in files:
+                fa.append_data_file(f)
+        tx._stage(drop_branch)  # staged with the append, committed by the group
+        staged = tx.table_metadata
+        new_head = staged.refs["main"].snapshot_id
+        requirements = tuple({type(r): r for r in (*tx._requirements, *guard)}.values())
+        moves.append(TableMove(sl.table, tbl, requirements, tuple(tx._updates), new_head, "cherry_pick"))
+    return moves
+
+
+def publish_group(committer: GroupCommit, branch: str, run_id: str, slices: Sequence[RunSlice]) -> dict[str, Any]:
+    """Plan and commit the group, planning again on new heads when a table moved during the commit. Returns
+    each table's main head after it and the method ("fast_forward", "cherry_pick", "already")."""
+    last: GroupMoved | None = None
+    for attempt in range(1, ATTEMPTS + 1):
+        moves = plan(committer.catalog, branch, run_id, slices)
+        crash_point("publish:group-planned")
+        try:
+            committer.commit([m for m in moves if m.updates])
+        except GroupMoved as e:
+            last = e
+            time.sleep(min(0.1 * 2 ** (attempt - 1), 2.0))
+            continue
+        methods = {m.method for m in moves} - {"already"}
+        method = "cherry_pick" if "cherry_pick" in methods else next(iter(methods), "already")
+        return {"heads": {m.table.dotted: m.head for m in moves}, "method": method}
+    raise CommitConflict(
+        f"the tables' mains kept moving: {ATTEMPTS} attempts to publish them together conflicted ({last})",
+        hint=f"every main is unchanged by run {run_id}; run it again with the same run id",
+    )
+
+
+class _Opened:
+    """PyIceberg's client of the catalog, opened on first use: opening a SqlCatalog creates Iceberg's tables in a
+    database that has none yet, which must be left to Iceberg's own JdbcCatalog (its schema has more columns)."""
+
+    def __init__(self, catalog: Catalog | Callable[[], Catalog]) -> None:
+        self._catalog = catalog
+
+    @property
+    def catalog(self) -> Catalog:
+        if callable(self._catalog):
+            self._catalog = self._catalog()
+        return self._catalog
+
+
+class SqlGroupCommit(_Opened):
+    """One database transaction over Iceberg's JdbcCatalog table (`iceberg_tables`), as PyIceberg's SqlCatalog
+    reads and writes it: the same conditional UPDATE Iceberg's JdbcTableOperations makes, once per table."""
+
+    def where(self) -> str:
+        return "the JDBC catalog"
+
+    def check(self) -> None:
+        return None
+
+    def commit(self, moves: Sequence[TableMove]) -> None:
+        from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+        from sqlalchemy import update
+
+        cat = self.catalog
+        assert isinstance(cat, SqlCatalog)
+        staged = []
+        for m in moves:
+            st = cat._update_and_stage_table(m.loaded, _ident(m.table), m.requirements, m.updates)
+            cat._write_metadata(st.metadata, st.io, st.metadata_location)
+            staged.append((m, st))
+        crash_point("publish:group-staged")
+        try:
+            with cat.engine.begin() as conn:  # one transaction: every pointer moves, or none
+                for m, st in staged:
+                    moved = conn.execute(
+                        update(IcebergTables)
+                        .where(
+                            IcebergTables.catalog_name == cat.name,
+                            IcebergTables.table_namespace == ".".join(m.table.namespace),
+                            IcebergTables.table_name == m.table.name,
+                            IcebergTables.metadata_location == m.loaded.metadata_location,
+                        )
+                        .values(
+                            metadata_location=st.metadata_location,
+                            previous_metadata_location=m.loaded.metadata_location,
+                        )
+                    )
+                    if moved.rowcount != 1:
+                        raise GroupMoved(f"{m.table} was committed to meanwhile")
+        except GroupMoved:
+            for _, st in staged:  # no pointer names them: gone now, or left to `wap maintain`'s orphans
+                with contextlib.suppress(Exception):
+                    st.io.delete(st.metadata_location)
+            raise
+
+
+class RestGroupCommit(_Opened):
+    """Iceberg REST's multi-table commit: every table's requirements and updates in one request."""
+
+    def __init__(self, catalog: Catalog | Callable[[], Catalog], uri: str) -> None:
+        super().__init__(catalog)
+        self.uri = uri
+
+    def where(self) -> str:
+        return f"the REST catalog at {self.uri}"
+
+    def check(self) -> None:
+        from pyiceberg.catalog.rest import RestCatalog
+
+        cat = self.catalog
+        assert isinstance(cat, RestCatalog)
+        listed = {str(e) for e in cat._supported_endpoints}
+        if TRANSACTIONS_ENDPOINT not in listed:
+            raise UsageError(
+                f"{self.where()} does not list the endpoint {TRANSACTIONS_ENDPOINT} in GET /v1/config, so it "
+                "cannot publish several tables in one commit",
+                hint="use a REST server that offers multi-table commits, a JDBC catalog or Nessie (see "
+                "docs/guides/tables-together.md), or run the tables one at a time",
+            )
+
+    def commit(self, moves: Sequence[TableMove]) -> None:
+        from pyiceberg.catalog.rest import RestCatalog
+        from pyiceberg.table import CommitTableRequest, TableIdentifier
+
+        cat = self.catalog
+        assert isinstance(cat, RestCatalog)
+        changes = [
+            CommitTableRequest(
+                identifier=TableIdentifier(namespace=list(m.table.namespace), name=m.table.name),
+                requirements=m.requirements,
+                updates=m.updates,
+            ).model_dump_json()
+            for m in moves
+        ]
+        body = '{"table-changes": [' + ", ".join(changes) + "]}"
+        crash_point("publish:group-staged")
+        try:
+            response = cat._session.post(  # the catalog's session: its auth and TLS
+                cat.url("transactions/commit"), data=body.encode(), headers={"Content-Type": "application/json"}
+            )
+        except Exception as e:
+            raise Unreachable(
+                f"{self.where()} could not be reached to publish the tables: {e}",
+                hint="run it again with the same run id: a publish that landed is not made twice",
+            ) from e
+        if response.status_code in (200, 204):
+            return
+        if response.status_code == 409:
+            raise GroupMoved(response.text[:300])
+        raise Unreachable(
+            f"{self.where()} answered {response.status_code} to the multi-table commit: {response.text[:300]}",
+            hint="run it again with the same run id: a publish that landed is not made twice",
+        )
+
+
+def group_commit_for(cfg: WapConfig) -> GroupCommit | str:
+    """How this lakehouse's catalog commits several tables at once, or why it cannot (a sentence). Nessie is
+    not asked here: its branches span the catalog (wapflow.lakehouse.nessie publishes with one merge)."""
+    from wapflow.lakehouse.pyiceberg_client import open_catalog, rest_properties
+    from wapflow.runs.databases import jdbc_catalog_url
+
+    why = "a run over several tables publishes them together"
+    kind = cfg.lakehouse.catalog
+    rest = rest_properties(cfg)
+    if rest is not None:
+        return RestGroupCommit(lambda: open_catalog(cfg, why=why), rest.get("uri", ""))
+    if jdbc_catalog_url(cfg) is not None:
+        return SqlGroupCommit(lambda: open_catalog(cfg, why=why))
+    reasons = {
+        "hive": "a Hive metastore commits one table at a time (no transaction spans tables)",
+        "glue": "AWS Glue commits one table at a time through Iceberg (no transaction spans tables)",
+        "hadoop": "a Hadoop catalog commits by renaming one table's metadata file (nothing spans tables)",
+    }
+    return reasons.get(
+        kind,
+        f'catalog = "{kind}" offers wapflow no commit spanning tables (a JDBC catalog, a REST catalog with '
+        "multi-table commits, or Nessie does)",
+    )

@@ -1,0 +1,195 @@
+"""Several tables published in one commit on the embedded SQLite JDBC catalog: all or nothing, read back by
+PyIceberg's own client of the catalog (not wapflow's Spark session)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from support.data import write_parquet
+from wapflow.lakehouse.group_commit import SqlGroupCommit, publish_group
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.pipeline import MultiWapRun, run_wap
+from wapflow.pipeline.steps.publish import slices
+from wapflow.sql.identifiers import TableName
+
+pytestmark = pytest.mark.spark
+
+ORDERS, LINES = TableName.parse("shop.orders"), TableName.parse("shop.lines")
+TABLES = {
+    "shop.orders": {"checks": [{"check": "not_null", "column": "order_id"}, {"check": "unique", "columns": ["order_id"]}]},
+    "shop.lines": {
+        "checks": [
+            {"check": "not_null", "column": "amount"},
+            {"check": "foreign_key", "column": "order_id", "table": "shop.orders"},
+        ]
+    },
+}
+
+
+def orders(landing: Path, name: str, ids: list[int]) -> str:
+    t = pa.table({"order_id": pa.array(ids, pa.int64()), "total": pa.array([10.0 * i for i in ids])})
+    return str(write_parquet(landing / name, t))
+
+
+def lines(landing: Path, name: str, order_ids: list[int], amounts: list[float | None] | None = None) -> str:
+    amounts = amounts if amounts is not None else [10.0 * i for i in order_ids]
+    t = pa.table(
+        {
+            "order_id": pa.array(order_ids, pa.int64()),
+            "line": pa.array(range(len(order_ids)), pa.int64()),
+            "amount": pa.array(amounts, pa.float64()),
+        }
+    )
+    return str(write_parquet(landing / name, t))
+
+
+def reader(lh: Lakehouse) -> Any:
+    """PyIceberg's SqlCatalog on the catalog's database: an independent reader of every table's pointer."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///unused")
+
+
+def main_rows(lh: Lakehouse, table: TableName) -> int:
+    tbl = reader(lh).load_table((*table.namespace, table.name))
+    return 0 if tbl.current_snapshot() is None else len(tbl.scan().to_arrow())
+
+
+def refs(lh: Lakehouse, table: TableName) -> set[str]:
+    return set(reader(lh).load_table((*table.namespace, table.name)).metadata.refs)
+
+
+@pytest.fixture
+def shop(lakehouse_factory: Any) -> Lakehouse:
+    return lakehouse_factory(TABLES)
+
+
+def test_two_tables_publish_in_one_commit_on_the_embedded_catalog(shop, landing):
+    lh = shop
+    res = MultiWapRun(
+        lh,
+        [
+            ("shop.lines", [lines(landing, "l.parquet", [1, 1, 2])]),
+            ("shop.orders", [orders(landing, "o.parquet", [1, 2])]),
+        ],
+    ).run()
+    assert res.status == "published", res.message
+    assert res.exit_code == 0
+    assert "in one commit" in res.message
+    # The foreign key read the orders of the same run on their branch (main had none).
+    assert main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 3
+    assert refs(lh, ORDERS) == {"main"} and refs(lh, LINES) == {"main"}
+    for r in res.tables:
+        tbl = reader(lh).load_table((*TableName.parse(r.table).namespace, TableName.parse(r.table).name))
+        snap = tbl.current_snapshot()
+        assert snap is not None and snap.snapshot_id == r.snapshot_id
+        assert snap.summary is not None and snap.summary["wapflow.run-id"] == r.run_id
+    # Spark's session sees the commit made outside it.
+    assert lh.tables.row_count(ORDERS) == 2 and lh.tables.row_count(LINES) == 3
+
+
+def test_a_failing_check_of_one_table_leaves_every_main_unchanged(shop, landing):
+    lh = shop
+    first = MultiWapRun(
+        lh, [("shop.orders", [orders(landing, "o1.parquet", [1])]), ("shop.lines", [lines(landing, "l1.parquet", [1])])]
+    ).run()
+    assert first.status == "published", first.message
+    heads = {t: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id for t in (ORDERS, LINES)}
+    res = MultiWapRun(
+        lh,
+        [
+            ("shop.orders", [orders(landing, "o2.parquet", [2, 3])]),
+            ("shop.lines", [lines(landing, "l2.parquet", [2, 9])]),  # order 9 is in neither main nor the run
+        ],
+    ).run()
+    assert res.status == "blocked" and res.exit_code == 1, res.message
+    assert "foreign_key" in res.message and "no table changed on main" in res.message
+    after = {t: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id for t in (ORDERS, LINES)}
+    assert after == heads
+    assert main_rows(lh, ORDERS) == 1 and main_rows(lh, LINES) == 1
+
+
+def test_a_one_table_run_publishing_between_audit_and_publish_keeps_both_runs_rows(shop, landing):
+    """main of orders moves after the group's audit: the group's rows are added on top of it (as a cherry-pick),
+    and the one-table run's rows stay."""
+    lh = shop
+    run = MultiWapRun(
+        lh,
+        [
+            ("shop.orders", [orders(landing, "o1.parquet", [1, 2])]),
+            ("shop.lines", [lines(landing, "l1.parquet", [1, 2])]),
+        ],
+    )
+    group: Any = type("G", (), {"status": "running", "done": []})()
+    for step in ("prepare", "write", "audit"):
+        run._step(step, group)
+        assert group.status == "running", run.outcome
+    alone = run_wap(lh, "shop.orders", [orders(landing, "o_alone.parquet", [7])])
+    assert alone.status == "published", alone.message
+    run._step("publish", group)
+    assert run.outcome is not None and run.outcome.status == "published", run.outcome
+    assert {r.published_via for r in run.outcome.tables} == {"cherry_pick"}
+    assert main_rows(lh, ORDERS) == 3 and main_rows(lh, LINES) == 2
+    assert refs(lh, ORDERS) == {"main"} and refs(lh, LINES) == {"main"}
+
+
+def test_a_table_committed_to_between_plan_and_commit_rolls_the_whole_commit_back_and_plans_again(shop, landing):
+    """The first commit attempt meets a pointer moved by another writer: the database transaction rolls back
+    (no table moved, checked inside the attempt by the independent reader), then the group is planned on the
+    new heads and committed."""
+    lh = shop
+    seed = MultiWapRun(
+        lh,
+        [
+            ("shop.orders", [orders(landing, "o0.parquet", [100])]),
+            ("shop.lines", [lines(landing, "l0.parquet", [100])]),
+        ],
+    ).run()
+    assert seed.status == "published", seed.message
+    run = MultiWapRun(
+        lh, [("shop.orders", [orders(landing, "o1.parquet", [1])]), ("shop.lines", [lines(landing, "l1.parquet", [1])])]
+    )
+    group: Any = type("G", (), {"status": "running", "done": []})()
+    for step in ("prepare", "write", "audit"):
+        run._step(step, group)
+    committer = SqlGroupCommit(reader(lh))
+    real_commit = committer.commit
+    seen: list[dict[str, int | None]] = []
+
+    def commit_after_another_writer(moves: Any) -> None:
+        if not seen:
+            # Another writer commits to lines (a real append through PyIceberg) after the plan read its pointer.
+            other = reader(lh).load_table(("shop", "lines"))
+            other.append(
+                pa.table(
+                    {
+                        "order_id": pa.array([100], pa.int64()),
+                        "line": pa.array([5], pa.int64()),
+                        "amount": pa.array([1.0]),
+                    }
+                )
+            )
+        heads = {
+            t.dotted: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id
+            for t in (ORDERS, LINES)
+        }
+        try:
+            real_commit(moves)
+        finally:
+            after = {
+                t.dotted: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id
+                for t in (ORDERS, LINES)
+            }
+            seen.append(after)
+            if len(seen) == 1:
+                assert after == heads  # the refused attempt moved no table: not orders either
+
+    committer.commit = commit_after_another_writer  # type: ignore[method-assign]
+    done = publish_group(committer, run.branch, run.run_id, [sl for r in run.runs for sl in slices(r)])
+    assert len(seen) == 2
+    assert main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 3  # seed + run, and the other writer's line
+    assert done["heads"][LINES.dotted] == reader(lh).load_table(("shop", "lines")).metadata.current_snapshot_id
