@@ -34,6 +34,8 @@ POINTS = (
     "publish:locked",  # the table's publish lock is held; nothing published
     "publish:quarantine-published",  # quarantined rows are on the quarantine table's main
     "publish:columns-added",  # add_columns: main's schema has the new columns; rows not yet appended
+    "publish:group-planned",  # a multi-table publish: every table's change planned; nothing written or committed
+    "publish:group-staged",  # a multi-table publish: new metadata files written, no table's pointer moved yet
     "publish:moved",  # main carries the run's rows; a re-applied run's branch is not dropped yet
     "publish:recorded",  # the run store says published
     "ingest:ran",  # wap ingest: a batch's run has ended; the ledger does not say so yet
