@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.lakehouse.progress import Meter
     from wapflow.outer.ingest import IngestResult
-    from wapflow.pipeline.result import RunResult
+    from wapflow.pipeline.result import MultiRunResult, RunResult
     from wapflow.pipeline.state import RunState
     from wapflow.service.diff import DiffDoc
     from wapflow.service.metrics import MetricRowDoc
@@ -130,6 +130,29 @@ def run(
         from wapflow.outer.review import alert_held
 
         alert_held(lh, res.run_id)
+    return res
+
+
+def run_tables(
+    lh: Lakehouse,
+    tables: Sequence[tuple[str, Sequence[str | os.PathLike[str]]]],
+    *,
+    branch: str | None = None,
+    run_id: str | None = None,
+    no_checks: bool = False,
+) -> MultiRunResult:
+    """Several tables in one run: each written to its sandbox and audited (checks across them included), then
+    every table published in one atomic commit, or none (`wap run-tables`). Refused (ConfigError, exit 2) before
+    anything is written on a catalog that cannot commit several tables at once. A blocked or failed group is
+    alerted once per table whose own checks or step failed (not for the tables it held back)."""
+    from wapflow.alerts import alert_run
+    from wapflow.pipeline.multi import MultiWapRun
+
+    specs = [(t, [str(f) for f in files]) for t, files in tables]
+    res = MultiWapRun(lh, specs, branch=branch, run_id=run_id, no_checks=no_checks).run()
+    for r in res.tables:
+        if r.status in ("blocked", "failed") and not r.message.startswith("not published"):
+            alert_run(lh, r)
     return res
 
 

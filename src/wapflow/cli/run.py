@@ -1,4 +1,4 @@
-"""`wap run` (one table) and `wap run-tables` (several tables on one Nessie branch, one merge or none)."""
+"""`wap run` (one table) and `wap run-tables` (several tables, published in one atomic commit or none)."""
 
 from __future__ import annotations
 
@@ -76,14 +76,17 @@ def run_tables(
     run: Annotated[
         str | None, typer.Option("--run", help="A [runs.NAME] section of wap.toml instead of TABLE=SOURCE.")
     ] = None,
-    branch: Annotated[str | None, typer.Option("--branch", help="Nessie branch name (default `wap_<run-id>`).")] = None,
+    branch: Annotated[
+        str | None, typer.Option("--branch", help="The run's branch on every table (default `wap_<run-id>`).")
+    ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
     no_checks: NoChecksOpt = False,
     config: Annotated[str | None, typer.Option("--config", "-c")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Several tables in one run (catalog = "nessie"): one branch, every audit, one merge or none."""
-    from wapflow.pipeline import MultiWapRun
+    """Several tables in one run: each written to a branch and audited, then every table published in one
+    atomic commit, or none (the embedded catalog, PostgreSQL, REST with multi-table commits, Nessie)."""
+    from wapflow import api
 
     o = Output(as_json)
     try:
@@ -96,7 +99,7 @@ def run_tables(
             parsed, run_branch = load_config(config).run_specs(run)
             branch = branch or run_branch
         parsed += _parse_specs(specs or [])
-        res = MultiWapRun(open_lakehouse(config, o), parsed, branch=branch, run_id=run_id, no_checks=no_checks).run()
+        res = api.run_tables(open_lakehouse(config, o), parsed, branch=branch, run_id=run_id, no_checks=no_checks)
     except WapError as e:
         o.fail(e)
 

@@ -76,7 +76,7 @@ class RunResult:
 
 @dataclass
 class MultiRunResult:
-    """One run over several tables: every table published by one Nessie merge, or none."""
+    """One run over several tables: every table published by one atomic commit, or none."""
 
     run_id: str
     branch: str
