@@ -20,7 +20,9 @@ pytestmark = pytest.mark.spark
 
 ORDERS, LINES = TableName.parse("shop.orders"), TableName.parse("shop.lines")
 TABLES = {
-    "shop.orders": {"checks": [{"check": "not_null", "column": "order_id"}, {"check": "unique", "columns": ["order_id"]}]},
+    "shop.orders": {
+        "checks": [{"check": "not_null", "column": "order_id"}, {"check": "unique", "columns": ["order_id"]}]
+    },
     "shop.lines": {
         "checks": [
             {"check": "not_null", "column": "amount"},
@@ -193,3 +195,33 @@ def test_a_table_committed_to_between_plan_and_commit_rolls_the_whole_commit_bac
     assert len(seen) == 2
     assert main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 3  # seed + run, and the other writer's line
     assert done["heads"][LINES.dotted] == reader(lh).load_table(("shop", "lines")).metadata.current_snapshot_id
+
+
+def test_new_columns_on_table_branches_fail_the_group_with_every_main_unchanged(lakehouse_factory, landing):
+    """A table's new columns wait in a staging table until main's schema changes: two commits, which a group
+    cannot make one. The group fails (exit 2) naming the table and what to do; nothing reaches main."""
+    lh = lakehouse_factory({**TABLES, "shop.lines": {**TABLES["shop.lines"], "schema": "add_columns"}})
+    first = MultiWapRun(
+        lh, [("shop.orders", [orders(landing, "o1.parquet", [1])]), ("shop.lines", [lines(landing, "l1.parquet", [1])])]
+    ).run()
+    assert first.status == "published", first.message
+    wide = pa.table(
+        {
+            "order_id": pa.array([2], pa.int64()),
+            "line": pa.array([0], pa.int64()),
+            "amount": pa.array([20.0]),
+            "note": pa.array(["gift"]),
+        }
+    )
+    res = MultiWapRun(
+        lh,
+        [
+            ("shop.orders", [orders(landing, "o2.parquet", [2])]),
+            ("shop.lines", [str(write_parquet(landing / "l2.parquet", wide))]),
+        ],
+    ).run()
+    assert res.status == "failed" and res.exit_code == 2, res.message
+    assert "shop.lines adds new column(s)" in res.message
+    assert main_rows(lh, ORDERS) == 1 and main_rows(lh, LINES) == 1
+    names = [f.name for f in reader(lh).load_table(("shop", "lines")).schema().fields]
+    assert "note" not in names

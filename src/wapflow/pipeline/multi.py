@@ -157,6 +157,16 @@ class MultiWapRun:
         if failing:
             self._block(failing)
             return "blocked"
+        staged = [r for r in self.runs if r.staging is not None]
+        if staged:
+            # New columns wait in a staging table until main's schema changes (table branches share a schema):
+            # that schema change and the rows would be two commits, which a group cannot make one.
+            raise UsageError(
+                f"{staged[0].target} adds new column(s), which a commit of several tables cannot carry on table "
+                "branches; no table changed on main",
+                hint=f"run {staged[0].target} on its own first (`wap run`: its columns reach main), then the group "
+                'again; or use catalog = "nessie", whose branches hold new columns',
+            )
         where = self.lh.branches.describe(self.branch)
         timeout = self.lh.config.lakehouse.publish_lock_timeout
         with contextlib.ExitStack() as locks:
