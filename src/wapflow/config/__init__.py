@@ -447,11 +447,11 @@ class TableConfig(_Strict):
 
 
 class RunConfig(_Strict):
-    """A named multi-table run (`wap run-tables --run NAME`): one source list per table, one Nessie merge."""
+    """A named multi-table run (`wap run-tables --run NAME`): one source list per table, one atomic commit."""
 
     # "ns.table" = a source or a list of sources (relative paths resolve against wap.toml's folder).
     tables: dict[str, list[str]] = Field(min_length=1)
-    branch: str | None = None  # the Nessie branch; unset: wap_<run-id>
+    branch: str | None = None  # the run's branch on every table (or the Nessie branch); unset: wap_<run-id>
 
     @field_validator("tables", mode="before")
     @classmethod
