@@ -22,7 +22,7 @@ import pytest
 
 from support.cli_harness import checksum, setup_run, unique_catalog, wap
 from support.data import TRIPS_CHECKS, trips_file
-from wapflow.lakehouse.lineage import REVERTED_PROP, RUN_ID_PROP
+from wapflow.lakehouse.model import REVERTED_PROP, RUN_ID_PROP
 from wapflow.lakehouse.processes import free_port
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from support.data import TRIPS_CHECKS, trips_file, write_parquet
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.tables import NAME_MAPPING_PROP
+from wapflow.lakehouse.model import NAME_MAPPING_PROP
 from wapflow.pipeline import run_wap
 from wapflow.sql.identifiers import TableName
 

@@ -16,7 +16,8 @@ from support.typer_cli import wap
 from wapflow import api
 from wapflow.config import load_config
 from wapflow.errors import EXIT_CONFLICT, EXIT_REVIEW, EXIT_USAGE, AlreadyDecided, UsageError
-from wapflow.lakehouse.lineage import APPROVAL_REASON_PROP, APPROVED_BY_PROP, picked_from
+from wapflow.lakehouse.lineage import picked_from
+from wapflow.lakehouse.model import APPROVAL_REASON_PROP, APPROVED_BY_PROP
 from wapflow.runs.store import RunStore
 from wapflow.sql.identifiers import TableName
 

@@ -292,7 +292,7 @@ def test_a_table_pyiceberg_wrote_gets_per_column_history_and_its_band_without_a_
 
     from wapflow.config import parse_config
     from wapflow.lakehouse.lakehouse import Lakehouse
-    from wapflow.lakehouse.lineage import RUN_ID_PROP
+    from wapflow.lakehouse.model import RUN_ID_PROP
     from wapflow.lakehouse.pyiceberg_client import open_catalog
     from wapflow.service.metrics import backfill_metrics
 

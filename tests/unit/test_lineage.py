@@ -5,9 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from wapflow.lakehouse.lineage import (
-    REVERTED_PROP,
-    RUN_ID_PROP,
-    SOURCE_SNAPSHOT_PROP,
     find_published,
     on_main,
     origin,
@@ -15,7 +12,7 @@ from wapflow.lakehouse.lineage import (
     run_of,
     run_properties,
 )
-from wapflow.lakehouse.tables import Snapshot
+from wapflow.lakehouse.model import REVERTED_PROP, RUN_ID_PROP, SOURCE_SNAPSHOT_PROP, Snapshot
 from wapflow.sql.identifiers import TableName
 
 T = TableName.parse("nyc.trips")

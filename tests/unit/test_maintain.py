@@ -9,7 +9,7 @@ import pytest
 
 from wapflow.config import parse_config, parse_duration
 from wapflow.errors import ConfigError
-from wapflow.lakehouse.tables import Ref, Snapshot
+from wapflow.lakehouse.model import Ref, Snapshot
 from wapflow.maintain.plan import DataFile, plan_compaction, plan_expiry, stale_branches
 from wapflow.runs.store import RunRecord
 

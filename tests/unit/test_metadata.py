@@ -14,8 +14,8 @@ from wapflow.config import parse_config
 from wapflow.errors import EnvironmentProblem, Unreachable
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.metadata import CatalogTables, JdbcSource, RestSource, read_metadata_file, source_for
+from wapflow.lakehouse.model import Ref, refs_of, snapshots_of
 from wapflow.lakehouse.processes import free_port
-from wapflow.lakehouse.tables import Ref, refs_of, snapshots_of
 from wapflow.sql.identifiers import TableName
 from wapflow.storage import Storage
 

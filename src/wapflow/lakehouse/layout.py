@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wapflow.errors import CommitConflict, ConfigError
+from wapflow.lakehouse.model import DISTRIBUTION_MODE_PROP
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, sql_string
 from wapflow.sql.layout import (
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
     from wapflow.lakehouse.tables import Tables
 
-DISTRIBUTION = "write.distribution-mode"
 _ROUNDS = 24  # statements plus conflict retries in one evolution: far more than any real layout change needs
 _CONFLICT_RETRIES = 5
 
@@ -71,7 +71,7 @@ def distribution_for(partitioned: bool, sorted_: bool) -> str | None:
 def table_properties(layout: Layout) -> dict[str, str]:
     """What a new table gets beside its spec (its sort order is set right after creation)."""
     mode = distribution_for(bool(layout.partition_by), bool(layout.sort_by))
-    return {DISTRIBUTION: mode} if mode else {}
+    return {DISTRIBUTION_MODE_PROP: mode} if mode else {}
 
 
 def creation(layout: Layout) -> tuple[list[str], dict[str, str]]:
@@ -147,8 +147,8 @@ def current(tables: Tables, table: TableName) -> Current:
     try:
         sorts = [parse_sort_field(t) for t in split_top_level(order)] if order else []
     except ConfigError:
-        return Current(tuple(parts), (), props.get(DISTRIBUTION), tuple(foreign), order)
-    return Current(tuple(parts), tuple(sorts), props.get(DISTRIBUTION), tuple(foreign))
+        return Current(tuple(parts), (), props.get(DISTRIBUTION_MODE_PROP), tuple(foreign), order)
+    return Current(tuple(parts), tuple(sorts), props.get(DISTRIBUTION_MODE_PROP), tuple(foreign))
 
 
 def plan(cur: Current, layout: Layout, ident: str) -> list[tuple[str, str]]:
@@ -192,8 +192,8 @@ def plan(cur: Current, layout: Layout, ident: str) -> list[tuple[str, str]]:
     if mode is not None and mode != cur.distribution and not sort_step:
         steps.append(
             (
-                f"ALTER TABLE {ident} SET TBLPROPERTIES ({sql_string(DISTRIBUTION)} = {sql_string(mode)})",
-                f"{DISTRIBUTION} set to {mode}",
+                f"ALTER TABLE {ident} SET TBLPROPERTIES ({sql_string(DISTRIBUTION_MODE_PROP)} = {sql_string(mode)})",
+                f"{DISTRIBUTION_MODE_PROP} set to {mode}",
             )
         )
     return steps

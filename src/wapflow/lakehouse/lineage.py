@@ -16,22 +16,27 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from wapflow.lakehouse.model import (
+    APPROVAL_REASON_PROP,
+    APPROVED_BY_PROP,
+    BRANCH_PROP,
+    FILES_HASH_PROP,
+    REVERTED_PROP,
+    RUN_ID_PROP,
+    SOURCE_SNAPSHOT_PROP,
+    SOURCES_PROP,
+    TABLES_PROP,
+    Snapshot,
+)
+
 if TYPE_CHECKING:
-    from wapflow.lakehouse.metadata import TableMetadata
-    from wapflow.lakehouse.tables import Snapshot
+    from wapflow.lakehouse.reads import TableMetadata
     from wapflow.sql.identifiers import TableName
 
-RUN_ID_PROP = "wapflow.run-id"
-SOURCES_PROP = "wapflow.sources"  # the run's file URIs, comma-separated (cut at _TEXT_LIMIT)
-FILES_HASH_PROP = "wapflow.files-sha256"  # fingerprint of the run's file identities (uri, size, version)
-REVERTED_PROP = "wapflow.reverted-run-id"  # on the snapshot that took a run's rows back off main
-SOURCE_SNAPSHOT_PROP = "source-snapshot-id"  # set by Iceberg on cherry-picked snapshots
-# A Nessie merge commit's properties: the run (RUN_ID_PROP), the tables it published and the branch merged.
-TABLES_PROP = "wapflow.tables"
-BRANCH_PROP = "wapflow.branch"
-# A run held for review and approved: who approved it and why (on the snapshot main is published to).
-APPROVED_BY_PROP = "wapflow.approved-by"
-APPROVAL_REASON_PROP = "wapflow.approval-reason"
+# The property keys (wapflow.lakehouse.model): RUN_ID_PROP, SOURCES_PROP and FILES_HASH_PROP on every snapshot
+# a run commits, REVERTED_PROP on `wap revert`'s, APPROVED_BY_PROP and APPROVAL_REASON_PROP on an approved
+# run's, TABLES_PROP and BRANCH_PROP on a Nessie merge commit; Iceberg sets SOURCE_SNAPSHOT_PROP on a
+# cherry-pick.
 
 # Property values travel in every commit's metadata: a run of thousands of files keeps a prefix only.
 _TEXT_LIMIT = 4000

@@ -2,8 +2,8 @@
 
 `wap history`, `wap branches` and whatever else only reads snapshots, refs and schemas need no JVM: the
 catalog says where a table's current metadata file is (or, for a REST catalog, hands the metadata over), and
-that file is Iceberg's own JSON, parsed by the same functions Spark's view uses (tables.snapshots_of,
-tables.refs_of). One seam, a MetadataSource per catalog kind:
+that file is Iceberg's own JSON, parsed by the same functions Spark's view uses (model.snapshots_of,
+model.refs_of). One seam, a MetadataSource per catalog kind:
 
 - the embedded SQLite catalog and `catalog = "jdbc"` on PostgreSQL or SQLite: the `iceberg_tables` row of
   Iceberg's JDBC catalog (SQLAlchemy), then the metadata file (local, or s3:// through wapflow.storage; gzip'd
@@ -32,7 +32,11 @@ from urllib.parse import quote as urlquote
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import ConfigError, EnvironmentProblem, ServiceError, Unreachable, WapError
 from wapflow.lakehouse.catalog_props import REST_TOKEN_SETTING
-from wapflow.lakehouse.tables import Ref, Snapshot, SnapshotReads, refs_of, snapshots_of
+from wapflow.lakehouse.model import Ref, Snapshot, refs_of, snapshots_of
+from wapflow.lakehouse.reads import SnapshotReads
+
+# Re-exported for wapflow.lakehouse.lakehouse until it imports it from its owner, wapflow.lakehouse.reads.
+from wapflow.lakehouse.reads import TableMetadata as TableMetadata
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 
@@ -59,26 +63,6 @@ class MetadataSource(Protocol):
         ...
 
     def list_tables(self) -> list[TableName]: ...
-
-
-class TableMetadata(Protocol):
-    """The read-only part of wapflow.lakehouse.tables.Tables: what history and branch listings need."""
-
-    catalog: str
-
-    def exists(self, table: TableName) -> bool: ...
-
-    def snapshots(self, table: TableName) -> dict[int, Snapshot]: ...
-
-    def refs(self, table: TableName) -> dict[str, Ref]: ...
-
-    def head(self, table: TableName, branch: str = "main") -> int | None: ...
-
-    def ancestry(self, snapshots: dict[int, Snapshot], head: int | None, stop: int | None = None) -> list[Snapshot]: ...
-
-    def list_tables(self) -> list[TableName]: ...
-
-    def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> FileMetrics: ...
 
 
 class CatalogTables(SnapshotReads):

@@ -5,14 +5,26 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.errors import UsageError, WapError
-from wapflow.lakehouse.lineage import RUN_ID_PROP
+from wapflow.lakehouse.model import (
+    FORMAT_VERSION_PROP,
+    METADATA_DELETE_AFTER_COMMIT_PROP,
+    METADATA_PREVIOUS_VERSIONS_MAX_PROP,
+    NAME_MAPPING_PROP,
+    WAP_ENABLED_PROP,
+    Ref,
+)
+
+# Re-exported for the group commit (wapflow.lakehouse.group_commit) until it imports them from their owners:
+# wapflow.lakehouse.model and wapflow.lakehouse.reads.
+from wapflow.lakehouse.model import Snapshot as Snapshot
+from wapflow.lakehouse.model import refs_of as refs_of
+from wapflow.lakehouse.model import snapshots_of as snapshots_of
+from wapflow.lakehouse.reads import SnapshotReads as SnapshotReads
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
@@ -21,78 +33,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructField, StructType
 
     from wapflow.lakehouse.manifests import ManifestMetrics
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    snapshot_id: int
-    parent_id: int | None
-    committed_at: datetime
-    operation: str | None
-    summary: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def run_id(self) -> str | None:
-        """The run that committed this snapshot itself (a cherry-pick's run: lineage.run_of)."""
-        return self.summary.get(RUN_ID_PROP)
-
-    @property
-    def added_records(self) -> int:
-        return int(self.summary.get("added-records", "0") or 0)
-
-
-@dataclass(frozen=True)
-class Ref:
-    name: str
-    type: str
-    snapshot_id: int
-
-
-def snapshots_of(meta: dict[str, Any]) -> dict[int, Snapshot]:
-    """The snapshots of a table's metadata as Iceberg writes it (TableMetadataParser's JSON): the one parser of
-    it, for Spark's view (Tables) and the catalog's own (wapflow.lakehouse.metadata)."""
-    out: dict[int, Snapshot] = {}
-    for s in meta.get("snapshots") or []:
-        summary = {str(k): str(v) for k, v in (s.get("summary") or {}).items()}
-        operation = summary.pop("operation", None)
-        sid = int(s["snapshot-id"])
-        parent = s.get("parent-snapshot-id")
-        when = datetime.fromtimestamp(int(s["timestamp-ms"]) / 1000)  # naive local, as Spark returns it
-        out[sid] = Snapshot(sid, int(parent) if parent is not None else None, when, operation, summary)
-    return out
-
-
-def refs_of(meta: dict[str, Any]) -> dict[str, Ref]:
-    """The refs of a table's metadata JSON; main from current-snapshot-id when a v1 table has no refs."""
-    refs = dict(meta.get("refs") or {})
-    current = meta.get("current-snapshot-id")
-    if "main" not in refs and current is not None and int(current) != -1:
-        refs["main"] = {"snapshot-id": current, "type": "branch"}
-    return {
-        str(n): Ref(str(n), str(r["type"]).upper(), int(r["snapshot-id"]))
-        for n, r in refs.items()
-        if r.get("snapshot-id") is not None
-    }
-
-
-class SnapshotReads:
-    """What every reader of table metadata derives from refs and snapshots: heads and ancestry."""
-
-    def refs(self, table: TableName) -> dict[str, Ref]:
-        raise NotImplementedError
-
-    def head(self, table: TableName, branch: str = "main") -> int | None:
-        ref = self.refs(table).get(branch)
-        return ref.snapshot_id if ref else None
-
-    def ancestry(self, snapshots: dict[int, Snapshot], head: int | None, stop: int | None = None) -> list[Snapshot]:
-        """Snapshots from head back to (not including) stop, newest first."""
-        out: list[Snapshot] = []
-        cur = head
-        while cur is not None and cur != stop and cur in snapshots:
-            out.append(snapshots[cur])
-            cur = snapshots[cur].parent_id
-        return out
 
 
 class Tables(SnapshotReads):
@@ -194,12 +134,12 @@ class Tables(SnapshotReads):
         `partitioned_by`: Spark DDL of the partition fields (wapflow.sql.layout's PartitionField.sql(),
         names quoted); `properties`: more table properties (the write distribution mode)."""
         props = {
-            "format-version": "2",
-            "write.wap.enabled": "true",
+            FORMAT_VERSION_PROP: "2",
+            WAP_ENABLED_PROP: "true",
             # Old metadata.json files go after each commit (a WAP run adds ~4); `wap maintain` sets the
             # number kept from [maintenance] metadata_versions_max.
-            "write.metadata.delete-after-commit.enabled": "true",
-            "write.metadata.previous-versions-max": "100",
+            METADATA_DELETE_AFTER_COMMIT_PROP: "true",
+            METADATA_PREVIOUS_VERSIONS_MAX_PROP: "100",
             **(properties or {}),
         }
         if not partitioned_by:
@@ -619,7 +559,6 @@ class Tables(SnapshotReads):
         return int(self.read(table, branch).count())
 
 
-NAME_MAPPING_PROP = "schema.name-mapping.default"  # Iceberg's table property: columns by name in files without ids
 # Up to this many files, an append's manifests are written without Iceberg's worker pool (see append_parquet).
 _DIRECT_COMMIT_FILES = 100
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from wapflow.lakehouse.lineage import picked_from
-from wapflow.lakehouse.tables import Ref, Snapshot
+from wapflow.lakehouse.model import Ref, Snapshot
 from wapflow.runs.store import RunRecord
 
 KEPT_STATUSES = ("blocked", "failed")

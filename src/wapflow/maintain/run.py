@@ -52,6 +52,11 @@ from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, WapError, did_
 from wapflow.faults import crash_point
 from wapflow.lakehouse import session
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.model import (
+    MAINTENANCE_PROP,
+    METADATA_DELETE_AFTER_COMMIT_PROP,
+    METADATA_PREVIOUS_VERSIONS_MAX_PROP,
+)
 from wapflow.maintain.plan import DataFile, plan_compaction, plan_expiry, stale_branches
 from wapflow.pipeline.retry import backoff
 from wapflow.runs.locks import publish_lock
@@ -63,7 +68,6 @@ from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branc
 T = TypeVar("T")
 
 TEMP_BRANCH_PREFIX = "wap_maintain_"  # the compaction branch of one pass (dropped after it, or by the next pass)
-MAINTENANCE_PROP = "wapflow.maintenance-pass"  # on the snapshot maintenance commits on main
 CONFLICT_ATTEMPTS = 6
 EXPIRE_CHUNK = 500  # snapshot ids per expiry commit: each commit holds the publish lock briefly
 ACTIONS = ("properties", "drop_branches", "compact", "rewrite_manifests", "expire_snapshots", "remove_orphans")
@@ -394,8 +398,8 @@ class TableMaintenance:
         if self.on_nessie:  # an older metadata.json may be what another Nessie branch's commit points to
             return {"skipped": "deleting old metadata files is " + NESSIE_GC}
         want = {
-            "write.metadata.delete-after-commit.enabled": "true",
-            "write.metadata.previous-versions-max": str(self.cfg.metadata_versions_max),
+            METADATA_DELETE_AFTER_COMMIT_PROP: "true",
+            METADATA_PREVIOUS_VERSIONS_MAX_PROP: str(self.cfg.metadata_versions_max),
         }
         have = self._table_properties()
         diff = {k: v for k, v in want.items() if have.get(k) != v}

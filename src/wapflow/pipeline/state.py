@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check, NotNullCheck
-from wapflow.lakehouse.tables import Snapshot
+from wapflow.lakehouse.model import Snapshot
 from wapflow.runs.store import RunRecord
 from wapflow.sql.identifiers import TableName, validate_branch
 from wapflow.storage.files import FileIdentity, SkippedFile

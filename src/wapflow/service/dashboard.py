@@ -27,6 +27,7 @@ from wapflow.errors import NotFound, WapError, did_you_mean
 from wapflow.lakehouse import pyiceberg_client
 from wapflow.lakehouse.lineage import run_id_of, run_of
 from wapflow.lakehouse.metadata import CatalogTables
+from wapflow.lakehouse.model import ADDED_RECORDS, TOTAL_RECORDS
 from wapflow.pipeline.state import STEPS
 from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
@@ -138,7 +139,7 @@ def _iso(t: datetime | None) -> str | None:
 def _records(snap: Snapshot | None) -> int | None:
     if snap is None:
         return None
-    value = snap.summary.get("total-records") if snap.summary else None
+    value = snap.summary.get(TOTAL_RECORDS) if snap.summary else None
     return int(value) if value not in (None, "") else None
 
 
@@ -227,7 +228,7 @@ def _direct_main(direct: CatalogTables, table: TableName) -> tuple[int, int | No
     """Rows on main and main's snapshot, from the catalog's metadata read directly."""
     head = direct.head(table)
     snap = direct.snapshots(table).get(head) if head is not None else None
-    return (int(snap.summary.get("total-records") or 0) if snap is not None else 0), head
+    return (int(snap.summary.get(TOTAL_RECORDS) or 0) if snap is not None else 0), head
 
 
 def _direct_history(direct: CatalogTables, table: TableName, limit: int) -> tuple[int, list[dict[str, Any]]]:
@@ -241,7 +242,7 @@ def _direct_history(direct: CatalogTables, table: TableName, limit: int) -> tupl
             "operation": s.operation,
             "run_id": run_of(snaps, s),
             "rows_added": s.added_records,
-            "total_rows": int(s.summary["total-records"]) if s.summary.get("total-records") else None,
+            "total_rows": int(s.summary[TOTAL_RECORDS]) if s.summary.get(TOTAL_RECORDS) else None,
         }
         for s in main[:limit]
     ]
@@ -355,7 +356,7 @@ def table_detail(src: Sources, table: str, limit: int = 100) -> dict[str, Any]:
                     "committed_at": _iso(datetime.fromtimestamp(snap.timestamp_ms / 1000, UTC)),
                     "operation": str(snap.summary.operation.value) if snap.summary else None,
                     "run_id": _run_of(tbl, snap),
-                    "rows_added": int(s.get("added-records", 0) or 0),
+                    "rows_added": int(s.get(ADDED_RECORDS, 0) or 0),
                     "total_rows": _records(snap),
                 }
             )

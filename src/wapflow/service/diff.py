@@ -195,7 +195,7 @@ def main_file_metrics(lh: Lakehouse, table: TableName) -> FileMetrics:
     """Column metrics summed over main's live data files: from the catalog and main's manifests with no JVM
     where wapflow reads the catalog itself and PyIceberg the manifests, else through Spark."""
     from wapflow.lakehouse.manifests import pyiceberg_installed
-    from wapflow.lakehouse.tables import refs_of
+    from wapflow.lakehouse.model import refs_of
 
     direct = lh.catalog_metadata() if pyiceberg_installed() else None
     if direct is not None and direct.manifests is not None:

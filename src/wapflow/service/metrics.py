@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, TypedDict
 
 from wapflow.audit.anomaly import CHANGE_METRICS, METRICS, SCHEMA_METRIC
 from wapflow.errors import NotFound, UsageError, did_you_mean
+from wapflow.lakehouse.model import ADDED_DATA_FILES, ADDED_RECORDS
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunStore
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
-    from wapflow.lakehouse.tables import Snapshot
+    from wapflow.lakehouse.model import Snapshot
 
 KNOWN_METRICS = (*METRICS, *CHANGE_METRICS, SCHEMA_METRIC)
 
@@ -152,4 +153,4 @@ def _lost_picks(snaps: Mapping[int, Snapshot], main: list[Snapshot], owners: Map
 
 def _added_data(summary: Mapping[str, str]) -> bool:
     """Whether a snapshot added data files or rows (Iceberg's summary; a key it leaves out counts as 0)."""
-    return any(int(summary.get(key, "0") or 0) > 0 for key in ("added-data-files", "added-records"))
+    return any(int(summary.get(key, "0") or 0) > 0 for key in (ADDED_DATA_FILES, ADDED_RECORDS))

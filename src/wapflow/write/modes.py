@@ -25,6 +25,7 @@ from wapflow.audit import sqlguard
 from wapflow.audit.checks import boolean_condition
 from wapflow.audit.report import CheckResult
 from wapflow.errors import ConfigError, did_you_mean
+from wapflow.lakehouse.model import ADDED_RECORDS, DELETED_RECORDS
 from wapflow.spark.shared_session import session_change
 from wapflow.sql.identifiers import quote
 
@@ -85,11 +86,11 @@ def _summed(summaries: Sequence[Mapping[str, str]], key: str) -> int | None:
 
 
 def _added(summaries: Sequence[Mapping[str, str]]) -> int:
-    return sum(int(s.get("added-records", "0") or 0) for s in summaries)
+    return sum(int(s.get(ADDED_RECORDS, "0") or 0) for s in summaries)
 
 
 def _deleted(summaries: Sequence[Mapping[str, str]]) -> int:
-    return sum(int(s.get("deleted-records", "0") or 0) for s in summaries)
+    return sum(int(s.get(DELETED_RECORDS, "0") or 0) for s in summaries)
 
 
 class WriteMode:

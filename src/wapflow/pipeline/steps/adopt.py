@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from wapflow.errors import InputError
 from wapflow.files.access import local_path
 from wapflow.files.parquet_checks import parquet_footer
+from wapflow.lakehouse.model import DATA_PATH_PROP, METRICS_DEFAULT_PROP
 from wapflow.lakehouse.tables import local_location
 from wapflow.spark import errors as spark_errors
 from wapflow.storage import Storage, is_s3_uri
@@ -97,7 +98,7 @@ def check(run: Run, mode: WriteMode, df: DataFrame) -> Adoptable | str:
     if sorted_table(meta):
         return "the table is sorted (a rewrite writes its rows in the table's order)"
     props = meta.get("properties") or {}
-    data = props.get("write.data.path") or f"{meta.get('location', '')}/data"
+    data = props.get(DATA_PATH_PROP) or f"{meta.get('location', '')}/data"
     if local_location(data) is None and not is_s3_uri(data):
         return f"the table's data location {data} is neither local nor on S3"
     if not all(local_path(f) is not None or (is_s3_uri(f.uri) and f.version) for f in run.files):
@@ -235,7 +236,7 @@ def files_fit(meta: dict[str, Any], files: list[FileIdentity], storage: Storage,
     from pyiceberg.table.name_mapping import create_mapping_from_schema, parse_mapping_from_json
     from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType, PrimitiveType
 
-    from wapflow.lakehouse.tables import NAME_MAPPING_PROP
+    from wapflow.lakehouse.model import NAME_MAPPING_PROP
 
     # The primitive promotions of Iceberg's spec that every reader resolves when it reads the file: a file's int
     # column read as the table's long, a float as a double (what a table's type change leaves in its old files).
@@ -294,7 +295,7 @@ def partition_of(metadata: Any, schema: Any, spec: Any) -> list[str | None] | st
     from pyiceberg.types import BooleanType, DateType, IntegerType, LongType, StringType
 
     # Full metrics: bounds not truncated, so a string's bounds are its own values.
-    plan = compute_statistics_plan(schema, {"write.metadata.metrics.default": "full"})
+    plan = compute_statistics_plan(schema, {METRICS_DEFAULT_PROP: "full"})
     try:
         stats = data_file_statistics_from_parquet_metadata(metadata, plan, {f.name: f.field_id for f in schema.fields})
     except ValueError as e:  # statistics of a physical type PyIceberg does not read for the column's type

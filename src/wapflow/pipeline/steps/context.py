@@ -24,7 +24,7 @@ from wapflow.errors import WapError
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import lineage
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.tables import Snapshot
+from wapflow.lakehouse.model import Snapshot
 from wapflow.pipeline.state import RunState, hydration
 from wapflow.runs.store import APPROVED, RunRecord
 from wapflow.spark import errors as spark_errors

@@ -7,14 +7,15 @@ from typing import TYPE_CHECKING, Any
 from wapflow.errors import ConfigError, RunInProgress, UsageError
 from wapflow.faults import crash_point
 from wapflow.files.resolve import resolve_files
-from wapflow.lakehouse.lineage import FILES_HASH_PROP, SOURCES_PROP, files_fingerprint, find_published, origin
+from wapflow.lakehouse.lineage import files_fingerprint, find_published, origin
+from wapflow.lakehouse.model import FILES_HASH_PROP, SOURCES_PROP
 from wapflow.pipeline.steps.context import Run
 from wapflow.runs.store import REJECTED, RunRecord, current_owner, owner_alive
 from wapflow.sql.identifiers import validate_branch
 from wapflow.write.read import detect_format
 
 if TYPE_CHECKING:
-    from wapflow.lakehouse.metadata import TableMetadata
+    from wapflow.lakehouse.reads import TableMetadata
 
 
 def _describe_files(ids: list[dict[str, Any]], limit: int = 5) -> str:

@@ -1,0 +1,102 @@
+"""Iceberg's table vocabulary as wapflow reads and writes it: snapshots, refs, and the property keys.
+
+A leaf (an import-linter contract keeps it one): it imports nothing of wapflow, so any module, of any layer,
+may name a snapshot or a property key without pulling in Spark, the catalog clients or a type-only import
+ring. One owner per key: grep here before writing a key's text anywhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# --- snapshot properties wapflow writes (see wapflow.lakehouse.lineage for their meaning) -------------------
+
+RUN_ID_PROP = "wapflow.run-id"
+SOURCES_PROP = "wapflow.sources"  # the run's file URIs, comma-separated (cut at lineage's text limit)
+FILES_HASH_PROP = "wapflow.files-sha256"  # fingerprint of the run's file identities (uri, size, version)
+REVERTED_PROP = "wapflow.reverted-run-id"  # on the snapshot that took a run's rows back off main
+# A Nessie merge commit's properties: the run (RUN_ID_PROP), the tables it published and the branch merged.
+TABLES_PROP = "wapflow.tables"
+BRANCH_PROP = "wapflow.branch"
+# A run held for review and approved: who approved it and why (on the snapshot main is published to).
+APPROVED_BY_PROP = "wapflow.approved-by"
+APPROVAL_REASON_PROP = "wapflow.approval-reason"
+MAINTENANCE_PROP = "wapflow.maintenance-pass"  # on the snapshot maintenance commits on main
+
+# --- snapshot summary keys Iceberg writes -----------------------------------------------------------------
+
+SOURCE_SNAPSHOT_PROP = "source-snapshot-id"  # on cherry-picked snapshots: the snapshot picked
+ADDED_RECORDS = "added-records"
+DELETED_RECORDS = "deleted-records"
+TOTAL_RECORDS = "total-records"
+ADDED_DATA_FILES = "added-data-files"
+
+# --- table properties -------------------------------------------------------------------------------------
+
+FORMAT_VERSION_PROP = "format-version"
+WAP_ENABLED_PROP = "write.wap.enabled"
+# Old metadata.json files go after each commit, keeping this many (`wap maintain`: [maintenance]
+# metadata_versions_max).
+METADATA_DELETE_AFTER_COMMIT_PROP = "write.metadata.delete-after-commit.enabled"
+METADATA_PREVIOUS_VERSIONS_MAX_PROP = "write.metadata.previous-versions-max"
+METRICS_DEFAULT_PROP = "write.metadata.metrics.default"
+DISTRIBUTION_MODE_PROP = "write.distribution-mode"
+DATA_PATH_PROP = "write.data.path"
+NAME_MAPPING_PROP = "schema.name-mapping.default"  # columns by name in files without Iceberg field ids
+
+
+# --- value types ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    snapshot_id: int
+    parent_id: int | None
+    committed_at: datetime
+    operation: str | None
+    summary: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str | None:
+        """The run that committed this snapshot itself (a cherry-pick's run: lineage.run_of)."""
+        return self.summary.get(RUN_ID_PROP)
+
+    @property
+    def added_records(self) -> int:
+        return int(self.summary.get(ADDED_RECORDS, "0") or 0)
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str
+    type: str
+    snapshot_id: int
+
+
+def snapshots_of(meta: dict[str, Any]) -> dict[int, Snapshot]:
+    """The snapshots of a table's metadata as Iceberg writes it (TableMetadataParser's JSON): the one parser of
+    it, for Spark's view (Tables) and the catalog's own (wapflow.lakehouse.metadata)."""
+    out: dict[int, Snapshot] = {}
+    for s in meta.get("snapshots") or []:
+        summary = {str(k): str(v) for k, v in (s.get("summary") or {}).items()}
+        operation = summary.pop("operation", None)
+        sid = int(s["snapshot-id"])
+        parent = s.get("parent-snapshot-id")
+        when = datetime.fromtimestamp(int(s["timestamp-ms"]) / 1000)  # naive local, as Spark returns it
+        out[sid] = Snapshot(sid, int(parent) if parent is not None else None, when, operation, summary)
+    return out
+
+
+def refs_of(meta: dict[str, Any]) -> dict[str, Ref]:
+    """The refs of a table's metadata JSON; main from current-snapshot-id when a v1 table has no refs."""
+    refs = dict(meta.get("refs") or {})
+    current = meta.get("current-snapshot-id")
+    if "main" not in refs and current is not None and int(current) != -1:
+        refs["main"] = {"snapshot-id": current, "type": "branch"}
+    return {
+        str(n): Ref(str(n), str(r["type"]).upper(), int(r["snapshot-id"]))
+        for n, r in refs.items()
+        if r.get("snapshot-id") is not None
+    }
