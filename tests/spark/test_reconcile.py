@@ -4,18 +4,24 @@ siblings. Outside a multi-table run it fails the run (exit 2) before anything is
 
 from __future__ import annotations
 
+import json
+import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from typer.testing import CliRunner
 
 from support.data import write_parquet
 from wapflow import checks as C
 from wapflow.audit.checks import AuditContext, AuditPlan, evaluate, validate_checks
 from wapflow.audit.report import AuditReport
+from wapflow.cli import app
+from wapflow.config import load_config
 from wapflow.errors import EXIT_USAGE, ConfigError
+from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import run_wap
 from wapflow.sql.identifiers import TableName
 
@@ -171,12 +177,95 @@ def test_a_run_of_one_table_with_reconcile_fails_with_exit_2_and_main_unchanged(
     assert main_rows(lh, LINES) == 2
 
 
-def main_rows(lh: Any, table: TableName) -> int:
-    """Rows on main, read by PyIceberg's own client of the embedded catalog (not wapflow's Spark session)."""
+def catalog_of(lh: Any) -> Any:
+    """PyIceberg's own client of the embedded catalog (not wapflow's Spark session): what a reader sees on main."""
     from pyiceberg.catalog.sql import SqlCatalog
 
-    catalog = SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///x")
+    return SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///x")
+
+
+def main_rows(lh: Any, table: TableName) -> int:
+    catalog = catalog_of(lh)
     if not catalog.table_exists((*table.namespace, table.name)):
         return 0
     tbl = catalog.load_table((*table.namespace, table.name))
     return 0 if tbl.current_snapshot() is None else len(tbl.scan().to_arrow())
+
+
+def main_head(lh: Any, table: TableName) -> int | None:
+    snap = catalog_of(lh).load_table((*table.namespace, table.name)).current_snapshot()
+    return None if snap is None else snap.snapshot_id
+
+
+# --- end to end: `wap run-tables` on the embedded (SQLite) catalog -------------------------------------------
+
+
+def shop_files(landing: Path, name: str, orders: dict[int, str], lines: list[tuple[int, str]]) -> list[str]:
+    money = pa.decimal128(12, 2)
+    o = pa.table(
+        {
+            "order_id": pa.array(list(orders), pa.int64()),
+            "total": pa.array([Decimal(t) for t in orders.values()], money),
+        }
+    )
+    ln = pa.table(
+        {
+            "order_id": pa.array([i for i, _ in lines], pa.int64()),
+            "amount": pa.array([Decimal(a) for _, a in lines], money),
+        }
+    )
+    return [
+        f"shop.orders={write_parquet(landing / f'{name}_orders.parquet', o)}",
+        f"shop.order_lines={write_parquet(landing / f'{name}_lines.parquet', ln)}",
+    ]
+
+
+def test_run_tables_whose_line_amounts_do_not_add_up_to_the_order_totals_is_blocked_mains_unchanged(
+    spark: Any, tmp_path: Path, landing: Path
+) -> None:
+    """The lines' amounts must add up to their orders' totals: a run whose lines do not is blocked as a whole."""
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f"""
+[lakehouse]
+warehouse = "{tmp_path / "lh"}"
+catalog_name = "reconcile{os.getpid()}"
+master = "local[2]"
+
+[tables."shop.orders"]
+checks = [{{ check = "not_null", column = "order_id" }}]
+
+[[tables."shop.order_lines".checks]]
+check = "reconcile"
+metric = "sum"
+column = "amount"
+against = "shop.orders"
+against_column = "total"
+""",
+        encoding="utf-8",
+    )
+    lh = Lakehouse(load_config(cfg), spark=spark)  # for catalog_of: where the catalog is, and its name
+    runner = CliRunner()
+
+    def run_tables(name: str, orders: dict[int, str], lines: list[tuple[int, str]]) -> Any:
+        args = ["run-tables", *shop_files(landing, name, orders, lines), "--config", str(cfg), "--json"]
+        return runner.invoke(app, args)
+
+    first = run_tables("a", {1: "60.00", 2: "40.00"}, [(1, "30.00"), (1, "30.00"), (2, "40.00")])
+    assert first.exit_code == 0, first.output
+    heads = {t: main_head(lh, t) for t in (ORDERS, LINES)}
+    assert main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 3
+
+    # The lines add up to 45.00, the order says 50.00.
+    second = run_tables("b", {3: "50.00"}, [(3, "20.00"), (3, "25.00")])
+    assert second.exit_code == 1, second.output
+    doc = json.loads(second.stdout)
+    assert doc["status"] == "blocked" and "reconcile" in doc["message"]
+    [lines_result] = [t for t in doc["tables"] if t["table"] == LINES.dotted]
+    [chk] = [c for c in lines_result["checks"] if c["check"] == "reconcile"]
+    assert chk["status"] == "failed"
+    assert chk["observed"] == (
+        "shop.order_lines sum(amount) = 45.00; shop.orders sum(total) = 50.00; difference 5.00 (10.00%)"
+    )
+    assert {t: main_head(lh, t) for t in (ORDERS, LINES)} == heads
+    assert main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 3
