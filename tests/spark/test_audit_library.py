@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from support.data import write_parquet
-from wapflow.audit.checks import AuditContext, AuditPlan, evaluate
+from wapflow.audit.checks import AuditPlan, evaluate
+from wapflow.audit.checktype import AuditContext
 from wapflow.cli import app
 from wapflow.config import TableConfig
 from wapflow.pipeline import WapRun, run_wap

@@ -117,7 +117,8 @@ def test_unique_of_an_integer_key_counted_by_bit_words_equals_the_grouping(spark
     from pyspark.sql.types import LongType, StructField, StructType
 
     from wapflow.audit.batch_checks import duplicate_rows_by_bit_words
-    from wapflow.audit.checks import AuditContext, compile_check
+    from wapflow.audit.checks import compile_check
+    from wapflow.audit.checktype import AuditContext
     from wapflow.audit.metrics import FileMetrics
     from wapflow.audit.spec import UniqueCheck
 

@@ -15,7 +15,7 @@ import pytest
 from wapflow import checks as C
 from wapflow.audit.anomaly import FLOOR_ABSOLUTE, MAD_SCALE, band, same_weekday, weekday_of
 from wapflow.audit.batch_checks import schema_diff
-from wapflow.audit.checks import AuditContext, Compiled
+from wapflow.audit.checktype import AuditContext, Compiled
 from wapflow.audit.spec import CheckType
 from wapflow.errors import EXIT_USAGE, ConfigError
 from wapflow.runs.metrics import MetricHistory

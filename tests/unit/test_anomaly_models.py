@@ -15,7 +15,7 @@ import pytest
 from wapflow import checks as C
 from wapflow.audit import anomaly as A
 from wapflow.audit.anomaly import MAD_SCALE, judge
-from wapflow.audit.checks import AuditContext, Compiled
+from wapflow.audit.checktype import AuditContext, Compiled
 from wapflow.audit.spec import CheckType
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import APPROVED, RunRecord, RunStore

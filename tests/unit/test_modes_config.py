@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from wapflow import checks as C
-from wapflow.audit.checks import AuditContext
+from wapflow.audit.checktype import AuditContext
 from wapflow.config import TableConfig, parse_config
 from wapflow.errors import ConfigError
 from wapflow.write.modes import Changes, write_mode

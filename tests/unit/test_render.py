@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from wapflow.audit.checks import AuditContext, Compiled
+from wapflow.audit.checktype import AuditContext, Compiled
 from wapflow.audit.report import CheckResult
 from wapflow.audit.spec import CHECK_MODELS, CheckType
 from wapflow.cli.output import checks_table

@@ -48,7 +48,7 @@ from wapflow.sql.layout import INTEGER_TYPES
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from wapflow.audit.checks import AuditContext, Compiled
+    from wapflow.audit.checktype import AuditContext, Compiled
     from wapflow.audit.metrics import FileMetrics
     from wapflow.sql.identifiers import TableName
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-    from wapflow.audit.checks import AuditContext, Compiled
     from wapflow.audit.metrics import FileMetrics
     from wapflow.sql.identifiers import TableName
 
@@ -100,6 +99,68 @@ class Verdict(NamedTuple):
     failing_rows: int
     # A failure that only warns whatever the check's severity (an anomaly check short of history, set to warn).
     warn_only: bool = False
+
+
+# --- what the engine (audit.checks) hands every check type ---------------------------------------------
+
+
+@dataclass
+class Compiled:
+    """One check as Spark expressions plus the SQL a person can run to see its failing rows."""
+
+    index: int
+    check: CheckType
+    applies: Column  # the check's filter (or TRUE)
+    fail: Column | None  # per-row failure condition (row-level checks and null_rate)
+    fail_sql: str | None
+    threshold: str
+    mapping: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        return f"c{self.index}"
+
+    @property
+    def row_level(self) -> bool:
+        return self.check.row_level
+
+    @property
+    def blocks_rows(self) -> bool:
+        """Rows failing it are quarantinable: row-level, error severity, no tolerance."""
+        return self.check.blocks_rows
+
+    def col(self, name: str) -> Column:
+        from pyspark.sql import functions as F
+
+        from wapflow.sql.identifiers import quote
+
+        return F.col(quote(self.mapping[name]))
+
+
+@dataclass
+class AuditContext:
+    """What evaluation may look at beyond the new rows."""
+
+    main_table: Callable[[TableName], DataFrame] | None = None  # main of a table (joins)
+    this_table: TableName | None = None
+    # (commit time, rows added) of the table's earlier published runs on main, newest first (volume checks).
+    history: Callable[[], list[tuple[datetime, int]]] | None = None
+    branch_sql: str | None = None  # `cat`.`ns`.`t` VERSION AS OF 'branch', for reproduction queries
+    file_metrics: Callable[[], FileMetrics | None] | None = None
+    # What the run changes (write.modes.Changes as a dict: rows_inserted, ..., main_rows), for max_change.
+    changes: dict[str, int] | None = None
+    # The metric history of the table's published runs, newest first: (metric, column, how many, weekday) ->
+    # values (column "" for table metrics; weekday 0..6: only runs that started on it, None: every run), and the
+    # columns and types of the last published run (anomaly checks).
+    metric_history: Callable[[str, str, int, int | None], list[float]] | None = None
+    last_schema: Callable[[], dict[str, str] | None] | None = None
+    run_at: datetime | None = None  # when this run started (the weekday of weekly seasonality)
+    # The run's table on its branch after a write that changed existing rows (a merge): `unique` looks up there
+    # the keys the batch touched, since a new row can collide with a row already in the table.
+    table_after: Callable[[], DataFrame] | None = None
+    # The new rows of another table of the same multi-table run, by name (None: a run of one table). Checks across
+    # the group (reconcile) read a sibling's staged batch here; main_table reads a sibling's staged table.
+    batch_of: Callable[[TableName], DataFrame] | None = None
 
 
 @dataclass(frozen=True)

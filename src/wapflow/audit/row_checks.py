@@ -28,7 +28,7 @@ from wapflow.sql.layout import INTEGER_TYPES
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
-    from wapflow.audit.checks import Compiled
+    from wapflow.audit.checktype import Compiled
     from wapflow.audit.metrics import FileMetrics
 
 

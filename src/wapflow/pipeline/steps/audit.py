@@ -11,7 +11,8 @@ from typing import Any
 
 from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, file_metric_values
 from wapflow.audit.batch_checks import schema_of
-from wapflow.audit.checks import AuditContext, AuditPlan, FileMetrics, evaluate
+from wapflow.audit.checks import AuditPlan, FileMetrics, evaluate
+from wapflow.audit.checktype import AuditContext
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check
 from wapflow.errors import ConfigError, WapError
