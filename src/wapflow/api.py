@@ -204,9 +204,20 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
     return _diff(lh, run_or_branch)
 
 
-def approve(lh: Lakehouse, run_id: str, *, reason: str, by: str | None = None) -> RunResult:
+def group_diff(lh: Lakehouse, group_id: str) -> list[DiffDoc]:
+    """`diff` of every table of a multi-table run, in the order the run named them; [] when `group_id` names no
+    multi-table run (then `diff` answers for a run or branch of one table)."""
+    from wapflow.service.diff import diff as _diff
+
+    if lh.store.get(group_id) is not None:
+        return []
+    return [_diff(lh, r.run_id) for r in lh.store.group(group_id)]
+
+
+def approve(lh: Lakehouse, run_id: str, *, reason: str, by: str | None = None) -> RunResult | MultiRunResult:
     """Publish a run awaiting review (its table's `review` held it): audited again against main as it is now,
-    then published, or blocked if it no longer passes its error checks (the result says which). `by`: who
+    then published, or blocked if it no longer passes its error checks (the result says which). A multi-table
+    run's id approves every table of it: a MultiRunResult, all published in one commit or none. `by`: who
     approves (default: the OS user); `reason` is required. Raises UsageError (a blank reason, a run not
     awaiting review), NotFound (no such run), AlreadyDecided (another approve or reject decided it first)."""
     from wapflow.service.review import approve as _approve

@@ -225,3 +225,57 @@ def test_new_columns_on_table_branches_fail_the_group_with_every_main_unchanged(
     assert main_rows(lh, ORDERS) == 1 and main_rows(lh, LINES) == 1
     names = [f.name for f in reader(lh).load_table(("shop", "lines")).schema().fields]
     assert "note" not in names
+
+
+def test_review_holds_the_whole_group_and_one_approval_publishes_every_table_in_one_commit(lakehouse_factory, landing):
+    """review = "always" on one table holds every table of the run; a table's own run id cannot be approved
+    alone; `diff` of the group's id shows each table; approving the group's id publishes both together."""
+    from wapflow import api
+    from wapflow.errors import UsageError
+    from wapflow.lakehouse.lineage import approval_of
+
+    lh = lakehouse_factory({**TABLES, "shop.orders": {**TABLES["shop.orders"], "review": "always"}})
+    held = api.run_tables(
+        lh,
+        [("shop.orders", [orders(landing, "o.parquet", [1, 2])]), ("shop.lines", [lines(landing, "l.parquet", [1])])],
+    )
+    assert held.status == "awaiting_review" and held.exit_code == 6, held.message
+    assert f"wap approve {held.run_id}" in held.message
+    assert main_rows(lh, ORDERS) == 0 and main_rows(lh, LINES) == 0
+    members = lh.store.group(held.run_id)
+    assert [(m.table_name, m.status, m.branch_kept) for m in members] == [
+        ("shop.orders", "awaiting_review", True),
+        ("shop.lines", "awaiting_review", True),
+    ]
+    with pytest.raises(UsageError, match=f"part of multi-table run {held.run_id}"):
+        api.approve(lh, members[1].run_id, reason="lines look fine")
+    diffs = api.group_diff(lh, held.run_id)
+    assert [d["run_id"] for d in diffs] == [m.run_id for m in members]
+    assert [d["rows"]["added"] for d in diffs if d["rows"]] == [2, 1]
+
+    res = api.approve(lh, held.run_id, reason="checked with the shop team", by="alice")
+    assert res.status == "published", res.message
+    assert main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 1
+    assert refs(lh, ORDERS) == {"main"} and refs(lh, LINES) == {"main"}
+    for t in (ORDERS, LINES):
+        snap = reader(lh).load_table((*t.namespace, t.name)).current_snapshot()
+        assert snap is not None and approval_of(dict(snap.summary.additional_properties)) == (
+            "alice",
+            "checked with the shop team",
+        )
+    assert {m.status for m in lh.store.group(held.run_id)} == {"published"}
+
+
+def test_rejecting_a_held_group_drops_every_tables_branch(lakehouse_factory, landing):
+    from wapflow import api
+
+    lh = lakehouse_factory({**TABLES, "shop.lines": {**TABLES["shop.lines"], "review": "always"}})
+    held = api.run_tables(
+        lh, [("shop.orders", [orders(landing, "o.parquet", [1])]), ("shop.lines", [lines(landing, "l.parquet", [1])])]
+    )
+    assert held.status == "awaiting_review", held.message
+    doc = api.reject(lh, held.run_id, reason="wrong day", by="bob")
+    assert doc["status"] == "rejected" and len(doc["tables"]) == 2, doc
+    assert refs(lh, ORDERS) == {"main"} and refs(lh, LINES) == {"main"}
+    assert main_rows(lh, ORDERS) == 0 and main_rows(lh, LINES) == 0
+    assert {m.status for m in lh.store.group(held.run_id)} == {"rejected"}

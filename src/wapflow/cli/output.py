@@ -26,7 +26,7 @@ from wapflow.service import render
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.progress import Tick
-    from wapflow.pipeline.result import RunResult
+    from wapflow.pipeline.result import MultiRunResult, RunResult
 
 
 def _out_settings() -> dict[str, Any]:
@@ -300,6 +300,14 @@ def render_run(res: RunResult) -> None:
         print_error(res.message)
     else:
         out.print(res.message)
+
+
+def render_group(res: MultiRunResult) -> None:
+    """A multi-table run's outcome: each table's, then the group's one line."""
+    for r in res.tables:
+        render_run(r)
+    color = STATUS_COLOR.get(res.status, "white")
+    out.print(f"[bold {color}]{res.status.upper()}[/] run {res.run_id}: {escape(res.message)}")
 
 
 def run_doc(res: RunResult) -> dict[str, Any]:

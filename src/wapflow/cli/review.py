@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse
-from wapflow.cli.output import Output, out, render_run, rows_table, run_doc
+from wapflow.cli.output import Output, out, render_group, render_run, rows_table, run_doc
+from wapflow.pipeline.result import MultiRunResult
 from wapflow.service.runs import keys_lines
 
 if TYPE_CHECKING:
@@ -36,7 +37,10 @@ def approve(
 
     o = Output(as_json)
     res = on_lakehouse(config, o, lambda lh: api.approve(lh, run_id, reason=reason, by=by))
-    o.result(run_doc(res), lambda: render_run(res))
+    if isinstance(res, MultiRunResult):
+        o.result(res.to_dict(), lambda: render_group(res))
+    else:
+        o.result(run_doc(res), lambda: render_run(res))
     raise typer.Exit(res.exit_code)
 
 
@@ -98,15 +102,25 @@ def diff(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """What publishing a run would change on main: rows added (updated, deleted, replaced by a merge or replace),
-    a merge's sample keys of each kind (recorded by its audit), and per column main beside the batch: null
-    fraction, min, max (mean where the audit measured it). From Iceberg metadata and the run store, no data
-    scan. A published run: says so, with its snapshot (exit 0)."""
+    """What publishing a run would change on main (each table's, for a multi-table run's id): rows added (updated,
+    deleted, replaced by a merge or replace), a merge's sample keys of each kind (recorded by its audit), and per
+    column main beside the batch: null fraction, min, max (mean where the audit measured it). From Iceberg
+    metadata and the run store, no data scan. A published run: says so, with its snapshot (exit 0)."""
     from wapflow import api
 
     o = Output(as_json)
-    doc = on_lakehouse(config, o, lambda lh: api.diff(lh, run_or_branch))
-    o.result(doc, lambda: _show_diff(doc))
+
+    def work(lh: Any) -> Any:
+        docs = api.group_diff(lh, run_or_branch)
+        return {"run_id": run_or_branch, "tables": docs} if docs else api.diff(lh, run_or_branch)
+
+    doc = on_lakehouse(config, o, work)
+
+    def show() -> None:
+        for d in doc.get("tables", [doc]):  # every table of a multi-table run
+            _show_diff(d)
+
+    o.result(doc, show)
 
 
 def _show_diff(doc: DiffDoc) -> None:

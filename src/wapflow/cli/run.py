@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_lakehouse
-from wapflow.cli.output import Output, out, render_run, run_doc
+from wapflow.cli.output import Output, render_group, render_run, run_doc
 from wapflow.errors import UsageError, WapError
 
 # `wap run`, `run-tables`, `ingest` and `backfill`: the user's word that a table without checks may publish.
@@ -103,10 +103,5 @@ def run_tables(
     except WapError as e:
         o.fail(e)
 
-    def show() -> None:
-        for r in res.tables:
-            render_run(r)
-        out.print(res.message)
-
-    o.result(res.to_dict(), show)
+    o.result(res.to_dict(), lambda: render_group(res))
     raise typer.Exit(res.exit_code)

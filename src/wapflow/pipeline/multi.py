@@ -19,11 +19,11 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import lineage
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import MultiRunResult
-from wapflow.pipeline.state import Step, new_run_id, new_state, validate_run_id
+from wapflow.pipeline.state import AWAITING_REVIEW, Step, new_run_id, new_state, validate_run_id
 from wapflow.pipeline.steps import audit, prepare, write
 from wapflow.pipeline.steps.audit import recheck_main
 from wapflow.pipeline.steps.context import Run
-from wapflow.pipeline.steps.publish import MAX_REAPPLY, mark_published, slices
+from wapflow.pipeline.steps.publish import MAX_REAPPLY, held_for_review, mark_published, record_approval, slices
 from wapflow.pipeline.steps.record import fail, result_of
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
@@ -50,18 +50,6 @@ class MultiWapRun:
         no_checks: bool = False,
     ) -> None:
         """`no_checks`: a table of the run that has no checks may publish without (--no-checks)."""
-        held = [(t, lakehouse.config.table(t).review) for t, _ in specs]
-        held = [(t, review) for t, review in held if review != "never"]
-        if held:
-            # Approval re-audits and publishes one run of one table; a group's one commit cannot wait for that yet.
-            # Refused before anything is written, rather than published without the person the config asks for.
-            t, review = held[0]
-            raise ConfigError(
-                f'[tables."{t}"] review = "{review}": a run over several tables cannot be held for review yet, '
-                "so it would publish without one",
-                hint=f'run {t} on its own (`wap run`: held runs are approved table by table), or set review = "never" '
-                "for the tables of a multi-table run",
-            )
         if not specs:
             raise UsageError("no tables given", hint="e.g. wap run-tables orders=orders.parquet items=items.parquet")
         names = [TableName.parse(t).dotted for t, _ in specs]
@@ -122,6 +110,9 @@ class MultiWapRun:
                     current = r
                     {"prepare": prepare.prepare, "write": write.write, "audit": audit.audit}[name](r)
                 if name == "prepare":
+                    for r in self.runs:
+                        r.record.group_id = self.run_id  # approved, rejected and diffed as one (wap approve ID)
+                        r.save()
                     self._already_published()
                     if self.outcome is None:
                         self._lineage("START")
@@ -167,6 +158,10 @@ class MultiWapRun:
                 hint=f"run {staged[0].target} on its own first (`wap run`: its columns reach main), then the group "
                 'again; or use catalog = "nessie", whose branches hold new columns',
             )
+        held = [r for r in self.runs if held_for_review(r)]
+        if held:
+            self._hold(held)
+            return "held"
         where = self.lh.branches.describe(self.branch)
         timeout = self.lh.config.lakehouse.publish_lock_timeout
         with contextlib.ExitStack() as locks:
@@ -182,6 +177,8 @@ class MultiWapRun:
                 self._block(failing)
                 return "blocked"
             self.lh.progress(f"publishing {where} ({len(self.runs)} tables) to main")
+            for r in self.runs:
+                record_approval(r)  # an approved group's snapshots say who approved it and why
             try:
                 moved = self.lh.branches.publish_together(
                     self.branch, self.run_id, [sl for r in self.runs for sl in slices(r)]
@@ -229,6 +226,26 @@ class MultiWapRun:
                 fail(r, UsageError(why).at(run_id=r.run_id, step=step), step)
             r.record.status = "failed"
         self._finish("failed", str(err))
+
+    def _hold(self, held: list[Run]) -> None:
+        """Every table of the group awaits review (a table's `review` asks for a person): branches kept, no main
+        changed. `wap approve <group id>` audits them all again and publishes them in one commit."""
+        why = "; ".join(
+            f"{r.target}: warning(s) {', '.join(c.name for c in r.report.warned)}"
+            if r.report is not None and r.report.warned
+            else f'{r.target}: review = "{r.table_cfg.review}"'
+            for r in held
+        )
+        for r in self.runs:
+            r.record.status, r.record.snapshot_id, r.record.branch_kept = AWAITING_REVIEW, None, r.written()
+            r.message = f"awaiting review with run {self.run_id} ({why})"
+        sandbox = self.lh.branches.describe(self.branch)
+        self._finish(
+            AWAITING_REVIEW,
+            f"awaiting review ({why}); no table changed on main; rows kept on {sandbox} (diff: wap diff "
+            f"{self.run_id}; publish every table: wap approve {self.run_id} --reason ...; drop them: wap reject "
+            f"{self.run_id} --reason ...)",
+        )
 
     def _block(self, failing: list[Run]) -> None:
         keep = any(r.table_cfg.on_failure != "drop" for r in self.runs)

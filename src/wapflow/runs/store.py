@@ -52,6 +52,8 @@ runs_table = sa.Table(
     sa.Column("review_by", sa.String(256)),
     sa.Column("review_reason", sa.Text),
     sa.Column("reviewed_at", sa.DateTime(timezone=True)),
+    # The multi-table run this table's run is part of (migration 0005); null for a run of one table.
+    sa.Column("group_id", sa.String(256), index=True),
 )
 
 
@@ -132,6 +134,7 @@ class RunRecord:
     review_by: str | None = None  # who decided (the OS user, or `--by`)
     review_reason: str | None = None  # why, in their words
     reviewed_at: datetime | None = None
+    group_id: str | None = None  # the multi-table run this run is part of (`wap run-tables`)
 
     @property
     def interrupted(self) -> bool:
@@ -174,6 +177,7 @@ class RunRecord:
             "review_by": self.review_by,
             "review_reason": self.review_reason,
             "reviewed_at": self.reviewed_at,
+            "group_id": self.group_id,
         }
 
     @classmethod
@@ -202,6 +206,7 @@ class RunRecord:
             review_by=m["review_by"],
             review_reason=m["review_reason"],
             reviewed_at=m["reviewed_at"],
+            group_id=m["group_id"],
         )
 
 
@@ -298,6 +303,18 @@ class RunStore:
         with self.engine.connect() as conn:
             row = conn.execute(sa.select(runs_table).where(runs_table.c.run_id == run_id)).first()
         return RunRecord.from_row(row) if row else None
+
+    def group(self, group_id: str) -> list[RunRecord]:
+        """The runs of the tables of one multi-table run, in the order the run named its tables (`<id>-1`, ...)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(runs_table).where(runs_table.c.group_id == group_id)).all()
+        found = [RunRecord.from_row(r) for r in rows]
+
+        def index(rec: RunRecord) -> int:
+            tail = rec.run_id.rsplit("-", 1)[-1]
+            return int(tail) if tail.isdigit() else 0
+
+        return sorted(found, key=index)
 
     def by_branch(self, branch: str) -> list[RunRecord]:
         with self.engine.connect() as conn:

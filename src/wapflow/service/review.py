@@ -30,7 +30,7 @@ from wapflow.service.runs import find_run
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
-    from wapflow.pipeline.result import RunResult
+    from wapflow.pipeline.result import MultiRunResult, RunResult
 
 _BY_LIMIT = 256  # the run store's review_by column
 
@@ -145,14 +145,18 @@ def _decide(store: RunStore, rec: RunRecord, decision: Decision, by: str, reason
         raise UsageError(f"run {rec.run_id} is no longer awaiting review", hint=f"see `wap report {rec.run_id}`")
 
 
-def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = None) -> RunResult:
+def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = None) -> RunResult | MultiRunResult:
     """Publish a run awaiting review: audited again against main as it is now, then published (or blocked if
     it no longer passes its error checks). Its files in the ledger follow the outcome."""
     from wapflow.pipeline.driver import drive
     from wapflow.pipeline.steps.record import result
 
     why, who = _reason(reason, "approved"), reviewer(by)
+    members = lh.store.group(run_id) if lh.store.get(run_id) is None else []
+    if members:
+        return _approve_group(lh, run_id, members, why, who)
     rec = awaiting(lh.store, run_id, "approve")
+    _not_a_member(rec, "approve")
     table = lh.config.table(rec.table_name)
     waited = overdue(rec, table)
     if waited is not None and table.on_review_timeout == "reject":
@@ -178,6 +182,43 @@ def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = 
     return res
 
 
+def _not_a_member(rec: RunRecord, verb: str) -> None:
+    """A table's run of a multi-table run is decided with its group: its tables publish in one commit or none."""
+    if rec.group_id:
+        raise UsageError(
+            f"run {rec.run_id} is the {rec.table_name} part of multi-table run {rec.group_id}, whose tables are "
+            f"published together or not at all: {verb} the whole run",
+            hint=f"wap {verb} {rec.group_id} --reason ...; see every table first with `wap diff {rec.group_id}`",
+        )
+
+
+def _approve_group(lh: Lakehouse, group_id: str, members: list[RunRecord], why: str, who: str) -> MultiRunResult:
+    """Approve every table of a multi-table run held for review, then audit them all again and publish them in
+    one commit (or block them all). Of two racing decisions, the one that decides the first table wins."""
+    from wapflow.pipeline.multi import MultiWapRun
+
+    for rec in members:
+        if rec.status != AWAITING_REVIEW:
+            if rec.review is not None:
+                raise decided(rec)
+            raise UsageError(
+                f"run {group_id} is {rec.shown_status} for {rec.table_name}, not awaiting review: nothing to approve",
+                hint=f"see it with `wap report {rec.run_id}`",
+            )
+    for rec in members:
+        _decide(lh.store, rec, APPROVED, who, why, status="running", owner=current_owner())
+    tables = ", ".join(r.table_name for r in members)
+    lh.progress(f"run {group_id} ({tables}) approved by {who}: auditing every table again, then publishing")
+    unchecked = any(
+        c.get("check") == "no_checks" and c.get("observed") == NO_CHECKS_FLAG for r in members for c in r.checks
+    )
+    specs = [(r.table_name, [f["uri"] for f in r.file_ids] or r.files) for r in members]
+    res = MultiWapRun(lh, specs, branch=members[0].branch, run_id=group_id, no_checks=unchecked).run()
+    if res.status == "blocked":
+        res.message = f"approval refused: run {group_id} no longer passes its error checks; {res.message}"
+    return res
+
+
 def _settle_files(lh: Lakehouse, run_id: str, res: RunResult) -> None:
     """The ledger's files of an approved run: published or blocked with it (a failed publish leaves them
     awaiting review: resuming the run completes it)."""
@@ -193,12 +234,34 @@ def _settle_files(lh: Lakehouse, run_id: str, res: RunResult) -> None:
 
 def reject(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = None) -> dict[str, Any]:
     """Drop a run awaiting review: its branch goes (as `wap discard` drops it; a staged batch's staging table
-    too), its files are `rejected`."""
+    too), its files are `rejected`. A multi-table run's id rejects every table of it."""
+    why, who = _reason(reason, "rejected"), reviewer(by)
+    members = lh.store.group(run_id) if lh.store.get(run_id) is None else []
+    if members:
+        for m in members:
+            if m.status != AWAITING_REVIEW:
+                awaiting(lh.store, m.run_id, "reject")  # raises what it is instead
+        docs = [_reject(lh, m, who, why) for m in members]
+        tables = ", ".join(m.table_name for m in members)
+        return {
+            "run_id": run_id,
+            "status": RUN_REJECTED,
+            "review_by": who,
+            "review_reason": why,
+            "tables": docs,
+            "message": f"run {run_id} rejected by {who} ({why}) for {tables}; their branches dropped; every main "
+            "unchanged",
+        }
+    rec = awaiting(lh.store, run_id, "reject")
+    _not_a_member(rec, "reject")
+    return _reject(lh, rec, who, why)
+
+
+def _reject(lh: Lakehouse, rec: RunRecord, who: str, why: str) -> dict[str, Any]:
     from wapflow.pipeline.steps.context import quarantine_of, staging_of
     from wapflow.sql.identifiers import TableName
 
-    why, who = _reason(reason, "rejected"), reviewer(by)
-    rec = awaiting(lh.store, run_id, "reject")
+    run_id = rec.run_id
     _decide(lh.store, rec, REJECTED, who, why, status=RUN_REJECTED, finished_at=datetime.now(UTC))
     dropped = False
     where = f"branch {rec.branch} dropped"

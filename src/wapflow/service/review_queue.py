@@ -174,7 +174,8 @@ def decide(lh: Lakehouse, run_id: str, decision: str, *, reason: str, by: str | 
 
     if decision == "approve":
         res = approve(lh, run_id, reason=reason, by=by)
-        return {"run_id": run_id, "status": res.status, "message": res.message, "snapshot_id": res.snapshot_id}
+        snapshot = getattr(res, "snapshot_id", None)  # a multi-table run has one per table
+        return {"run_id": run_id, "status": res.status, "message": res.message, "snapshot_id": snapshot}
     if decision == "reject":
         doc = reject(lh, run_id, reason=reason, by=by)
         return {"run_id": run_id, "status": doc["status"], "message": doc["message"], "snapshot_id": None}

@@ -45,7 +45,7 @@ def publish(run: Run) -> None:
         assert run.report is not None
         done = None
         moved = False
-        held = run.report.passed and _held_for_review(run)
+        held = run.report.passed and held_for_review(run)
         if held:
             _hold(run)
         elif run.report.passed:
@@ -59,7 +59,7 @@ def publish(run: Run) -> None:
                     recheck_main(run)
                 if not moved and run.report.passed:
                     try:
-                        _record_approval(run)
+                        record_approval(run)
                         done = _publish_locked(run)
                     except MainMoved:
                         moved = True  # main moved after the look above (a writer that takes no wapflow lock)
@@ -79,7 +79,7 @@ def publish(run: Run) -> None:
     run.save()
 
 
-def _held_for_review(run: Run) -> bool:
+def held_for_review(run: Run) -> bool:
     """The table's `review` holds this run for a person (not yet approved by one)."""
     assert run.report is not None
     return run.record.review != APPROVED and run.table_cfg.holds_for_review(bool(run.report.warned))
@@ -100,7 +100,7 @@ def _hold(run: Run) -> None:
     )
 
 
-def _record_approval(run: Run) -> None:
+def record_approval(run: Run) -> None:
     """An approved run's rows were written before the approval: one more commit on its branch, with no rows,
     carries who approved it and why (lineage.approval_properties), so the snapshot main moves to says so.
     A run written after its approval (re-applied on a moved main) carries them on its own commits already."""
