@@ -289,24 +289,3 @@ def test_wap_dashboard_refuses_the_network_without_a_token(tmp_path: Path, monke
     assert r.exit_code == EXIT_USAGE, r.output
     assert "approves and rejects" in r.output and "Traceback" not in r.output
     assert "[dashboard.oidc] in wap.toml" in r.output and "WAP_DASHBOARD_TOKEN (a secret" in r.output  # both ways
-
-
-def test_a_multi_table_run_over_a_table_that_asks_for_review_is_refused_before_any_write(tmp_path: Path) -> None:
-    """A group's one commit cannot wait for a person yet: refused (exit 2, naming the table and the setting),
-    never published without the review wap.toml asks for. Nothing is written: no Spark is even started."""
-    from wapflow.errors import ConfigError
-    from wapflow.lakehouse.lakehouse import Lakehouse
-    from wapflow.pipeline.multi import MultiWapRun
-
-    cfg = parse_config(
-        {
-            "lakehouse": {"warehouse": str(tmp_path / "wh")},
-            "tables": {"shop.orders": {"review": "on_warn"}, "shop.items": {}},
-        }
-    )
-    lh = Lakehouse(cfg)
-    with pytest.raises(ConfigError) as err:
-        MultiWapRun(lh, [("shop.items", ["i.parquet"]), ("shop.orders", ["o.parquet"])])
-    assert '[tables."shop.orders"] review = "on_warn"' in str(err.value) and err.value.exit_code == 2
-    assert 'review = "never"' in (err.value.hint or "")
-    assert lh._spark is None and not (tmp_path / "wh").exists()
