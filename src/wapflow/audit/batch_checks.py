@@ -501,7 +501,9 @@ class ReconcileCheck(CheckType):
         return 0 if total is None else total
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
-        mine, theirs = values.get(f"{c.key}_v"), values.get(f"{c.key}_a")
+        # A figure not gathered is a sum over no rows, as `measure` counts one: 0.
+        mine, theirs = (values.get(f"{c.key}_{k}") for k in ("v", "a"))
+        mine, theirs = 0 if mine is None else mine, 0 if theirs is None else theirs
         ok, diff = reconciles(mine, theirs, self.tolerance, self.abs_tolerance)
         this = ctx.this_table.dotted if ctx.this_table else "this table"
         share = f" ({float(diff) / abs(float(theirs)):.2%})" if theirs else ""  # of the other's figure
