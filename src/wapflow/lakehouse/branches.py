@@ -10,13 +10,13 @@ whether new columns fit in the sandbox, how main is moved), never by asking whic
 from __future__ import annotations
 
 import builtins
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from wapflow.errors import PublishConflict
+from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lineage import find_published
 from wapflow.lakehouse.model import RUN_ID_PROP, Snapshot
 from wapflow.lakehouse.tables import Tables
@@ -222,16 +222,10 @@ class IcebergTableBranches:
 
     def _committing(self, table: TableName, fn: Callable[[], T], attempts: int = _RETRIES) -> T:
         """Run a metadata commit; when another process committed to the table since this process cached its
-        metadata (Iceberg's CommitFailedException), refresh and try again."""
-        for attempt in range(attempts):
-            try:
-                return fn()
-            except Exception as e:
-                if not spark_errors.commit_conflict(e) or attempt == attempts - 1:
-                    raise
-                self.tables.refresh(table)
-                time.sleep(0.2 * (attempt + 1))
-        raise AssertionError("unreachable")
+        metadata (Iceberg's CommitFailedException), refresh and try again (wapflow.lakehouse.conflicts)."""
+        return retry_on_conflict(
+            fn, what=f"a commit to {table}", on_conflict=lambda: self.tables.refresh(table), attempts=attempts
+        )
 
     def describe(self, branch: str) -> str:
         return f"branch {branch}"

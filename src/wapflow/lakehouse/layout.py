@@ -17,12 +17,13 @@ meets another writer's is retried on the refreshed table.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
-from wapflow.errors import CommitConflict, ConfigError
+from wapflow.errors import CommitConflict, ConfigError, WapError
+from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.model import DISTRIBUTION_MODE_PROP
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, sql_string
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
 
     from wapflow.lakehouse.tables import Tables
 
-_ROUNDS = 24  # statements plus conflict retries in one evolution: far more than any real layout change needs
-_CONFLICT_RETRIES = 5
+_ROUNDS = 24  # statements (each replanned after another writer's change) in one evolution: far more than needed
 
 
 @dataclass(frozen=True)
@@ -213,28 +213,31 @@ def _sorts(layout: Layout) -> str:
 def evolve(tables: Tables, table: TableName, layout: Layout, progress: Callable[[str], None]) -> list[str]:
     """Bring an existing table's layout to the declared one; returns what changed (nothing when it matches).
 
-    One statement at a time, each planned from the table as it is now: a statement another writer made
-    unnecessary is skipped, one that met a concurrent commit is planned and tried again."""
+    One statement at a time, each planned from the table as it is now: one that met a concurrent commit is
+    tried again on the refreshed table (wapflow.lakehouse.conflicts), and a statement another writer made
+    unnecessary is skipped."""
     if not layout.declared:
         return []
     ident = tables.ident(table)
     changed: list[str] = []
-    conflicts = 0
     for _ in range(_ROUNDS):
         steps = plan(current(tables, table), layout, ident)
         if not steps:
             return changed
         statement, note = steps[0]
         try:
-            tables.spark.sql(statement)
+            retry_on_conflict(
+                partial(tables.spark.sql, statement),
+                what=f"changing the layout of {table} ({note})",
+                on_conflict=lambda: tables.refresh(table),
+                hint="retry the run; nothing was written",
+            )
         except Exception as e:
             tables.refresh(table)
             if all(s != statement for s, _ in plan(current(tables, table), layout, ident)):
                 continue  # another writer made the same change meanwhile
-            if spark_errors.commit_conflict(e) and conflicts < _CONFLICT_RETRIES:
-                conflicts += 1
-                time.sleep(0.2 * conflicts)
-                continue
+            if isinstance(e, WapError):  # a commit conflict on every attempt
+                raise
             named = spark_errors.classify(e, doing=f"changing the layout of {table}")
             if named is not None:
                 raise named from e

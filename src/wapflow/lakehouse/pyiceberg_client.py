@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from wapflow.errors import CommitConflict, EnvironmentProblem, UsageError
+from wapflow.errors import EnvironmentProblem, UsageError
+from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.spark.errors import commit_conflict
 from wapflow.sql.identifiers import TableName
 
@@ -30,8 +31,6 @@ if TYPE_CHECKING:
 MISSING_FILES = "Missing required files to delete"
 # The REST catalog properties PyIceberg's RestCatalog understands as Iceberg's Java client does.
 _REST_KEYS = ("uri", "warehouse", "token", "credential", "oauth2-server-uri", "scope", "prefix", "audience")
-# Fresh attempts after a concurrent commit on the table (each on the new head; PyIceberg retries within one too).
-_ATTEMPTS = 5
 
 
 def s3_properties(cfg: WapConfig) -> dict[str, str]:
@@ -114,29 +113,27 @@ def remove_added_files(
     from pyiceberg.exceptions import ValidationException
 
     ident = (*table.namespace, table.name)
-    last: Exception | None = None
-    for _ in range(_ATTEMPTS):
+
+    def remove() -> int:  # planned on the table as loaded now: after a conflict, on the new head
         tbl = catalog.load_table(ident)
         files = [f for sid in snapshot_ids for f in added_data_files(tbl, int(sid))]
-        try:
-            with tbl.transaction() as tx, tx.update_snapshot(snapshot_properties=dict(properties)).overwrite() as ov:
-                for f in files:
-                    ov.delete_data_file(f)
-        except ValidationException as e:
-            if MISSING_FILES in str(e):
-                raise
-            last = e  # a concurrent commit PyIceberg's own validation refuses: plan again on the new head
-            continue
-        except Exception as e:
-            if not commit_conflict(e):
-                raise
-            last = e
-            continue
+        with tbl.transaction() as tx, tx.update_snapshot(snapshot_properties=dict(properties)).overwrite() as ov:
+            for f in files:
+                ov.delete_data_file(f)
         snap = tbl.current_snapshot()
         assert snap is not None  # the commit just made one
         return int(snap.snapshot_id)
-    raise CommitConflict(
-        f"removing files from main of {table} conflicted with other commits {_ATTEMPTS} times: {last}",
+
+    def conflict(e: BaseException) -> bool:
+        # PyIceberg's own validation refuses a concurrent change too; a file already gone is no conflict.
+        if isinstance(e, ValidationException):
+            return MISSING_FILES not in str(e)
+        return commit_conflict(e)
+
+    return retry_on_conflict(
+        remove,
+        what=f"removing files from main of {table}",
+        is_conflict=conflict,
         hint="main is unchanged by this command; run it again",
     )
 
@@ -165,20 +162,11 @@ def add_files(
     run's branch) is kept: the append is made again on the new head. The files' names are the run's own, so
     they are not looked for among the table's files first (a scan of every manifest)."""
     ident = (*table.namespace, table.name)
-    last: Exception | None = None
-    for _ in range(_ATTEMPTS):
+
+    def add() -> None:  # on the table as loaded now: after a conflict, on the new head
         tbl = catalog.load_table(ident)
-        try:
-            tbl.add_files(
-                list(locations), snapshot_properties=dict(properties), check_duplicate_files=False, branch=ref
-            )
-        except Exception as e:
-            if not commit_conflict(e):
-                raise
-            last = e
-            continue
-        return
-    raise CommitConflict(
-        f"adding files to branch {ref} of {table} conflicted with other commits {_ATTEMPTS} times: {last}",
-        hint="main is unchanged by this run; run it again",
+        tbl.add_files(list(locations), snapshot_properties=dict(properties), check_duplicate_files=False, branch=ref)
+
+    retry_on_conflict(
+        add, what=f"adding files to branch {ref} of {table}", hint="main is unchanged by this run; run it again"
     )

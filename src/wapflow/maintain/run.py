@@ -28,7 +28,7 @@ collector; compaction and the manifest rewrite commit on Nessie's main, and kept
 Locks: a table is maintained by one process at a time (a lock of its own, `maintain:TABLE`; a second
 `wap maintain` skips the table). The table's publish lock is held only around short metadata commits
 (branch drops, properties, the file swap, each expiry commit), never around a rewrite, so a publish waits
-seconds at most; a commit that loses to a concurrent publish is retried (wapflow.pipeline.retry's backoff).
+seconds at most; a commit that loses to a concurrent publish is retried (wapflow.lakehouse.conflicts).
 
 Crash safety: every action is idempotent. A `wap maintain` killed mid-way leaves main readable with all its
 rows (a rewrite not committed leaves only unreferenced files, removed later as orphans); its records read
@@ -51,6 +51,7 @@ from wapflow.config import MaintenanceConfig
 from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, WapError, did_you_mean
 from wapflow.faults import crash_point
 from wapflow.lakehouse import session
+from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import (
     MAINTENANCE_PROP,
@@ -58,7 +59,6 @@ from wapflow.lakehouse.model import (
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
 )
 from wapflow.maintain.plan import DataFile, plan_compaction, plan_expiry, stale_branches
-from wapflow.pipeline.retry import backoff
 from wapflow.runs.locks import publish_lock
 from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
 from wapflow.spark import errors as spark_errors
@@ -323,16 +323,18 @@ class TableMaintenance:
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         """A commit that lost to another writer (a publish) is tried again on the refreshed table."""
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            try:
-                return fn()
-            except Exception as e:
-                if isinstance(e, WapError) or attempt == CONFLICT_ATTEMPTS or not spark_errors.commit_conflict(e):
-                    raise
-                self.conflicts += 1
-                self.lh.tables.refresh(self.t)
-                time.sleep(backoff(attempt, first=0.2, cap=5.0))
-        raise AssertionError("unreachable")
+
+        def lost() -> None:
+            self.conflicts += 1
+            self.lh.tables.refresh(self.t)
+
+        return retry_on_conflict(
+            fn,
+            what=f"a maintenance commit to {self.t}",
+            on_conflict=lost,
+            attempts=CONFLICT_ATTEMPTS,
+            hint=f"main is unchanged by this commit; run `wap maintain {self.t.dotted}` again",
+        )
 
     def _short_commit(self, fn: Callable[[], T]) -> T:
         """A metadata commit under the table's publish lock (held for this commit only)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wapflow.config import SourceConfig
+from wapflow.lakehouse import conflicts
 
 MAX_DELAY = 30.0
 
@@ -25,8 +26,9 @@ def retryable(error: Mapping[str, Any] | None) -> bool:
 
 def backoff(attempt: int, *, first: float = 1.0, cap: float = MAX_DELAY) -> float:
     """Seconds to wait after failed attempt `attempt`: first, doubling, at most cap (runs: 1, 2, 4, ... 30 s;
-    alert deliveries: their own first wait and cap)."""
-    return min(first * 2.0 ** (attempt - 1), cap)
+    alert deliveries: their own first wait and cap); commit conflicts use the same schedule from 0.2 s
+    (wapflow.lakehouse.conflicts)."""
+    return conflicts.backoff(attempt, first=first, cap=cap)
 
 
 @dataclass(frozen=True)
