@@ -39,7 +39,7 @@ from wapflow.config import LakehouseConfig, TableConfig, WapConfig
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import run_wap
 from wapflow.sql.identifiers import TableName
-from wapflow.write.modes import write_mode
+from wapflow.writing.modes import write_mode
 
 TABLE = TableName.parse("bench.customers")
 TARGET_RATIO = 1.15  # issue 22: a WAP merge within 1.15x of the plain MERGE INTO

@@ -20,6 +20,9 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "connect": "wapflow.api",
     "run": "wapflow.api",
+    "write": "wapflow.api",
+    "transaction": "wapflow.api",
+    "run_tables": "wapflow.api",
     "start": "wapflow.api",
     "result": "wapflow.api",
     "report": "wapflow.api",
@@ -83,8 +86,11 @@ __all__ = [
     "report",
     "result",
     "run",
+    "run_tables",
     "start",
     "steps",
+    "transaction",
+    "write",
 ]
 
 if TYPE_CHECKING:
@@ -101,7 +107,10 @@ if TYPE_CHECKING:
         report,
         result,
         run,
+        run_tables,
         start,
+        transaction,
+        write,
     )
     from wapflow.config import WapConfig
     from wapflow.errors import (

@@ -21,8 +21,9 @@ what stops before a run exists: a bad configuration, an unknown source.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from wapflow.outer.ingest import IngestResult
     from wapflow.pipeline.result import MultiRunResult, RunResult
     from wapflow.pipeline.state import RunState
+    from wapflow.pipeline.transaction import Transaction
     from wapflow.service.diff import DiffDoc
     from wapflow.service.metrics import MetricRowDoc
     from wapflow.service.runs import RunReport
@@ -154,6 +156,82 @@ def run_tables(
         if r.status in ("blocked", "failed") and not r.message.startswith("not published"):
             alert_run(lh, r)
     return res
+
+
+def write(
+    lh: Lakehouse,
+    table: str,
+    df: DataFrame,
+    *,
+    mode: str | None = None,
+    key: Sequence[str] | None = None,
+    delete_when: str | None = None,
+    order_by: Sequence[str] | None = None,
+    replace_where: str | None = None,
+    checks: Sequence[Check] = (),
+    branch: str | None = None,
+    run_id: str | None = None,
+    no_checks: bool = False,
+) -> RunResult:
+    """Write a DataFrame to `table` with the same WAP as a file run: to a branch, audited with the table's checks
+    (and `checks`), published only if they pass (quarantine, review, alerts, lineage, run store alike). `mode` and
+    its keys override the table's section for this run. A re-run with the same `run_id` never publishes twice."""
+    from wapflow.alerts import alert_run
+    from wapflow.pipeline import frames
+    from wapflow.pipeline.driver import drive
+    from wapflow.pipeline.state import new_state
+
+    settings = {
+        "mode": mode,
+        "key": list(key) if key is not None else None,
+        "delete_when": delete_when,
+        "order_by": list(order_by) if order_by is not None else None,
+        "replace_where": replace_where,
+    }
+    state = new_state(
+        table,
+        [],
+        branch=branch,
+        run_id=run_id,
+        extra_checks=list(checks),
+        no_checks=no_checks,
+        frame=True,
+        write_settings={k: v for k, v in settings.items() if v is not None},
+    )
+    frames.hold(state.run_id, df)
+    try:
+        res = result(lh, drive(lh, state))
+    finally:
+        frames.release(state.run_id)
+    alert_run(lh, res)
+    if res.status == "awaiting_review":
+        from wapflow.outer.review import alert_held
+
+        alert_held(lh, res.run_id)
+    return res
+
+
+@contextlib.contextmanager
+def transaction(
+    lh: Lakehouse, *, name: str | None = None, run_id: str | None = None, no_checks: bool = False
+) -> Iterator[Transaction]:
+    """A block whose `tx.write(table, df)` calls are audited together when it ends and published in one atomic
+    commit, or none (`tx.result` says which); `tx.read(table)` sees the tables it wrote as staged. An exception
+    in the block publishes nothing, records the run as failed, and propagates. `name` prefixes the run id; a
+    re-run with the same `run_id` never publishes twice. Needs a catalog that commits several tables at once."""
+    from wapflow.pipeline.multi import MultiWapRun
+    from wapflow.pipeline.state import new_run_id
+    from wapflow.pipeline.transaction import Transaction
+    from wapflow.sql.identifiers import validate_part
+
+    rid = run_id or (f"{validate_part(name, what='transaction name')}_{new_run_id()}" if name else new_run_id())
+    tx = Transaction(MultiWapRun(lh, [], run_id=rid, no_checks=no_checks, transaction=True))
+    try:
+        yield tx
+    except BaseException as e:
+        tx.result = tx._group.abandon(e)
+        raise
+    tx.result = tx._group.finish()
 
 
 def result(lh: Lakehouse, state: RunState) -> RunResult:

@@ -15,7 +15,7 @@ from support.typer_cli import as_json, wap
 from wapflow.errors import EXIT_REVIEW
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import run_wap
-from wapflow.write.modes import KEY_SAMPLES
+from wapflow.writing.modes import KEY_SAMPLES
 
 pytestmark = pytest.mark.spark
 

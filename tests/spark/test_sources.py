@@ -28,8 +28,8 @@ from wapflow.files.resolve import resolve_files
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.pipeline import run_wap
 from wapflow.sql.identifiers import TableName
-from wapflow.write.input_errors import input_error_from_spark
-from wapflow.write.read import detect_format, read_batch
+from wapflow.writing.input_errors import input_error_from_spark
+from wapflow.writing.read import detect_format, read_batch
 
 
 def pq_rows(*paths: Path) -> list[dict[str, Any]]:
@@ -345,7 +345,7 @@ def test_parquet_files_of_one_batch_must_share_their_columns(spark, landing):
 def test_a_parquet_batch_of_a_known_footer_reads_with_the_schema_spark_inferred(spark, landing):
     """The schema Spark inferred for one batch is given to the next of the same footer schema (no inference
     job), never to a batch whose footer differs only in types, nor to one of the same schema read otherwise."""
-    import wapflow.write.read as read_module
+    import wapflow.writing.read as read_module
 
     def read(f: Path, options: dict[str, str] | None = None) -> Any:
         srcs = resolve_files([str(f)])

@@ -17,7 +17,7 @@ from wapflow.config import TableConfig
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.session import register_catalog
 from wapflow.sql.identifiers import TableName
-from wapflow.write.schema import apply_contract
+from wapflow.writing.schema import apply_contract
 
 pytestmark = pytest.mark.spark
 

@@ -11,7 +11,7 @@ from wapflow import checks as C
 from wapflow.audit.checktype import AuditContext
 from wapflow.config import TableConfig, parse_config
 from wapflow.errors import ConfigError
-from wapflow.write.modes import Changes, write_mode
+from wapflow.writing.modes import Changes, write_mode
 
 T = "crm.customers"
 

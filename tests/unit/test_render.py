@@ -19,7 +19,7 @@ from wapflow.audit.spec import CHECK_MODELS, CheckType
 from wapflow.cli.output import checks_table
 from wapflow.service import render
 from wapflow.service.dashboard import shown_check
-from wapflow.write.modes import Changes
+from wapflow.writing.modes import Changes
 
 NOW = datetime(2026, 11, 28, 14, 34, 35, tzinfo=UTC)  # a Saturday
 # What the audit gathers for check c0 (counts, a max, a metric, a sum and count, a schema): a batch that passes

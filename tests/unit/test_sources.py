@@ -18,7 +18,7 @@ from wapflow.files.resolve import resolve_files
 from wapflow.files.spark_paths import SparkInputs, needs_link
 from wapflow.storage import Storage
 from wapflow.storage.files import FileIdentity, local_identity, spark_hides
-from wapflow.write.read import detect_format
+from wapflow.writing.read import detect_format
 
 
 def test_file_identity_round_trips_through_json_and_only_uri_size_version_count(landing):

@@ -943,7 +943,7 @@ class CustomSqlCheck(CheckType):
         return tables_in_sql(self.sql)
 
 
-# The change a run makes to its table (wapflow.write.modes.Changes computes it from the run's commits).
+# The change a run makes to its table (wapflow.writing.modes.Changes computes it from the run's commits).
 CHANGE_METRICS: tuple[str, ...] = ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -502,6 +503,10 @@ def parse_bytes(value: int | str) -> int:
     return int(float(num) * _SIZE_UNITS[unit])
 
 
+# The table keys a source or one run may set for itself: the write mode and the keys that go with it.
+WRITE_KEYS = ("mode", "key", "delete_when", "order_by", "replace_where")
+
+
 class SourceConfig(_Strict):
     """A landing location bound to a table (`wap ingest NAME`): every file in it published exactly once."""
 
@@ -547,8 +552,7 @@ class SourceConfig(_Strict):
 
     def write_overrides(self) -> dict[str, Any]:
         """The table keys this source sets for its runs (mode and the keys that go with it)."""
-        keys = ("mode", "key", "delete_when", "order_by", "replace_where")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        return {k: getattr(self, k) for k in WRITE_KEYS if getattr(self, k) is not None}
 
     @field_validator("schedule")
     @classmethod
@@ -928,12 +932,14 @@ class WapConfig(_Strict):
             did_you_mean(ns, by_ns, n=1, shown=lambda n: f'[tables."{by_ns[n]}"]', cutoff=0.8)
         )
 
-    def table(self, name: str, source: str | None = None) -> TableConfig:
+    def table(self, name: str, source: str | None = None, write: Mapping[str, Any] | None = None) -> TableConfig:
         """The table's section, or defaults for a table wap.toml does not mention; for a run of [sources.SOURCE]'s
-        files, with the write mode that source sets (checked by the table's own rules)."""
+        files, with the write mode that source sets; `write`: the write mode a caller sets for one run
+        (wapflow.write(mode=..., key=...)). Either is checked by the table's own rules."""
         base = self.tables.get(name, TableConfig())
         src = self.sources.get(source) if source else None
         overrides = src.write_overrides() if src is not None else {}
+        overrides |= {k: v for k, v in (write or {}).items() if k in WRITE_KEYS and v is not None}
         if not overrides:
             return base
         if overrides.get("mode", base.mode) != base.mode:

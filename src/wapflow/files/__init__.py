@@ -6,5 +6,5 @@
 - text_checks, parquet_checks: a batch checked before Spark reads it (encoding, CSV header, JSON lines, footers)
 - locate: where in a local file a record Spark refused is (line, column), for the error message
 
-Nothing here starts Spark; reading the files with Spark is wapflow.write.read.
+Nothing here starts Spark; reading the files with Spark is wapflow.writing.read.
 """

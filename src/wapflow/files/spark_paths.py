@@ -9,7 +9,7 @@ temporary folder (`SparkInputs`), removed after the write; Spark's messages nami
 mapped back to the real file (`file_for_path`, `unlink_text`). A local file with a Hadoop `.crc`
 sidecar is linked too, so that a stale checksum cannot fail the read. S3 objects cannot be linked:
 with globbing off every character reads correctly, but a name Spark hides is refused, asking to
-rename it (see wapflow.write.read._load for the S3 keys Spark 4.1 mishandles with globbing off).
+rename it (see wapflow.writing.read._load for the S3 keys Spark 4.1 mishandles with globbing off).
 """
 
 from __future__ import annotations

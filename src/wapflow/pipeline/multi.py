@@ -9,14 +9,16 @@ table, except publish, which is one commit for all of them."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from wapflow.errors import CommitConflict, ConfigError, PublishConflict, UsageError, WapError
 from wapflow.faults import crash_point
 from wapflow.lakehouse.branches import MainMoved
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.pipeline import lineage
+from wapflow.pipeline import frames, lineage
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import MultiRunResult
 from wapflow.pipeline.state import AWAITING_REVIEW, Step, new_run_id, new_state, validate_run_id
@@ -27,6 +29,9 @@ from wapflow.pipeline.steps.publish import MAX_REAPPLY, held_for_review, mark_pu
 from wapflow.pipeline.steps.record import fail, result_of
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 @dataclass
@@ -48,9 +53,11 @@ class MultiWapRun:
         branch: str | None = None,
         run_id: str | None = None,
         no_checks: bool = False,
+        transaction: bool = False,
     ) -> None:
-        """`no_checks`: a table of the run that has no checks may publish without (--no-checks)."""
-        if not specs:
+        """`no_checks`: a table of the run that has no checks may publish without (--no-checks). `transaction`:
+        the tables come one by one, each written when it comes (add), and `finish` audits and publishes them."""
+        if not specs and not transaction:
             raise UsageError("no tables given", hint="e.g. wap run-tables orders=orders.parquet items=items.parquet")
         names = [TableName.parse(t).dotted for t, _ in specs]
         if len(set(names)) != len(names):
@@ -77,7 +84,80 @@ class MultiWapRun:
         self.message = ""
         self.created_branch = False
         self.reapplied = 0
+        self.no_checks = no_checks
         self.outcome: MultiRunResult | None = None
+
+    def add(self, table: str, df: DataFrame, write_settings: Mapping[str, Any] | None = None) -> Run:
+        """A transaction's table: its DataFrame prepared and written to the run's branch now (so the transaction
+        reads it staged); audited and published with the others by `finish`. A failure fails the whole run."""
+        name = TableName.parse(table).dotted
+        if any(TableName.parse(r.table).dotted == name for r in self.runs):
+            raise UsageError(f"{name} is written twice in transaction {self.run_id}", hint="write each table once")
+        rid = f"{self.run_id}-{len(self.runs) + 1}"
+        frames.hold(rid, df)
+        state = new_state(
+            table,
+            [],
+            branch=self.branch,
+            run_id=rid,
+            no_checks=self.no_checks,
+            frame=True,
+            write_settings=dict(write_settings or {}),
+        )
+        r = Run(self.lh, state)
+        self.runs.append(r)
+        for o in self.runs:
+            o.siblings = {TableName.parse(x.table).dotted: x for x in self.runs if x is not o}
+        step = "prepare"
+        try:
+            prepare.prepare(r)
+            r.record.group_id = self.run_id
+            r.save()
+            if r.already_published is None:
+                step = "write"
+                if not self.created_branch:
+                    self.created_branch = self.lh.branches.open(self.branch)
+                write.write(r)
+        except WapError as e:
+            self._fail(e.at(run_id=self.run_id, step=step), step, r)
+            raise
+        except Exception as e:
+            err = spark_errors.named_or_bug(e, doing=f"{step} of {name}", run_id=self.run_id, step=step)
+            self._fail(err, step, r)
+            raise err from e
+        return r
+
+    def finish(self) -> MultiRunResult:
+        """A transaction's end: every table written by `add` is audited, then all are published in one commit."""
+        if self.outcome is not None:
+            return self.outcome
+        if not self.runs:
+            self.outcome = MultiRunResult(self.run_id, self.branch, "published", [], "nothing was written")
+            return self.outcome
+        try:
+            _refuse_unknown_tables(self.lh, [r.target.dotted for r in self.runs])
+        except WapError as e:
+            self._fail(e.at(run_id=self.run_id, step="audit"), "audit", None)
+            return self.outcome  # type: ignore[return-value]  # _fail ends in _finish
+        self._already_published()
+        if self.outcome is None:
+            self._lineage("START")
+            drive(self.lh, _Group(done=["prepare", "write"]), run_step=self._step)
+        for r in self.runs:
+            frames.release(r.run_id)
+        assert self.outcome is not None
+        return self.outcome
+
+    def abandon(self, error: BaseException) -> MultiRunResult:
+        """A transaction whose block raised: nothing is published, every table's run is failed with the error."""
+        if self.outcome is None:
+            why = f"the transaction's code raised {type(error).__name__}: {error}"
+            err = UsageError(why, hint="fix the job and run it again (the same run id never publishes twice)")
+            self._fail(err.at(run_id=self.run_id, step="write"), "write", None)
+        for r in self.runs:
+            frames.release(r.run_id)
+        assert self.outcome is not None
+        return self.outcome
 
     def _ordered(self) -> list[Run]:
         """Tables that others' foreign_key checks reference are written first, so the checks see them."""
@@ -215,7 +295,9 @@ class MultiWapRun:
 
     def _fail(self, err: WapError, step: str, current: Run | None) -> None:
         err.at(run_id=self.run_id, step=step)
-        if step == "write" and self.created_branch:
+        # Table branches are the run's own: dropped; a catalog-level branch only when this run created it.
+        own = self.created_branch or self.lh.config.lakehouse.catalog != "nessie"
+        if step == "write" and own:
             with contextlib.suppress(WapError):
                 self.lh.branches.discard(self.branch, self._all_tables())
         for r in self.runs:

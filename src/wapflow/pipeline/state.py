@@ -84,6 +84,11 @@ class RunState:
     source: str | None = None  # the [sources.NAME] whose files these are (its write mode applies), if any
     # The caller's word that a table without checks may publish unaudited (--no-checks; config.audit_consent).
     no_checks: bool = False
+    # The batch is a DataFrame given in this process (wapflow.write, wapflow.transaction), not files:
+    # wapflow.pipeline.frames holds it under the run id.
+    frame: bool = False
+    # The write mode and its keys this run sets for its table (config.WRITE_KEYS), over its wap.toml section.
+    write_settings: dict[str, Any] = field(default_factory=dict)
     # the run store's row, as JSON data
     record: dict[str, Any] = field(
         metadata=_hydrated(lambda d: record_from_data(d), lambda r: record_to_data(r)), default_factory=dict
@@ -190,9 +195,13 @@ def new_state(
     not_null: list[str] | None = None,
     source: str | None = None,
     no_checks: bool = False,
+    frame: bool = False,
+    write_settings: dict[str, Any] | None = None,
 ) -> RunState:
     """The state of a run nothing has happened to yet (names are validated by prepare). `no_checks`: the
-    caller's word that the table may publish without checks if it has none (--no-checks)."""
+    caller's word that the table may publish without checks if it has none (--no-checks). `frame`: the batch
+    is a DataFrame held by wapflow.pipeline.frames (`files` is then empty); `write_settings`: the write mode
+    this run sets for its table (mode, key, ...)."""
     rid = validate_run_id(run_id) if run_id else new_run_id()
     checks: list[Check] = list(extra_checks or [])
     checks += [NotNullCheck(check="not_null", column=col) for col in not_null or []]
@@ -205,6 +214,8 @@ def new_state(
         extra_checks=[c.model_dump(mode="json") for c in checks],
         source=source,
         no_checks=no_checks,
+        frame=frame,
+        write_settings=dict(write_settings or {}),
         record=record_to_data(rec),
     )
 

@@ -21,7 +21,7 @@ NULL = "null"  # a SQL NULL in a row of data (a failing row's column)
 # Evidence of an anomaly or volume check (wapflow.audit.anomaly.Band.evidence) and its short-history verdict.
 _BAND_KEYS = {"value", "band", "median", "mad", "history"}
 _SHORT_KEYS = {"value", "history", "min_history"}
-# What a run changes (wapflow.write.modes.Changes.to_dict), the observed value of its `changes` line.
+# What a run changes (wapflow.writing.modes.Changes.to_dict), the observed value of its `changes` line.
 _CHANGE_KINDS = ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced")
 # Maintenance figures a person does not read in a line (timings, id lists; --json has them).
 _QUIET_FIGURES = ("seconds", "snapshot_ids", "sample")

@@ -203,7 +203,7 @@ KeyValue = Any
 
 class ChangeKeysDoc(TypedDict):
     """A merge's sample keys per kind of change, recorded by its audit (the `changes` line's samples, from one
-    bounded Spark job: wapflow.write.modes.MergeMode.change_keys): at most KEY_SAMPLES each, smallest first."""
+    bounded Spark job: wapflow.writing.modes.MergeMode.change_keys): at most KEY_SAMPLES each, smallest first."""
 
     key: list[str]  # the key's columns
     inserted: list[KeyValue]

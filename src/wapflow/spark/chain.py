@@ -1,7 +1,7 @@
 """One walker of exception chains: Python causes, the Java throwables behind Py4J errors, Spark's conditions.
 
 Every place that looks into an exception's causes (classification and readable text in
-spark_errors, a run's input errors in wapflow.write.input_errors) walks it with `walk`, so they all
+spark_errors, a run's input errors in wapflow.writing.input_errors) walks it with `walk`, so they all
 see the same chain: the same Python links (__cause__, else __context__ unless suppressed), the same
 Java causes, the same depth limits.
 """

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from wapflow.pipeline.steps.context import Run
-    from wapflow.write.modes import WriteMode
+    from wapflow.writing.modes import WriteMode
 
 _FIELD_ID_KEY = b"PARQUET:field_id"
 # A batch of several files is adopted only when each is at least this big: small files are better packed by a

@@ -24,7 +24,7 @@ from wapflow.pipeline.steps.record import unexpected
 from wapflow.runs.metrics import MetricHistory
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, quote
-from wapflow.write.modes import Changes, WriteMode, changes_result, write_mode
+from wapflow.writing.modes import Changes, WriteMode, changes_result, write_mode
 
 
 def _tables_in_sql(sql: str, catalog: str | None = None) -> set[TableName]:

@@ -47,6 +47,10 @@ def _check(data: dict[str, Any]) -> Check:
         return model.model_construct(**data)
 
 
+# A run's format when its batch is a DataFrame (RunState.frame), not files.
+FRAME_FORMAT = "dataframe"
+
+
 def quarantine_of(table: TableName) -> TableName:
     """Where rows failing a table's row-level checks go under on_row_failure = "quarantine"."""
     return TableName(table.namespace, f"{table.name}__quarantine")
@@ -68,6 +72,8 @@ class Run:
     extra_checks: list[dict[str, Any]]
     source: str | None
     no_checks: bool
+    frame: bool
+    write_settings: dict[str, Any]
     record: RunRecord
     done: list[str]
     files: list[FileIdentity]
@@ -115,7 +121,9 @@ class Run:
     def derive(self) -> None:
         """Names and checks that follow from the state and wap.toml."""
         self.target = TableName.parse(self.table)
-        self.table_cfg: TableConfig = self.lh.config.table(self.target.dotted, source=self.source)
+        self.table_cfg: TableConfig = self.lh.config.table(
+            self.target.dotted, source=self.source, write=self.write_settings
+        )
         self.checks = list(self.table_cfg.checks) + [_check(c) for c in self.extra_checks]
         if self.table_cfg.on_row_failure == "quarantine":
             self.quarantine = quarantine_of(self.target)

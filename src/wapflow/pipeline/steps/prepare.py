@@ -9,10 +9,10 @@ from wapflow.faults import crash_point
 from wapflow.files.resolve import resolve_files
 from wapflow.lakehouse.lineage import files_fingerprint, find_published, origin
 from wapflow.lakehouse.model import FILES_HASH_PROP, SOURCES_PROP
-from wapflow.pipeline.steps.context import Run
+from wapflow.pipeline.steps.context import FRAME_FORMAT, Run
 from wapflow.runs.store import REJECTED, RunRecord, current_owner, owner_alive
 from wapflow.sql.identifiers import validate_branch
-from wapflow.write.read import detect_format
+from wapflow.writing.read import detect_format
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.reads import TableMetadata
@@ -65,30 +65,40 @@ def prepare(run: Run) -> None:
         run.record.owner = current_owner()
         run.save()
         run.lh.progress(f"run {run.run_id}")
-        found = resolve_files(run.patterns, storage=run.lh.storage)
-        run.files = list(found)
-        run.skipped = list(found.skipped)
-        run.skipped_note = found.skipped_message()
-        if run.skipped_note is not None:
-            run.lh.progress(run.skipped_note)
-        run.record.files = [s.uri for s in run.files]
-        run.record.file_ids = [f.to_dict() for f in run.files]
-        if previous is not None and previous.file_ids and not _same_files(run, previous.file_ids):
-            # Refused: the run id's record stays as it was (e.g. published), not this call's.
-            run.lh.store.save(previous)
-            run.record_owned = False
-            _refuse_other_files(run, previous.file_ids)
-        run.fmt = detect_format(run.files, run.table_cfg.format)
+        if run.frame:
+            run.files, run.fmt = [], FRAME_FORMAT  # a DataFrame given in this process: no files to resolve
+            run.record.files, run.record.file_ids = [], []
+        else:
+            _resolve(run, previous)
         meta = _view(run, previous)
         if meta.exists(run.target):
             run.already_published = find_published(meta, run.target, run.run_id)
-            if run.already_published is not None and (previous is None or not previous.file_ids):
+            if run.already_published is not None and not run.frame and (previous is None or not previous.file_ids):
                 _same_files_as_published(run, meta)
             if run.already_published is None and _expired_publish(meta, run, previous):
                 assert previous is not None and previous.snapshot_id is not None
                 run.already_published = previous.snapshot_id
         run.save()
         crash_point("prepare")
+
+
+def _resolve(run: Run, previous: RunRecord | None) -> None:
+    """The files the run's patterns name, their identities and format; the same files as before for a run id
+    that ran already."""
+    found = resolve_files(run.patterns, storage=run.lh.storage)
+    run.files = list(found)
+    run.skipped = list(found.skipped)
+    run.skipped_note = found.skipped_message()
+    if run.skipped_note is not None:
+        run.lh.progress(run.skipped_note)
+    run.record.files = [s.uri for s in run.files]
+    run.record.file_ids = [f.to_dict() for f in run.files]
+    if previous is not None and previous.file_ids and not _same_files(run, previous.file_ids):
+        # Refused: the run id's record stays as it was (e.g. published), not this call's.
+        run.lh.store.save(previous)
+        run.record_owned = False
+        _refuse_other_files(run, previous.file_ids)
+    run.fmt = detect_format(run.files, run.table_cfg.format)
 
 
 def _view(run: Run, previous: RunRecord | None) -> TableMetadata:

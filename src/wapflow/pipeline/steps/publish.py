@@ -17,7 +17,7 @@ from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.pipeline.steps.audit import NO_CHECKS, recheck_main
 from wapflow.pipeline.steps.context import Run
 from wapflow.runs.store import APPROVED
-from wapflow.write.modes import Changes, write_mode
+from wapflow.writing.modes import Changes, write_mode
 
 # A merge or replace re-applied this many times on a main that kept moving fails as a transient conflict.
 MAX_REAPPLY = 3

@@ -14,13 +14,14 @@ from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import layout as table_layout
 from wapflow.lakehouse.lineage import find_published
+from wapflow.pipeline import frames
 from wapflow.pipeline.steps import adopt
 from wapflow.pipeline.steps.context import Run
 from wapflow.spark import errors as spark_errors
-from wapflow.write.input_errors import input_error_from_spark
-from wapflow.write.modes import WriteMode, write_mode
-from wapflow.write.read import read_batch
-from wapflow.write.schema import ContractViolation, apply_contract
+from wapflow.writing.input_errors import input_error_from_spark
+from wapflow.writing.modes import WriteMode, write_mode
+from wapflow.writing.read import read_batch
+from wapflow.writing.schema import ContractViolation, apply_contract
 
 
 def created_meanwhile(e: BaseException) -> bool:
@@ -62,21 +63,14 @@ def _write(run: Run) -> None:
         if exists and not run.opened_branch and _resume(run):
             return
         assert run.fmt is not None  # set by prepare
-        run.lh.progress(f"reading {len(run.files)} file(s) as {run.fmt}")
+        if not run.frame:
+            run.lh.progress(f"reading {len(run.files)} file(s) as {run.fmt}")
         mode = write_mode(run.table_cfg)
         try:
             table_schema = tables.schema(run.target) if exists else None
             if table_schema is not None:
                 mode.validate_table(run.target.dotted, table_schema.fieldNames())
-            df = read_batch(
-                run.lh.spark,
-                run.files,
-                run.fmt,
-                run.table_cfg.read_options,
-                table_schema,
-                run.lh.storage,
-                inputs=run.inputs,
-            )
+            df = _batch(run, table_schema)
             if table_schema is not None:
                 contract = apply_contract(
                     df,
@@ -226,15 +220,28 @@ def _write_change(run: Run, df: Any, mode: WriteMode) -> None:
     run.run_snapshots = run.branch_snapshots()
 
 
+def _batch(run: Run, table_schema: Any) -> Any:
+    """The run's batch: the DataFrame given in this process (RunState.frame), or its files read."""
+    if run.frame:
+        return frames.frame_of(run.run_id)
+    assert run.fmt is not None
+    return read_batch(
+        run.lh.spark,
+        run.files,
+        run.fmt,
+        run.table_cfg.read_options,
+        table_schema,
+        run.lh.storage,
+        inputs=run.inputs,
+    )
+
+
 def batch_of(run: Run) -> Any:
-    """The run's batch read again from its files, under the table's schema contract, as the write applied
-    it (a later step of a merge or replace audits it; run.inputs must be open)."""
+    """The run's batch read again (from its files, or the DataFrame given), under the table's schema contract,
+    as the write applied it (a later step of a merge or replace audits it; run.inputs must be open)."""
     tables = run.wt()
     schema = tables.schema(run.target)
-    assert run.fmt is not None
-    df = read_batch(
-        run.lh.spark, run.files, run.fmt, run.table_cfg.read_options, schema, run.lh.storage, inputs=run.inputs
-    )
+    df = _batch(run, schema)
     return apply_contract(
         df, schema, table=run.target.dotted, policy=run.table_cfg.schema_policy, files=run.record.files
     ).df

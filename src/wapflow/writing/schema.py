@@ -6,7 +6,7 @@
 - ignore_extra: columns the table does not have are dropped from the batch and reported.
 Safe widening (int -> bigint, float -> double, ...) is always cast and reported.
 
-The same contract holds for every format: read_batch (wapflow.write.read) gives a DataFrame
+The same contract holds for every format: read_batch (wapflow.writing.read) gives a DataFrame
 whose column names are exactly those of the files (parquet columns, the CSV header, the keys of the
 JSON records), typed like the table where the table has the column (read_type), so extra and
 missing columns reach this module instead of being dropped or NULLed by the reader.

@@ -3,7 +3,7 @@
 The files were resolved (wapflow.files.resolve) and are given to Spark as exact paths
 (wapflow.files.spark_paths). read_batch checks them first (wapflow.files.text_checks and
 parquet_checks), then reads in FAILFAST mode; Spark's failures to read them come out as InputError
-naming the file (wapflow.write.input_errors).
+naming the file (wapflow.writing.input_errors).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from wapflow.files.text_checks import (
 )
 from wapflow.storage import Storage, is_s3_uri
 from wapflow.storage.files import FileIdentity, has_glob
-from wapflow.write.input_errors import input_error_from_spark
+from wapflow.writing.input_errors import input_error_from_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
@@ -286,7 +286,7 @@ def _read_json(
 ) -> DataFrame:
     from pyspark.sql.types import StructField, StructType
 
-    from wapflow.write.schema import read_type
+    from wapflow.writing.schema import read_type
 
     kinds: dict[str, list[FileIdentity]] = {"array": [], "lines": []}
     for s, h in zip(files, _text_heads(files, storage), strict=True):

@@ -1,0 +1,42 @@
+"""The DataFrames runs write (wapflow.write, wapflow.transaction), held in the process that gave them.
+
+A run's state is JSON data; a DataFrame is not: the state says only that its batch is a DataFrame
+(RunState.frame), and the DataFrame waits here under the run's id until the run ends. A run resumed in another
+process (a durable workflow, `wap run --run-id`) has no DataFrame to write: it is told to run the job again,
+which the run id keeps from publishing twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+from wapflow.errors import UsageError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+_FRAMES: dict[str, DataFrame] = {}
+_LOCK = threading.Lock()
+
+
+def hold(run_id: str, df: DataFrame) -> None:
+    with _LOCK:
+        _FRAMES[run_id] = df
+
+
+def release(run_id: str) -> None:
+    with _LOCK:
+        _FRAMES.pop(run_id, None)
+
+
+def frame_of(run_id: str) -> DataFrame:
+    """The DataFrame run `run_id` writes; UsageError when this process was not given it."""
+    with _LOCK:
+        df = _FRAMES.get(run_id)
+    if df is None:
+        raise UsageError(
+            f"run {run_id} writes a DataFrame, which lives only in the process that gave it",
+            hint="run the job again with the same run id: what was published already is not published twice",
+        )
+    return df
