@@ -229,9 +229,9 @@ def transaction(
     try:
         yield tx
     except BaseException as e:
-        tx.result = tx._group.abandon(e)
+        tx.abandon(e)
         raise
-    tx.result = tx._group.finish()
+    tx.finish()
 
 
 def result(lh: Lakehouse, state: RunState) -> RunResult:

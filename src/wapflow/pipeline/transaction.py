@@ -62,6 +62,16 @@ class Transaction:
         }
         self._group.add(table, df, {k: v for k, v in settings.items() if v is not None})
 
+    def finish(self) -> MultiRunResult:
+        """The block ended: audit every table written, then publish them all in one commit, or none."""
+        self.result = self._group.finish()
+        return self.result
+
+    def abandon(self, error: BaseException) -> MultiRunResult:
+        """The block raised: nothing is published, every table's run is recorded failed with the error."""
+        self.result = self._group.abandon(error)
+        return self.result
+
     def read(self, table: str) -> DataFrame:
         """The table as this transaction sees it: a table it wrote, staged (main plus what it wrote); any other,
         its main."""
