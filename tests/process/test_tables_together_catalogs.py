@@ -1,21 +1,31 @@
 """`wap run-tables` on the catalogs other than the embedded one (issue 45): a group of two tables published in one
-commit on a JDBC catalog on PostgreSQL (one database transaction, tests/support/pg_server.py), read back by
-PyIceberg's own client of that catalog; a blocked group leaves every main as it was.
+commit on a JDBC catalog on PostgreSQL (one database transaction, tests/support/pg_server.py) and on Iceberg's
+own REST server fixture (POST /v1/{prefix}/transactions/commit, tests/support/rest_server.py), read back by
+PyIceberg's own clients of those catalogs; a blocked group leaves every main as it was; a REST server whose
+GET /v1/config does not list the multi-table commit is refused before anything is written.
+
+The REST runs go through a small loopback proxy in front of the fixture (EndpointProxy below) that records every
+request and can take the multi-table commit out of the server's endpoint list: a server that does not offer it.
 """
 
 from __future__ import annotations
 
+import json
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pyarrow as pa
 import pytest
 
 from support.cli_harness import unique_catalog, wap
 from support.data import write_parquet
+from support.local_http import QuietHandler, serve
 from support.pg_server import PASSWORD
 from wapflow._dev.pg_server import Urls
+from wapflow.lakehouse.group_commit import TRANSACTIONS_ENDPOINT
 
 RUN_ID_PROP = "wapflow.run-id"  # the snapshot property naming the run that wrote it
 
@@ -144,3 +154,131 @@ def test_a_group_publishes_in_one_commit_and_a_blocked_group_leaves_both_mains_o
         table = reader.load_table(f"{ns}.{name}")
         assert set(table.metadata.refs) == {"main", doc["branch"]}
         assert len(table.scan().use_ref(doc["branch"]).to_arrow()) == heads[name][1] + 2
+
+
+# --- an Iceberg REST catalog ------------------------------------------------------------------------------
+
+
+class EndpointProxy:
+    """An HTTP proxy on 127.0.0.1 in front of a REST catalog server: every request forwarded as it came and
+    recorded ("METHOD /path"); `without` endpoints are taken out of GET /v1/config's `endpoints` list."""
+
+    def __init__(self, upstream: str, without: tuple[str, ...] = ()) -> None:
+        self.upstream, self.without = upstream, without
+        self.seen: list[str] = []
+        proxy = self
+
+        class Handler(QuietHandler):
+            def forward(self) -> None:
+                size = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(size) if size else None
+                proxy.seen.append(f"{self.command} {self.path.split('?', 1)[0]}")
+                keep = {"content-type", "authorization", "accept", "x-client-version", "user-agent"}
+                headers = {k: v for k, v in self.headers.items() if k.lower() in keep}
+                with httpx.Client(timeout=60) as client:
+                    r = client.request(self.command, proxy.upstream + self.path, content=body, headers=headers)
+                out = r.content
+                if self.command == "GET" and self.path.split("?", 1)[0] == "/v1/config" and r.status_code == 200:
+                    doc = r.json()
+                    doc["endpoints"] = [e for e in doc.get("endpoints") or [] if e not in proxy.without]
+                    out = json.dumps(doc).encode()
+                self.send_response(r.status_code)
+                if "content-type" in r.headers:
+                    self.send_header("Content-Type", r.headers["content-type"])
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(out)
+
+            do_GET = do_POST = do_HEAD = do_DELETE = do_PUT = forward
+
+        self.server, _ = serve(Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def rest_proxy(rest_catalog: Any) -> Iterator[Any]:
+    """`rest_proxy(without=(...))`: a started EndpointProxy in front of the session's REST server."""
+    started: list[EndpointProxy] = []
+
+    def start(without: tuple[str, ...] = ()) -> EndpointProxy:
+        started.append(EndpointProxy(rest_catalog.url, without))
+        return started[-1]
+
+    yield start
+    for p in started:
+        p.close()
+
+
+def rest_lines(uri: str) -> str:
+    return f'catalog = "rest"\ncatalog_properties = {{ uri = "{uri}" }}\n'
+
+
+def test_the_rest_fixture_lists_the_multi_table_commit(rest_catalog):
+    """What the REST path of wapflow.lakehouse.group_commit relies on: Iceberg's own server lists the endpoint,
+    in the form wapflow compares (PyIceberg's "METHOD path" string)."""
+    endpoints = httpx.get(f"{rest_catalog.url}/v1/config", timeout=30).json()["endpoints"]
+    assert TRANSACTIONS_ENDPOINT in endpoints
+
+
+@pytest.mark.slow  # a `wap run-tables` process (a JVM)
+def test_a_group_publishes_in_one_multi_table_commit_on_a_rest_catalog(rest_catalog, rest_proxy, tmp_path, landing):
+    from pyiceberg.catalog.rest import RestCatalog
+
+    ns = "grp_rest"
+    proxy = rest_proxy()  # passes everything: it counts the requests
+    cfg = config(tmp_path / "project", unique_catalog("restgroup"), rest_lines(proxy.url), ns)
+    ok = wap(
+        "run-tables",
+        f"{ns}.orders={orders(landing, 'o.parquet', [1, 2])}",
+        f"{ns}.lines={lines(landing, 'l.parquet', [1, 2, 2])}",
+        "--config",
+        cfg,
+        "--json",
+        timeout=600,
+    )
+    assert ok.code == 0, ok.text
+    assert_published_together(RestCatalog("reader", uri=rest_catalog.url), ns, ok.doc, {"orders": 2, "lines": 3})
+    # Both mains moved by one request: the multi-table commit, and no table's own commit after the audit.
+    commits = [s for s in proxy.seen if s.endswith("/transactions/commit")]
+    assert commits == ["POST /v1/transactions/commit"], proxy.seen
+    after = proxy.seen[proxy.seen.index(commits[0]) + 1 :]
+    assert not [s for s in after if s.startswith("POST")], after
+
+
+def test_a_rest_server_without_multi_table_commits_is_refused_before_anything_is_written(
+    rest_catalog, rest_proxy, tmp_path, landing
+):
+    """The same server behind a proxy whose GET /v1/config leaves the multi-table commit out: `wap run-tables`
+    exits 2 naming the server and the endpoint; an existing table keeps its main and gets no branch, a new one
+    is not created, the files stay; the server saw nothing but GET /v1/config."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    ns = "grp_refused"
+    server = RestCatalog("writer", uri=rest_catalog.url)
+    server.create_namespace(ns)
+    existing = server.create_table(f"{ns}.orders", pa.schema([("order_id", pa.int64()), ("total", pa.float64())]))
+    existing.append(pa.table({"order_id": pa.array([1], pa.int64()), "total": pa.array([10.0])}))
+    before = main_of(server.load_table(f"{ns}.orders"))
+
+    proxy = rest_proxy(without=(TRANSACTIONS_ENDPOINT,))
+    assert TRANSACTIONS_ENDPOINT not in httpx.get(f"{proxy.url}/v1/config", timeout=30).json()["endpoints"]
+    proxy.seen.clear()
+    cfg = config(tmp_path / "project", unique_catalog("restnogroup"), rest_lines(proxy.url), ns)
+    o, li = orders(landing, "o.parquet", [2]), lines(landing, "l.parquet", [2])
+    for json_flag in (("--json",), ()):
+        r = wap("run-tables", f"{ns}.orders={o}", f"{ns}.lines={li}", "--config", cfg, *json_flag, timeout=300)
+        assert r.code == 2, r.text
+        assert "Traceback" not in r.stderr
+        message = r.doc["error"]["message"] if json_flag else " ".join(r.stderr.split())  # as wrapped
+        assert f"the REST catalog at {proxy.url}" in message, r.text
+        assert TRANSACTIONS_ENDPOINT in message, r.text
+    assert set(proxy.seen) == {"GET /v1/config"}, proxy.seen
+    table = server.load_table(f"{ns}.orders")
+    assert main_of(table) == before and set(table.metadata.refs) == {"main"}
+    assert not server.table_exists(f"{ns}.lines")
+    assert Path(o).exists() and Path(li).exists()
