@@ -22,6 +22,9 @@ _EXPORTS = {
     "run": "wapflow.api",
     "write": "wapflow.api",
     "transaction": "wapflow.api",
+    "stream_to": "wapflow.streams",
+    "start_stream": "wapflow.streams",
+    "StreamStopped": "wapflow.streams",
     "run_tables": "wapflow.api",
     "start": "wapflow.api",
     "result": "wapflow.api",
@@ -68,6 +71,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "SchemaMismatch",
+    "StreamStopped",
     "TerminalError",
     "TransientError",
     "UsageError",
@@ -88,7 +92,9 @@ __all__ = [
     "run",
     "run_tables",
     "start",
+    "start_stream",
     "steps",
+    "stream_to",
     "transaction",
     "write",
 ]
@@ -132,6 +138,7 @@ if TYPE_CHECKING:
     from wapflow.outer.ingest import IngestResult
     from wapflow.pipeline.result import RunResult
     from wapflow.pipeline.state import RunState
+    from wapflow.streams import StreamStopped, start_stream, stream_to
 
 
 assert set(__all__) == {"__version__", *_EXPORTS}
