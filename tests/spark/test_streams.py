@@ -1,0 +1,196 @@
+"""Streams: `wapflow.stream_to` / `wapflow.start_stream`, each micro-batch one WAP run, on Spark's file and rate
+sources, with the rows on main read back by PyIceberg's own client of the embedded catalog."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import wapflow
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.streams import batch_run_id
+
+pytestmark = pytest.mark.spark
+
+SCHEMA = "id long, fare double"
+CHECKED = {"checks": [{"check": "not_null", "column": "fare"}, {"check": "unique", "columns": ["id"]}]}
+
+
+def reader(lh: Lakehouse) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///unused")
+
+
+def main_rows(lh: Lakehouse, table: str) -> list[dict[str, Any]]:
+    ns, name = table.rsplit(".", 1)
+    cat = reader(lh)
+    if not cat.table_exists((ns, name)):
+        return []
+    tbl = cat.load_table((ns, name))
+    return [] if tbl.current_snapshot() is None else tbl.scan().to_arrow().to_pylist()
+
+
+def ids_on_main(lh: Lakehouse, table: str = "s.trips") -> list[int]:
+    return sorted(r["id"] for r in main_rows(lh, table))
+
+
+def drop(folder: Path, name: str, ids: range | list[int], *, null_fares: int = 0) -> None:
+    """A parquet file landed atomically (written aside, then renamed in), as the file source needs."""
+    ids = list(ids)
+    fares = [None if i < null_fares else float(n) for i, n in enumerate(ids)]
+    tmp = folder.parent / f".{name}"
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "fare": pa.array(fares, pa.float64())}), tmp)
+    tmp.rename(folder / name)
+
+
+@pytest.fixture
+def landing(tmp_path: Path) -> Path:
+    d = tmp_path / "in"
+    d.mkdir()
+    return d
+
+
+def files(spark: Any, folder: Path) -> Any:
+    return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(folder))
+
+
+def test_each_file_batch_is_one_published_run_and_a_restart_goes_on_from_the_checkpoint(lakehouse_factory, landing):
+    lh = lakehouse_factory({"s.trips": CHECKED})
+    drop(landing, "a.parquet", range(1, 11))
+    drop(landing, "b.parquet", range(11, 16))
+    chk = str(landing.parent / "chk")
+    st = wapflow.start_stream(lh, files(lh.spark, landing), "s.trips", checkpoint=chk, trigger="available_now")
+    st.await_termination()
+    qid = str(st.query.id)
+    assert [(r.run_id, r.status) for r in st.results] == [
+        (batch_run_id(qid, 0), "published"),
+        (batch_run_id(qid, 1), "published"),
+    ]
+    assert ids_on_main(lh) == list(range(1, 16))
+    # One run per batch in the run store, published, each batch's snapshot naming its query and batch.
+    runs = {r.run_id: r for r in lh.store.list(table="s.trips")}
+    assert {rid: r.status for rid, r in runs.items()} == {r.run_id: "published" for r in st.results}
+    tbl = reader(lh).load_table(("s", "trips"))
+    summary = tbl.current_snapshot().summary
+    assert summary["wapflow.run-id"] == batch_run_id(qid, 1)
+    assert summary["spark.sql.streaming.queryId"] == qid and summary["spark.sql.streaming.epochId"] == "1"
+
+    # The same checkpoint later: the same query id, the next batch id, only the new file.
+    drop(landing, "c.parquet", range(16, 19))
+    again = wapflow.start_stream(lh, files(lh.spark, landing), "s.trips", checkpoint=chk, trigger="available_now")
+    again.await_termination()
+    assert str(again.query.id) == qid
+    assert [r.run_id for r in again.results] == [batch_run_id(qid, 2)]
+    assert ids_on_main(lh) == list(range(1, 19))
+
+
+def test_a_batch_run_again_after_its_publish_is_not_published_twice(lakehouse_factory, landing):
+    """The query died after the batch's publish and before Spark's commit log said so: on restart Spark runs the
+    batch again, under the same run id, which is already published."""
+    lh = lakehouse_factory({"s.trips": CHECKED})
+    drop(landing, "a.parquet", range(1, 6))
+    chk = landing.parent / "chk"
+    st = wapflow.start_stream(lh, files(lh.spark, landing), "s.trips", checkpoint=str(chk), trigger="available_now")
+    st.await_termination()
+    (first,) = st.results
+    for f in ("0", ".0.crc"):  # what a kill between the publish and the commit log's entry leaves
+        (chk / "commits" / f).unlink(missing_ok=True)
+    again = wapflow.start_stream(lh, files(lh.spark, landing), "s.trips", checkpoint=str(chk), trigger="available_now")
+    again.await_termination()
+    (replayed,) = again.results
+    assert replayed.run_id == first.run_id and replayed.status == "published"
+    assert "already published" in replayed.message
+    assert ids_on_main(lh) == [1, 2, 3, 4, 5]
+    snaps = reader(lh).load_table(("s", "trips")).snapshots()
+    assert [s.summary.get("wapflow.run-id") for s in snaps].count(first.run_id) == 1
+
+
+def test_a_blocked_batch_stops_the_query_and_blocks_again_on_restart_until_skipped(lakehouse_factory, landing):
+    lh = lakehouse_factory({"s.trips": CHECKED})
+    drop(landing, "a.parquet", range(1, 6))
+    drop(landing, "b.parquet", range(6, 11), null_fares=2)
+    chk = str(landing.parent / "chk")
+
+    def start(**kw: Any) -> Any:
+        return wapflow.start_stream(
+            lh, files(lh.spark, landing), "s.trips", checkpoint=chk, trigger="available_now", **kw
+        )
+
+    st = start()
+    with pytest.raises(wapflow.StreamStopped) as e:
+        st.await_termination()
+    qid = str(st.query.id)
+    blocked = batch_run_id(qid, 1)
+    assert e.value.exit_code == 1 and e.value.batch_id == 1 and e.value.result.status == "blocked"
+    assert "batch 1 of streaming query" in str(e.value) and "not_null(fare)" in str(e.value)
+    assert f"wap report {blocked}" in str(e.value) and 'on_blocked="skip"' in str(e.value)
+    assert not st.query.isActive
+    assert ids_on_main(lh) == [1, 2, 3, 4, 5]  # main unchanged by the blocked batch
+    # Its rows are kept on the run's branch, for inspection.
+    assert wapflow.read(lh, "s.trips", branch=f"wap_{blocked}").count() == 10
+    assert lh.store.get(blocked).status == "blocked"
+
+    # Restarted as it is: the same batch again, blocked again.
+    st2 = start()
+    with pytest.raises(wapflow.StreamStopped) as e2:
+        st2.await_termination()
+    assert e2.value.result.run_id == blocked
+    assert ids_on_main(lh) == [1, 2, 3, 4, 5]
+
+    # Skipped once: the batch stays off main (blocked, on its branch), the query goes on to the next file.
+    drop(landing, "c.parquet", range(11, 14))
+    st3 = start(on_blocked="skip")
+    st3.await_termination()
+    assert [(r.run_id, r.status) for r in st3.results] == [(blocked, "blocked"), (batch_run_id(qid, 2), "published")]
+    assert ids_on_main(lh) == [1, 2, 3, 4, 5, 11, 12, 13]
+
+
+def test_a_quarantining_table_publishes_the_batch_and_diverts_the_failing_rows(lakehouse_factory, landing):
+    lh = lakehouse_factory({"s.trips": {**CHECKED, "on_row_failure": "quarantine"}})
+    drop(landing, "a.parquet", range(1, 6), null_fares=2)
+    st = wapflow.start_stream(
+        lh, files(lh.spark, landing), "s.trips", checkpoint=str(landing.parent / "chk"), trigger="available_now"
+    )
+    st.await_termination()
+    (res,) = st.results
+    assert res.status == "published" and res.quarantined_rows == 2, res.message
+    assert ids_on_main(lh) == [3, 4, 5]
+    assert sorted(r["id"] for r in main_rows(lh, "s.trips__quarantine")) == [1, 2]
+
+
+def test_the_rate_source_at_a_processing_time_trigger(lakehouse_factory, tmp_path):
+    lh = lakehouse_factory({"s.ticks": {"checks": [{"check": "unique", "columns": ["value"]}]}})
+    src = lh.spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+    st = wapflow.start_stream(lh, src, "s.ticks", checkpoint=str(tmp_path / "chk"), trigger="1 second")
+    try:
+        deadline = 60
+        while len(st.results) < 3 and deadline > 0:
+            st.query.awaitTermination(1)
+            deadline -= 1
+    finally:
+        st.stop()
+    results = st.results
+    assert len(results) >= 3 and {r.status for r in results} == {"published"}, [r.message for r in results]
+    values = sorted(r["value"] for r in main_rows(lh, "s.ticks"))
+    assert len(values) == sum(r.rows_written or 0 for r in results) and len(values) == len(set(values))
+    assert values == list(range(len(values)))  # the rate source counts from 0: no gap, no duplicate
+    assert {r.run_id for r in lh.store.list(table="s.ticks")} == {r.run_id for r in results}
+
+
+def test_refusals_name_what_is_wrong(lakehouse_factory, spark, tmp_path):
+    lh = lakehouse_factory({"s.trips": CHECKED})
+    with pytest.raises(wapflow.UsageError, match="on_blocked='later'"):
+        wapflow.stream_to(lh, "s.trips", on_blocked="later")  # type: ignore[arg-type]
+    with pytest.raises(wapflow.ConfigError, match="needs a namespace"):
+        wapflow.stream_to(lh, "trips")
+    with pytest.raises(wapflow.UsageError, match="needs a streaming DataFrame"):
+        wapflow.start_stream(lh, spark.range(3), "s.trips", checkpoint=str(tmp_path / "chk"))
+    sink = wapflow.stream_to(lh, "s.trips")
+    with pytest.raises(wapflow.UsageError, match="outside a streaming query's batch"):
+        sink(spark.range(3), 0)
+    assert lh.store.list(table="s.trips") == []  # no run was started
