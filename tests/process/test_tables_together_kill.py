@@ -2,15 +2,19 @@
 
 1. A reader reads every table's pointer in ONE query of the catalog database (`iceberg_tables`), in a loop,
    while a publisher of groups (tests/support/group_driver.py: PyIceberg appends to branch `g<k>` of three
-   tables, then wapflow's publish_group) is SIGKILLed at random moments, at least 50 times, and restarted
-   each time: every state it reads holds the same groups on every table (all old or all new), never fewer than
-   the state before. At the end every group is on main exactly once on every table, no branch is left, and a
-   fresh Spark session (`wap query`) counts the rows PyIceberg counts. Seeded: WAP_GROUP_KILL_SEED=<seed>
-   replays the kills' choices (the seed prints itself), WAP_GROUP_KILLS sets how many (default 50).
-2. `wap run-tables` SIGKILLed at each of its crash points (wapflow.faults), then run again with the same
-   --run-id: exit 0, every table's rows on main exactly once, no branch left.
+   tables, then wapflow's publish_group) is SIGKILLed at random moments, at least 50 times (half of them just
+   after it starts publishing a group; besides, a few drivers kill themselves at publish:group-planned and
+   publish:group-staged), and restarted each time: every state it reads holds the same groups on every table
+   (all old or all new), never fewer than the state before. At the end every group is on main exactly once on
+   every table, no branch is left, and a fresh Spark session (`wap query`) counts the rows PyIceberg counts.
+   Seeded: WAP_GROUP_KILL_SEED=<seed> replays the kills' choices (the seed prints itself), WAP_GROUP_KILLS
+   sets how many (default 50).
+2. `wap run-tables` SIGKILLed at each of its crash points (wapflow.faults, the group commit's included):
+   before the commit no main changed, after it every main holds the run; then the same command with the same
+   --run-id exits 0, every table's rows on main exactly once, no branch left.
 3. A one-table `wap run` into a table of a group while the group publishes, both orders (WAP_PAUSE_AT stops
-   one of them at the crash point, inside the publish lock): both publish, no row is lost.
+   one of them inside the publish lock; /proc shows the other waiting for it): both publish, no row is lost or
+   doubled, and each publishes the way its order implies (the second one onto a moved main).
 """
 
 from __future__ import annotations
