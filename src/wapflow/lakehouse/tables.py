@@ -10,21 +10,18 @@ from typing import TYPE_CHECKING, Any
 
 from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.errors import UsageError, WapError
+from wapflow.lakehouse.commits import Commits, IcebergGateway, commits_for
 from wapflow.lakehouse.model import (
     FORMAT_VERSION_PROP,
     METADATA_DELETE_AFTER_COMMIT_PROP,
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
-    NAME_MAPPING_PROP,
     WAP_ENABLED_PROP,
     Ref,
+    Snapshot,
+    refs_of,
+    snapshots_of,
 )
-
-# Re-exported for the group commit (wapflow.lakehouse.group_commit) until it imports them from their owners:
-# wapflow.lakehouse.model and wapflow.lakehouse.reads.
-from wapflow.lakehouse.model import Snapshot as Snapshot
-from wapflow.lakehouse.model import refs_of as refs_of
-from wapflow.lakehouse.model import snapshots_of as snapshots_of
-from wapflow.lakehouse.reads import SnapshotReads as SnapshotReads
+from wapflow.lakehouse.reads import SnapshotReads
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
@@ -36,7 +33,8 @@ if TYPE_CHECKING:
 
 
 class Tables(SnapshotReads):
-    """Reads and DDL for Iceberg tables in one Spark catalog."""
+    """Reads and DDL for Iceberg tables in one Spark catalog. Commits to their metadata (refs, files) go through
+    `commits`, the implementation chosen once for this session's kind (wapflow.lakehouse.commits)."""
 
     def __init__(
         self,
@@ -54,10 +52,18 @@ class Tables(SnapshotReads):
         self.manifests = manifests
         # The last metadata JSON read per table, by its metadata file location (see _metadata); callers only read it.
         self._metadata_seen: dict[str, tuple[str, dict[str, Any]]] = {}
-        # Java classes and catalog identifiers reached through PySpark's gateway, by name (see _jclass).
-        self._jclasses: dict[str, Any] = {}
-        self._jidents: dict[str, Any] = {}
-        self._plugin: Any = None
+        # Iceberg's Java API in the driver's JVM: a classic session only (Spark Connect has no gateway to one).
+        self._gateway = IcebergGateway(spark, catalog) if _has_gateway(spark) else None
+        # How this process commits to table metadata, chosen once (wapflow.lakehouse.commits).
+        self.commits: Commits = commits_for(
+            spark,
+            catalog,
+            gateway=self._gateway,
+            catalog_client=catalog_client,
+            refresh=self.refresh,
+            head=self.head,
+            metadata=self._metadata,
+        )
 
     def ident(self, table: TableName) -> str:
         return table.sql(self.catalog)
@@ -65,52 +71,9 @@ class Tables(SnapshotReads):
     def exists(self, table: TableName) -> bool:
         """Asked about six times a run: on a classic session, of the catalog plugin itself (~0.3 ms, where
         `spark.catalog.tableExists` resolves the name through the session's analyzer: ~8 ms)."""
-        if self._classic():
-            return bool(self._catalog_plugin().tableExists(self._jident(table)))
+        if self._gateway is not None:
+            return bool(self._gateway.catalog_plugin().tableExists(self._gateway.jident(table)))
         return bool(self.spark.catalog.tableExists(self.ident(table)))
-
-    def _classic(self) -> bool:
-        """A session with a gateway to its JVM, where Iceberg's Java API answers in-process (not Spark Connect)."""
-        from wapflow.spark.kind import is_connect
-
-        return not is_connect(self.spark) and getattr(self.spark, "_jsparkSession", None) is not None
-
-    def _jclass(self, name: str) -> Any:
-        """A Java class through PySpark's gateway, looked up once: each lookup walks its package path in gateway
-        round trips (~4.5 ms, more than most calls made on the class)."""
-        cls = self._jclasses.get(name)
-        if cls is None:
-            cls = self.spark.sparkContext._jvm
-            assert cls is not None
-            for part in name.split("."):
-                cls = getattr(cls, part)
-            self._jclasses[name] = cls
-        return cls
-
-    def _catalog_plugin(self) -> Any:
-        """Spark's catalog plugin of this catalog (Iceberg's SparkCatalog), as Spark's own statements reach it."""
-        if self._plugin is None:
-            session = self.spark._jsparkSession
-            # Spark loads a catalog from the conf of the session active on the calling JVM thread, and a Python
-            # thread new to the gateway (DBOS runs steps on its own) has none: without this, a catalog
-            # registered on the running session would not be found.
-            self._jclass("org.apache.spark.sql.SparkSession").setActiveSession(session)
-            self._plugin = session.sessionState().catalogManager().catalog(self.catalog)
-        return self._plugin
-
-    def _jident(self, table: TableName) -> Any:
-        """The table's catalog Identifier (namespace array and name), built once per table."""
-        key = table.dotted
-        found = self._jidents.get(key)
-        if found is None:
-            gateway = self.spark.sparkContext._gateway
-            assert gateway is not None
-            namespace = gateway.new_array(self._jclass("java.lang.String"), len(table.namespace))
-            for i, part in enumerate(table.namespace):
-                namespace[i] = part
-            found = self._jclass("org.apache.spark.sql.connector.catalog.Identifier").of(namespace, table.name)
-            self._jidents[key] = found
-        return found
 
     def ensure_namespace(self, table: TableName) -> None:
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.namespace_sql(self.catalog)}")
@@ -184,19 +147,7 @@ class Tables(SnapshotReads):
 
     def check_remove_files(self) -> None:
         """Raise (UsageError, EnvironmentProblem) when this session cannot remove files: before any change."""
-        from wapflow.spark.kind import is_connect
-
-        if is_connect(self.spark):
-            self._pyiceberg()
-
-    def _pyiceberg(self) -> Catalog:
-        if self.catalog_client is None:
-            raise UsageError(
-                "removing a run's files needs Iceberg's Java API or PyIceberg on the catalog, and this Spark "
-                "Connect session has neither",
-                hint="run this command with a config whose master is local (same catalog and warehouse)",
-            )
-        return self.catalog_client()
+        self.commits.check_remove_files()
 
     def remove_added_files(self, table: TableName, snapshot_ids: list[int], properties: dict[str, str]) -> int:
         """One new snapshot on main that deletes exactly the data files these snapshots added (metadata only:
@@ -206,26 +157,7 @@ class Tables(SnapshotReads):
 
         Spark SQL cannot name files (a DELETE on `_file` is refused): through Iceberg's Java API in this
         process, or, on a Spark Connect client (no gateway to it), through PyIceberg on the same catalog."""
-        from wapflow.spark.kind import is_connect
-
-        if is_connect(self.spark):
-            from wapflow.lakehouse.pyiceberg_client import remove_added_files
-
-            sid = remove_added_files(self._pyiceberg(), table, snapshot_ids, properties)
-            self.refresh(table)  # the server's cached table must see the commit it did not make
-            return sid
-        tbl = self.java_table(table)
-        op = tbl.newDelete()
-        for sid in snapshot_ids:
-            it = tbl.snapshot(int(sid)).addedDataFiles(tbl.io()).iterator()
-            while it.hasNext():
-                op.deleteFile(it.next())  # by DataFile: Iceberg's delete-by-path form matched nothing here
-        for k, v in properties.items():
-            op.set(k, v)
-        op.validateFilesExist()
-        op.commit()
-        self.refresh(table)
-        return int(tbl.currentSnapshot().snapshotId())
+        return self.commits.remove_added_files(table, snapshot_ids, properties)
 
     def metadata(self, table: TableName) -> dict[str, Any] | None:
         """The table's current metadata as Iceberg's JSON (schemas, specs, sort orders, properties, location);
@@ -236,26 +168,11 @@ class Tables(SnapshotReads):
         """The table's current metadata as Iceberg's JSON, where this process can commit files to it (see
         append_parquet): through Iceberg's Java API on a classic session, through PyIceberg on the same catalog
         on a Spark Connect client; None when neither reaches it (a catalog PyIceberg is not opened for)."""
-        if self._classic():
-            return self._metadata(table)
-        if self.catalog_client is None:
-            return None
-        from wapflow.lakehouse.pyiceberg_client import table_metadata
-
-        try:
-            return table_metadata(self.catalog_client(), table)
-        except Exception:  # noqa: BLE001 - a catalog PyIceberg does not open here, or cannot load: no commit either
-            return None
+        return self.commits.commit_metadata(table)
 
     def data_locations(self, table: TableName, names: Sequence[str]) -> list[str]:
         """Where the table's location provider puts new data files of these names (as Spark's writes do)."""
-        if not self._classic():
-            from wapflow.lakehouse.pyiceberg_client import data_locations
-
-            return data_locations(self._pyiceberg(), table, names)
-        tbl = self.java_table(table)
-        provider = tbl.locationProvider()
-        return [str(provider.newDataLocation(n)) for n in names]
+        return self.commits.data_locations(table, names)
 
     def append_parquet(
         self,
@@ -280,61 +197,17 @@ class Tables(SnapshotReads):
         On a Spark Connect client (no gateway to Iceberg's Java API), PyIceberg commits the files on the same
         catalog (its add_files, which reads the same footers for the metrics and partitions), and the server's
         cached table is refreshed to see the commit."""
-        if not self._classic():
-            from wapflow.lakehouse.pyiceberg_client import add_files
-
-            add_files(self._pyiceberg(), table, ref, locations, properties)
-            self.refresh(table)
-            return
-        iceberg = "org.apache.iceberg."
-        cls = self._jclass
-        tbl = self.java_table(table)
-        mapping_json = tbl.properties().get(NAME_MAPPING_PROP)
-        if mapping_json is None:
-            mapping = cls(iceberg + "mapping.MappingUtil").create(tbl.schema())
-            mapping_text = cls(iceberg + "mapping.NameMappingParser").toJson(mapping)
-            tbl.updateProperties().set(NAME_MAPPING_PROP, mapping_text).commit()
-        else:
-            mapping = cls(iceberg + "mapping.NameMappingParser").fromJson(mapping_json)
-        metrics_config = cls(iceberg + "MetricsConfig").forTable(tbl)
-        parquet = cls(iceberg + "FileFormat").PARQUET
-        op = tbl.newAppend().toBranch(ref)
-        if len(locations) <= _DIRECT_COMMIT_FILES:
-            # A few files' manifests are written on this thread: Iceberg's worker pool polls its tasks every
-            # 10 ms, which cost a small run's commit ~30 ms of waiting (measured: 92 -> 58 ms per commit).
-            direct = cls(iceberg + "relocated.com.google.common.util.concurrent.MoreExecutors")
-            op.scanManifestsWith(direct.newDirectExecutorService())
-        spec = tbl.spec() if spec_id is None else tbl.specs().get(spec_id)
-        if spec is None:
-            raise ValueError(f"{table} has no partition spec {spec_id}")
-        for i, location in enumerate(locations):
-            file = tbl.io().newInputFile(location)
-            builder = cls(iceberg + "DataFiles").builder(spec)
-            if spec.isPartitioned():
-                values = cls("java.util.ArrayList")()
-                for value in partitions[i]:
-                    values.add(value)
-                builder = builder.withPartitionValues(values)
-            data_file = (
-                builder.withPath(location)
-                .withFormat(parquet)
-                .withFileSizeInBytes(file.getLength())
-                .withMetrics(cls(iceberg + "parquet.ParquetUtil").fileMetrics(file, metrics_config, mapping))
-                .build()
-            )
-            op.appendFile(data_file)
-        for k, v in properties.items():
-            op.set(k, v)
-        op.commit()  # on the table object Spark's next read loads (see java_table): no refresh needed
+        self.commits.append_files(table, ref, locations, properties, spec_id=spec_id, partitions=partitions)
 
     def java_table(self, table: TableName) -> Any:
         """The table in Iceberg's Java API, through PySpark's gateway (a classic session only): the object the
         catalog's table cache holds, when it keeps one, so a commit made on it is what Spark's reads see next."""
-        return self._spark_table(table).table()
-
-    def _spark_table(self, table: TableName) -> Any:
-        """The catalog plugin's Spark table (Iceberg's SparkTable), as Spark's own reads load it."""
-        return self._catalog_plugin().loadTable(self._jident(table))
+        if self._gateway is None:
+            raise UsageError(
+                f"{table} is reached through Iceberg's Java API here, which a Spark Connect session has no gateway to",
+                hint="run this command with a config whose master is local (same catalog and warehouse)",
+            )
+        return self._gateway.java_table(table)
 
     def create_branch(self, table: TableName, branch: str) -> int | None:
         """Branch at main's current head; returns that snapshot (None: a table without snapshots, whose branch
@@ -342,55 +215,32 @@ class Tables(SnapshotReads):
         without its SQL's plan (~10 ms of a small run), on the table refreshed first: this process's catalog
         may cache it from before another process's commit, and the head the branch starts at is the audit's
         base. The statement on Spark Connect."""
-        validate_branch(branch)
-        if not self._classic():
-            base = self.head(table, "main")
-            self.spark.sql(f"ALTER TABLE {self.ident(table)} CREATE BRANCH {quote(branch)}")
-            return base
-        tbl = self.java_table(table)
-        tbl.refresh()
-        empty = tbl.currentSnapshot() is None
-        tbl.manageSnapshots().createBranch(branch).commit()  # at the current snapshot, or a new empty one
-        return None if empty else int(tbl.refs().get(branch).snapshotId())
+        return self.commits.create_branch(table, branch)
 
     def drop_branch(self, table: TableName, branch: str) -> None:
         """DROP BRANCH IF EXISTS; through the Java API on a classic session (no commit when there is none)."""
-        validate_branch(branch)
-        if not self._classic():
-            self.spark.sql(f"ALTER TABLE {self.ident(table)} DROP BRANCH IF EXISTS {quote(branch)}")
-            return
-        tbl = self.java_table(table)
-        if tbl.refs().containsKey(branch):
-            tbl.manageSnapshots().removeBranch(branch).commit()
+        self.commits.drop_branch(table, branch)
 
     def fast_forward(self, table: TableName, branch: str, *, drop: bool) -> tuple[int, bool]:
         """Move main to `branch`'s head (Iceberg refuses unless main is its ancestor); returns main's new head
         and whether the branch went in the same commit. On a classic session one Java API commit does both
         (`drop`); Spark Connect calls the fast_forward procedure and the caller drops the branch after."""
-        validate_branch(branch)
-        if not self._classic():
-            row = self.spark.sql(
-                f"CALL {quote(self.catalog)}.system.fast_forward("
-                f"table => {table.procedure_arg(self.catalog)}, branch => 'main', to => {sql_string(branch)})"
-            ).collect()[0]
-            return int(row["updated_ref"]), False
-        tbl = self.java_table(table)
-        refs = tbl.manageSnapshots().fastForwardBranch("main", branch)
-        if drop:
-            refs = refs.removeBranch(branch)
-        refs.commit()
-        return int(tbl.refs().get("main").snapshotId()), drop
+        return self.commits.fast_forward(table, branch, drop=drop)
+
+    def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
+        """Apply an append snapshot again on top of main (Iceberg's cherry-pick); returns main's new head."""
+        return self.commits.cherry_pick(table, snapshot_id)
 
     def schema(self, table: TableName) -> StructType:
         """The table's columns as Spark reads them. From the catalog's table object on a classic session (the
         schema Spark's relation is built from, without the analysis of `spark.table`: ~12 ms of a small run);
         through Spark where that fails (no such table: Spark's own error) and on Spark Connect."""
-        if self._classic():
+        if self._gateway is not None:
             from py4j.protocol import Py4JError  # type: ignore[import-untyped]  # py4j ships no types
             from pyspark.sql.types import StructType
 
             try:
-                text = self._spark_table(table).schema().json()
+                text = self._gateway.spark_table(table).schema().json()
             except Py4JError:
                 pass
             else:
@@ -418,20 +268,20 @@ class Tables(SnapshotReads):
         metadata-table query is a Spark job: ~50 ms each, most of a small run's time). The same cached
         table object the metadata tables read, so the view is the same. None on Spark Connect (no gateway)
         or if the gateway call fails: the metadata tables answer then, and raise their usual errors."""
-        if not self._classic():
+        if self._gateway is None:
             return None
         from py4j.protocol import Py4JError  # py4j ships no types (the ignore is on the first import)
 
         ident = self.ident(table)
         try:
-            current = self.java_table(table).operations().current()
+            current = self._gateway.java_table(table).operations().current()
             # A metadata file is never rewritten: while the table's is the same, so is its JSON (a run asks
             # about ten times, and the JSON grows with the table's history).
             location = current.metadataFileLocation()
             seen = self._metadata_seen.get(ident)
             if location is not None and seen is not None and seen[0] == location:
                 return seen[1]
-            text = self._jclass("org.apache.iceberg.TableMetadataParser").toJson(current)
+            text = self._gateway.jclass("org.apache.iceberg.TableMetadataParser").toJson(current)
         except Py4JError:
             return None
         meta: dict[str, Any] = json.loads(text)
@@ -559,8 +409,11 @@ class Tables(SnapshotReads):
         return int(self.read(table, branch).count())
 
 
-# Up to this many files, an append's manifests are written without Iceberg's worker pool (see append_parquet).
-_DIRECT_COMMIT_FILES = 100
+def _has_gateway(spark: SparkSession) -> bool:
+    """A session with a gateway to its JVM, where Iceberg's Java API answers in-process (not Spark Connect)."""
+    from wapflow.spark.kind import is_connect
+
+    return not is_connect(spark) and getattr(spark, "_jsparkSession", None) is not None
 
 
 def local_location(location: str) -> Path | None:
