@@ -158,6 +158,22 @@ def run_tables(
     return res
 
 
+def run_models(
+    lh: Lakehouse, names: Sequence[str] | None = None, *, run_id: str | None = None, no_checks: bool = False
+) -> MultiRunResult:
+    """Run wap.toml's [models.*] (those named and everything downstream of them; all when None), upstream first,
+    in one transaction: each model's output audited, all published in one commit or none (`wap run-models`).
+    A blocked or failed model is alerted as a table run is."""
+    from wapflow.alerts import alert_run
+    from wapflow.pipeline.models import run_models as _run_models
+
+    res = _run_models(lh, list(names) if names else None, run_id=run_id, no_checks=no_checks)
+    for r in res.tables:
+        if r.status in ("blocked", "failed") and not r.message.startswith("not published"):
+            alert_run(lh, r)
+    return res
+
+
 def write(
     lh: Lakehouse,
     table: str,

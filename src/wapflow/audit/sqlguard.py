@@ -670,3 +670,46 @@ def check_expression_plan(spark: SparkSession, text: str, what: str, *, hint: st
     walker = _SparkTree(jvm, what, EXPRESSION_SHAPE, hint)
     walker.expression(expr)
     walker.text(str(expr.toString()))
+
+
+def query_tables(text: str, what: str, *, hint: str = QUERY_HINT) -> list[tuple[str, ...]]:
+    """The tables a read-only query reads (name parts as written: ns.table, or catalog.ns.table), in order of
+    first mention, without its own CTE names. Raises UnsafeSql for text that is not one read-only query."""
+    from sqlglot import exp
+
+    check_query_text(text, what, hint=hint)
+    root = _parse(text, what, hint)[0]
+    ctes = {str(c.alias_or_name).lower() for c in root.find_all(exp.CTE)}
+    found: list[tuple[str, ...]] = []
+    for t in root.find_all(exp.Table):
+        if isinstance(t.this, exp.Func):
+            continue  # range(...) and other generators read no table
+        parts = tuple(str(p.name) for p in t.parts)
+        if len(parts) == 1 and parts[0].lower() in ctes:
+            continue
+        if parts not in found:
+            found.append(parts)
+    return found
+
+
+def with_tables_renamed(text: str, what: str, names: dict[tuple[str, ...], str]) -> str:
+    """The query with each table it reads (as query_tables gives them) replaced by a plain name (a temporary
+    view), as Spark SQL."""
+    from sqlglot import exp
+
+    root = _parse(text, what, QUERY_HINT)[0]
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Table) and not isinstance(node.this, exp.Func):
+            parts = tuple(str(p.name) for p in node.parts)
+            if parts in names:
+                alias = node.args.get("alias")
+                new = exp.to_table(names[parts])
+                if alias is not None:
+                    new.set("alias", alias)
+                elif len(parts) > 1:
+                    new.set("alias", exp.TableAlias(this=exp.to_identifier(parts[-1])))  # t.col keeps resolving
+                return new
+        return node
+
+    return str(root.transform(swap).sql(dialect="spark"))

@@ -50,6 +50,7 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 app.command("run-tables")(run.run_tables)
+app.command("run-models")(run.run_models)
 app.command("init")(setup.init)
 app.command("setup")(setup.setup)
 app.command("run")(run.run)

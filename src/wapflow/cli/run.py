@@ -105,3 +105,23 @@ def run_tables(
 
     o.result(res.to_dict(), lambda: render_group(res))
     raise typer.Exit(res.exit_code)
+
+
+def run_models(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Models to run (with everything downstream of them); default: every model."),
+    ] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
+    no_checks: NoChecksOpt = False,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run wap.toml's [models.*] upstream first on one branch: each model's output audited, then every model
+    published in one atomic commit, or none."""
+    from wapflow import api
+
+    o = Output(as_json)
+    res = on_lakehouse(config, o, lambda lh: api.run_models(lh, names, run_id=run_id, no_checks=no_checks))
+    o.result(res.to_dict(), lambda: render_group(res))
+    raise typer.Exit(res.exit_code)

@@ -23,6 +23,7 @@ from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES
 # (wapflow.pipeline). New code imports them from wapflow.audit.spec.
 from wapflow.audit.spec import Check as Check
 from wapflow.audit.spec import NotNullCheck as NotNullCheck
+from wapflow.config.models import ModelConfig, model_order
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.spark.kind import is_connect_url
 from wapflow.sql.layout import Layout, layout_of, parse_partition_by, parse_sort_by
@@ -816,6 +817,8 @@ class WapConfig(_Strict):
     lakehouse: LakehouseConfig = Field(default_factory=LakehouseConfig)
     tables: dict[str, TableConfig] = Field(default_factory=dict)
     runs: dict[str, RunConfig] = Field(default_factory=dict)
+    # [models."ns.table"]: tables derived from others by SQL or Python (wapflow.config.models)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
     sources: dict[str, SourceConfig] = Field(default_factory=dict)
     watch: WatchConfig = Field(default_factory=WatchConfig)
     # [s3]: endpoint, region, credentials for an s3:// warehouse and s3:// sources (None: no S3 jars).
@@ -848,6 +851,21 @@ class WapConfig(_Strict):
     @classmethod
     def _source_names(cls, v: dict[str, SourceConfig]) -> dict[str, SourceConfig]:
         return _plain_names(v, "source")
+
+    @model_validator(mode="after")
+    def _models_form_no_cycle(self) -> WapConfig:
+        from wapflow.sql.identifiers import TableName
+
+        for name in self.models:
+            try:
+                TableName.parse(name)
+            except ConfigError as e:
+                raise ValueError(f'[models."{name}"]: {e.message}') from None
+        try:
+            model_order(self.models)
+        except ConfigError as e:
+            raise ValueError(e.message + (f" ({e.hint})" if e.hint else "")) from None
+        return self
 
     def resolve_source(self, name: str) -> Source:
         """A [sources.NAME] section resolved once (its relative location against the config's folder): the value

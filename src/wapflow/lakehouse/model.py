@@ -24,6 +24,8 @@ BRANCH_PROP = "wapflow.branch"
 APPROVED_BY_PROP = "wapflow.approved-by"
 APPROVAL_REASON_PROP = "wapflow.approval-reason"
 MAINTENANCE_PROP = "wapflow.maintenance-pass"  # on the snapshot maintenance commits on main
+# On a model's commits, one per table it read: the snapshot of that table it read up to (incremental models).
+MODEL_INPUT_PROP_PREFIX = "wapflow.model-input."
 
 # --- snapshot summary keys Iceberg writes -----------------------------------------------------------------
 

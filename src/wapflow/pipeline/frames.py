@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 _FRAMES: dict[str, DataFrame] = {}
+_STABLE: set[str] = set()  # run ids whose DataFrame was read once into Spark's storage (stable)
 _LOCK = threading.Lock()
 
 
@@ -28,6 +29,25 @@ def hold(run_id: str, df: DataFrame) -> None:
 def release(run_id: str) -> None:
     with _LOCK:
         _FRAMES.pop(run_id, None)
+        _STABLE.discard(run_id)
+
+
+def stable(run_id: str) -> DataFrame:
+    """The run's DataFrame computed once and kept in Spark's block storage (memory, then disk), read from there
+    by every later use. A merge or replace needs it: Spark 4.1 cannot plan a MERGE whose source view reads an
+    Iceberg table ("No plan for TableReference", measured 2026-11-28), and the audit then reads the same rows the
+    write applied, even from a source that would give others on a second read."""
+    from pyspark.storagelevel import StorageLevel
+
+    df = frame_of(run_id)
+    with _LOCK:
+        if run_id in _STABLE:
+            return df
+    kept = df.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    with _LOCK:
+        _FRAMES[run_id] = kept
+        _STABLE.add(run_id)
+    return kept
 
 
 def frame_of(run_id: str) -> DataFrame:

@@ -9,7 +9,7 @@ table, except publish, which is one commit for all of them."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,8 @@ from wapflow.sql.identifiers import TableName, validate_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from wapflow.config import Check
 
 
 @dataclass
@@ -87,7 +89,15 @@ class MultiWapRun:
         self.no_checks = no_checks
         self.outcome: MultiRunResult | None = None
 
-    def add(self, table: str, df: DataFrame, write_settings: Mapping[str, Any] | None = None) -> Run:
+    def add(
+        self,
+        table: str,
+        df: DataFrame,
+        write_settings: Mapping[str, Any] | None = None,
+        *,
+        checks: Sequence[Check] = (),
+        properties: Mapping[str, str] | None = None,
+    ) -> Run:
         """A transaction's table: its DataFrame prepared and written to the run's branch now (so the transaction
         reads it staged); audited and published with the others by `finish`. A failure fails the whole run."""
         name = TableName.parse(table).dotted
@@ -103,6 +113,8 @@ class MultiWapRun:
             no_checks=self.no_checks,
             frame=True,
             write_settings=dict(write_settings or {}),
+            extra_checks=list(checks),
+            properties=dict(properties or {}),
         )
         r = Run(self.lh, state)
         self.runs.append(r)
@@ -148,11 +160,30 @@ class MultiWapRun:
         assert self.outcome is not None
         return self.outcome
 
-    def abandon(self, error: BaseException) -> MultiRunResult:
-        """A transaction whose block raised: nothing is published, every table's run is failed with the error."""
+    def fail_table(self, table: str, error: WapError, step: str = "write") -> MultiRunResult:
+        """A transaction's table that failed before it was written (its model did not run): recorded failed with
+        `error`, and the whole run with it; nothing published."""
         if self.outcome is None:
-            why = f"the transaction's code raised {type(error).__name__}: {error}"
-            err = UsageError(why, hint="fix the job and run it again (the same run id never publishes twice)")
+            rid = f"{self.run_id}-{len(self.runs) + 1}"
+            r = Run(self.lh, new_state(table, [], branch=self.branch, run_id=rid, frame=True))
+            r.derive()
+            r.record.group_id = self.run_id
+            self.runs.append(r)
+            self._fail(error.at(run_id=self.run_id, step=step), step, r)
+        for r in self.runs:
+            frames.release(r.run_id)
+        assert self.outcome is not None
+        return self.outcome
+
+    def abandon(self, error: BaseException) -> MultiRunResult:
+        """A transaction whose block raised: nothing is published, every table's run is failed with the error
+        (a WapError as it is: what it says and its exit code)."""
+        if self.outcome is None:
+            if isinstance(error, WapError):
+                err = error
+            else:
+                why = f"the transaction's code raised {type(error).__name__}: {error}"
+                err = UsageError(why, hint="fix the job and run it again (the same run id never publishes twice)")
             self._fail(err.at(run_id=self.run_id, step="write"), "write", None)
         for r in self.runs:
             frames.release(r.run_id)

@@ -89,6 +89,8 @@ class RunState:
     frame: bool = False
     # The write mode and its keys this run sets for its table (config.WRITE_KEYS), over its wap.toml section.
     write_settings: dict[str, Any] = field(default_factory=dict)
+    # More properties for every snapshot the run commits (a model's input snapshots), beside the run's own.
+    properties: dict[str, str] = field(default_factory=dict)
     # the run store's row, as JSON data
     record: dict[str, Any] = field(
         metadata=_hydrated(lambda d: record_from_data(d), lambda r: record_to_data(r)), default_factory=dict
@@ -197,6 +199,7 @@ def new_state(
     no_checks: bool = False,
     frame: bool = False,
     write_settings: dict[str, Any] | None = None,
+    properties: dict[str, str] | None = None,
 ) -> RunState:
     """The state of a run nothing has happened to yet (names are validated by prepare). `no_checks`: the
     caller's word that the table may publish without checks if it has none (--no-checks). `frame`: the batch
@@ -216,6 +219,7 @@ def new_state(
         no_checks=no_checks,
         frame=frame,
         write_settings=dict(write_settings or {}),
+        properties=dict(properties or {}),
         record=record_to_data(rec),
     )
 

@@ -13,6 +13,7 @@ exception inside it publishes nothing, records every table's run as failed and p
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from wapflow.sql.identifiers import TableName
@@ -20,7 +21,10 @@ from wapflow.sql.identifiers import TableName
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from wapflow.config import Check
+    from wapflow.errors import WapError
     from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.lakehouse.tables import Tables
     from wapflow.pipeline.multi import MultiWapRun
     from wapflow.pipeline.result import MultiRunResult
 
@@ -37,6 +41,11 @@ class Transaction:
         return self._group.run_id
 
     @property
+    def ended(self) -> MultiRunResult | None:
+        """The run's outcome once it ended (a write that failed ends it at once)."""
+        return self._group.outcome
+
+    @property
     def lh(self) -> Lakehouse:
         return self._group.lh
 
@@ -50,9 +59,11 @@ class Transaction:
         delete_when: str | None = None,
         order_by: list[str] | None = None,
         replace_where: str | None = None,
+        checks: Sequence[Check] = (),
+        properties: Mapping[str, str] | None = None,
     ) -> None:
-        """Write `df` to `table` on the run's branch (mode and keys: the table's section unless given here).
-        Nothing is published until the block ends."""
+        """Write `df` to `table` on the run's branch (mode and keys: the table's section unless given here;
+        `checks` besides the table's own). Nothing is published until the block ends."""
         settings: dict[str, Any] = {
             "mode": mode,
             "key": key,
@@ -60,11 +71,18 @@ class Transaction:
             "order_by": order_by,
             "replace_where": replace_where,
         }
-        self._group.add(table, df, {k: v for k, v in settings.items() if v is not None})
+        self._group.add(
+            table, df, {k: v for k, v in settings.items() if v is not None}, checks=checks, properties=properties
+        )
 
     def finish(self) -> MultiRunResult:
         """The block ended: audit every table written, then publish them all in one commit, or none."""
         self.result = self._group.finish()
+        return self.result
+
+    def fail_table(self, table: str, error: WapError) -> MultiRunResult:
+        """`table` could not be computed (e.g. its model failed): the run ends failed, naming it; nothing published."""
+        self.result = self._group.fail_table(table, error)
         return self.result
 
     def abandon(self, error: BaseException) -> MultiRunResult:
@@ -72,13 +90,20 @@ class Transaction:
         self.result = self._group.abandon(error)
         return self.result
 
+    def has_written(self, table: str) -> bool:
+        name = TableName.parse(table).dotted
+        return any(TableName.parse(r.table).dotted == name for r in self._group.runs)
+
+    def view_of(self, table: str) -> tuple[Tables, str]:
+        """Where this transaction reads `table` and at which ref: the run's sandbox for a table it wrote, else
+        main of the catalog."""
+        if self.has_written(table):
+            branches = self.lh.branches
+            return branches.tables_for(self._group.branch), branches.iceberg_ref(self._group.branch)
+        return self.lh.tables, "main"
+
     def read(self, table: str) -> DataFrame:
         """The table as this transaction sees it: a table it wrote, staged (main plus what it wrote); any other,
         its main."""
-        name = TableName.parse(table)
-        written = {TableName.parse(r.table).dotted for r in self._group.runs}
-        branches = self.lh.branches
-        if name.dotted in written:
-            ref = branches.iceberg_ref(self._group.branch)
-            return branches.tables_for(self._group.branch).read(name, None if ref == "main" else ref)
-        return self.lh.tables.read(name)
+        tables, ref = self.view_of(table)
+        return tables.read(TableName.parse(table), None if ref == "main" else ref)

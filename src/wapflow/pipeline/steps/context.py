@@ -74,6 +74,7 @@ class Run:
     no_checks: bool
     frame: bool
     write_settings: dict[str, Any]
+    properties: dict[str, str]
     record: RunRecord
     done: list[str]
     files: list[FileIdentity]
@@ -166,7 +167,7 @@ class Run:
     def snapshot_properties(self) -> dict[str, str]:
         """What every snapshot the run commits carries: its run id, files and their fingerprint (and, once a
         person approved the run, who and why)."""
-        props = lineage.run_properties(
+        props = self.properties | lineage.run_properties(
             self.run_id, (f.uri for f in self.files), lineage.files_fingerprint(self.record.file_ids)
         )
         if self.record.review == APPROVED and self.record.review_by:

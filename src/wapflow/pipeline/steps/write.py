@@ -223,7 +223,7 @@ def _write_change(run: Run, df: Any, mode: WriteMode) -> None:
 def _batch(run: Run, table_schema: Any) -> Any:
     """The run's batch: the DataFrame given in this process (RunState.frame), or its files read."""
     if run.frame:
-        return frames.frame_of(run.run_id)
+        return frames.stable(run.run_id) if write_mode(run.table_cfg).reapplies else frames.frame_of(run.run_id)
     assert run.fmt is not None
     return read_batch(
         run.lh.spark,
