@@ -6,6 +6,7 @@ GET /v1/config does not list the multi-table commit is refused before anything i
 
 The REST runs go through a small loopback proxy in front of the fixture (EndpointProxy below) that records every
 request and can take the multi-table commit out of the server's endpoint list: a server that does not offer it.
+One group's publish meets other writers on the server: a cherry-pick over REST, and a commit the server refuses.
 """
 
 from __future__ import annotations
@@ -282,3 +283,85 @@ def test_a_rest_server_without_multi_table_commits_is_refused_before_anything_is
     assert main_of(table) == before and set(table.metadata.refs) == {"main"}
     assert not server.table_exists(f"{ns}.lines")
     assert Path(o).exists() and Path(li).exists()
+
+
+def test_on_a_rest_catalog_a_moved_main_is_cherry_picked_and_a_refused_commit_is_planned_again(
+    rest_catalog, spark, tmp_path, landing
+):
+    """The group's steps on the tests' shared session, then its publish (wapflow.lakehouse.group_commit) against
+    other writers on the server: orders' main moved after the audit (its change is added on top: a cherry-pick
+    over REST), and lines' moves between the plan and the commit, so the server refuses the commit (409: no table
+    moved, checked inside the attempt) and the group is planned again on the new heads and committed."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    from wapflow.config import load_config
+    from wapflow.lakehouse.group_commit import RestGroupCommit, publish_group
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.pipeline import MultiWapRun
+    from wapflow.pipeline.steps.publish import slices
+
+    ns = "grp_moved"
+    cfg = config(tmp_path / "project", unique_catalog("restmoved"), rest_lines(rest_catalog.url), ns)
+    lh = Lakehouse(load_config(cfg), spark=spark)
+    reader = RestCatalog("reader", uri=rest_catalog.url)
+    seed = MultiWapRun(
+        lh,
+        [
+            (f"{ns}.orders", [orders(landing, "o0.parquet", [100])]),
+            (f"{ns}.lines", [lines(landing, "l0.parquet", [100])]),
+        ],
+    ).run()
+    assert seed.status == "published", seed.message
+
+    run = MultiWapRun(
+        lh,
+        [
+            (f"{ns}.orders", [orders(landing, "o1.parquet", [1, 2])]),
+            (f"{ns}.lines", [lines(landing, "l1.parquet", [1, 2])]),
+        ],
+    )
+    group: Any = type("G", (), {"status": "running", "done": []})()
+    for step in ("prepare", "write", "audit"):
+        run._step(step, group)
+        assert group.status == "running", run.outcome
+    reader.load_table(f"{ns}.orders").append(
+        pa.table({"order_id": pa.array([7], pa.int64()), "total": pa.array([70.0])})
+    )
+
+    committer = RestGroupCommit(lambda: RestCatalog("group", uri=rest_catalog.url), rest_catalog.url)
+    real_commit = committer.commit
+    attempts: list[dict[str, int | None]] = []
+
+    def heads() -> dict[str, int | None]:
+        return {t: main_of(reader.load_table(f"{ns}.{t}"))[0] for t in ("orders", "lines")}
+
+    def commit_after_another_writer(moves: Any) -> None:
+        if not attempts:  # lines' main moves after the plan read it
+            reader.load_table(f"{ns}.lines").append(
+                pa.table(
+                    {
+                        "order_id": pa.array([100], pa.int64()),
+                        "line": pa.array([5], pa.int64()),
+                        "amount": pa.array([1.0]),
+                    }
+                )
+            )
+        before = heads()
+        try:
+            real_commit(moves)
+        finally:
+            attempts.append(heads())
+            if len(attempts) == 1:
+                assert attempts[0] == before  # the refused commit moved no table: orders neither
+
+    committer.commit = commit_after_another_writer  # type: ignore[method-assign]
+    done = publish_group(committer, run.branch, run.run_id, [sl for r in run.runs for sl in slices(r)])
+    assert len(attempts) == 2 and done["method"] == "cherry_pick"
+    # Every writer's rows once: the seed, the other writer's and the run's.
+    for name, want in (("orders", [1, 2, 7, 100]), ("lines", [1, 2, 100, 100])):
+        table = reader.load_table(f"{ns}.{name}")
+        assert sorted(table.scan().to_arrow()["order_id"].to_pylist()) == want, name
+        assert set(table.metadata.refs) == {"main"}
+        assert done["heads"][f"{ns}.{name}"] == table.metadata.current_snapshot_id
+        snap = table.current_snapshot()
+        assert snap is not None and snap.summary.additional_properties.get(RUN_ID_PROP, "").startswith(run.run_id)
