@@ -3,6 +3,7 @@ sources, with the rows on main read back by PyIceberg's own client of the embedd
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,44 @@ def test_refusals_name_what_is_wrong(lakehouse_factory, spark, tmp_path):
     with pytest.raises(wapflow.UsageError, match="outside a streaming query's batch"):
         sink(spark.range(3), 0)
     assert lh.store.list(table="s.trips") == []  # no run was started
+
+
+def test_the_stream_example_publishes_what_landed_and_stops_at_a_blocked_batch(spark, tmp_path, capsys):
+    """examples/stream.py --once, as a user runs it: a clean file published; a dirty one stops it with exit 1
+    (main unchanged); the same command again is blocked again at the same batch."""
+    import runpy
+    import sys
+
+    from support.cli_harness import Reader, write_config
+    from support.data import trips_file
+
+    catalog = f"stream_ex_{os.getpid()}"
+    cfg = write_config(
+        tmp_path,
+        '[tables."nyc.trips"]\nchecks = [{ check = "not_null", column = "passenger_count" }]\n',
+        catalog=catalog,
+    )
+    landing, chk = tmp_path / "landing", tmp_path / "chk"
+    trips_file(landing, "a.parquet", 30)
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "stream.py")
+
+    def run() -> int:
+        old = sys.argv
+        sys.argv = [example, str(cfg), str(landing), str(chk), "--once"]
+        try:
+            runpy.run_path(example, run_name="__main__")
+        except SystemExit as e:
+            return int(e.code or 0)
+        finally:
+            sys.argv = old
+        return 0
+
+    assert run() == 0
+    assert capsys.readouterr().out.startswith("published s_")
+    reader = Reader(tmp_path, catalog)
+    assert len(reader.rows("nyc.trips")) == 30
+    trips_file(landing, "b.parquet", 30, null_rate=0.2, start_id=100)
+    assert run() == 1
+    assert "was blocked by its checks" in capsys.readouterr().err
+    assert run() == 1  # the checkpoint did not pass the batch
+    assert len(reader.rows("nyc.trips")) == 30
