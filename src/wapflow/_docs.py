@@ -161,7 +161,7 @@ def _nested(tp: Any) -> type[BaseModel] | None:
 # --- (a) wap.toml ---------------------------------------------------------------------------------
 
 # The placeholder for a named section's name, by the key that holds the named sections.
-_NAMES = {"tables": '"NS.TABLE"'}
+_NAMES = {"tables": '"NS.TABLE"', "models": '"NS.TABLE"'}
 
 
 def _sections(model: type[BaseModel], path: str) -> Iterator[tuple[str, type[BaseModel]]]:

@@ -43,6 +43,7 @@ def test_config_reference_names_every_section_and_key_with_its_default() -> None
         'tables."NS.TABLE"',
         'tables."NS.TABLE".maintenance',
         "runs.NAME",
+        'models."NS.TABLE"',
         "sources.NAME",
         "watch",
         "s3",
