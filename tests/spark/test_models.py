@@ -143,3 +143,20 @@ def test_sql_naming_an_unknown_column_fails_naming_the_model(lakehouse_factory, 
     assert res.status == "failed" and res.exit_code == 2, res.message
     assert "model silver.trips" in res.message and "tip" in res.message
     assert rows(lh, "silver.trips") == []
+
+
+def test_lineage_events_of_a_model_name_its_input_tables(lakehouse_factory, spark, tmp_path: Path):
+    import json
+
+    from wapflow.config import LineageConfig
+
+    lh = lakehouse(lakehouse_factory, {"silver.trips": {"sql": SILVER_SQL}})
+    events = tmp_path / "events.jsonl"
+    lh = Lakehouse(
+        lh.config.model_copy(update={"lineage": LineageConfig(transport="file", path=str(events))}), spark=lh.spark
+    )
+    wapflow.write(lh, "raw.trips", raw(spark, [(1, "mon", 9.5)]))
+    assert wapflow.run_models(lh).status == "published"
+    model_events = [e for e in map(json.loads, events.read_text().splitlines()) if e["job"]["name"] == "silver.trips"]
+    assert [e["eventType"] for e in model_events] == ["START", "COMPLETE"]
+    assert {i["name"] for i in model_events[-1]["inputs"]} == {"raw.trips"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,7 +107,13 @@ def _message(event_type: EventType, rec: RunRecord) -> str | None:
 
 
 def build_event(
-    cfg: WapConfig, event_type: EventType, rec: RunRecord, *, now: datetime | None = None, parent: str | None = None
+    cfg: WapConfig,
+    event_type: EventType,
+    rec: RunRecord,
+    *,
+    now: datetime | None = None,
+    parent: str | None = None,
+    tables: Sequence[str] = (),
 ) -> RunEvent:
     """The OpenLineage RunEvent of `rec` at this transition (the client's own classes: it validates the shape).
     A table's part of a multi-table run carries the group's run id as `parent` (a parent run of job
@@ -140,6 +146,7 @@ def build_event(
             datasetVersion=str(rec.snapshot_id)
         )
     inputs = [InputDataset(namespace=ns, name=name) for ns, name in (file_dataset(u) for u in rec.files)]
+    inputs += [InputDataset(namespace=table_namespace(cfg), name=t) for t in tables]  # a model's input tables
     return RunEvent(
         eventType=RunState[event_type],
         eventTime=(now or datetime.now(UTC)).isoformat(),
@@ -228,6 +235,7 @@ def emit(
     progress: Callable[[str], None],
     env: Mapping[str, str] | None = None,
     parent: str | None = None,
+    tables: Sequence[str] = (),
 ) -> bool:
     """Send one event of `rec` to [lineage] (nothing without it). True when sent; a failure is one warning
     line through `progress`, never an exception."""
@@ -238,7 +246,7 @@ def emit(
     try:
         with _quiet_libraries():
             client = client_for(cfg, env)
-            client.emit(build_event(cfg, event_type, rec, parent=parent))
+            client.emit(build_event(cfg, event_type, rec, parent=parent, tables=tables))
             client.close(timeout=0)
     except Exception as e:  # noqa: BLE001 - lineage must never change, hide or delay a run's outcome
         text = redact(f"{type(e).__name__}: {e}", _secrets(lineage, env))

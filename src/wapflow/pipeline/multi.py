@@ -18,6 +18,7 @@ from wapflow.errors import CommitConflict, ConfigError, PublishConflict, UsageEr
 from wapflow.faults import crash_point
 from wapflow.lakehouse.branches import MainMoved
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
 from wapflow.pipeline import frames, lineage
 from wapflow.pipeline.driver import drive
 from wapflow.pipeline.result import MultiRunResult
@@ -390,7 +391,12 @@ class MultiWapRun:
         if self.lh.config.lineage is None:
             return
         for r in self.runs:
-            lineage.emit(self.lh.config, event_type, r.record, progress=self.lh.progress, parent=self.run_id)
+            tables = [
+                k.removeprefix(MODEL_INPUT_PROP_PREFIX) for k in r.properties if k.startswith(MODEL_INPUT_PROP_PREFIX)
+            ]
+            lineage.emit(
+                self.lh.config, event_type, r.record, progress=self.lh.progress, parent=self.run_id, tables=tables
+            )
 
 
 def _refuse_unknown_tables(lakehouse: Lakehouse, names: list[str]) -> None:
