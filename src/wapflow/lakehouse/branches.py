@@ -183,9 +183,14 @@ class IcebergTableBranches:
     """Branches of single Iceberg tables (ALTER TABLE ... CREATE BRANCH; main moved by fast_forward or
     cherrypick). A table branch shares its table's schema with main, so new columns are staged elsewhere."""
 
-    def __init__(self, tables: Tables, group: Callable[[], GroupCommit | str] | None = None) -> None:
-        """`group`: how the catalog commits several tables at once, or why it cannot (asked on first need)."""
+    def __init__(
+        self, tables: Tables, group: Callable[[], GroupCommit | str] | None = None, *, catalog_cache: bool = True
+    ) -> None:
+        """`group`: how the catalog commits several tables at once, or why it cannot (asked on first need).
+        `catalog_cache`: Spark's catalog keeps loaded tables (cache-enabled), so a commit made outside it is
+        followed by a refresh of the tables it changed."""
         self.tables = tables
+        self.catalog_cache = catalog_cache
         self.spark = tables.spark
         self.catalog = tables.catalog
         self._group_source = group
@@ -215,9 +220,9 @@ class IcebergTableBranches:
             done = publish_group(group, branch, run_id, slices)
         except MainMovedUnder as e:
             raise MainMoved(e.message, hint=e.hint) from e
-        for sl in slices:
-            if self.tables.exists(sl.table):
-                self.tables.refresh(sl.table)  # committed outside Spark: its next read loads the new metadata
+        if self.catalog_cache:
+            for sl in slices:  # committed outside Spark: a cached table must load the new metadata
+                self.tables.refresh(sl.table)
         return PublishedRun(done["method"], done["heads"])
 
     def _committing(self, table: TableName, fn: Callable[[], T], attempts: int = _RETRIES) -> T:

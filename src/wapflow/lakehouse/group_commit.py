@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from wapflow.errors import CommitConflict, PublishConflict, Unreachable, UsageError
+from wapflow.errors import EnvironmentProblem, PublishConflict, Unreachable, UsageError
 from wapflow.faults import crash_point
+from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lineage import find_published
 from wapflow.lakehouse.metadata import CatalogTables
 from wapflow.sql.identifiers import TableName
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
     from wapflow.config import WapConfig
     from wapflow.lakehouse.branches import RunSlice
 
-# Plans of the whole group on new heads after a table moved during the commit (then exit 5, mains unchanged).
-ATTEMPTS = 5
+T = TypeVar("T")
+_THREADS = 8  # tables planned and staged side by side
 TRANSACTIONS_ENDPOINT = "POST /v1/{prefix}/transactions/commit"
 
 
@@ -100,7 +101,19 @@ def _ident(table: TableName) -> tuple[str, ...]:
 
 def plan(catalog: Catalog, branch: str, run_id: str, slices: Sequence[RunSlice]) -> list[TableMove]:
     """Every slice's change on its table's current metadata (nothing committed, nothing written but the
-    manifests of a re-applied append)."""
+    manifests of a re-applied append), the tables loaded side by side (each is a catalog query and a file read)."""
+    return _each(lambda sl: _plan_one(catalog, branch, run_id, sl), slices)
+
+
+def _each(fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+    """fn over items, in order, on a few threads (catalog queries and file I/O); the first failure raises."""
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(_THREADS, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def _plan_one(catalog: Catalog, branch: str, run_id: str, sl: RunSlice) -> TableMove:
     from pyiceberg.table.refs import SnapshotRefType
     from pyiceberg.table.update import (
         AssertRefSnapshotId,
@@ -111,88 +124,83 @@ def plan(catalog: Catalog, branch: str, run_id: str, slices: Sequence[RunSlice])
 
     from wapflow.lakehouse.pyiceberg_client import added_data_files
 
-    moves: list[TableMove] = []
-    for sl in slices:
-        tbl = catalog.load_table(_ident(sl.table))
-        meta = json.loads(tbl.metadata.model_dump_json(by_alias=True, exclude_none=True))
-        view = CatalogTables(_Loaded({sl.table.dotted: meta}), catalog.name)
-        refs = tbl.metadata.refs
-        main = refs["main"].snapshot_id if "main" in refs else None
-        guard: tuple[Any, ...] = (
-            AssertTableUUID(uuid=tbl.metadata.table_uuid),
-            AssertRefSnapshotId(ref="main", snapshot_id=main),
+    tbl = catalog.load_table(_ident(sl.table))
+    meta = json.loads(tbl.metadata.model_dump_json(by_alias=True, exclude_none=True))
+    view = CatalogTables(_Loaded({sl.table.dotted: meta}), catalog.name)
+    refs = tbl.metadata.refs
+    main = refs["main"].snapshot_id if "main" in refs else None
+    guard: tuple[Any, ...] = (
+        AssertTableUUID(uuid=tbl.metadata.table_uuid),
+        AssertRefSnapshotId(ref="main", snapshot_id=main),
+    )
+    drop_branch: tuple[Any, ...] = (RemoveSnapshotRefUpdate(ref_name=branch),) if branch in refs else ()
+    done_at = find_published(view, sl.table, sl.run_id or run_id) if sl.snapshots else None
+    if not sl.snapshots or done_at is not None:
+        # Nothing of the run in this table, or its rows on main already: only the branch goes.
+        head = done_at if done_at is not None else main
+        return TableMove(sl.table, tbl, guard if drop_branch else (), drop_branch, head, "already")
+    if branch not in refs:
+        raise PublishConflict(
+            f"branch {branch} of {sl.table} is gone and main does not hold run {sl.run_id or run_id}",
+            hint="run the tables again under a new run id",
         )
-        drop_branch: tuple[Any, ...] = (RemoveSnapshotRefUpdate(ref_name=branch),) if branch in refs else ()
-        done_at = find_published(view, sl.table, sl.run_id or run_id) if sl.snapshots else None
-        if not sl.snapshots or done_at is not None:
-            # Nothing of the run in this table, or its rows on main already: only the branch goes.
-            head = done_at if done_at is not None else main
-            moves.append(TableMove(sl.table, tbl, guard if drop_branch else (), drop_branch, head, "already"))
-            continue
-        if branch not in refs:
-            raise PublishConflict(
-                f"branch {branch} of {sl.table} is gone and main does not hold run {sl.run_id or run_id}",
-                hint="run the tables again under a new run id",
-            )
-        head = refs[branch].snapshot_id
-        snaps = view.snapshots(sl.table)
-        if main is None or main in {s.snapshot_id for s in view.ancestry(snaps, head)}:
-            ff = SetSnapshotRefUpdate(
-                ref_name="main",
-                type=SnapshotRefType.BRANCH,
-                snapshot_id=head,
-                max_ref_age_ms=None,
-                max_snapshot_age_ms=None,
-                min_snapshots_to_keep=None,
-            )
-            moves.append(TableMove(sl.table, tbl, guard, (ff, *drop_branch), head, "fast_forward"))
-            continue
-        if not sl.cherry_pick:
-            raise MainMovedUnder(
-                f"main of {sl.table} moved since branch {branch} was created",
-                hint="the run's change is applied again on a fresh branch of main",
-            )
-        not_appends = [s for s in sl.snapshots if s.operation != "append"]
-        if not_appends:
-            ops = ", ".join(f"{s.snapshot_id} ({s.operation})" for s in not_appends)
-            raise PublishConflict(
-                f"main of {sl.table} moved since branch {branch} was created, and snapshots {ops} are not "
-                "appends, so they cannot be added again on top of it",
-                hint="run the tables again under a new run id",
-            )
-        files = [f for s in sl.snapshots for f in added_data_files(tbl, s.snapshot_id)]
-        tx = tbl.transaction()
-        with tx.update_snapshot(snapshot_properties=dict(sl.properties), branch="main").fast_append() as fa:
-            for f in files:
-                fa.append_data_file(f)
-        tx._stage(drop_branch)  # staged with the append, committed by the group
-        staged = tx.table_metadata
-        new_head = staged.refs["main"].snapshot_id
-        requirements = tuple({type(r): r for r in (*tx._requirements, *guard)}.values())
-        moves.append(TableMove(sl.table, tbl, requirements, tuple(tx._updates), new_head, "cherry_pick"))
-    return moves
+    head = refs[branch].snapshot_id
+    snaps = view.snapshots(sl.table)
+    if main is None or main in {s.snapshot_id for s in view.ancestry(snaps, head)}:
+        ff = SetSnapshotRefUpdate(
+            ref_name="main",
+            type=SnapshotRefType.BRANCH,
+            snapshot_id=head,
+            max_ref_age_ms=None,
+            max_snapshot_age_ms=None,
+            min_snapshots_to_keep=None,
+        )
+        return TableMove(sl.table, tbl, guard, (ff, *drop_branch), head, "fast_forward")
+    if not sl.cherry_pick:
+        raise MainMovedUnder(
+            f"main of {sl.table} moved since branch {branch} was created",
+            hint="the run's change is applied again on a fresh branch of main",
+        )
+    not_appends = [s for s in sl.snapshots if s.operation != "append"]
+    if not_appends:
+        ops = ", ".join(f"{s.snapshot_id} ({s.operation})" for s in not_appends)
+        raise PublishConflict(
+            f"main of {sl.table} moved since branch {branch} was created, and snapshots {ops} are not "
+            "appends, so they cannot be added again on top of it",
+            hint="run the tables again under a new run id",
+        )
+    files = [f for s in sl.snapshots for f in added_data_files(tbl, s.snapshot_id)]
+    tx = tbl.transaction()
+    with tx.update_snapshot(snapshot_properties=dict(sl.properties), branch="main").fast_append() as fa:
+        for f in files:
+            fa.append_data_file(f)
+    tx._stage(drop_branch)  # staged with the append, committed by the group
+    staged = tx.table_metadata
+    new_head = staged.refs["main"].snapshot_id
+    requirements = tuple({type(r): r for r in (*tx._requirements, *guard)}.values())
+    return TableMove(sl.table, tbl, requirements, tuple(tx._updates), new_head, "cherry_pick")
 
 
 def publish_group(committer: GroupCommit, branch: str, run_id: str, slices: Sequence[RunSlice]) -> dict[str, Any]:
-    """Plan and commit the group, planning again on new heads when a table moved during the commit. Returns
-    each table's main head after it and the method ("fast_forward", "cherry_pick", "already")."""
-    last: GroupMoved | None = None
-    for attempt in range(1, ATTEMPTS + 1):
+    """Plan and commit the group, planning again on new heads when a table moved during the commit (the one
+    retry policy of commit conflicts: wapflow.lakehouse.conflicts). Returns each table's main head after it and
+    the method ("fast_forward", "cherry_pick", "already")."""
+
+    def attempt() -> list[TableMove]:
         moves = plan(committer.catalog, branch, run_id, slices)
         crash_point("publish:group-planned")
-        try:
-            committer.commit([m for m in moves if m.updates])
-        except GroupMoved as e:
-            last = e
-            time.sleep(min(0.1 * 2 ** (attempt - 1), 2.0))
-            continue
-        methods = {m.method for m in moves} - {"already"}
-        method = "cherry_pick" if "cherry_pick" in methods else next(iter(methods), "already")
-        return {"heads": {m.table.dotted: m.head for m in moves}, "method": method}
-    raise CommitConflict(
-        f"the tables' mains kept moving: {ATTEMPTS} attempts to publish them together conflicted ({last})",
+        committer.commit([m for m in moves if m.updates])
+        return moves
+
+    moves = retry_on_conflict(
+        attempt,
+        what=f"publishing {len(slices)} tables of run {run_id} together (their mains kept moving)",
+        is_conflict=lambda e: isinstance(e, GroupMoved),
         hint=f"every main is unchanged by run {run_id}; run it again with the same run id",
     )
+    methods = {m.method for m in moves} - {"already"}
+    method = "cherry_pick" if "cherry_pick" in methods else next(iter(methods), "already")
+    return {"heads": {m.table.dotted: m.head for m in moves}, "method": method}
 
 
 class _Opened:
@@ -225,11 +233,13 @@ class SqlGroupCommit(_Opened):
 
         cat = self.catalog
         assert isinstance(cat, SqlCatalog)
-        staged = []
-        for m in moves:
+
+        def stage(m: TableMove) -> tuple[TableMove, Any]:
             st = cat._update_and_stage_table(m.loaded, _ident(m.table), m.requirements, m.updates)
             cat._write_metadata(st.metadata, st.io, st.metadata_location)
-            staged.append((m, st))
+            return m, st
+
+        staged = _each(stage, moves)
         crash_point("publish:group-staged")
         try:
             with cat.engine.begin() as conn:  # one transaction: every pointer moves, or none
@@ -307,12 +317,14 @@ class RestGroupCommit(_Opened):
             ) from e
         if response.status_code in (200, 204):
             return
+        said = f"{self.where()} answered {response.status_code} to the multi-table commit: {response.text[:300]}"
         if response.status_code == 409:
             raise GroupMoved(response.text[:300])
-        raise Unreachable(
-            f"{self.where()} answered {response.status_code} to the multi-table commit: {response.text[:300]}",
-            hint="run it again with the same run id: a publish that landed is not made twice",
-        )
+        if response.status_code in (401, 403, 419):
+            raise EnvironmentProblem(said, hint="check the catalog's token or credential in wap.toml")
+        if 400 <= response.status_code < 500:
+            raise PublishConflict(said, hint="every main is unchanged; `wap runs` and the server's log say more")
+        raise Unreachable(said, hint="run it again with the same run id: a publish that landed is not made twice")
 
 
 def group_commit_for(cfg: WapConfig) -> GroupCommit | str:

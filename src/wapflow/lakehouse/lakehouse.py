@@ -219,7 +219,11 @@ class Lakehouse:
             from wapflow.lakehouse.nessie import NessieBranches
 
             return NessieBranches(self.config, self.tables, self.nessie)
-        return IcebergTableBranches(self.tables, group=self._group_commit)
+        from wapflow.lakehouse.session import catalog_caches_tables
+
+        return IcebergTableBranches(
+            self.tables, group=self._group_commit, catalog_cache=catalog_caches_tables(self.config)
+        )
 
     def _group_commit(self) -> GroupCommit | str:
         """How the catalog commits several tables at once (or why not): chosen once, on first need."""

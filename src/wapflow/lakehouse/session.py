@@ -70,6 +70,12 @@ def _catalog_properties(cfg: WapConfig) -> dict[str, str]:
     return props
 
 
+def catalog_caches_tables(cfg: WapConfig) -> bool:
+    """Whether Spark's catalog keeps loaded tables (the user set cache-enabled): then a commit made outside
+    Spark (PyIceberg's) must be followed by a refresh of what it changed."""
+    return _catalog_properties(cfg).get("cache-enabled", "true").strip().lower() != "false"
+
+
 # What register_catalog last set per session and catalog name: a Lakehouse registers its catalog at each
 # `spark` access (another Lakehouse on the same session may have set the name since), ~10 conf calls that a
 # small run made three times (~15 ms); unchanged settings are not sent again.
