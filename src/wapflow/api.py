@@ -147,15 +147,25 @@ def run_tables(
     every table published in one atomic commit, or none (`wap run-tables`). Refused (ConfigError, exit 2) before
     anything is written on a catalog that cannot commit several tables at once. A blocked or failed group is
     alerted once per table whose own checks or step failed (not for the tables it held back)."""
-    from wapflow.alerts import alert_run
     from wapflow.pipeline.multi import MultiWapRun
 
     specs = [(t, [str(f) for f in files]) for t, files in tables]
     res = MultiWapRun(lh, specs, branch=branch, run_id=run_id, no_checks=no_checks).run()
+    _alert_group(lh, res)
+    return res
+
+
+def _alert_group(lh: Lakehouse, res: MultiRunResult) -> None:
+    """A multi-table run's alerts: each table whose own checks or step failed; one review request for a held run."""
+    from wapflow.alerts import alert_run
+
     for r in res.tables:
         if r.status in ("blocked", "failed") and not r.message.startswith("not published"):
             alert_run(lh, r)
-    return res
+    if res.status == "awaiting_review":
+        from wapflow.outer.review import alert_held
+
+        alert_held(lh, res.run_id)
 
 
 def run_models(
@@ -164,13 +174,10 @@ def run_models(
     """Run wap.toml's [models.*] (those named and everything downstream of them; all when None), upstream first,
     in one transaction: each model's output audited, all published in one commit or none (`wap run-models`).
     A blocked or failed model is alerted as a table run is."""
-    from wapflow.alerts import alert_run
     from wapflow.pipeline.models import run_models as _run_models
 
     res = _run_models(lh, list(names) if names else None, run_id=run_id, no_checks=no_checks)
-    for r in res.tables:
-        if r.status in ("blocked", "failed") and not r.message.startswith("not published"):
-            alert_run(lh, r)
+    _alert_group(lh, res)
     return res
 
 
@@ -245,9 +252,9 @@ def transaction(
     try:
         yield tx
     except BaseException as e:
-        tx.abandon(e)
+        _alert_group(lh, tx.abandon(e))
         raise
-    tx.finish()
+    _alert_group(lh, tx.finish())
 
 
 def result(lh: Lakehouse, state: RunState) -> RunResult:

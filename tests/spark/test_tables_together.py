@@ -227,20 +227,32 @@ def test_new_columns_on_table_branches_fail_the_group_with_every_main_unchanged(
     assert "note" not in names
 
 
-def test_review_holds_the_whole_group_and_one_approval_publishes_every_table_in_one_commit(lakehouse_factory, landing):
-    """review = "always" on one table holds every table of the run; a table's own run id cannot be approved
-    alone; `diff` of the group's id shows each table; approving the group's id publishes both together."""
+def test_review_holds_the_whole_group_and_one_approval_publishes_every_table_in_one_commit(
+    lakehouse_factory, landing, receiver, monkeypatch
+):
+    """review = "always" on one table holds every table of the run, with one alert asking to decide on the group;
+    a table's own run id cannot be approved alone; `diff` of the group's id shows each table; approving the
+    group's id publishes both together."""
     from wapflow import api
+    from wapflow.config import AlertsConfig
     from wapflow.errors import UsageError
     from wapflow.lakehouse.lineage import approval_of
 
     lh = lakehouse_factory({**TABLES, "shop.orders": {**TABLES["shop.orders"], "review": "always"}})
+    monkeypatch.setenv("WAP_T_HOOK", receiver.url)
+    sinks = {"ops": {"type": "webhook", "url_env": "WAP_T_HOOK", "events": ["awaiting_review"]}}
+    lh = Lakehouse(
+        lh.config.model_copy(update={"alerts": AlertsConfig.model_validate({"sinks": sinks})}), spark=lh.spark
+    )
     held = api.run_tables(
         lh,
         [("shop.orders", [orders(landing, "o.parquet", [1, 2])]), ("shop.lines", [lines(landing, "l.parquet", [1])])],
     )
     assert held.status == "awaiting_review" and held.exit_code == 6, held.message
     assert f"wap approve {held.run_id}" in held.message
+    (alert,) = receiver.bodies  # one request for the group, not one per table
+    assert alert["event"] == "awaiting_review" and alert["run_id"] == held.run_id
+    assert any(f"wap approve {held.run_id}" in c for c in alert["commands"]), alert
     assert main_rows(lh, ORDERS) == 0 and main_rows(lh, LINES) == 0
     members = lh.store.group(held.run_id)
     assert [(m.table_name, m.status, m.branch_kept) for m in members] == [

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypedDict
 
 from wapflow.alerts import AlertEvent, notify
-from wapflow.alerts.event import held_for_review, review_expired
+from wapflow.alerts.event import held_for_review, review_commands, review_expired
 from wapflow.errors import AlreadyDecided, WapError
 from wapflow.runs.alerts import AlertLog
 from wapflow.runs.store import RunRecord
@@ -70,11 +70,28 @@ def _alert_expired(lh: Lakehouse, run_id: str, message: str) -> None:
 
 
 def alert_held(lh: Lakehouse, run_id: str, *, source: str | None = None) -> None:
-    """After a run was held (its outcome recorded): ask the sinks that want it for a decision. Never raises."""
+    """After a run was held (its outcome recorded): ask the sinks that want it for a decision. Never raises. A
+    multi-table run's id: one alert for the group, its commands naming the group (decided as a whole)."""
     if not wanted(lh):
         return
     rec = lh.store.get(run_id)
-    if rec is None or rec.status != AWAITING_REVIEW:
+    if rec is None:
+        members = lh.store.group(run_id)
+        if not members or any(m.status != AWAITING_REVIEW for m in members):
+            return
+        tables = ", ".join(m.table_name for m in members)
+        ev = held_event(
+            lh,
+            members[0],
+            source=source,
+            key=run_id,
+            message=f"run {run_id} of {tables} passed its audit and awaits review; no main changes until someone "
+            "approves it (every table is published together)",
+        )
+        ev.run_id, ev.table, ev.commands = run_id, tables, review_commands(run_id)
+        notify(lh.config, lh.store.engine, [ev], progress=lh.progress)
+        return
+    if rec.status != AWAITING_REVIEW:
         return
     notify(lh.config, lh.store.engine, [held_event(lh, rec, source=source)], progress=lh.progress)
 
