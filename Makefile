@@ -106,6 +106,11 @@ bench-gates: install
 # group's run vs the same tables as separate runs, on the SQLite and a local PostgreSQL JDBC catalog (one session).
 bench-groups: setup
 	$(BIN)/python benchmarks/bench_groups.py
+# A raw -> silver -> gold pipeline of 10M rows through wapflow (write + models, 3 checks a table) vs the same PySpark
+# job with plain Iceberg appends, one session on local[2], medians of 5. ~2 minutes. --rows, --style transaction.
+.PHONY: bench-pipeline
+bench-pipeline: setup
+	$(BIN)/python benchmarks/bench_pipeline.py
 
 # WAP / plain append at 1M and 10M rows on local[2] and on a two-worker standalone cluster (127.0.0.1).
 bench-cluster: setup
