@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install setup demo demo-s3 dashboard screenshots test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly bench-gates bench-groups docs-serve serve bench-connect bench-cold bench-bulk bench-cluster pg-up pg-down clean
+.PHONY: install setup demo demo-s3 dashboard screenshots test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly bench-gates bench-groups bench-stream docs-serve serve bench-connect bench-cold bench-bulk bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -102,6 +102,10 @@ bench-anomaly: setup
 # false positives on real days, detection of faults injected into copies, decision time per run. No Spark, ~20 s.
 bench-gates: install
 	$(BIN)/python benchmarks/bench_gates.py
+# A stream at a 1 s trigger on local[2]: wapflow's sink (each micro-batch a WAP run) vs Iceberg's own streaming
+# sink, batch end to rows on main (p50, p95) and rows/s on a backlog of files. ~3 minutes.
+bench-stream: setup
+	$(BIN)/python benchmarks/bench_stream.py
 # Publishing a group of 10 and of 50 small tables in one commit (`wap run-tables`) vs one table's publish, and a
 # group's run vs the same tables as separate runs, on the SQLite and a local PostgreSQL JDBC catalog (one session).
 bench-groups: setup

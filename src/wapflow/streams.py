@@ -134,11 +134,21 @@ class StreamSink:
         self.results: collections.deque[RunResult] = collections.deque(maxlen=100)
         self.stopped_by: StreamStopped | None = None
         self._session_lh: tuple[int, Lakehouse] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held while a batch's run runs
+        self._stopping = False  # Stream.stop: no batch starts a run any more
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        with self._lock:
+        # Waits for no lock while Stream.stop holds it to stop the query (that would wait for this batch forever).
+        while not self._lock.acquire(timeout=0.05):
+            if self._stopping:
+                # Raised, not returned: a batch that returned would count as done in the checkpoint.
+                raise UsageError(f"the stream is stopping: batch {batch_id} runs again when it restarts")
+        try:
+            if self._stopping:
+                raise UsageError(f"the stream is stopping: batch {batch_id} runs again when it restarts")
             self._batch(batch_df, int(batch_id))
+        finally:
+            self._lock.release()
 
     def _batch(self, batch_df: DataFrame, batch_id: int) -> None:
         from wapflow.api import write
@@ -275,7 +285,15 @@ class Stream:
             raise
 
     def stop(self) -> None:
-        self.query.stop()
+        """Stop the query once the batch in flight has ended (published, blocked or failed by its own run): a
+        stop in the middle of a run would interrupt its Spark jobs and record it failed. A batch that has not
+        started its run yet is left to the next start, under the same run id."""
+        self.sink._stopping = True
+        try:
+            with self.sink._lock:
+                self.query.stop()
+        finally:
+            self.sink._stopping = False
 
 
 def start_stream(

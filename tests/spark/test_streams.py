@@ -180,7 +180,8 @@ def test_the_rate_source_at_a_processing_time_trigger(lakehouse_factory, tmp_pat
     values = sorted(r["value"] for r in main_rows(lh, "s.ticks"))
     assert len(values) == sum(r.rows_written or 0 for r in results) and len(values) == len(set(values))
     assert values == list(range(len(values)))  # the rate source counts from 0: no gap, no duplicate
-    assert {r.run_id for r in lh.store.list(table="s.ticks")} == {r.run_id for r in results}
+    # Stopped between runs: no run interrupted (none recorded failed), each recorded one a published batch.
+    assert {r.run_id: r.status for r in lh.store.list(table="s.ticks")} == {r.run_id: "published" for r in results}
 
 
 def test_refusals_name_what_is_wrong(lakehouse_factory, spark, tmp_path):
@@ -236,3 +237,30 @@ def test_the_stream_example_publishes_what_landed_and_stops_at_a_blocked_batch(s
     assert "was blocked by its checks" in capsys.readouterr().err
     assert run() == 1  # the checkpoint did not pass the batch
     assert len(reader.rows("nyc.trips")) == 30
+
+
+def test_a_stop_during_a_batch_waits_for_its_run_to_end(lakehouse_factory, tmp_path, monkeypatch):
+    """Stream.stop while a batch's run is under way: the run ends published (a stop in the middle would interrupt
+    its Spark jobs and record it failed), and no later batch starts a run."""
+    import threading
+    import time
+
+    import wapflow.api
+
+    lh = lakehouse_factory({"s.ticks": {"checks": [{"check": "unique", "columns": ["value"]}]}})
+    entered, real_write = threading.Event(), wapflow.api.write
+
+    def slow_write(*args: Any, **kw: Any) -> Any:  # the real write, started a moment after the stop is asked
+        entered.set()
+        time.sleep(1.0)
+        return real_write(*args, **kw)
+
+    monkeypatch.setattr(wapflow.api, "write", slow_write)
+    src = lh.spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+    st = wapflow.start_stream(lh, src, "s.ticks", checkpoint=str(tmp_path / "chk"), trigger="1 second")
+    assert entered.wait(60)
+    st.stop()
+    assert not st.query.isActive
+    runs = {r.run_id: r.status for r in lh.store.list(table="s.ticks")}
+    assert runs and set(runs.values()) == {"published"}, runs
+    assert len(main_rows(lh, "s.ticks")) == sum(r.rows_written or 0 for r in st.results)
