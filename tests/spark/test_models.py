@@ -137,11 +137,12 @@ def test_python_models_their_errors_name_the_model_and_publish_nothing(lakehouse
 
 
 def test_sql_naming_an_unknown_column_fails_naming_the_model(lakehouse_factory, spark):
-    lh = lakehouse(lakehouse_factory, {"silver.trips": {"sql": "SELECT id, tip FROM raw.trips"}})
+    lh = lakehouse(lakehouse_factory, {"silver.trips": {"sql": "SELECT id,\n  day,\n  tip\nFROM raw.trips"}})
     wapflow.write(lh, "raw.trips", raw(spark, [(1, "mon", 9.5)]))
     res = wapflow.run_models(lh)
     assert res.status == "failed" and res.exit_code == 2, res.message
     assert "model silver.trips" in res.message and "tip" in res.message
+    assert "line 3 pos 2" in res.message  # as the model's sql is written
     assert rows(lh, "silver.trips") == []
 
 

@@ -694,7 +694,49 @@ def query_tables(text: str, what: str, *, hint: str = QUERY_HINT) -> list[tuple[
 
 def with_tables_renamed(text: str, what: str, names: dict[tuple[str, ...], str]) -> str:
     """The query with each table it reads (as query_tables gives them) replaced by a plain name (a temporary
-    view), as Spark SQL."""
+    view), as Spark SQL. The text is kept as written, lines and all, so Spark's "line N" of an error is the
+    line the person wrote; where a name cannot be found in the text's tokens, the query is rendered again."""
+    kept = _renamed_in_place(text, names)
+    if kept is not None and not set(query_tables(kept, what)) & set(names):
+        return kept
+    return _renamed_by_tree(text, what, names)
+
+
+def _renamed_in_place(text: str, names: dict[tuple[str, ...], str]) -> str | None:
+    """Each `ns.table` after FROM, JOIN or a comma swapped in the text itself (an alias added where the query
+    has none, so `table.col` keeps resolving); None when the text does not tokenize."""
+    from sqlglot import TokenType
+    from sqlglot.dialects.spark import Spark
+
+    try:
+        with _quiet_sqlglot():
+            toks = Spark().tokenize(text)
+    except Exception:  # noqa: BLE001 - the tree's rendering then does it
+        return None
+    keys = {tuple(p.lower() for p in k): v for k, v in names.items()}
+    after = {TokenType.FROM, TokenType.JOIN, TokenType.COMMA}
+    out: list[str] = []
+    pos, i = 0, 0
+    while i < len(toks):
+        if i and toks[i - 1].token_type in after:
+            for n in (3, 2):
+                span = toks[i : i + 2 * n - 1]
+                if len(span) < 2 * n - 1 or any(span[j].token_type != TokenType.DOT for j in range(1, 2 * n - 1, 2)):
+                    continue
+                parts = tuple(span[j].text.lower() for j in range(0, 2 * n - 1, 2))
+                if parts not in keys:
+                    continue
+                nxt = toks[i + 2 * n - 1] if i + 2 * n - 1 < len(toks) else None
+                aliased = nxt is not None and nxt.token_type in (TokenType.ALIAS, TokenType.VAR, TokenType.IDENTIFIER)
+                out += [text[pos : span[0].start], keys[parts] + ("" if aliased else f" AS `{span[-1].text}`")]
+                pos = span[-1].end + 1
+                i += 2 * n - 2
+                break
+        i += 1
+    return "".join(out) + text[pos:]
+
+
+def _renamed_by_tree(text: str, what: str, names: dict[tuple[str, ...], str]) -> str:
     from sqlglot import exp
 
     root = _parse(text, what, QUERY_HINT)[0]

@@ -184,13 +184,19 @@ class IcebergTableBranches:
     cherrypick). A table branch shares its table's schema with main, so new columns are staged elsewhere."""
 
     def __init__(
-        self, tables: Tables, group: Callable[[], GroupCommit | str] | None = None, *, catalog_cache: bool = True
+        self,
+        tables: Tables,
+        group: Callable[[], GroupCommit | str] | None = None,
+        *,
+        catalog_cache: bool = True,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
         """`group`: how the catalog commits several tables at once, or why it cannot (asked on first need).
         `catalog_cache`: Spark's catalog keeps loaded tables (cache-enabled), so a commit made outside it is
         followed by a refresh of the tables it changed."""
         self.tables = tables
         self.catalog_cache = catalog_cache
+        self.progress = progress
         self.spark = tables.spark
         self.catalog = tables.catalog
         self._group_source = group
@@ -217,7 +223,7 @@ class IcebergTableBranches:
         if isinstance(group, str):
             raise PublishConflict(f"these tables cannot be published together: {group}")
         try:
-            done = publish_group(group, branch, run_id, slices)
+            done = publish_group(group, branch, run_id, slices, progress=self.progress)
         except MainMovedUnder as e:
             raise MainMoved(e.message, hint=e.hint) from e
         if self.catalog_cache:

@@ -181,7 +181,13 @@ def _plan_one(catalog: Catalog, branch: str, run_id: str, sl: RunSlice) -> Table
     return TableMove(sl.table, tbl, requirements, tuple(tx._updates), new_head, "cherry_pick")
 
 
-def publish_group(committer: GroupCommit, branch: str, run_id: str, slices: Sequence[RunSlice]) -> dict[str, Any]:
+def publish_group(
+    committer: GroupCommit,
+    branch: str,
+    run_id: str,
+    slices: Sequence[RunSlice],
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Plan and commit the group, planning again on new heads when a table moved during the commit (the one
     retry policy of commit conflicts: wapflow.lakehouse.conflicts). Returns each table's main head after it and
     the method ("fast_forward", "cherry_pick", "already")."""
@@ -196,6 +202,9 @@ def publish_group(committer: GroupCommit, branch: str, run_id: str, slices: Sequ
         attempt,
         what=f"publishing {len(slices)} tables of run {run_id} together (their mains kept moving)",
         is_conflict=lambda e: isinstance(e, GroupMoved),
+        on_conflict=(lambda: progress("a table moved during the commit: nothing published; planning again"))
+        if progress is not None
+        else None,
         hint=f"every main is unchanged by run {run_id}; run it again with the same run id",
     )
     methods = {m.method for m in moves} - {"already"}

@@ -222,7 +222,10 @@ class Lakehouse:
         from wapflow.lakehouse.session import catalog_caches_tables
 
         return IcebergTableBranches(
-            self.tables, group=self._group_commit, catalog_cache=catalog_caches_tables(self.config)
+            self.tables,
+            group=self._group_commit,
+            catalog_cache=catalog_caches_tables(self.config),
+            progress=lambda message: self.progress(message),
         )
 
     def _group_commit(self) -> GroupCommit | str:

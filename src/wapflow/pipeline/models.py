@@ -143,7 +143,7 @@ def _sql(tx: Transaction, name: str, model: ModelConfig, inputs: dict[str, DataF
     except Exception as e:
         raise ConfigError(
             f"model {name}: its sql does not run: {spark_errors.describe(e)}",
-            hint=f"the sql as run, with its tables read as views: {text}",
+            hint="the line and position are those of the model's sql in wap.toml (its tables read as views)",
         ) from e
     return df
 
