@@ -200,17 +200,12 @@ def write(
     (and `checks`), published only if they pass (quarantine, review, alerts, lineage, run store alike). `mode` and
     its keys override the table's section for this run. A re-run with the same `run_id` never publishes twice."""
     from wapflow.alerts import alert_run
+    from wapflow.config import write_settings
     from wapflow.pipeline import frames
     from wapflow.pipeline.driver import drive
     from wapflow.pipeline.state import new_state
 
-    settings = {
-        "mode": mode,
-        "key": list(key) if key is not None else None,
-        "delete_when": delete_when,
-        "order_by": list(order_by) if order_by is not None else None,
-        "replace_where": replace_where,
-    }
+    settings = write_settings(mode, key, delete_when, order_by, replace_where)
     state = new_state(
         table,
         [],
@@ -219,7 +214,7 @@ def write(
         extra_checks=list(checks),
         no_checks=no_checks,
         frame=True,
-        write_settings={k: v for k, v in settings.items() if v is not None},
+        write_settings=settings,
     )
     frames.hold(state.run_id, df)
     try:

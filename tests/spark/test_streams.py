@@ -3,7 +3,9 @@ sources, with the rows on main read back by PyIceberg's own client of the embedd
 
 from __future__ import annotations
 
+import itertools
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +48,15 @@ def drop(folder: Path, name: str, ids: range | list[int], *, null_fares: int = 0
     fares = [None if i < null_fares else float(n) for i, n in enumerate(ids)]
     tmp = folder.parent / f".{name}"
     pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "fare": pa.array(fares, pa.float64())}), tmp)
+    # One second apart, in the order landed: the file source takes files oldest first, and two files written in
+    # the same millisecond once came in the other order (the blocked file first).
+    when = _EPOCH + next(_LANDED)
+    os.utime(tmp, (when, when))
     tmp.rename(folder / name)
+
+
+_EPOCH = time.time() - 3600
+_LANDED = itertools.count()
 
 
 @pytest.fixture

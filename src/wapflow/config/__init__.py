@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -506,6 +506,24 @@ def parse_bytes(value: int | str) -> int:
 
 # The table keys a source or one run may set for itself: the write mode and the keys that go with it.
 WRITE_KEYS = ("mode", "key", "delete_when", "order_by", "replace_where")
+
+
+def write_settings(
+    mode: str | None = None,
+    key: Sequence[str] | None = None,
+    delete_when: str | None = None,
+    order_by: Sequence[str] | None = None,
+    replace_where: str | None = None,
+) -> dict[str, Any]:
+    """What one run sets of WRITE_KEYS for its table (wapflow.write, a transaction's write): the given ones."""
+    given = {
+        "mode": mode,
+        "key": list(key) if key is not None else None,
+        "delete_when": delete_when,
+        "order_by": list(order_by) if order_by is not None else None,
+        "replace_where": replace_where,
+    }
+    return {k: v for k, v in given.items() if v is not None}
 
 
 class SourceConfig(_Strict):

@@ -21,7 +21,7 @@ from wapflow.lakehouse.lineage import find_published
 from wapflow.lakehouse.model import RUN_ID_PROP, Snapshot
 from wapflow.lakehouse.tables import Tables
 from wapflow.spark import errors as spark_errors
-from wapflow.sql.identifiers import TableName, quote, validate_branch
+from wapflow.sql.identifiers import TableName, validate_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -376,11 +376,7 @@ class IcebergTableBranches:
         return Published(current, "cherry_pick")
 
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
-        row = self.spark.sql(
-            f"CALL {quote(self.catalog)}.system.cherrypick_snapshot("
-            f"table => {table.procedure_arg(self.catalog)}, snapshot_id => {int(snapshot_id)})"
-        ).collect()[0]
-        return int(row["current_snapshot_id"])
+        return self.tables.cherry_pick(table, snapshot_id)  # the session's commit layer (lakehouse.commits)
 
     def audit_view(self, table: TableName, branch: str, base: int | None, group: Sequence[TableName] = ()) -> AuditView:
         """main of any table at its head when first read; the heads are pinned, and publish re-checks

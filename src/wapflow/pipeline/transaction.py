@@ -14,8 +14,9 @@ exception inside it publishes nothing, records every table's run as failed and p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from wapflow.config import write_settings
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
@@ -64,15 +65,12 @@ class Transaction:
     ) -> None:
         """Write `df` to `table` on the run's branch (mode and keys: the table's section unless given here;
         `checks` besides the table's own). Nothing is published until the block ends."""
-        settings: dict[str, Any] = {
-            "mode": mode,
-            "key": key,
-            "delete_when": delete_when,
-            "order_by": order_by,
-            "replace_where": replace_where,
-        }
         self._group.add(
-            table, df, {k: v for k, v in settings.items() if v is not None}, checks=checks, properties=properties
+            table,
+            df,
+            write_settings(mode, key, delete_when, order_by, replace_where),
+            checks=checks,
+            properties=properties,
         )
 
     def finish(self) -> MultiRunResult:
