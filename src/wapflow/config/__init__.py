@@ -23,7 +23,7 @@ from wapflow.audit.spec import CHECK_MODELS, CHECK_TYPES
 # (wapflow.pipeline). New code imports them from wapflow.audit.spec.
 from wapflow.audit.spec import Check as Check
 from wapflow.audit.spec import NotNullCheck as NotNullCheck
-from wapflow.config.models import ModelConfig, model_order
+from wapflow.config.models import WRITE_KEYS, ModelConfig, model_order
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.spark.kind import is_connect_url
 from wapflow.sql.layout import Layout, layout_of, parse_partition_by, parse_sort_by
@@ -502,10 +502,6 @@ def parse_bytes(value: int | str) -> int:
     if unit not in _SIZE_UNITS or not num:
         raise ValueError(f"{value!r} is not a size (e.g. 2GB, 500MB, 1.5GiB, or bytes)")
     return int(float(num) * _SIZE_UNITS[unit])
-
-
-# The table keys a source or one run may set for itself: the write mode and the keys that go with it.
-WRITE_KEYS = ("mode", "key", "delete_when", "order_by", "replace_where")
 
 
 def write_settings(

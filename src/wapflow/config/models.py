@@ -17,6 +17,8 @@ from wapflow.audit import sqlguard
 from wapflow.audit.spec import Check
 from wapflow.errors import ConfigError
 
+# The table keys a source, a model or one run may set for itself: the write mode and the keys that go with it.
+WRITE_KEYS = ("mode", "key", "delete_when", "order_by", "replace_where")
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 MODEL_SQL_HINT = 'a model\'s sql is one SELECT over other tables, e.g. sql = "SELECT * FROM raw.trips WHERE fare > 0"'
 
@@ -76,8 +78,7 @@ class ModelConfig(BaseModel):
         return self.sql_inputs()
 
     def write_settings(self) -> dict[str, Any]:
-        keys = ("mode", "key", "delete_when", "order_by", "replace_where")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        return {k: getattr(self, k) for k in WRITE_KEYS if getattr(self, k) is not None}
 
 
 def model_order(models: dict[str, ModelConfig], names: list[str] | None = None) -> list[str]:
