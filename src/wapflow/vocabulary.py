@@ -1,0 +1,132 @@
+"""wapflow's shared words, each defined here once: run statuses, check statuses, file states, review decisions,
+alert events, the names wapflow gives branches and tables, and the one duration grammar.
+
+A leaf: it imports nothing of wapflow, so any layer may use it. The modules that used to define these words
+(pipeline.state, runs.ledger, runs.store, config, alerts.event, audit.report, audit.checktype) import them
+from here, and tests/unit/test_vocabulary.py fails when one is defined anywhere else again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final, Literal, get_args
+
+# --- Runs -------------------------------------------------------------------------------------------------
+# A run's outcome as people and exit codes see it; "running" until publish (or a failure) ends it.
+# awaiting_review: audited and passed, held before publish by the table's `review` setting until `wap approve`
+# (then running again, and published or blocked) or `wap reject` (rejected: its branch dropped).
+RunStatus = Literal["running", "published", "blocked", "failed", "awaiting_review", "rejected"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+# The statuses at which a run's steps stop (a replayed later step changes nothing).
+HALTED: frozenset[str] = frozenset(RUN_STATUSES) - {"running"}
+# The one status `wap approve` and `wap reject` act on, and the status `wap reject` leaves.
+AWAITING_REVIEW: Final = "awaiting_review"
+RUN_REJECTED: Final = "rejected"
+# The status of runs that are a table's history (and of backfilled rows, which have no run record).
+PUBLISHED: Final = "published"
+# A run whose audit said no, or that failed, may keep its branch for inspection (`wap maintain` drops it later).
+KEPT_STATUSES: tuple[str, ...] = ("blocked", "failed")
+
+# A person's decision on a run held for review (the run store's `review`).
+Decision = Literal["approved", "rejected"]
+APPROVED: Final = "approved"
+REJECTED: Final = "rejected"
+
+# --- Checks -----------------------------------------------------------------------------------------------
+# quarantined: a row-level error check whose failing rows went to the quarantine table.
+CheckStatus = Literal["passed", "failed", "warned", "quarantined"]
+CHECK_STATUSES: tuple[str, ...] = get_args(CheckStatus)
+
+# --- Files (the ledger) -----------------------------------------------------------------------------------
+# pending (seen, not yet run) -> claimed (by a run) -> published | blocked | failed | awaiting_review (then
+# published, rejected, or pending again) | skipped (`wap skip`) | reverted (`wap revert`).
+FileState = Literal[
+    "pending", "claimed", "published", "blocked", "failed", "skipped", "reverted", "awaiting_review", "rejected"
+]
+FILE_STATES: tuple[str, ...] = get_args(FileState)
+# A file in one of these states is done: listing it again does nothing until `wap retry` (or, awaiting review,
+# until `wap approve` or `wap reject` decides its run).
+SETTLED: frozenset[str] = frozenset(FILE_STATES) - {"pending", "claimed"}
+# What `wap retry` puts back in line: files whose outcome someone may want to change.
+RETRYABLE: tuple[str, ...] = ("blocked", "failed", "skipped", "reverted")
+
+# --- Alerts -----------------------------------------------------------------------------------------------
+# Events an alert sink can be sent (docs/guides/alerts.md); a sink without `events` gets all of them.
+AlertEventName = Literal[
+    "blocked",  # a run's audit blocked it
+    "failed",  # a run failed terminally (not a transient error a retry may clear)
+    "retries_exhausted",  # the outer loop gave up on a batch after max_attempts transient failures
+    "quarantine_rate",  # a published run quarantined more than [alerts] quarantine_rate_above of its rows
+    "file_failed",  # a file is `failed` in the ledger
+    "branch_kept",  # a kept branch is older than [alerts] branch_kept_days (`wap alerts check`)
+    "recovered",  # a run left by a dead process was resumed
+    "maintenance_failed",  # an action of `wap maintain` (or of `wap watch`'s maintenance) failed on a table
+    # a run is held for review (the table's `review`), with its warned checks, what publishing would change and
+    # the approve / reject commands; sent again once per `review_timeout` while it waits (on_review_timeout = "alert")
+    "awaiting_review",
+    # a held run rejected by wapflow because nobody decided within `review_timeout` (on_review_timeout = "reject")
+    "review_expired",
+]
+ALERT_EVENTS: tuple[str, ...] = get_args(AlertEventName)
+REVIEW_EVENT: Final = "awaiting_review"
+REVIEW_EXPIRED_EVENT: Final = "review_expired"
+
+# Every word above: what tests/unit/test_vocabulary.py looks for elsewhere.
+TERMS: frozenset[str] = frozenset(RUN_STATUSES + CHECK_STATUSES + FILE_STATES + ALERT_EVENTS + get_args(Decision))
+
+# --- Names wapflow gives --------------------------------------------------------------------------------
+RUN_BRANCH_PREFIX: Final = "wap_"  # a run's branch: wap_<run id>, unless the run names its own
+MAINTAIN_BRANCH_PREFIX: Final = "wap_maintain_"  # the compaction branch of one `wap maintain` pass
+QUARANTINE_SUFFIX: Final = "__quarantine"  # <table>__quarantine: rows failing row-level error checks
+STAGING_INFIX: Final = "__wap_"  # <table>__wap_<run id>: a batch with new columns, staged until publish
+
+
+def run_branch(run_id: str) -> str:
+    """The branch a run writes to when it names none."""
+    return f"{RUN_BRANCH_PREFIX}{run_id}"
+
+
+def quarantine_table_name(table: str) -> str:
+    """The quarantine table of a table (its bare name, without namespace)."""
+    return f"{table}{QUARANTINE_SUFFIX}"
+
+
+def staging_table_name(table: str, run_id: str) -> str:
+    """Where a run's batch waits under schema = "add_columns" until publish (a bare table name)."""
+    return f"{table}{STAGING_INFIX}{run_id}"
+
+
+# --- Durations ----------------------------------------------------------------------------------------------
+# One grammar for every duration in wap.toml and in checks (docs/guides/configuration.md#durations): a number
+# and a unit, several run together ("1h30m"), or a plain number of seconds. Case and spaces do not matter.
+DURATION_UNITS: dict[str, float] = {
+    "ms": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
+}
+# Longer units first, so "min" and "ms" are not read as "m".
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|min|sec|s|m|h|d|w)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def parse_duration(value: str | float) -> float:
+    """Seconds of "90s", "30m", "1h30m", "7d", "2w", "500ms" or a plain number of seconds; ValueError otherwise."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{value!r} is negative")
+        return float(value)
+    text = str(value).strip().lower().replace(" ", "")
+    if _NUMBER.fullmatch(text):
+        return float(text)
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ValueError(
+            f"{value!r} is not a duration: a number and a unit (ms, s, m, h, d, w), e.g. 90s, 30m, 1h30m, 7d, "
+            "or a plain number of seconds"
+        )
+    return sum(float(n) * DURATION_UNITS[u] for n, u in parts)
