@@ -45,7 +45,13 @@ from wapflow.runs.store import RunStore, runs_table
 
 TABLE = "bench.daily"
 # Which default check is meant to see each fault kind: the rest no default anomaly check looks at.
-TARGETS = {"volume_drop": "row_count", "null_spike": "null_fraction", "mean_shift": "mean"}
+TARGETS = {
+    "volume_drop": "row_count",
+    "null_spike": "null_fraction",
+    "mean_shift": "mean",
+    "category_vanishes": "distinct",
+    "category_appears": "distinct",
+}
 
 
 class Gate:

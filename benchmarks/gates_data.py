@@ -51,7 +51,9 @@ class DataSet:
     name: str
     source: str  # where it comes from, as the output says it
     days: list[tuple[date, pa.Table]]  # in date order
-    checks: list[dict[str, Any]]  # the anomaly checks at their defaults, as a table's wap.toml would declare them
+    # The anomaly checks at their defaults, as a table's wap.toml would declare them: the row count, a column's
+    # null fraction or mean, and the distinct count of the category column (its values vanishing or appearing).
+    checks: list[dict[str, Any]]
     null_column: str | None  # the column of the null-fraction check (null_spike faults)
     mean_column: str | None  # the column of the mean check (mean_shift faults)
     category: str  # the column whose values vanish or appear
@@ -91,6 +93,7 @@ def flights() -> DataSet:
             {"check": "anomaly", "metric": "row_count"},
             {"check": "anomaly", "metric": "null_fraction", "column": "dep_delay"},
             {"check": "anomaly", "metric": "mean", "column": "arr_delay"},
+            {"check": "anomaly", "metric": "distinct", "column": "carrier"},
         ],
         "dep_delay",
         "arr_delay",
@@ -121,6 +124,7 @@ def stops() -> DataSet:
         [
             {"check": "anomaly", "metric": "row_count"},
             {"check": "anomaly", "metric": "null_fraction", "column": "race"},
+            {"check": "anomaly", "metric": "distinct", "column": "policePrecinct"},
         ],
         "race",
         None,
@@ -141,6 +145,7 @@ def pizza() -> DataSet:
         [
             {"check": "anomaly", "metric": "row_count"},
             {"check": "anomaly", "metric": "mean", "column": "price"},
+            {"check": "anomaly", "metric": "distinct", "column": "type"},
         ],
         None,
         "price",
@@ -177,7 +182,10 @@ def gathered(spec: dict[str, Any], key: str, t: pa.Table) -> dict[str, Any]:
         return {f"{key}_f": col.null_count, f"{key}_n": rows}
     if metric == "mean":
         return {f"{key}_s": pc.sum(col).as_py(), f"{key}_c": rows - col.null_count}
-    raise ValueError(f"bench_gates measures row_count, null_fraction and mean, not {metric}")
+    if metric == "distinct":
+        # Exact here; Spark's approx_count_distinct (HyperLogLog++) is exact at a few dozen values like these.
+        return {f"{key}_v": len(pc.unique(col.drop_null()))}
+    raise ValueError(f"bench_gates measures row_count, null_fraction, mean and distinct, not {metric}")
 
 
 # --- the faults ----------------------------------------------------------------------------------------------
