@@ -274,3 +274,55 @@ def test_a_stop_during_a_batch_waits_for_its_run_to_end(lakehouse_factory, tmp_p
     runs = {r.run_id: r.status for r in lh.store.list(table="s.ticks")}
     assert runs and set(runs.values()) == {"published"}, runs
     assert len(main_rows(lh, "s.ticks")) == sum(r.rows_written or 0 for r in st.results)
+
+
+def test_a_users_query_stop_during_a_batch_is_a_clean_stop_and_the_batch_runs_again(
+    lakehouse_factory, tmp_path, monkeypatch
+):
+    """The user's own `query.stop()` (not Stream.stop) while a batch's run is under way: Spark interrupts the
+    query's thread, and the run's next Spark call raises Java's InterruptedException. That is a stop, not a bug
+    of wapflow: the run is recorded failed with a stop's message and exit code (130, as a SIGINT), main is
+    unchanged, and the restarted query runs the batch again under the same run id and publishes it."""
+    import threading
+
+    import wapflow.api
+    from wapflow.errors import EXIT_STOPPED
+
+    lh = lakehouse_factory({"s.ticks": {"checks": [{"check": "unique", "columns": ["value"]}]}})
+    entered, stopped, real_write = threading.Event(), threading.Event(), wapflow.api.write
+
+    def write_after_the_stop(*args: Any, **kw: Any) -> Any:  # the real write, once query.stop() interrupted it
+        entered.set()
+        stopped.wait(60)
+        return real_write(*args, **kw)
+
+    monkeypatch.setattr(wapflow.api, "write", write_after_the_stop)
+    chk = str(tmp_path / "chk")
+    src = lh.spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+    st = wapflow.start_stream(lh, src, "s.ticks", checkpoint=chk, trigger="1 second")
+    assert entered.wait(60)
+    stopper = threading.Thread(target=st.query.stop)
+    stopper.start()
+    time.sleep(1.0)  # query.stop() has interrupted the query's thread by now, and waits for the batch to end
+    stopped.set()
+    stopper.join(120)
+    assert not stopper.is_alive() and not st.query.isActive
+    (res,) = st.results
+    assert res.status == "failed" and res.exit_code == EXIT_STOPPED, res.message
+    assert "this is a bug" not in res.message and "stopped" in res.message, res.message
+    assert res.error is not None and res.error["kind"] != "bug", res.error
+    assert lh.store.get(res.run_id).status == "failed"
+    assert main_rows(lh, "s.ticks") == []
+
+    # Restarted from the checkpoint: the interrupted batch again, under its run id, published this time.
+    monkeypatch.setattr(wapflow.api, "write", real_write)
+    again = wapflow.start_stream(lh, src, "s.ticks", checkpoint=chk, trigger="1 second")
+    try:
+        deadline = time.monotonic() + 60
+        while not again.results and time.monotonic() < deadline:
+            again.query.awaitTermination(1)
+    finally:
+        again.stop()
+    assert again.results[0].run_id == res.run_id and again.results[0].status == "published"
+    values = sorted(r["value"] for r in main_rows(lh, "s.ticks"))
+    assert values == list(range(len(values))) and values

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from wapflow.errors import (
+    EXIT_STOPPED,
     BugError,
     CommitConflict,
     DiskFull,
@@ -186,6 +187,27 @@ _DISK_FULL_HINT = (
     "free space on that filesystem (or raise its quota), then run again: a run resumes by its run id and a "
     "file ledger retries the file; nothing was published"
 )
+
+# The thread was interrupted: what a user's `query.stop()` does to a streaming query's thread while a batch runs
+# (Spark interrupts it, and the next blocking call of the batch's run throws); Spark's own StreamExecution takes
+# these classes for a stop too (isInterruptedByStop).
+_INTERRUPTED_JAVA = frozenset(
+    {
+        "java.lang.InterruptedException",
+        "java.io.InterruptedIOException",
+        "java.nio.channels.ClosedByInterruptException",
+    }
+)
+
+
+class Interrupted(WapError):
+    """The work was stopped from outside (a streaming query's stop interrupted its thread): not a defect, and
+    not a failure of the data. Exit 130, as a stop signal's; what was under way runs again when restarted."""
+
+    exit_code = EXIT_STOPPED
+    retryable = True
+    kind = "transient"
+
 
 # The JVM out of memory: the driver (a collect, a broadcast, metadata of a huge table) or a task's memory.
 _OUT_OF_MEMORY_JAVA = frozenset({"java.lang.OutOfMemoryError", "org.apache.spark.memory.SparkOutOfMemoryError"})
@@ -447,6 +469,13 @@ def _one(link: Link, links: list[Link], i: int, doing: str) -> WapError | None:
         )
     if cls in POSTGRES:
         return _postgres(link, doing)
+    if cls in _INTERRUPTED_JAVA:
+        return Interrupted(
+            f"stopped while {doing}: the thread running it was interrupted ({_simple(cls)}), as a streaming "
+            "query's stop() does to the batch in flight",
+            hint="nothing was published; the work runs again when restarted (a stream's batch under the same "
+            "run id, from its checkpoint)",
+        )
     if cls in _OUT_OF_MEMORY_JAVA:
         return EnvironmentProblem(
             f"Spark ran out of memory while {doing} ({_simple(cls)}: {_first_line(link.message) or 'no detail'})",
