@@ -153,7 +153,7 @@ class BarMeter:
 
 # Columns whose values a person copies into the next command (run ids, branches, tables, snapshot and alert ids,
 # Nessie hashes): printed whole, never wrapped or cut.
-ID_COLUMNS = frozenset({"run_id", "branch", "table", "table_name", "snapshot_id", "pass_id", "hash", "id"})
+ID_COLUMNS = frozenset({"run_id", "group_id", "branch", "table", "table_name", "snapshot_id", "pass_id", "hash", "id"})
 # Columns of one short word (a status, a count): never wrapped (`publis/hed` reads worse than a wider table).
 WORD_COLUMNS = frozenset({"status", "state", "rows", "attempts", "severity", "action", "kind"})
 # Columns of free text in a list: one line of at most this many characters, cut with "…" (`wap report`, `wap files

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypedDict
+
+import sqlalchemy as sa
 
 from wapflow.audit.anomaly import CHANGE_METRICS
 from wapflow.errors import NotFound, did_you_mean
 from wapflow.runs.metrics import PUBLISHED
-from wapflow.runs.store import RunRecord, RunStore
+from wapflow.runs.store import RunRecord, RunStore, runs_table
 
 AWAITING_REVIEW = "awaiting_review"  # wapflow.pipeline.state's status (that module loads the lakehouse)
 
@@ -33,7 +36,9 @@ class RunRow(TypedDict):
     error: str | None
     reason: str | None  # why a run failed, in one short line (its error's first line, cut at REASON_CHARS)
     started_at: str
+    seconds: float | None  # from start to end (None while it runs)
     review: str | None  # awaiting / approved by WHO / rejected by WHO (a run held for review), else None
+    group_id: str | None  # the multi-table run (`wap run-tables`, a transaction, `wap run-models`) it is part of
 
 
 class RunReport(TypedDict):
@@ -56,6 +61,7 @@ class RunReport(TypedDict):
     review: Review | None  # a run held for review: awaiting, or who decided it, why and when
     would_change: str | None  # a run not on main that could still be: what publishing it would change (wap diff)
     change_keys: ChangeKeysDoc | None  # a merge's sample keys per kind of change (None: not a merge, or older)
+    group_id: str | None  # the multi-table run it is part of (`wap report GROUP_ID` shows every table of it)
 
 
 class Review(TypedDict):
@@ -68,7 +74,37 @@ class Review(TypedDict):
 
 
 def _resume(rec: RunRecord) -> str | None:
-    return rec.resume_command() if rec.interrupted else None
+    """The command that completes an interrupted run of one table (a table of a group resumes with its group:
+    group_resume)."""
+    return rec.resume_command() if rec.interrupted and not rec.group_id else None
+
+
+def _utc(t: datetime) -> datetime:
+    """A run store time as UTC (SQLite hands it back naive; it was written in UTC)."""
+    return t.astimezone(UTC) if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def seconds_between(start: datetime | None, end: datetime | None) -> float | None:
+    """Seconds from `start` to `end`, to the tenth; None when either is missing (a run still going)."""
+    if start is None or end is None:
+        return None
+    return round(max(0.0, (_utc(end) - _utc(start)).total_seconds()), 1)
+
+
+def duration_text(seconds: float | None) -> str | None:
+    """How long a run took, as people say it: 0.4s, 12s, 2m 05s, 1h 03m. None for a run without an end."""
+    if seconds is None:
+        return None
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes, secs = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
 
 
 _CALL = re.compile(r"^(?P<type>[A-Za-z_][A-Za-z0-9_]*)\((?P<args>.*?)\)(?P<rest>.*)$", re.DOTALL)
@@ -144,7 +180,9 @@ def run_row(rec: RunRecord) -> RunRow:
         "error": (rec.error or {}).get("message"),
         "reason": failure_reason(rec),
         "started_at": rec.started_at.isoformat(sep=" ", timespec="seconds"),
+        "seconds": seconds_between(rec.started_at, rec.finished_at),
         "review": review_line(rec),
+        "group_id": rec.group_id,
     }
 
 
@@ -153,15 +191,245 @@ def list_runs(store: RunStore, table: str | None = None, limit: int = 20) -> lis
     return [run_row(r) for r in store.list(table, limit)]
 
 
+# --- multi-table runs (`wap run-tables`, wapflow.transaction, `wap run-models`) ----------------------------------
+# Each table of one has its own record (`<group id>-1`, `-2`, ... in the order the run named its tables), all with
+# the group's id in wap_runs.group_id; the group itself has no record of its own: what it shows is read from them.
+
+# The words wapflow.pipeline.multi records for a table that another table of its group failed (MultiWapRun._fail):
+# its run is failed too, but not by anything of its own.
+HELD_BACK = "not published:"
+# The key of such a table's error naming the table that failed the run (wapflow.pipeline.result.FAILED_WITH).
+FAILED_WITH = "failed_with"
+# A group's status when its tables' differ (a run since taken off main, one still running): the first that applies.
+_GROUP_STATUS = ("interrupted", "running", "failed", "blocked", AWAITING_REVIEW, "rejected", "discarded", "reverted")
+_GENERATED_ID = re.compile(r"^(?P<name>.+)_[0-9]{8}t[0-9]{6}_[0-9a-f]{6}$")
+
+
+class GroupRow(TypedDict):
+    """One multi-table run in `wap runs` (its tables follow it as RunRows) and in its JSON `groups` list."""
+
+    group_id: str
+    name: str | None  # a transaction's name (wapflow.transaction(name=...) prefixes its id), else None
+    source: str  # files (`wap run-tables`) | dataframes (a transaction, `wap run-models`) | files and dataframes
+    status: str  # the whole run's: its tables' status when they agree (they do, unless one was taken off main)
+    tables: list[str]
+    members: list[str]  # its tables' run ids, in the order the run named them
+    rows: int | None  # rows its tables wrote
+    branch: str | None  # its branch while kept for inspection (one name on every table)
+    blocked_by: list[str]  # the tables whose own checks blocked it or whose own step failed it
+    reason: str | None  # why it did not publish, in one short line
+    resume: str | None  # how to complete it once its process is gone (exactly once, same run id)
+    started_at: str
+    seconds: float | None  # from its first table's start to its last table's end (None while it runs)
+    review: str | None
+
+
+class GroupReport(TypedDict):
+    """Everything `wap report GROUP_ID` shows (and its JSON document): the whole run, then each table's report."""
+
+    group_id: str
+    name: str | None
+    source: str
+    status: str
+    tables: list[str]
+    blocked_by: list[str]
+    reason: str | None
+    error: dict[str, Any] | None  # the error of the table that failed it (or the run's own, shared by every table)
+    resume: str | None
+    branch: str | None
+    branch_kept: bool
+    rows_written: int | None
+    started_at: datetime
+    finished_at: datetime | None
+    seconds: float | None
+    review: Review | None
+    members: list[RunReport]
+
+
+class RunsListing(TypedDict):
+    """`wap runs`: the runs newest first, a multi-table run's tables one after the other (each with its group
+    id), and each multi-table run they are part of."""
+
+    runs: list[RunRow]
+    groups: list[GroupRow]
+
+
+def _own_failure(rec: RunRecord) -> bool:
+    """The table's run did not publish because of itself: its own checks, or its own step failed."""
+    if failed_checks(rec):
+        return True
+    return rec.status == "failed" and bool((rec.error or {}).get("message")) and not held_back(rec.error)
+
+
+def held_back(error: Mapping[str, Any] | None) -> bool:
+    """The error of a table that another table of its group failed: not its own."""
+    return error is not None and (FAILED_WITH in error or str(error.get("message") or "").startswith(HELD_BACK))
+
+
+def group_status(members: list[RunRecord]) -> str:
+    """The whole run's status: its tables' when they agree, else the first of _GROUP_STATUS among them."""
+    statuses = [m.shown_status for m in members]
+    if len(set(statuses)) == 1:
+        return statuses[0]
+    return next((s for s in _GROUP_STATUS if s in statuses), sorted(statuses)[0])
+
+
+def blocked_by(members: list[RunRecord]) -> list[RunRecord]:
+    """The tables of a group that stopped it: blocked by their own checks or failed at their own step. Empty
+    when nothing of one table did (the whole run failed, e.g. its job raised or the commit failed)."""
+    own = [m for m in members if _own_failure(m)]
+    messages = {str((m.error or {}).get("message")) for m in own if not failed_checks(m)}
+    if len(own) == len(members) > 1 and len(messages) == 1:
+        return []  # one error recorded on every table: the run's own, not one table's
+    return own
+
+
+def _group_error(members: list[RunRecord]) -> dict[str, Any] | None:
+    """The error that ended the group: its failing table's, else the one its tables share."""
+    for m in blocked_by(members) or members:
+        if m.error and not held_back(m.error):
+            return m.error
+    return None
+
+
+def _group_reason(members: list[RunRecord], status: str) -> str | None:
+    culprits = blocked_by(members)
+    if status == "blocked":
+        parts = [f"{m.table_name}: {', '.join(failed_checks(m))}" for m in culprits if failed_checks(m)]
+        return f"blocked by {'; '.join(parts)}" if parts else None
+    if status == "failed":
+        failing = next((m for m in culprits if not failed_checks(m)), None)
+        if failing is not None:
+            why = failure_reason(failing) or "failed"
+            return why if failing.table_name in why else f"{failing.table_name}: {why}"
+        error = _group_error(members)
+        return failure_reason(RunRecord("", "", "failed", error=error)) if error else None
+    return None
+
+
+def group_name(group_id: str) -> str | None:
+    """A transaction's name: the prefix wapflow.transaction(name=...) gives its generated id."""
+    m = _GENERATED_ID.match(group_id)
+    return m["name"] if m else None
+
+
+def group_source(members: list[RunRecord]) -> str:
+    """files: tables read from files (`wap run-tables`); dataframes: a transaction's or models' DataFrames; both:
+    a landed batch with the models downstream of it."""
+    read = [bool(m.files or m.file_ids) for m in members]
+    return "files" if all(read) else "dataframes" if not any(read) else "files and dataframes"
+
+
+def group_resume(group_id: str, members: list[RunRecord]) -> str | None:
+    """How to complete a group whose process is gone, exactly once: the same tables and files under the same
+    run id; for DataFrames, the job again with that run id. None unless a table of it is interrupted."""
+    if not any(m.interrupted for m in members):
+        return None
+    if group_source(members) != "files":
+        return (
+            f"run the job again with run id {group_id} (wapflow.transaction(lh, run_id={group_id!r}) or "
+            f"wap run-models --run-id {group_id}): it publishes at most once"
+        )
+    specs = [f"{m.table_name}={','.join([f['uri'] for f in m.file_ids] or m.files)}" for m in members]
+    parts = ["wap", "run-tables", *specs, "--run-id", group_id]
+    branch = members[0].branch
+    if branch and branch != f"wap_{group_id}":
+        parts += ["--branch", branch]
+    return shlex.join(parts)
+
+
+def _rows(members: list[RunRecord]) -> int | None:
+    written = [m.rows_written for m in members if m.rows_written is not None]
+    return sum(written) if written else None
+
+
+def _span(members: list[RunRecord]) -> tuple[datetime, datetime | None]:
+    """When the first table started and the last ended (None while one runs), as the store gave them."""
+    started = min((m.started_at for m in members), key=_utc)
+    ends = [m.finished_at for m in members]
+    return started, (max((e for e in ends if e is not None), key=_utc) if all(ends) else None)
+
+
+def group_row(group_id: str, members: list[RunRecord]) -> GroupRow:
+    """A multi-table run as one line of the runs list."""
+    status = group_status(members)
+    started, finished = _span(members)
+    kept = [m.branch for m in members if m.branch_kept and m.branch]
+    return {
+        "group_id": group_id,
+        "name": group_name(group_id),
+        "source": group_source(members),
+        "status": status,
+        "tables": [m.table_name for m in members],
+        "members": [m.run_id for m in members],
+        "rows": _rows(members),
+        "branch": kept[0] if kept else None,
+        "blocked_by": [m.table_name for m in blocked_by(members)],
+        "reason": _group_reason(members, status),
+        "resume": group_resume(group_id, members),
+        "started_at": started.isoformat(sep=" ", timespec="seconds"),
+        "seconds": seconds_between(started, finished),
+        "review": review_line(members[0]),
+    }
+
+
+def _recent_entries(store: RunStore, limit: int) -> list[str]:
+    """The newest `limit` runs, a multi-table run counted once (by its group id), newest first."""
+    c = runs_table.c
+    entry = sa.func.coalesce(c.group_id, c.run_id).label("entry")
+    started = sa.func.min(c.started_at).label("started")
+    q = sa.select(entry, started).group_by(entry).order_by(sa.desc("started"), sa.desc("entry")).limit(limit)
+    with store.engine.connect() as conn:
+        return [str(e) for e, _ in conn.execute(q).all()]
+
+
+def runs_listing(store: RunStore, table: str | None = None, limit: int = 20) -> RunsListing:
+    """`wap runs`: the newest `limit` runs, newest first, a multi-table run counted once and followed by every
+    table of it; with `table`, that table's own `limit` runs (each naming its group) and their groups."""
+    if table:
+        runs = store.list(table, limit)
+        gids = list(dict.fromkeys(r.group_id for r in runs if r.group_id))
+        found = [(g, store.group(g)) for g in gids]
+        return {"runs": [run_row(r) for r in runs], "groups": [group_row(g, m) for g, m in found if m]}
+    entries = _recent_entries(store, limit)
+    c = runs_table.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(runs_table).where(sa.or_(c.run_id.in_(entries), c.group_id.in_(entries)))).all()
+    recs = [RunRecord.from_row(r) for r in rows]
+    singles = {r.run_id: r for r in recs if not r.group_id}
+    members: dict[str, list[RunRecord]] = {}
+    for r in sorted(recs, key=_member_index):
+        if r.group_id:
+            members.setdefault(r.group_id, []).append(r)
+    out: list[RunRow] = []
+    groups: list[GroupRow] = []
+    for e in entries:
+        if e in members:
+            groups.append(group_row(e, members[e]))
+            out += [run_row(m) for m in members[e]]
+        elif e in singles:
+            out.append(run_row(singles[e]))
+    return {"runs": out, "groups": groups}
+
+
+def _member_index(rec: RunRecord) -> int:
+    """A table's place in its group (`<group id>-N`), as RunStore.group orders them."""
+    tail = rec.run_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
 def find_run(store: RunStore, run_id: str) -> RunRecord:
     """One run's record; NotFound (with near matches among recent runs) if the store has none."""
     rec = store.get(run_id)
     if rec is None:
-        recent = [r.run_id for r in store.list(limit=50)]
-        raise NotFound(
-            f"no run {run_id} in the run store{did_you_mean(run_id, recent)}", hint="list runs with `wap runs`"
-        )
+        raise _not_found(store, run_id)
     return rec
+
+
+def _not_found(store: RunStore, run_id: str) -> NotFound:
+    recent = [r.run_id for r in store.list(limit=50)]
+    recent += list(dict.fromkeys(r.group_id for r in store.list(limit=50) if r.group_id))
+    return NotFound(f"no run {run_id} in the run store{did_you_mean(run_id, recent)}", hint="list runs with `wap runs`")
 
 
 class RowsDoc(TypedDict):
@@ -293,4 +561,37 @@ def run_report(store: RunStore, run_id: str) -> RunReport:
         "review": review_of(rec),
         "would_change": pending_change(rec),
         "change_keys": change_keys(rec),
+        "group_id": rec.group_id,
+    }
+
+
+def group_report(store: RunStore, group_id: str) -> GroupReport | None:
+    """The full record of a multi-table run: the whole, then each table's report. None when `group_id` names no
+    multi-table run (a run of one table has its own report: run_report)."""
+    if store.get(group_id) is not None:
+        return None
+    members = store.group(group_id)
+    if not members:
+        return None
+    row = group_row(group_id, members)
+    started, finished = _span(members)
+    kept = [m for m in members if m.branch_kept]
+    return {
+        "group_id": group_id,
+        "name": row["name"],
+        "source": row["source"],
+        "status": row["status"],
+        "tables": row["tables"],
+        "blocked_by": row["blocked_by"],
+        "reason": row["reason"],
+        "error": _group_error(members) if row["status"] == "failed" else None,
+        "resume": row["resume"],
+        "branch": members[0].branch,
+        "branch_kept": bool(kept),
+        "rows_written": row["rows"],
+        "started_at": started,
+        "finished_at": finished,
+        "seconds": row["seconds"],
+        "review": review_of(members[0]),
+        "members": [run_report(store, m.run_id) for m in members],
     }

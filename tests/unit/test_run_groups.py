@@ -1,0 +1,211 @@
+"""A multi-table run (`wap run-tables`, wapflow.transaction, `wap run-models`) in `wap runs` and `wap report`: one
+line for the whole run with its tables below it, the group's status and the table that stopped it, a failed
+model named, each table's run naming its group (issue 46 item 4). The run store holds the records these runs
+write (one per table, sharing wap_runs.group_id), written by wapflow's own RunStore; no JVM starts."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.cli_harness import WAP, env
+from support.typer_cli import runner
+from wapflow.cli import app
+from wapflow.config import load_config
+from wapflow.errors import NotFound
+from wapflow.runs.store import RunRecord, RunStore
+
+T0 = datetime(2026, 11, 28, 20, 0, tzinfo=UTC)
+SINGLE = "20261128t195000_aaaaaa"
+BLOCKED = "20261128t200000_bbbbbb"  # wap run-tables: shop.lines' foreign key blocked it, shop.orders held back
+FAILED = "nightly_20261128t201000_cccccc"  # a transaction named nightly: model gold.daily's SQL did not run
+HELD = "20261128t202000_dddddd"  # every table awaits review
+GONE = "20261128t203000_eeeeee"  # its process died mid-run
+FK = "foreign_key(order_id -> shop.orders)"
+MODEL_ERROR = "model gold.daily: its sql does not run: [UNRESOLVED_COLUMN] fare_amout (line 2 pos 7)"
+
+
+def _check(name: str, status: str) -> dict[str, Any]:
+    failing = 1 if status == "failed" else 0
+    return {"name": name, "check": name.split("(")[0], "status": status, "severity": "error", "observed": failing,
+            "failing_rows": failing, "threshold": "0", "samples": [{"order_id": 9}] if failing else []}  # fmt: skip
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> Path:
+    config = tmp_path / "wap.toml"
+    config.write_text(f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\n')
+    store = RunStore(load_config(config).run_store_url())
+
+    def save(run_id: str, table: str, status: str, minutes: int, took: float = 7.0, **kw: Any) -> None:
+        started = T0 + timedelta(minutes=minutes)
+        store.save(RunRecord(run_id, table, status, started_at=started, finished_at=started + timedelta(seconds=took),
+                             **kw))  # fmt: skip
+
+    save(SINGLE, "nyc.trips", "published", -10, rows_written=200, files=["trips.parquet"], snapshot_id=11)
+    kept = {"branch": f"wap_{BLOCKED}", "branch_kept": True, "group_id": BLOCKED}
+    save(
+        f"{BLOCKED}-1",
+        "shop.orders",
+        "blocked",
+        0,
+        5.0,
+        rows_written=2,
+        files=["o.parquet"],
+        snapshot_id=21,
+        checks=[_check("not_null(order_id)", "passed")],
+        timings={"prepare": 0.2, "write": 3.1, "audit": 1.5},
+        **kept,
+    )
+    save(f"{BLOCKED}-2", "shop.lines", "blocked", 0, 8.5, rows_written=3, files=["l.parquet"], snapshot_id=22,
+         checks=[_check("not_null(amount)", "passed"), _check(FK, "failed")], **kept)  # fmt: skip
+    held_back = {"message": "not published: gold.daily failed at step write", "step": "write"}
+    save(f"{FAILED}-1", "silver.trips", "failed", 10, rows_written=50, group_id=FAILED, error=held_back)
+    own = {"message": MODEL_ERROR, "step": "write", "hint": "the line and position are those of the model's sql"}
+    save(f"{FAILED}-2", "gold.daily", "failed", 10, group_id=FAILED, error=own)
+    for i, table in enumerate(("shop.orders", "shop.lines")):
+        save(f"{HELD}-{i + 1}", table, "awaiting_review", 20, rows_written=4, group_id=HELD, branch=f"wap_{HELD}",
+             branch_kept=True)  # fmt: skip
+    dead = {"host": socket.gethostname(), "pid": 2**22 + 7, "start": "1"}  # no such process
+    for i, table in enumerate(("shop.orders", "shop.lines")):
+        rec = RunRecord(f"{GONE}-{i + 1}", table, "running", files=[f"{table}.parquet"], group_id=GONE, owner=dead)
+        rec.started_at = T0 + timedelta(minutes=30)
+        store.save(rec)
+    store.close()
+    return config
+
+
+def wap(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def wap_piped(*args: str, columns: str) -> str:
+    """`wap ARGS` as its own process, stdout a pipe of COLUMNS columns; its stdout after exit 0."""
+    p = subprocess.run([WAP, *args], capture_output=True, text=True, timeout=120, env=env(COLUMNS=columns),
+                       stdin=subprocess.DEVNULL)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_runs_json_lists_a_group_once_with_its_tables_and_limit_counts_it_once(cfg: Path) -> None:
+    r = wap("runs", "--config", str(cfg), "--json", "--limit", "3")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    # The three newest entries: two groups of two tables, then the named transaction; the single run is fourth.
+    assert [g["group_id"] for g in doc["groups"]] == [GONE, HELD, FAILED]
+    assert [x["run_id"] for x in doc["runs"]] == [f"{GONE}-1", f"{GONE}-2", f"{HELD}-1", f"{HELD}-2", f"{FAILED}-1",
+                                                  f"{FAILED}-2"]  # fmt: skip
+    assert all(x["group_id"] == x["run_id"].rsplit("-", 1)[0] for x in doc["runs"])
+    failed = doc["groups"][2]
+    assert failed["name"] == "nightly" and failed["source"] == "dataframes" and failed["status"] == "failed"
+    assert failed["tables"] == ["silver.trips", "gold.daily"] and failed["blocked_by"] == ["gold.daily"]
+    assert failed["reason"] == MODEL_ERROR and failed["seconds"] == 7.0
+    held = doc["groups"][1]
+    assert held["status"] == "awaiting_review" and held["review"] == "awaiting" and held["branch"] == f"wap_{HELD}"
+    # A table of an interrupted group resumes with its group, never as a one-table `wap run`.
+    gone = doc["groups"][0]
+    assert gone["status"] == "interrupted" and gone["seconds"] is None
+    assert (
+        gone["resume"]
+        == f"wap run-tables shop.orders=shop.orders.parquet shop.lines=shop.lines.parquet --run-id {GONE}"
+    )
+    assert [x["resume"] for x in doc["runs"][:2]] == [None, None]
+
+    everything = json.loads(wap("runs", "--config", str(cfg), "--json").stdout)
+    assert [x["run_id"] for x in everything["runs"]][-3:] == [f"{BLOCKED}-1", f"{BLOCKED}-2", SINGLE]
+    blocked = everything["groups"][-1]
+    assert (blocked["status"], blocked["blocked_by"], blocked["rows"]) == ("blocked", ["shop.lines"], 5)
+    assert blocked["reason"] == f"blocked by shop.lines: {FK}" and blocked["source"] == "files"
+    assert blocked["seconds"] == 8.5 and blocked["name"] is None
+
+
+@pytest.mark.parametrize("columns", ["120", "80"])
+def test_runs_prints_the_group_line_then_its_tables_ids_whole(cfg: Path, columns: str) -> None:
+    text = wap_piped("runs", "--config", str(cfg), columns=columns)
+    lines = text.splitlines()
+
+    def line_of(word: str) -> int:
+        return next(i for i, line in enumerate(lines) if f" {word} " in f" {line} ")
+
+    # The group's own line, then each table indented under it, in the order the run named them.
+    assert line_of(BLOCKED) < line_of(f"├ {BLOCKED}-1") < line_of(f"└ {BLOCKED}-2") < line_of(SINGLE)
+    assert "shop.lines" in lines[line_of(f"└ {BLOCKED}-2")] and "blocked" in lines[line_of(BLOCKED)]
+    assert "2 tables" in lines[line_of(BLOCKED)] and "nightly: 2 tables" in lines[line_of(FAILED)]
+    assert f"run {GONE} was interrupted" in text and "wap run-tables shop.orders=shop.orders.parquet" in text
+    assert "wap run shop.orders" not in text
+
+
+def test_runs_of_one_table_lists_its_own_runs_with_their_group(cfg: Path) -> None:
+    doc = json.loads(wap("runs", "--table", "shop.lines", "--config", str(cfg), "--json").stdout)
+    assert [x["run_id"] for x in doc["runs"]] == [f"{GONE}-2", f"{HELD}-2", f"{BLOCKED}-2"]
+    assert [g["group_id"] for g in doc["groups"]] == [GONE, HELD, BLOCKED]
+    text = wap_piped("runs", "--table", "shop.lines", "--config", str(cfg), columns="120")
+    row = next(line for line in text.splitlines() if f"{BLOCKED}-2" in line)
+    assert f" {BLOCKED} " in row and "├" not in text and "2 tables" not in text
+
+
+def test_report_of_a_group_shows_each_table_and_the_one_that_blocked_it(cfg: Path) -> None:
+    r = wap("report", BLOCKED, "--config", str(cfg), "--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["group_id"], doc["status"], doc["blocked_by"]) == (BLOCKED, "blocked", ["shop.lines"])
+    assert doc["tables"] == ["shop.orders", "shop.lines"] and doc["branch_kept"] and doc["rows_written"] == 5
+    assert [m["run_id"] for m in doc["members"]] == [f"{BLOCKED}-1", f"{BLOCKED}-2"]
+    assert [m["snapshot_id"] for m in doc["members"]] == [21, 22]
+    assert [c["status"] for c in doc["members"][1]["checks"]] == ["passed", "failed"]
+    assert doc["members"][0]["timings"] == {"prepare": 0.2, "write": 3.1, "audit": 1.5}
+    assert doc["seconds"] == 8.5 and doc["error"] is None
+
+    text = wap_piped("report", BLOCKED, "--config", str(cfg), columns="120")
+    assert text.startswith(f"BLOCKED multi-table run {BLOCKED}: 2 tables from files")
+    assert f"blocked by shop.lines: {FK}" in text and f"wap diff {BLOCKED}" in text
+    lines = text.splitlines()
+    lines_row = next(line for line in lines if f"{BLOCKED}-2" in line and "shop.lines" in line)
+    assert "1 failed" in lines_row and "yes" in lines_row and "22" in lines_row
+    orders_row = next(line for line in lines if f"{BLOCKED}-1" in line and "shop.orders" in line)
+    assert "yes" not in orders_row
+    assert "timings (seconds)" in text and "(whole run)" in text
+
+
+def test_report_of_a_failed_model_group_names_the_model_and_its_line(cfg: Path) -> None:
+    doc = json.loads(wap("report", FAILED, "--config", str(cfg), "--json").stdout)
+    assert doc["status"] == "failed" and doc["blocked_by"] == ["gold.daily"] and doc["name"] == "nightly"
+    assert doc["error"]["message"] == MODEL_ERROR and doc["error"]["hint"]
+    text = wap_piped("report", FAILED, "--config", str(cfg), columns="80")
+    assert "FAILED nightly multi-table run" in text
+    assert "error (write): model gold.daily: its sql does not run" in " ".join(text.split())
+    assert "(line 2 pos 7)" in text
+
+
+def test_report_of_a_table_of_a_group_names_its_group(cfg: Path) -> None:
+    doc = json.loads(wap("report", f"{HELD}-2", "--config", str(cfg), "--json").stdout)
+    assert doc["run_id"] == f"{HELD}-2" and doc["group_id"] == HELD
+    text = wap_piped("report", f"{HELD}-2", "--config", str(cfg), columns="120")
+    assert f"part of multi-table run {HELD}" in text and f"wap report {HELD})" in text
+    # A table of a group is approved with its group (a member's own id is refused by `wap approve`).
+    assert f"wap approve {HELD} --reason" in text and f"wap approve {HELD}-2" not in text
+    single = json.loads(wap("report", SINGLE, "--config", str(cfg), "--json").stdout)
+    assert single["group_id"] is None and "members" not in single
+
+
+def test_report_of_an_unknown_id_suggests_a_group(cfg: Path) -> None:
+    r = wap("report", BLOCKED[:-1] + "x", "--config", str(cfg))
+    assert r.exit_code == NotFound.exit_code
+    assert f"did you mean '{BLOCKED}'" in " ".join(r.stderr.split())
+
+
+def test_no_group_rows_for_a_store_of_one_table_runs(tmp_path: Path) -> None:
+    """A store without multi-table runs lists as before: one line per run, no group columns."""
+    config = tmp_path / "wap.toml"
+    config.write_text(f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\n')
+    store = RunStore(load_config(config).run_store_url())
+    store.save(RunRecord(SINGLE, "nyc.trips", "published", started_at=T0))
+    store.close()
+    doc = json.loads(wap("runs", "--config", str(config), "--json").stdout)
+    assert doc["groups"] == [] and [x["run_id"] for x in doc["runs"]] == [SINGLE]
