@@ -559,6 +559,11 @@ class SourceConfig(_Strict):
     replace_where: str | None = Field(
         default=None, min_length=1, description='mode = "replace": this source\'s replace condition (see the table key)'
     )
+    models: bool = Field(
+        default=True,
+        description="each batch also runs the models that read this source's table (and those downstream of "
+        "them), published with the batch in one commit or not at all; false: the batch alone",
+    )
 
     @field_validator("delete_when", "replace_where")
     @classmethod

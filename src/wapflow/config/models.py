@@ -118,6 +118,13 @@ def model_order(models: dict[str, ModelConfig], names: list[str] | None = None) 
     return order
 
 
+def downstream_models(models: dict[str, ModelConfig], table: str) -> list[str]:
+    """The models that read `table`, and every model downstream of them, upstream first (none: [])."""
+    dotted = ".".join(table.split(".")[-2:])
+    readers = [name for name, m in models.items() if dotted in m.inputs() and name != dotted]
+    return model_order(models, readers) if readers else []
+
+
 def _downstream(models: dict[str, ModelConfig], start: set[str]) -> set[str]:
     found = set(start)
     changed = True

@@ -24,6 +24,7 @@ table at a time (a partitioned queue) and a bounded number overall.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -36,7 +37,7 @@ from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.outer.dbos_steps import as_dbos_step, use
 from wapflow.outer.dbos_steps import lakehouse as _lh
-from wapflow.pipeline import RunState, drive, new_state
+from wapflow.pipeline import RunResult, RunState, drive, new_state
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.retry import RetryPolicy
 from wapflow.redact import redact
@@ -83,14 +84,30 @@ def state_step(source: str, run_id: str, keys: list[str]) -> str:
 
 
 @DBOS.step()
+def batch_with_models_step(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
+    """The batch and the models downstream of its table as one transaction (its own idempotence by run id: a
+    replay after a crash resumes it, and a published one is not published again); the batch's table's result."""
+    from wapflow.pipeline.models import run_batch
+
+    lh = _lh()
+    lh.on_this_thread()
+    src = lh.config.resolve_source(source)
+    uris = [r.uri for r in lh.ledger.rows(keys=keys)]
+    group = run_batch(lh, src.table, uris, run_id=run_id, source=source)
+    return group.for_table(src.table).to_dict()
+
+
+@DBOS.step()
 def settle_step(source: str, run_id: str, keys: list[str], state: str) -> dict[str, Any]:
     """Record the run in the ledger, once: only files still claimed by this run are settled (a replay
-    after a crash finds them settled and leaves them alone)."""
+    after a crash finds them settled and leaves them alone). `state`: the run's state, or (a batch run with
+    its models) the batch table's result."""
     crash_point("ingest:ran")
     from wapflow.outer.ingest import Ingest
 
     lh = _lh()
-    res = run_result(lh, RunState.from_json(state))
+    doc = json.loads(state)
+    res = RunResult.from_dict(doc) if "exit_code" in doc else run_result(lh, RunState.from_json(state))
     rows = [r for r in lh.ledger.rows(keys=keys) if r.state == "claimed" and r.run_id == run_id]
     alerts: list[dict[str, Any]] = []
     if rows:
@@ -127,15 +144,23 @@ def ingest_batch(source: str, run_id: str, keys: list[str]) -> dict[str, Any]:
     # ingest would then take over a batch a live process is running.
     lh.ledger.adopt(held, run_id)
     retry = RetryPolicy.of_source(lh.config.resolve_source(source).cfg, DBOS.sleep)
+    from wapflow.outer.ingest import models_of
+
+    with_models = bool(models_of(lh, lh.config.resolve_source(source)))
     attempt = 1
     while True:
         # Each attempt is the same run id again: it resumes where the failed one stopped.
-        state = drive(lh, RunState.from_json(state_step(source, run_id, held)), run_step=as_dbos_step)
-        if not retry.again(state.record.get("error"), attempt):
+        if with_models:
+            done = batch_with_models_step(source, run_id, held)
+            error, outcome = done.get("error"), json.dumps(done)
+        else:
+            state = drive(lh, RunState.from_json(state_step(source, run_id, held)), run_step=as_dbos_step)
+            error, outcome = state.record.get("error"), state.to_json()
+        if not retry.again(error, attempt):
             break
         retry.wait(attempt)  # a durable sleep: a recovered workflow does not wait again
         attempt += 1
-    settled = settle_step(source, run_id, held, state.to_json())
+    settled = settle_step(source, run_id, held, outcome)
     events = settled.pop("alerts", [])
     if events:
         settled["alerts"] = alert_step(events)

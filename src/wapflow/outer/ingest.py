@@ -36,12 +36,14 @@ from typing import Any
 from wapflow.alerts import AlertEvent, notify
 from wapflow.alerts.event import from_run
 from wapflow.config import NO_CHECKS_FLAG, Source, SourceConfig
+from wapflow.config.models import downstream_models
 from wapflow.errors import (
     EXIT_BLOCKED,
     EXIT_PUBLISHED,
     EXIT_REVIEW,
     EXIT_RUNTIME,
     EXIT_TRANSIENT,
+    ConfigError,
     RunInProgress,
     UsageError,
 )
@@ -49,6 +51,7 @@ from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import RunResult, drive, new_state, quarantine_of
 from wapflow.pipeline import result as run_result
+from wapflow.pipeline.models import run_batch
 from wapflow.pipeline.retry import RetryPolicy, backoff, retryable
 from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
@@ -187,6 +190,8 @@ class Ingest:
         # `wap watch` puts the batch's durable workflow back on the queue, where any worker takes it.
         self.revive: Callable[[str, list[LedgerRow]], None] | None = None
         self.alerts: list[AlertEvent] = []  # collected while settling, sent by flush_alerts()
+        # The models that read the source's table (and theirs): run with each batch, published with it in one commit.
+        self.models = models_of(lh, source)
 
     # --- listing ---------------------------------------------------------------------------
 
@@ -412,11 +417,16 @@ class Ingest:
         for k in keys:
             self._ran[k] = None
         self.lh.progress(f"run {run_id}: {len(batch)} file(s) of source {self.name}")
-        state = new_state(
-            self.src.table, [r.uri for r in batch], run_id=run_id, source=self.name, no_checks=self.no_checks
-        )
-        state = drive(self.lh, state)
-        res = run_result(self.lh, state)
+        uris = [r.uri for r in batch]
+        if self.models:
+            self.lh.progress(f"run {run_id}: then model(s) {', '.join(self.models)}, published with the batch")
+            group = run_batch(self.lh, self.src.table, uris, run_id=run_id, source=self.name, no_checks=self.no_checks)
+            res = group.for_table(self.src.table)
+        else:
+            state = drive(
+                self.lh, new_state(self.src.table, uris, run_id=run_id, source=self.name, no_checks=self.no_checks)
+            )
+            res = run_result(self.lh, state)
         crash_point("ingest:ran")
         self.out.runs.append(res)
         self.settle(res, batch)
@@ -520,17 +530,19 @@ class Ingest:
     def _split(self, res: RunResult, batch: list[LedgerRow]) -> None:
         """A batch of several files that did not publish: drop its branch, run each half as a batch."""
         if res.branch:
-            table = TableName.parse(self.src.table)
-            quarantine = quarantine_of(table)
+            tables = [TableName.parse(t) for t in [self.src.table, *self.models]]
             try:
-                self.lh.branches.discard(res.branch, [table, quarantine])
+                self.lh.branches.discard(res.branch, [*tables, *(quarantine_of(t) for t in tables)])
             except Exception as e:  # noqa: BLE001 - a leftover branch is clutter, not a reason to stop
                 self.lh.progress(f"warning: could not drop branch {res.branch} of the split batch: {e}")
             rec = self.lh.store.get(res.run_id)
-            if rec is not None:
-                rec.branch_kept = False
-                rec.status = "discarded" if rec.status == "blocked" else rec.status
-                self.lh.store.save(rec)
+            recs = [rec] if rec is not None else []
+            if rec is not None and rec.group_id:
+                recs = self.lh.store.group(rec.group_id) or recs  # the models' records went with the batch
+            for r in recs:
+                r.branch_kept = False
+                r.status = "discarded" if r.status == "blocked" else r.status
+                self.lh.store.save(r)
         why = "blocked" if res.status == "blocked" else "failed on its input"
         half = (len(batch) + 1) // 2
         self.lh.progress(f"run {res.run_id} {why}: splitting its {len(batch)} files into batches of {half}")
@@ -539,11 +551,29 @@ class Ingest:
         )
 
 
+def models_of(lh: Lakehouse, source: Source) -> list[str]:
+    """The models each batch of `source` runs and publishes with it: those reading its table, and theirs."""
+    return downstream_models(lh.config.models, source.table) if source.cfg.models else []
+
+
 def check_consent(lh: Lakehouse, source: Source, *, no_checks: bool, flag: str | None = NO_CHECKS_FLAG) -> None:
     """Before any file is listed or claimed: the source's table has checks, or the user said it may publish
     without (config.audit_consent); else the ConfigError every batch's run would fail with (exit 2)."""
     checks = lh.config.table(source.table, source=source.name).checks
     lh.config.audit_consent(source.table, checks=len(checks), no_checks=no_checks, flag=flag)
+    models = models_of(lh, source)
+    for name in models:
+        own = len(lh.config.table(name).checks) + len(lh.config.models[name].checks)
+        lh.config.audit_consent(name, checks=own, no_checks=no_checks, flag=flag)
+    why = lh.why_not_together() if models else None
+    if why is not None:
+        raise ConfigError(
+            f"source {source.name}'s batches run the models that read {source.table} ({', '.join(models)}) and "
+            f"publish them with the batch in one commit, and {why}",
+            hint=f"set models = false in [sources.{source.name}] (the batch alone; `wap run-models` afterwards), "
+            'or use a catalog that commits several tables at once (the embedded catalog, catalog = "jdbc", a '
+            'REST catalog with multi-table commits, or "nessie")',
+        )
 
 
 def ingest(lh: Lakehouse, name: str, *, no_checks: bool = False) -> IngestResult:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import importlib
 import uuid
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from wapflow.audit import sqlguard
-from wapflow.config.models import ModelConfig, model_order
+from wapflow.config.models import ModelConfig, downstream_models, model_order
 from wapflow.errors import ConfigError, InputError, UsageError, WapError
 from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
 from wapflow.pipeline.multi import MultiWapRun
@@ -47,8 +48,27 @@ def run_models(
     order = model_order(models, names)
     rid = validate_run_id(run_id) if run_id else new_run_id()
     tx = Transaction(MultiWapRun(lh, [], run_id=rid, no_checks=no_checks, transaction=True))
+    return _run_in(tx, order)
+
+
+def run_batch(
+    lh: Lakehouse, table: str, uris: Sequence[str], *, run_id: str, source: str | None, no_checks: bool = False
+) -> MultiRunResult:
+    """A source's landed batch and every model downstream of its table, in one transaction: the files written
+    first, each model then reading them staged, all audited, and published in one commit or none."""
+    group = MultiWapRun(lh, [], run_id=run_id, no_checks=no_checks, transaction=True)
+    try:
+        group.add_files(table, uris, source=source)
+    except WapError:
+        assert group.outcome is not None  # the run recorded the failure of the batch's write
+        return group.outcome
+    return _run_in(Transaction(group), downstream_models(lh.config.models, table))
+
+
+def _run_in(tx: Transaction, order: list[str]) -> MultiRunResult:
+    models = tx.lh.config.models
     for name in order:
-        lh.progress(f"model {name}")
+        tx.lh.progress(f"model {name}")
         try:
             write_model(tx, name, models[name])
         except Exception as e:  # noqa: BLE001 - the run ends failed, naming the model (recorded, returned)

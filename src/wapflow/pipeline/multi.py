@@ -21,8 +21,8 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
 from wapflow.pipeline import frames, lineage
 from wapflow.pipeline.driver import drive
-from wapflow.pipeline.result import MultiRunResult
-from wapflow.pipeline.state import AWAITING_REVIEW, Step, new_run_id, new_state, validate_run_id
+from wapflow.pipeline.result import FAILED_WITH, MultiRunResult
+from wapflow.pipeline.state import AWAITING_REVIEW, RunState, Step, new_run_id, new_state, validate_run_id
 from wapflow.pipeline.steps import audit, prepare, write
 from wapflow.pipeline.steps.audit import recheck_main
 from wapflow.pipeline.steps.context import Run
@@ -101,10 +101,7 @@ class MultiWapRun:
     ) -> Run:
         """A transaction's table: its DataFrame prepared and written to the run's branch now (so the transaction
         reads it staged); audited and published with the others by `finish`. A failure fails the whole run."""
-        name = TableName.parse(table).dotted
-        if any(TableName.parse(r.table).dotted == name for r in self.runs):
-            raise UsageError(f"{name} is written twice in transaction {self.run_id}", hint="write each table once")
-        rid = f"{self.run_id}-{len(self.runs) + 1}"
+        rid = self._member_id(table)
         frames.hold(rid, df)
         state = new_state(
             table,
@@ -117,6 +114,28 @@ class MultiWapRun:
             extra_checks=list(checks),
             properties=dict(properties or {}),
         )
+        return self._write_member(state)
+
+    def add_files(self, table: str, uris: Sequence[str], *, source: str | None = None) -> Run:
+        """A transaction's table read from files (a source's landed batch, with the source's write settings):
+        prepared and written now, like `add`, so what runs after it in the transaction reads it staged."""
+        state = new_state(
+            table,
+            list(uris),
+            branch=self.branch,
+            run_id=self._member_id(table),
+            source=source,
+            no_checks=self.no_checks,
+        )
+        return self._write_member(state)
+
+    def _member_id(self, table: str) -> str:
+        name = TableName.parse(table).dotted
+        if any(TableName.parse(r.table).dotted == name for r in self.runs):
+            raise UsageError(f"{name} is written twice in transaction {self.run_id}", hint="write each table once")
+        return f"{self.run_id}-{len(self.runs) + 1}"
+
+    def _write_member(self, state: RunState) -> Run:
         r = Run(self.lh, state)
         self.runs.append(r)
         for o in self.runs:
@@ -135,7 +154,7 @@ class MultiWapRun:
             self._fail(e.at(run_id=self.run_id, step=step), step, r)
             raise
         except Exception as e:
-            err = spark_errors.named_or_bug(e, doing=f"{step} of {name}", run_id=self.run_id, step=step)
+            err = spark_errors.named_or_bug(e, doing=f"{step} of {r.target}", run_id=self.run_id, step=step)
             self._fail(err, step, r)
             raise err from e
         return r
@@ -338,6 +357,8 @@ class MultiWapRun:
             else:
                 why = f"not published: {current.target} failed at step {step}"
                 fail(r, UsageError(why).at(run_id=r.run_id, step=step), step)
+                assert r.record.error is not None
+                r.record.error[FAILED_WITH] = current.target.dotted  # its own error says only "not published"
             r.record.status = "failed"
         self._finish("failed", str(err))
 

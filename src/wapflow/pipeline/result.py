@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_RUNTIME, EXIT_TRANSIENT
@@ -50,6 +50,11 @@ class RunResult:
     def exit_code(self) -> int:
         return exit_code_for(self.status, [int((self.error or {}).get("exit_code", EXIT_RUNTIME))])
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        """The result `to_dict` gave (a durable step's recorded output)."""
+        return cls(**{k: v for k, v in d.items() if k != "exit_code"})
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
@@ -74,6 +79,10 @@ class RunResult:
         }
 
 
+# In a multi-table run's error of a table that did not fail itself: the table that failed the run.
+FAILED_WITH = "failed_with"
+
+
 @dataclass
 class MultiRunResult:
     """One run over several tables: every table published by one atomic commit, or none."""
@@ -87,6 +96,16 @@ class MultiRunResult:
     @property
     def exit_code(self) -> int:
         return exit_code_for(self.status, [r.exit_code for r in self.tables if r.status == "failed"])
+
+    def for_table(self, table: str) -> RunResult:
+        """`table`'s own result as the whole run decided it: the run's status and message, and, when another
+        table failed the run, that table's error (what to fix, and whether trying again may help)."""
+        own = next(r for r in self.tables if r.table == table)
+        error = own.error
+        if self.status == "failed":
+            cause = next((r.error for r in self.tables if r.error and FAILED_WITH not in r.error), None)
+            error = cause or error
+        return replace(own, status=self.status, error=error, message=self.message)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,101 @@
+"""`wap ingest` of a source whose table models read: each landed batch and every model downstream of it are
+written on one branch, audited, and published in one commit, or none. Read back by PyIceberg."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.cli_harness import LazyReader
+from support.data import trips_file
+from support.ingest import CHECKS
+from wapflow.config import SourceConfig
+from wapflow.errors import ConfigError
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.outer.ingest import ingest
+
+pytestmark = pytest.mark.spark
+
+SILVER = "SELECT trip_id, passenger_count, fare_amount FROM nyc.trips WHERE fare_amount > 0"
+GOLD = "SELECT passenger_count, count(*) AS trips FROM silver.trips GROUP BY passenger_count"
+TABLES: dict[str, Any] = {
+    "nyc.trips": {"checks": CHECKS},
+    # A batch of more than 300 new silver rows is refused: what blocks the second batch below.
+    "silver.trips": {"checks": [{"check": "row_count", "max": 300}]},
+    "gold.by_passengers": {
+        "checks": [{"check": "not_null", "column": "passenger_count"}],
+        "mode": "merge",
+        "key": ["passenger_count"],
+    },
+}
+MODELS = {"silver.trips": {"sql": SILVER}, "gold.by_passengers": {"sql": GOLD}}
+
+
+def lakehouse(
+    factory: Any, landing: Path, tmp_path: Path, *, tables: dict[str, Any] = TABLES, **src: Any
+) -> tuple[Lakehouse, LazyReader]:
+    lh = factory(tables)
+    cfg = lh.config.model_copy(update={"models": lh.config.model_validate({"models": MODELS}).models})
+    cfg.sources["trips"] = SourceConfig(table="nyc.trips", location=str(landing), settle_seconds=0, **src)
+    return Lakehouse(cfg, spark=lh.spark), LazyReader(tmp_path, cfg.lakehouse.catalog_name)
+
+
+def test_a_batch_and_its_models_publish_in_one_commit_and_a_blocking_model_holds_the_batch_back(
+    lakehouse_factory, landing, tmp_path
+):
+    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path)
+    trips_file(landing, "day1.parquet", rows=200)
+
+    first = ingest(lh, "trips")
+    assert first.exit_code == 0, first.message
+    assert [f.state for f in first.files] == ["published"]
+    raw = reader.rows("nyc.trips")
+    silver = reader.rows("silver.trips")
+    gold = reader.rows("gold.by_passengers")
+    assert len(raw) == 200
+    assert sorted(r["trip_id"] for r in silver) == sorted(r["trip_id"] for r in raw if r["fare_amount"] > 0)
+    assert sum(r["trips"] for r in gold) == len(silver)
+    # One commit: every table's new main snapshot carries the batch's run as its group.
+    run_id = first.runs[0].run_id
+    group = lh.store.group(run_id.rsplit("-", 1)[0])
+    assert [r.table_name for r in group] == ["nyc.trips", "silver.trips", "gold.by_passengers"]
+    assert {r.status for r in group} == {"published"}
+    assert {r.snapshot_id for r in group} == {reader.main(t) for t in TABLES}
+    mains = {t: reader.main(t) for t in TABLES}
+
+    # 400 new rows: the raw table's checks pass, silver's row_count does not; no table moves, the file is
+    # blocked, and no branch of the batch is left behind (on_failure drops them when nothing asks to keep).
+    trips_file(landing, "day2.parquet", rows=400, start_id=1000, seed=1)
+    second = ingest(lh, "trips")
+    assert second.exit_code == 1, second.message
+    assert [f.state for f in second.files] == ["blocked"]
+    assert "silver.trips" in (second.files[0].reason or "")
+    assert {t: reader.main(t) for t in TABLES} == mains
+    assert len(reader.rows("nyc.trips")) == 200
+
+    # Again: known files are not run twice.
+    again = ingest(lh, "trips")
+    assert again.runs == [] and again.exit_code == 0
+
+
+def test_models_false_publishes_the_batch_alone(lakehouse_factory, landing, tmp_path):
+    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path, models=False)
+    trips_file(landing, "day1.parquet", rows=50)
+    res = ingest(lh, "trips")
+    assert res.exit_code == 0, res.message
+    assert len(reader.rows("nyc.trips")) == 50
+    assert not reader.exists("silver.trips")
+
+
+def test_a_model_table_without_checks_is_refused_before_any_file_is_claimed(lakehouse_factory, landing, tmp_path):
+    tables = {k: v for k, v in TABLES.items() if k != "gold.by_passengers"}
+    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path, tables=tables)
+    trips_file(landing, "day1.parquet", rows=50)
+    with pytest.raises(ConfigError) as e:
+        ingest(lh, "trips")
+    assert "gold.by_passengers" in e.value.message
+    assert e.value.exit_code == 2
+    assert lh.ledger.rows("trips") == []  # nothing claimed, nothing recorded
+    assert not reader.exists("nyc.trips")
