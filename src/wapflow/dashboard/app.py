@@ -106,7 +106,17 @@ def kept_branches(config: str | None, version: str) -> list[str]:
 
 @st.cache_data(ttl=CACHE_TTL, show_spinner=False)
 def recent_runs(config: str | None, version: str) -> list[str]:
-    return [r.run_id for r in sources(config).store.list(limit=100)]
+    return svc.run_choices(sources(config))
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def runs_list(config: str | None, version: str) -> list[dict[str, Any]]:
+    return svc.recent_runs(sources(config))
+
+
+@st.cache_data(ttl=CACHE_TTL, show_spinner=False)
+def group_detail(config: str | None, version: str, group_id: str) -> dict[str, Any] | None:
+    return svc.group_detail(sources(config), group_id)
 
 
 def _cell(v: Any) -> Any:
@@ -427,8 +437,70 @@ def show_run(config: str | None, tok: str, run_id: str) -> None:
     if not run_id:
         st.caption("no runs yet")
         return
+    group = group_detail(config, tok, run_id)
+    if group is not None:
+        show_group(group)
+    else:
+        show_one_run(config, tok, run_id)
+    st.subheader("Recent runs")
+    st.caption("a multi-table run is one row, its tables and their status listed; pick or paste its id")
+    st.dataframe(_frame(runs_list(config, tok)), hide_index=True)
+
+
+def show_group(doc: dict[str, Any]) -> None:
+    """A multi-table run: the whole, each table, the checks of the tables that stopped it, timings, commands."""
+    name = f" {doc['name']}" if doc["name"] else ""
+    st.header(f"multi-table run{name} {doc['group_id']}")
+    cols = st.columns(4)
+    cols[0].metric("Status", doc["status"])
+    cols[1].metric("Tables", len(doc["tables"]))
+    cols[2].metric("Rows written", doc["rows_written"] if doc["rows_written"] is not None else "-")
+    cols[3].metric("Took", doc["took"] or "-")
+    st.caption(
+        f"its tables publish together or not at all; from {doc['source']}; started {doc['started_at']}, "
+        f"finished {doc['finished_at'] or '-'}"
+    )
+    if doc["error"]:
+        st.error(f"{doc['error'].get('step')}: {doc['error'].get('message')}")
+        if doc["error"].get("hint"):
+            st.caption(f"hint: {doc['error']['hint']}")
+    elif doc["reason"]:
+        st.warning(doc["reason"])
+    st.subheader("Tables")
+    st.dataframe(_frame(doc["table_rows"]), hide_index=True)
+    for t in doc["stopped_by"]:
+        failing = [c for c in t["checks"] if c.get("status") == "failed"]
+        if not failing:
+            continue
+        st.markdown(f"**{t['table']}** stopped it (run `{t['run_id']}`)")
+        shown = ["name", "status", "observed", "threshold", "failing_rows", "source"]
+        st.dataframe(_frame([{k: c.get(k) for k in shown} for c in t["checks"]], shown), hide_index=True)
+        for c in failing:
+            if c.get("samples"):
+                st.dataframe(_frame(c["samples"]), hide_index=True)
+            if c.get("sql"):
+                st.code(c["sql"], language="sql")
+    st.subheader("Timings (seconds)")
+    if doc["timing_rows"]:
+        st.dataframe(_frame(doc["timing_rows"], ["table", "step", "seconds"]), hide_index=True)
+    else:
+        st.caption("none recorded")
+    st.subheader("Branch and commands")
+    if doc["branch"]:
+        st.write(f"branch {doc['branch']} ({'kept for inspection' if doc['branch_kept'] else 'not kept'})")
+    for what, command in doc["commands"].items():
+        st.caption(what)
+        st.code(command, language="bash")
+
+
+def show_one_run(config: str | None, tok: str, run_id: str) -> None:
     doc = run_detail(config, tok, run_id)
     st.header(f"run {doc['run_id']}")
+    if doc["group_id"]:
+        st.info(
+            f"the {doc['table']} part of multi-table run {doc['group_id']}: its tables publish together or not at "
+            "all (paste its id in the picker to see every table)"
+        )
     cols = st.columns(3)
     cols[0].metric("Status", doc["status"])
     cols[1].metric("Table", doc["table"])

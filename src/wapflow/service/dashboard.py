@@ -33,7 +33,16 @@ from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
 from wapflow.service import render
 from wapflow.service.alerts import recent_alerts
-from wapflow.service.runs import failed_checks, run_report, shown_check_name, shown_checks
+from wapflow.service.runs import (
+    duration_text,
+    failed_checks,
+    group_report,
+    run_report,
+    runs_listing,
+    seconds_between,
+    shown_check_name,
+    shown_checks,
+)
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
@@ -381,12 +390,15 @@ def run_detail(src: Sources, run_id: str) -> dict[str, Any]:
     branch = rec.branch if rec.branch_kept else None
     if branch:
         commands["inspect"] = f"wap query {shlex.quote(f'SELECT * FROM {rec.table_name}')} --branch {branch}"
+    if rec.group_id:  # a table of a multi-table run is decided, completed and retried with its group
+        commands["the whole run"] = f"wap report {rec.group_id}"
+    decide = rec.group_id or run_id
     if rec.status == "awaiting_review":  # pipeline.state.AWAITING_REVIEW: a person decides (service.review)
-        commands["approve"] = f"wap approve {run_id} --reason ..."
-        commands["reject"] = f"wap reject {run_id} --reason ..."
+        commands["approve"] = f"wap approve {decide} --reason ..."
+        commands["reject"] = f"wap reject {decide} --reason ..."
     elif branch:
         commands["discard"] = f"wap discard {branch} --table {rec.table_name}"
-    if rec.status in ("blocked", "failed") or rep["resume"]:
+    if not rec.group_id and (rec.status in ("blocked", "failed") or rep["resume"]):
         from_ledger = bool(src.ledger.rows(run_id=run_id))
         # A blocked run's kept branch is audited again by the same run id once the data or checks are fixed.
         commands["publish after a fix"] = f"wap retry {run_id}" if from_ledger else rec.resume_command()
@@ -396,6 +408,81 @@ def run_detail(src: Sources, run_id: str) -> dict[str, Any]:
     rep["started_at"] = _iso(rec.started_at)
     rep["finished_at"] = _iso(rec.finished_at)
     return rep
+
+
+def recent_runs(src: Sources, limit: int = 50) -> list[dict[str, Any]]:
+    """The Run page's list: the newest runs, a multi-table run on one row naming its tables and their status."""
+    listing = runs_listing(src.store, None, limit)
+    groups = {g["group_id"]: g for g in listing["groups"]}
+    status = {r["run_id"]: r["status"] for r in listing["runs"]}
+    rows: list[dict[str, Any]] = []
+    for r in listing["runs"]:
+        g = groups.get(r["group_id"] or "")
+        if g is None:
+            rows.append(
+                {"run_id": r["run_id"], "tables": r["table"], "status": r["status"], "rows": r["rows"],
+                 "started_at": r["started_at"], "took": duration_text(r["seconds"]), "reason": r["reason"]}
+            )  # fmt: skip
+        elif r["run_id"] == g["members"][0]:
+            tables = [f"{t} ({status[m]})" for t, m in zip(g["tables"], g["members"], strict=True)]
+            rows.append(
+                {"run_id": g["group_id"], "tables": ", ".join(tables), "status": g["status"], "rows": g["rows"],
+                 "started_at": g["started_at"], "took": duration_text(g["seconds"]), "reason": g["reason"]}
+            )  # fmt: skip
+    return rows
+
+
+def run_choices(src: Sources, limit: int = 100) -> list[str]:
+    """The Run page's picker: the newest runs, a multi-table run by its group id (its tables' ids paste in)."""
+    listing = runs_listing(src.store, None, limit)
+    return [r["group_id"] or r["run_id"] for r in listing["runs"] if r["group_id"] is None or r["run_id"] in
+            {g["members"][0] for g in listing["groups"]}]  # fmt: skip
+
+
+def group_detail(src: Sources, group_id: str) -> dict[str, Any] | None:
+    """A multi-table run as the Run page shows it: the whole run, a row per table, the checks of the tables that
+    stopped it, each table's timings and what a person does next. None when `group_id` names no such run."""
+    rep = group_report(src.store, group_id)
+    if rep is None:
+        return None
+    doc: dict[str, Any] = dict(rep)
+    members = rep["members"]
+    doc["table_rows"] = [
+        {
+            "table": m["table"],
+            "run_id": m["run_id"],
+            "status": m["status"],
+            "rows_written": m["rows_written"],
+            "snapshot_id": m["snapshot_id"],
+            "failed_checks": ", ".join(str(c["name"]) for c in m["checks"] if c.get("status") == "failed"),
+            "stopped_it": m["table"] in rep["blocked_by"],
+            "took": duration_text(seconds_between(m["started_at"], m["finished_at"])),
+        }
+        for m in members
+    ]
+    doc["stopped_by"] = [
+        {"table": m["table"], "run_id": m["run_id"], "checks": [shown_check(c) for c in m["checks"]]}
+        for m in members
+        if m["table"] in rep["blocked_by"]
+    ]
+    doc["timing_rows"] = [{"table": m["table"], **t} for m in members for t in timing_rows(m["timings"])]
+    commands: dict[str, str] = {"report": f"wap report {group_id}"}
+    if rep["branch_kept"] or rep["status"] == "awaiting_review":
+        commands["diff"] = f"wap diff {group_id}"
+    if rep["status"] == "awaiting_review":
+        commands["approve"] = f"wap approve {group_id} --reason ..."
+        commands["reject"] = f"wap reject {group_id} --reason ..."
+    elif rep["branch_kept"] and rep["branch"]:
+        for t in rep["tables"]:
+            commands[f"inspect {t}"] = f"wap query {shlex.quote(f'SELECT * FROM {t}')} --branch {rep['branch']}"
+        commands["discard"] = f"wap discard {rep['branch']}"
+    if rep["resume"]:
+        commands["complete it"] = rep["resume"]
+    doc["commands"] = commands
+    doc["started_at"] = _iso(rep["started_at"])
+    doc["finished_at"] = _iso(rep["finished_at"])
+    doc["took"] = duration_text(rep["seconds"])
+    return doc
 
 
 def shown_check(c: dict[str, Any]) -> dict[str, Any]:
