@@ -127,7 +127,7 @@ def volume(
     *,
     sensitivity: float = 3.0,
     seasonality: Literal["none", "weekly"] = "none",
-    on_short_history: Literal["pass", "warn"] = "pass",
+    on_short_history: Literal["pass", "warn"] = "warn",
     **kw: Unpack[Options],
 ) -> B.VolumeCheck:
     return B.VolumeCheck(
@@ -150,7 +150,7 @@ def anomaly(
     sensitivity: float = 3.0,
     window: int = 30,
     seasonality: Literal["none", "weekly"] = "none",
-    on_short_history: Literal["pass", "warn"] = "pass",
+    on_short_history: Literal["pass", "warn"] = "warn",
     **kw: Unpack[Options],
 ) -> B.AnomalyCheck:
     return B.AnomalyCheck(

@@ -110,6 +110,33 @@ def test_volume_is_the_row_count_band_over_icebergs_history() -> None:
     assert fixed.verdict(compiled(fixed), {}, 120, ctx).ok and not fixed.verdict(compiled(fixed), {}, 90, ctx).ok
 
 
+@pytest.mark.parametrize("chk", [C.anomaly("row_count"), C.volume()], ids=["anomaly", "volume"])
+def test_a_short_history_warns_by_default_never_a_silent_pass(chk: Any) -> None:
+    c = compiled(chk)
+    two = [(SATURDAY - timedelta(days=d + 1), 200.0) for d in range(2)]
+    ctx = AuditContext(history=lambda: two, metric_history=lambda *_: [200.0, 200.0])
+    v = chk.verdict(c, {"c0_n": 200}, 200, ctx)
+    assert not v.ok and v.warn_only  # a warning (a table with review = "on_warn" holds it), never a block
+    assert c.threshold.startswith("2 of ") and c.threshold.endswith("runs of history: warns until then")
+
+
+def test_volume_judges_the_row_count_on_the_multiplicative_band() -> None:
+    # Days of 50, 100 and 200 rows: the old median ± 3 MAD band reached below zero and let any drop through; the
+    # multiplicative band (as anomaly's on row_count) has a floor above zero.
+    rows = [50, 100, 200, 100, 50, 200, 100, 100, 50, 200]
+    ctx = AuditContext(history=lambda: [(SATURDAY - timedelta(days=d + 1), n) for d, n in enumerate(rows)])
+    chk = C.volume(runs=10)
+    c = compiled(chk)
+    gone = chk.verdict(c, {}, 2, ctx)
+    assert not gone.ok and not gone.warn_only and gone.observed["model"] == "log"
+    assert "multiplicative band" in c.threshold and 2 < gone.observed["band"][0] < 10
+    assert chk.verdict(c, {}, 400, ctx).ok  # twice the median: within this table's usual swings
+    cold = C.volume(runs=10, min_history=1)  # two runs of history never block, whatever min_history says
+    two = AuditContext(history=lambda: [(SATURDAY - timedelta(days=d + 1), 200) for d in range(2)])
+    v = cold.verdict(compiled(cold), {}, 2000, two)
+    assert not v.ok and v.warn_only
+
+
 def test_schema_change_names_new_dropped_and_retyped_columns() -> None:
     last = {"id": "bigint", "fare": "double", "zone": "string"}
     now = {"id": "bigint", "fare": "decimal(10,2)", "tip": "double"}
@@ -233,7 +260,8 @@ def test_volume_with_weekly_seasonality_uses_icebergs_runs_on_the_same_weekday()
     fixed = C.volume(runs=10, min_history=5, tolerance=0.5, seasonality="weekly")
     c = compiled(fixed)
     short = fixed.verdict(c, {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY))
-    assert short.ok and short.warn_only and c.threshold.startswith("4 of 5 runs of history (same weekday: 4 Saturdays)")
+    assert not short.ok and short.warn_only  # warns by default (never a silent pass), never blocks
+    assert c.threshold == "4 of 5 runs of history (same weekday: 4 Saturdays): warns until then"
 
 
 def test_seasonality_is_weekly_or_none() -> None:

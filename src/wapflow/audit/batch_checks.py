@@ -18,7 +18,6 @@ from wapflow.audit.anomaly import (
     METRICS,
     Seasonality,
     as_number,
-    band,
     history_of,
     judge,
     made_of,
@@ -589,10 +588,12 @@ class VolumeCheck(CheckType):
     check: Literal["volume"]
     runs: int = Field(default=10, ge=1, le=1000, description="how many of the table's last published runs")
     sensitivity: float = Field(
-        default=3.0, gt=0, description="the band: median ± sensitivity x the runs' scaled MAD (see anomaly)"
+        default=3.0,
+        gt=0,
+        description="the band's width in spreads of the runs' log row counts (as anomaly on row_count)",
     )
     tolerance: float | None = Field(
-        default=None, gt=0, description="instead of the MAD band: a fixed band around their median (0.5: ±50%)"
+        default=None, gt=0, description="instead of the model's band: a fixed band around their median (0.5: ±50%)"
     )
     min_history: int = Field(default=3, ge=1, description="passes (or warns) until this many published runs exist")
     seasonality: Seasonality = Field(
@@ -601,13 +602,15 @@ class VolumeCheck(CheckType):
         "make the band (the last `runs` of them; min_history of them needed)",
     )
     on_short_history: Literal["pass", "warn"] = Field(
-        default="pass", description="what the check does until min_history published runs exist"
+        default="warn",
+        description="what the check does until min_history published runs exist: warns (never a silent pass; a "
+        'table with review = "on_warn" holds the run for a person), or passes',
     )
 
     description: ClassVar[str] = (
-        "Fails when the row count is outside the band of the table's last published runs: median ± sensitivity x "
-        'MAD (the anomaly check on row_count), or ±tolerance of the median; with seasonality = "weekly", of the '
-        "runs on the same weekday only."
+        "Fails when the row count is outside the band of the table's last published runs: the anomaly check's "
+        "multiplicative band on row_count (median x/÷ e^(sensitivity x the MAD of the logs), a least change of 15%), "
+        'or ±tolerance of the median; with seasonality = "weekly", of the runs on the same weekday only.'
     )
     example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "volume"\nruns = 30\nsensitivity = 3.0\n'
     computed: ClassVar[tuple[Evidence, ...]] = ("metadata",)
@@ -635,9 +638,13 @@ class VolumeCheck(CheckType):
             basis = f"; same weekday: {history_of(len(history), weekday)}" if weekday is not None else ""
             c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs{basis})"
             return Verdict(lo <= rows <= hi, rows, 0)
-        b = band(history, self.sensitivity, weekday)
+        b = judge("row_count", history, self.sensitivity, weekday)
         c.threshold = b.describe(self.sensitivity)
-        return Verdict(b.contains(rows), b.evidence(rows), 0)
+        ok = b.contains(rows)
+        if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
+            c.threshold += f"; {len(history)} runs of history: too few to block on, warns"
+            return Verdict(False, b.evidence(rows), 0, warn_only=True)
+        return Verdict(ok, b.evidence(rows), 0)
 
     def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
         return {this}
@@ -681,7 +688,9 @@ class AnomalyCheck(CheckType):
         "this one only (the last `window` of them; min_history of them needed)",
     )
     on_short_history: Literal["pass", "warn"] = Field(
-        default="pass", description="what the check does until min_history published runs exist"
+        default="warn",
+        description="what the check does until min_history published runs exist: warns (never a silent pass; a "
+        'table with review = "on_warn" holds the run for a person), or passes',
     )
 
     description: ClassVar[str] = (
