@@ -326,3 +326,136 @@ def test_a_users_query_stop_during_a_batch_is_a_clean_stop_and_the_batch_runs_ag
     assert again.results[0].run_id == res.run_id and again.results[0].status == "published"
     values = sorted(r["value"] for r in main_rows(lh, "s.ticks"))
     assert values == list(range(len(values))) and values
+
+
+def _foreach_batch_query(lh: Lakehouse, landing: Path, chk: Path, sink: Any) -> Any:
+    """A query the user builds: the file source into `sink`, what has landed, then the query ends by itself
+    (no graceful end handed to the sink: a kill, as far as a run not yet full is concerned)."""
+    q = (
+        files(lh.spark, landing)
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(chk))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    return q
+
+
+def test_publish_every_three_batches_is_one_run_exactly_once_across_a_restart_mid_run(lakehouse_factory, landing):
+    lh = lakehouse_factory({"s.trips": CHECKED})
+    chk, staging = landing.parent / "chk", str(landing.parent / "staged")
+    landed: list[int] = []
+
+    def land(i: int) -> None:
+        drop(landing, f"f{i}.parquet", range(i * 10, i * 10 + 5))
+        landed.extend(range(i * 10, i * 10 + 5))
+
+    def query() -> tuple[str, Any]:
+        sink = wapflow.stream_to(lh, "s.trips", publish_every=3, staging=staging)
+        return str(_foreach_batch_query(lh, landing, chk, sink).id), sink
+
+    for i in range(4):
+        land(i)
+    qid, sink = query()  # batches 0-2: one run; batch 3 staged, and the query ends mid-run
+    assert [(r.run_id, r.status) for r in sink.results] == [(batch_run_id(qid, 0), "published")]
+    assert ids_on_main(lh) == landed[:15]
+    summary = reader(lh).load_table(("s", "trips")).current_snapshot().summary
+    assert summary["wapflow.run-id"] == batch_run_id(qid, 0)
+    assert summary["spark.sql.streaming.epochId"] == "2" and summary["wapflow.stream.batches"] == "0-2"
+
+    # Restarted mid-run: batch 3 (staged before) and batches 4 and 5 are the next run.
+    land(4)
+    land(5)
+    again, sink2 = query()
+    assert again == qid
+    assert [(r.run_id, r.status) for r in sink2.results] == [(batch_run_id(qid, 3), "published")]
+    assert ids_on_main(lh) == sorted(landed)
+
+    # Batch 5 run again after its run's publish (killed before Spark's commit log said so): not written twice.
+    for f in ("5", ".5.crc"):
+        (chk / "commits" / f).unlink(missing_ok=True)
+    _, sink3 = query()
+    assert list(sink3.results) == []
+    assert ids_on_main(lh) == sorted(landed)
+
+    # A query that ends without an error through start_stream publishes the run not yet full.
+    land(6)
+    st = wapflow.start_stream(
+        lh,
+        files(lh.spark, landing),
+        "s.trips",
+        checkpoint=str(chk),
+        trigger="available_now",
+        publish_every=3,
+        staging=staging,
+    )
+    st.await_termination()
+    assert [(r.run_id, r.status) for r in st.results] == [(batch_run_id(qid, 6), "published")]
+    ids = ids_on_main(lh)
+    assert ids == sorted(landed) and len(ids) == len(set(ids)) == 35
+    runs = {r.run_id: r.status for r in lh.store.list(table="s.trips")}
+    assert runs == {batch_run_id(qid, b): "published" for b in (0, 3, 6)}
+    snaps = reader(lh).load_table(("s", "trips")).snapshots()
+    assert sorted(s.summary.get("wapflow.stream.batches", "") for s in snaps if s.summary.get("wapflow.run-id")) == [
+        "0-2",
+        "3-5",
+        "6-6",
+    ]
+
+
+def test_foreach_batch_publishes_two_tables_together_once_per_batch(lakehouse_factory, landing):
+    from pyspark.sql import functions as F
+
+    lh = lakehouse_factory({"s.trips": CHECKED, "s.totals": {"checks": [{"check": "not_null", "column": "total"}]}})
+    chk = landing.parent / "chk"
+
+    def each(tx: Any, df: Any, batch_id: int) -> None:
+        tx.write("s.trips", df)
+        tx.write("s.totals", df.agg(F.sum("fare").alias("total")).withColumn("batch", F.lit(batch_id)))
+
+    def query() -> tuple[str, Any]:
+        sink = wapflow.streams.foreach_batch(lh, each)
+        return str(_foreach_batch_query(lh, landing, chk, sink).id), sink
+
+    drop(landing, "a.parquet", range(1, 6))
+    qid, sink = query()
+    (res,) = sink.results
+    assert res.run_id == batch_run_id(qid, 0) and res.status == "published", res.message
+    assert ids_on_main(lh) == [1, 2, 3, 4, 5]
+    assert [(r["batch"], r["total"]) for r in main_rows(lh, "s.totals")] == [(0, 15.0)]
+    for t in ("trips", "totals"):
+        summary = reader(lh).load_table(("s", t)).current_snapshot().summary
+        assert summary["spark.sql.streaming.queryId"] == qid and summary["spark.sql.streaming.epochId"] == "0"
+
+    # The batch run again after its publish: the same transaction, already published, nothing written twice.
+    for f in ("0", ".0.crc"):
+        (chk / "commits" / f).unlink(missing_ok=True)
+    _, sink2 = query()
+    (replayed,) = sink2.results
+    assert replayed.run_id == res.run_id and replayed.status == "published", replayed.message
+    assert ids_on_main(lh) == [1, 2, 3, 4, 5] and len(main_rows(lh, "s.totals")) == 1
+
+    # A batch one table of which fails its checks: neither table published, the query stopped (exit 1).
+    drop(landing, "b.parquet", range(6, 11), null_fares=2)
+    st = wapflow.streams.start_stream_tables(
+        lh, files(lh.spark, landing), each, checkpoint=str(chk), trigger="available_now"
+    )
+    with pytest.raises(wapflow.StreamStopped) as e:
+        st.await_termination()
+    assert e.value.exit_code == 1 and e.value.batch_id == 1 and e.value.result.status == "blocked"
+    assert "s.trips, s.totals" in str(e.value)
+    assert ids_on_main(lh) == [1, 2, 3, 4, 5] and len(main_rows(lh, "s.totals")) == 1
+
+
+def test_streams_refuse_spark_connect_with_one_clear_error(tmp_path):
+    lh = wapflow.connect(warehouse=str(tmp_path / "wh"), master="sc://127.0.0.1:1", tables={"s.trips": CHECKED})
+    makers = (
+        lambda: wapflow.stream_to(lh, "s.trips"),
+        lambda: wapflow.streams.foreach_batch(lh, lambda tx, df, b: None),
+    )
+    for make in makers:
+        with pytest.raises(wapflow.UsageError) as e:
+            make()
+        assert e.value.exit_code == 2
+        assert "need a classic Spark session" in str(e.value) and "Spark Connect" in str(e.value)
