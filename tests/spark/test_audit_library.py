@@ -180,7 +180,7 @@ def test_bad_parameters_are_config_errors_naming_the_check(tmp_path):
     from wapflow.errors import ConfigError
 
     for body, words in [
-        ('{ check = "freshness", column = "a", max_age = "soon" }', ["duration 'soon'"]),
+        ('{ check = "freshness", column = "a", max_age = "soon" }', ["'soon' is not a duration"]),
         ('{ check = "row_count", min = 5, max = 1 }', ["greater than max"]),
         ('{ check = "not_null", column = "a", mostly = 1.5 }', ["mostly"]),
         ('{ check = "foreign_key", column = "a" }', ["missing required key 'table'"]),

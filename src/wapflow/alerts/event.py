@@ -6,25 +6,13 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.retry import retryable
 from wapflow.runs.store import RunRecord
 
-EventName = Literal[
-    "blocked",
-    "failed",
-    "retries_exhausted",
-    "quarantine_rate",
-    "file_failed",
-    "branch_kept",
-    "recovered",
-    "maintenance_failed",
-    "awaiting_review",
-    "review_expired",
-]
-
+# The events (wapflow.vocabulary.ALERT_EVENTS) as an alert titles them; "test" is `wap alerts test`'s.
 TITLES: dict[str, str] = {
     "blocked": "Run blocked by its audit",
     "failed": "Run failed",

@@ -17,7 +17,6 @@ How a check is computed, cheapest first (`CheckType.computed`):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from wapflow import vocabulary
 from wapflow.audit import sqlguard
 from wapflow.errors import ConfigError
 
@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 Scalar = bool | int | float | str
 Evidence = Literal["metadata", "write", "scan", "join"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)\s*$", re.IGNORECASE)
-_UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 def read_only(check: Callable[[str, str], None], text: str, what: str) -> str:
     """Layer 1 of the SQL guard, at declaration: a validation error, so wap.toml errors name the key.
@@ -59,11 +56,8 @@ def read_only(check: Callable[[str, str], None], text: str, what: str) -> str:
 
 
 def parse_duration(text: str) -> timedelta:
-    """'30m', '24h', '7d' as a timedelta (freshness's max_age), or ValueError naming the accepted units."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError(f"duration {text!r} is not like '30m', '24h', '7d' (units: s, m, h, d, w)")
-    return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2).lower()])
+    """'30m', '24h', '7d' as a timedelta (freshness's max_age): wapflow.vocabulary's one duration grammar."""
+    return timedelta(seconds=vocabulary.parse_duration(text))
 
 
 def first_line(e: BaseException) -> str:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from wapflow.audit.checktype import Evidence
+from wapflow.vocabulary import CheckStatus
 
-# quarantined: a row-level error check whose failing rows went to the quarantine table.
-Status = Literal["passed", "failed", "warned", "quarantined"]
+Status = CheckStatus  # passed | failed | warned | quarantined (wapflow.vocabulary)
 
 
 @dataclass

@@ -25,8 +25,7 @@ from datetime import UTC, datetime, timedelta
 from wapflow.lakehouse.lineage import picked_from
 from wapflow.lakehouse.model import Ref, Snapshot
 from wapflow.runs.store import RunRecord
-
-KEPT_STATUSES = ("blocked", "failed")
+from wapflow.vocabulary import KEPT_STATUSES
 
 
 @dataclass

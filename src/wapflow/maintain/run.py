@@ -64,10 +64,10 @@ from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
 from wapflow.spark import errors as spark_errors
 from wapflow.spark.kind import is_connect
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch
+from wapflow.vocabulary import MAINTAIN_BRANCH_PREFIX
 
 T = TypeVar("T")
 
-TEMP_BRANCH_PREFIX = "wap_maintain_"  # the compaction branch of one pass (dropped after it, or by the next pass)
 CONFLICT_ATTEMPTS = 6
 EXPIRE_CHUNK = 500  # snapshot ids per expiry commit: each commit holds the publish lock briefly
 ACTIONS = ("properties", "drop_branches", "compact", "rewrite_manifests", "expire_snapshots", "remove_orphans")
@@ -417,7 +417,7 @@ class TableMaintenance:
         from wapflow.service.tables import discard
 
         names = [b.name for b in self.lh.list_branches(self.t)]  # Nessie branches on Nessie
-        leftovers = [n for n in names if n.startswith(TEMP_BRANCH_PREFIX)]
+        leftovers = [n for n in names if n.startswith(MAINTAIN_BRANCH_PREFIX)]
         stale: list[tuple[str, Any]] = []
         if self.cfg.keep_blocked_for is not None:
             runs = {n: self.lh.store.by_branch(n) for n in names if n not in leftovers}
@@ -523,7 +523,7 @@ class TableMaintenance:
 
     def _compact_before_window(self, edge: int, args: str) -> Any:
         """Rewrite main's files as of `edge` on a branch of this pass, then swap the same files on main."""
-        branch = validate_branch(TEMP_BRANCH_PREFIX + self.pass_id)
+        branch = validate_branch(MAINTAIN_BRANCH_PREFIX + self.pass_id)
         self._short_commit(
             lambda: self.spark.sql(f"ALTER TABLE {self.ident} CREATE BRANCH {quote(branch)} AS OF VERSION {int(edge)}")
         )

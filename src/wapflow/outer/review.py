@@ -24,13 +24,14 @@ from wapflow.runs.alerts import AlertLog
 from wapflow.runs.store import RunRecord
 from wapflow.service.review import age_words, awaiting_runs, overdue, timed_out_reason
 from wapflow.service.runs import AWAITING_REVIEW
+from wapflow.vocabulary import REVIEW_EVENT, REVIEW_EXPIRED_EVENT
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.service.diff import SummaryDoc
 
-EVENT = "awaiting_review"
-EXPIRED = "review_expired"  # the alert after on_review_timeout = "reject" rejected a run
+EVENT = REVIEW_EVENT
+EXPIRED = REVIEW_EXPIRED_EVENT  # the alert after on_review_timeout = "reject" rejected a run
 TIMEOUT_BY = "wapflow"  # who rejects a run that waited too long (the run store's review_by)
 
 

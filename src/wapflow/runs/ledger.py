@@ -9,7 +9,7 @@ States: pending (seen, not yet run) -> claimed (by run X, owned by a process) ->
 | blocked (the audit said no; branch or report kept) | failed (terminal error, or retries used up) |
 awaiting_review (the audit passed, the table's `review` holds the run for a person) -> published
 (`wap approve`) | rejected (`wap reject`) | pending again (a split batch, a transient error, `wap retry`);
-skipped (`wap skip`); reverted (`wap revert`).
+skipped (`wap skip`); reverted (`wap revert`). The states are wapflow.vocabulary's.
 """
 
 from __future__ import annotations
@@ -19,22 +19,16 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import Any
 
 import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.runs.store import current_owner, owner_alive
 from wapflow.storage.files import FileIdentity
-
-FileState = Literal[
-    "pending", "claimed", "published", "blocked", "failed", "skipped", "reverted", "awaiting_review", "rejected"
-]
-FILE_STATES: tuple[str, ...] = get_args(FileState)
-# A file in one of these states is done: listing it again does nothing until `wap retry` (or, awaiting review,
-# until `wap approve` or `wap reject` decides its run).
-SETTLED = frozenset({"published", "blocked", "failed", "skipped", "reverted", "awaiting_review", "rejected"})
-
+from wapflow.vocabulary import FILE_STATES as FILE_STATES
+from wapflow.vocabulary import SETTLED as SETTLED
+from wapflow.vocabulary import FileState as FileState
 
 files_table = sa.Table(
     "wap_files",

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.runs.store import runs_table
+from wapflow.vocabulary import PUBLISHED as PUBLISHED
 
 if TYPE_CHECKING:
     from wapflow.audit.anomaly import History
@@ -35,9 +36,6 @@ metrics_table = sa.Table(
     sa.Column("run_at", sa.DateTime(timezone=True), nullable=False),  # when the run started (a snapshot: committed)
     sa.Index("ix_wap_metrics_series", "table_name", "metric", "column_name", "run_at"),
 )
-
-# The status of runs that are a table's history (and of backfilled rows, which have no run record).
-PUBLISHED = "published"
 
 
 @dataclass(frozen=True)

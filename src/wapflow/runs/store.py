@@ -17,11 +17,15 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
+from wapflow.vocabulary import APPROVED as APPROVED
+from wapflow.vocabulary import REJECTED as REJECTED
+from wapflow.vocabulary import Decision as Decision
+from wapflow.vocabulary import run_branch
 
 runs_table = sa.Table(
     "wap_runs",
@@ -104,12 +108,6 @@ def owner_alive(owner: dict[str, Any] | None) -> bool | None:
     return start is None or owner.get("start") in (None, start)
 
 
-# A person's decision on a run held for review (RunRecord.review).
-Decision = Literal["approved", "rejected"]
-APPROVED: Decision = "approved"
-REJECTED: Decision = "rejected"
-
-
 @dataclass
 class RunRecord:
     run_id: str
@@ -149,7 +147,7 @@ class RunRecord:
         """The command that completes this run exactly once (same run id, same files)."""
         files = [f["uri"] for f in self.file_ids] or self.files
         parts = ["wap", "run", self.table_name, *files, "--run-id", self.run_id]
-        if self.branch and self.branch != f"wap_{self.run_id}":
+        if self.branch and self.branch != run_branch(self.run_id):
             parts += ["--branch", self.branch]
         return shlex.join(parts)
 

@@ -10,9 +10,7 @@ from wapflow.errors import NotFound, UsageError
 from wapflow.runs.ledger import FILE_STATES, Ledger, LedgerRow, file_key
 from wapflow.storage.core import Storage
 from wapflow.storage.files import FileIdentity
-
-# What `wap retry` puts back in line: files whose outcome someone may want to change.
-RETRYABLE = ("blocked", "failed", "skipped", "reverted")
+from wapflow.vocabulary import RETRYABLE
 
 
 def list_files(
