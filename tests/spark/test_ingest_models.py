@@ -99,3 +99,22 @@ def test_a_model_table_without_checks_is_refused_before_any_file_is_claimed(lake
     assert e.value.exit_code == 2
     assert lh.ledger.rows("trips") == []  # nothing claimed, nothing recorded
     assert not reader.exists("nyc.trips")
+
+
+def test_wap_watch_runs_a_batch_and_its_models_as_one_durable_workflow(lakehouse_factory, landing, tmp_path):
+    from wapflow.config import WatchConfig
+    from wapflow.outer.watch import Watcher
+
+    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path, max_files_per_run=2)
+    lh.config.watch = WatchConfig(interval=0.5, worker="t1")
+    trips_file(landing, "a.parquet", rows=60)
+    trips_file(landing, "b.parquet", rows=60, start_id=500, seed=2)
+
+    res = Watcher(lh, ["trips"], once=True).run()
+    assert {f.state for f in res.files} == {"published"}, [f.reason for f in res.files]
+    assert len(reader.rows("nyc.trips")) == 120
+    positive = {r["trip_id"] for r in reader.rows("nyc.trips") if r["fare_amount"] > 0}
+    assert {r["trip_id"] for r in reader.rows("silver.trips")} == positive
+    assert sum(r["trips"] for r in reader.rows("gold.by_passengers")) == len(positive)
+    again = Watcher(lh, ["trips"], once=True).run()
+    assert again.files == []
