@@ -28,6 +28,8 @@ from wapflow.errors import ConfigError, did_you_mean
 from wapflow.spark.kind import is_connect_url
 from wapflow.sql.layout import Layout, layout_of, parse_partition_by, parse_sort_by
 from wapflow.storage.settings import SECRET_FIELDS, S3Config
+from wapflow.vocabulary import ALERT_EVENTS as ALERT_EVENTS
+from wapflow.vocabulary import parse_duration as parse_duration
 
 CONFIG_ENV = "WAP_CONFIG"
 # The user's word a table without checks publishes on (WapConfig.audit_consent), as reports say it.
@@ -136,25 +138,6 @@ class LakehouseConfig(_Strict):
                 "instead (the uri appears in error messages)"
             )
         return self
-
-
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-
-
-def parse_duration(value: str | float) -> float:
-    """Seconds of "7d", "36h", "1h30m", "90s" or a plain number of seconds."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if value < 0:
-            raise ValueError(f"{value!r} is negative")
-        return float(value)
-    text = str(value).strip().lower().replace(" ", "")
-    if re.fullmatch(r"\d+(?:\.\d+)?", text):
-        return float(text)
-    parts = _DURATION_PART.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise ValueError(f"{value!r} is not a duration (e.g. 90s, 30m, 1h, 7d, 2w, 1h30m)")
-    return sum(float(n) * _DURATION_UNITS[u] for n, u in parts)
 
 
 def _duration(v: Any) -> Any:
@@ -645,22 +628,8 @@ class WatchConfig(_Strict):
     stop_timeout: float = Field(default=120.0, ge=0)  # on SIGTERM/SIGINT: wait this long for running steps
 
 
-# Events an alert sink can be sent (docs/guides/alerts.md); a sink without `events` gets all of them.
-ALERT_EVENTS: tuple[str, ...] = (
-    "blocked",  # a run's audit blocked it
-    "failed",  # a run failed terminally (not a transient error a retry may clear)
-    "retries_exhausted",  # the outer loop gave up on a batch after max_attempts transient failures
-    "quarantine_rate",  # a published run quarantined more than [alerts] quarantine_rate_above of its rows
-    "file_failed",  # a file is `failed` in the ledger
-    "branch_kept",  # a kept branch is older than [alerts] branch_kept_days (`wap alerts check`)
-    "recovered",  # a run left by a dead process was resumed
-    "maintenance_failed",  # an action of `wap maintain` (or of `wap watch`'s maintenance) failed on a table
-    # a run is held for review (the table's `review`), with its warned checks, what publishing would change and
-    # the approve / reject commands; sent again once per `review_timeout` while it waits (on_review_timeout = "alert")
-    "awaiting_review",
-    # a held run rejected by wapflow because nobody decided within `review_timeout` (on_review_timeout = "reject")
-    "review_expired",
-)
+# Events an alert sink can be sent (wapflow.vocabulary.ALERT_EVENTS, each said there); a sink without `events`
+# gets all of them.
 SINK_TYPES = ("slack", "webhook")
 
 

@@ -30,6 +30,7 @@ from wapflow.pipeline.steps.publish import MAX_REAPPLY, held_for_review, mark_pu
 from wapflow.pipeline.steps.record import fail, result_of
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
+from wapflow.vocabulary import run_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -76,7 +77,7 @@ class MultiWapRun:
         _refuse_unknown_tables(lakehouse, names)
         self.lh = lakehouse
         self.run_id = validate_run_id(run_id) if run_id else new_run_id()
-        self.branch = validate_branch(branch) if branch else f"wap_{self.run_id}"
+        self.branch = validate_branch(branch) if branch else run_branch(self.run_id)
         # Per-table records need their own ids (the run store's key); the group id stays their prefix.
         self.runs = [
             Run(lakehouse, new_state(t, srcs, branch=self.branch, run_id=f"{self.run_id}-{i + 1}", no_checks=no_checks))

@@ -19,8 +19,8 @@ from wapflow.audit.anomaly import CHANGE_METRICS
 from wapflow.errors import NotFound, did_you_mean
 from wapflow.runs.metrics import PUBLISHED
 from wapflow.runs.store import RunRecord, RunStore, runs_table
-
-AWAITING_REVIEW = "awaiting_review"  # wapflow.pipeline.state's status (that module loads the lakehouse)
+from wapflow.vocabulary import AWAITING_REVIEW as AWAITING_REVIEW
+from wapflow.vocabulary import run_branch
 
 
 class RunRow(TypedDict):
@@ -333,7 +333,7 @@ def group_resume(group_id: str, members: list[RunRecord]) -> str | None:
     specs = [f"{m.table_name}={','.join([f['uri'] for f in m.file_ids] or m.files)}" for m in members]
     parts = ["wap", "run-tables", *specs, "--run-id", group_id]
     branch = members[0].branch
-    if branch and branch != f"wap_{group_id}":
+    if branch and branch != run_branch(group_id):
         parts += ["--branch", branch]
     return shlex.join(parts)
 
