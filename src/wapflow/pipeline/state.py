@@ -28,16 +28,11 @@ from wapflow.lakehouse.model import Snapshot
 from wapflow.runs.store import RunRecord
 from wapflow.sql.identifiers import TableName, validate_branch
 from wapflow.storage.files import FileIdentity, SkippedFile
+from wapflow.vocabulary import AWAITING_REVIEW as AWAITING_REVIEW
+from wapflow.vocabulary import HALTED as HALTED
+from wapflow.vocabulary import RUN_REJECTED as RUN_REJECTED
 
-# A run's outcome as people and exit codes see it; "running" until publish (or a failure) ends it.
-# awaiting_review: audited and passed, held before publish by the table's `review` setting until `wap approve`
-# (then running again, and published or blocked) or `wap reject` (rejected: its branch dropped).
-Status = Literal["running", "published", "blocked", "failed", "awaiting_review", "rejected"]
-# The statuses at which a run's steps stop (a replayed later step changes nothing).
-HALTED: frozenset[str] = frozenset({"published", "blocked", "failed", "awaiting_review", "rejected"})
-# The one status `wap approve` and `wap reject` act on, and the status `wap reject` leaves.
-AWAITING_REVIEW: Status = "awaiting_review"
-RUN_REJECTED: Status = "rejected"
+# A run's statuses (HALTED: those at which its steps stop) are wapflow.vocabulary's; imported here for the steps.
 # The steps, in order; RunState.done lists the ones that completed.
 Step = Literal["prepare", "write", "audit", "publish"]
 STEPS: tuple[Step, ...] = ("prepare", "write", "audit", "publish")

@@ -30,6 +30,7 @@ from wapflow.runs.store import APPROVED, RunRecord
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity, SkippedFile
+from wapflow.vocabulary import quarantine_table_name, run_branch, staging_table_name
 
 _CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
 
@@ -53,12 +54,12 @@ FRAME_FORMAT = "dataframe"
 
 def quarantine_of(table: TableName) -> TableName:
     """Where rows failing a table's row-level checks go under on_row_failure = "quarantine"."""
-    return TableName(table.namespace, f"{table.name}__quarantine")
+    return TableName(table.namespace, quarantine_table_name(table.name))
 
 
 def staging_of(table: TableName, run_id: str) -> TableName:
     """Where a run's batch waits under schema = "add_columns" until publish (its new columns are not on main)."""
-    return TableName(table.namespace, f"{table.name}__wap_{run_id}")
+    return TableName(table.namespace, staging_table_name(table.name, run_id))
 
 
 class Run:
@@ -103,7 +104,7 @@ class Run:
         for f in fields(RunState):
             # A copy: the step's working values never reach back into the state it was given.
             setattr(self, f.name, hydration(f).load(copy.deepcopy(getattr(state, f.name))))
-        self.branch = state.branch or f"wap_{state.run_id}"  # validated by prepare
+        self.branch = state.branch or run_branch(state.run_id)  # validated by prepare
         # Rebuilt by each step, never part of the state.
         self.inputs: SparkInputs | None = None
         self._sandbox: Any = None
