@@ -31,6 +31,7 @@ from wapflow.storage.files import FileIdentity, SkippedFile
 from wapflow.vocabulary import AWAITING_REVIEW as AWAITING_REVIEW
 from wapflow.vocabulary import HALTED as HALTED
 from wapflow.vocabulary import RUN_REJECTED as RUN_REJECTED
+from wapflow.writing.plan import WriteOutcome
 
 # A run's statuses (HALTED: those at which its steps stop) are wapflow.vocabulary's; imported here for the steps.
 # The steps, in order; RunState.done lists the ones that completed.
@@ -123,6 +124,11 @@ class RunState:
     created_table: bool = False
     opened_branch: bool = False  # Nessie: this run created its catalog branch
     observed: dict[str, Any] | None = None  # audit metrics computed by the write job itself
+    # What the write did (its case, mode, rows, commit): the audit and publish read it, not the write mode.
+    # None before the write, and in a state stored by an older wapflow (Run.outcome derives it then).
+    write_outcome: dict[str, Any] | None = field(
+        metadata=_hydrated(WriteOutcome.from_dict, WriteOutcome.to_dict), default=None
+    )
     # audit
     report: dict[str, Any] | None = field(
         metadata=_hydrated(lambda d: report_from_data(d), lambda r: report_to_data(r)), default=None

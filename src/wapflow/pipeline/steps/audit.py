@@ -24,7 +24,8 @@ from wapflow.pipeline.steps.record import unexpected
 from wapflow.runs.metrics import MetricHistory
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, quote
-from wapflow.writing.modes import Changes, WriteMode, changes_result, write_mode
+from wapflow.writing.modes import Changes, WriteMode, changes_result
+from wapflow.writing.plan import WriteOutcome
 
 
 def _tables_in_sql(sql: str, catalog: str | None = None) -> set[TableName]:
@@ -59,25 +60,17 @@ def audit(run: Run) -> AuditReport:
     if not run.branch_as_recorded():
         return AuditReport(rows=0, checks=[])  # the state is older than the branch: write goes first again
     tables = run.lh.tables
-    mode = write_mode(run.table_cfg)
-    with run.timer("audit"), _batch_inputs(run, mode):
+    written = run.outcome()  # what the write did: a change or an append, its rows, its commit
+    with run.timer("audit"), _batch_inputs(run, written):
         changes: Changes | None = None
-        if run.staging is not None:
-            run.record.branch_snapshot_id = tables.head(run.staging)
-            run.record.rows_written = tables.row_count(run.staging)
-        else:
-            run.record.branch_snapshot_id = run.run_snapshots[-1].snapshot_id
-            if mode.reapplies or any(c.check == "max_change" for c in run.checks):
-                # Only where something reads it: an append's metadata read here failed in a DBOS-resumed audit
-                # (tests/process/test_watch_kill.py), and nothing else of an append needs it.
-                changes = run_changes(run, mode)
-            # A merge's or replace's commit counts the rows its copy-on-write files copied too: the change says.
-            run.record.rows_written = (
-                changes.written
-                if changes is not None and mode.reapplies
-                else sum(s.added_records for s in run.run_snapshots)
-            )
-        quarantined = sum(s.added_records for s in run.q_snapshots)
+        run.record.branch_snapshot_id = written.snapshot_id
+        if not written.staged and (written.change or any(c.check == "max_change" for c in run.checks)):
+            # An append's only where something reads it: its metadata read here failed in a DBOS-resumed audit
+            # (tests/process/test_watch_kill.py), and nothing else of an append needs it.
+            changes = run_changes(run, written)
+        # A merge's or replace's commit counts the rows its copy-on-write files copied too: the change says.
+        run.record.rows_written = written.rows_written
+        quarantined = written.rows_quarantined
         history = MetricHistory(run.lh.store.engine)
         file_metrics = _once(lambda: _file_metrics(run))
         added = None
@@ -113,7 +106,7 @@ def audit(run: Run) -> AuditReport:
                 ),
                 last_schema=lambda: history.last_published_schema(run.target.dotted),
                 run_at=run.record.started_at,
-                table_after=_table_after(run, mode),
+                table_after=_table_after(run, written),
                 batch_of=_sibling_batches(run),
             )
             try:
@@ -123,13 +116,14 @@ def audit(run: Run) -> AuditReport:
             except Exception as e:
                 raise unexpected(e, run.run_id, "audit", f"auditing {run.target}") from e
             _apply_quarantine(run, quarantined)
-        if mode.reapplies and changes is not None:
+        if written.change and changes is not None:
+            mode = written.applied_mode(run.table_cfg)
             run.report.checks.append(changes_result(mode, changes, change_keys(run, mode)))
         history.record(
             run.run_id,
             run.target.dotted,
             run.record.started_at,
-            batch_metrics(run.report, file_metrics(), changes if mode.reapplies else None, added),
+            batch_metrics(run.report, file_metrics(), changes if written.change else None, added),
         )
         run.report.schema_changes = list(run.schema_changes)
         run.record.checks = [c.to_dict() for c in run.report.checks]
@@ -159,9 +153,9 @@ def unchecked_result(word: str) -> CheckResult:
 
 
 @contextmanager
-def _batch_inputs(run: Run, mode: WriteMode) -> Iterator[None]:
+def _batch_inputs(run: Run, written: WriteOutcome) -> Iterator[None]:
     """A merge or replace audits its batch read again from the files: they stay linked for Spark meanwhile."""
-    if not mode.reapplies or run.inputs is not None or not run.run_snapshots:
+    if not written.change or run.inputs is not None or not run.run_snapshots:
         yield
         return
     run.inputs = SparkInputs(run.files)
@@ -172,12 +166,13 @@ def _batch_inputs(run: Run, mode: WriteMode) -> Iterator[None]:
         run.inputs = None
 
 
-def run_changes(run: Run, mode: WriteMode) -> Changes:
-    """The run's change from its commits' summaries, and main's rows at its base (metadata only)."""
-    snaps = run.wt().snapshots(run.target)
-    base = snaps.get(run.base) if run.base is not None else None
-    main_rows = int(base.summary.get("total-records", "0") or 0) if base is not None else 0
-    return mode.changes([s.summary for s in run.run_snapshots], main_rows)
+def run_changes(run: Run, written: WriteOutcome) -> Changes:
+    """The run's change: a merge's or replace's as its write counted it, or an append's rows against main's
+    rows at its base (metadata only)."""
+    counts = written.change_counts
+    if counts is not None:
+        return counts
+    return Changes(rows_inserted=written.rows_added, main_rows=run.main_rows_at_base())
 
 
 def change_keys(run: Run, mode: WriteMode) -> list[dict[str, Any]]:
@@ -223,10 +218,11 @@ def added_rows(run: Run) -> Any:
     tables = run.wt()
     if run.staging is not None:
         return tables.read(run.staging)
-    mode = write_mode(run.table_cfg)
-    if mode.reapplies:
+    written = run.outcome()
+    if written.change:
         from wapflow.pipeline.steps.write import batch_of
 
+        mode = written.applied_mode(run.table_cfg)
         return mode.audited(mode.source(batch_of(run)))
     head = run.run_snapshots[-1].snapshot_id
     added = tables.read_increment(run.target, run.base, head)
@@ -259,10 +255,10 @@ def _sibling_batches(run: Run) -> Callable[[TableName], Any] | None:
     return batch
 
 
-def _table_after(run: Run, mode: WriteMode) -> Callable[[], Any] | None:
+def _table_after(run: Run, written: WriteOutcome) -> Callable[[], Any] | None:
     """The run's table on its branch after a write that changed rows in place (a merge): `unique` looks up
     there the keys the batch touched."""
-    if not mode.keys_after_write or run.staging is not None or not run.run_snapshots:
+    if not written.keys_after_write or run.staging is not None or not run.run_snapshots:
         return None
     return lambda: run.wt().read(run.target, run.ref())
 
@@ -300,7 +296,7 @@ def batch_metrics(
 
 
 def _file_metrics(run: Run) -> FileMetrics | None:
-    if run.staging is not None or run.q_snapshots or not run.run_snapshots or write_mode(run.table_cfg).reapplies:
+    if run.staging is not None or run.q_snapshots or not run.run_snapshots or run.outcome().change:
         return None
     try:
         metrics: FileMetrics | None = run.wt().added_file_metrics(
@@ -365,8 +361,8 @@ def recheck_main(run: Run) -> None:
     where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
     run.lh.progress(f"main moved since the audit ({where}): re-checking {len(idx)} check(s)")
     view = run.lh.branches.audit_view(run.target, run.branch, run.base, _group_tables(run))
-    mode = write_mode(run.table_cfg)
-    with _batch_inputs(run, mode):
+    written = run.outcome()
+    with _batch_inputs(run, written):
         added = added_rows(run)
         sub = AuditPlan(
             [run.checks[i] for i in idx], added.columns, table=run.target.dotted, key=run.table_cfg.sample_key()
@@ -377,7 +373,7 @@ def recheck_main(run: Run) -> None:
             history=lambda: _history(run),
             branch_sql=view.branch_sql,
             run_at=run.record.started_at,
-            changes=run_changes(run, mode).to_dict() if run.run_snapshots else None,
+            changes=run_changes(run, written).to_dict() if run.run_snapshots else None,
         )
         try:
             again = evaluate(sub, added, ctx=ctx)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -24,13 +24,15 @@ from wapflow.errors import WapError
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import lineage
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.model import Snapshot
+from wapflow.lakehouse.model import DELETED_RECORDS, TOTAL_RECORDS, Snapshot
 from wapflow.pipeline.state import RunState, hydration
 from wapflow.runs.store import APPROVED, RunRecord
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity, SkippedFile
 from wapflow.vocabulary import quarantine_table_name, run_branch, staging_table_name
+from wapflow.writing.modes import WriteMode, write_mode
+from wapflow.writing.plan import WriteOutcome, Written
 
 _CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
 
@@ -93,6 +95,7 @@ class Run:
     created_table: bool
     opened_branch: bool  # Nessie: this run created its branch (a failed write then deletes it)
     observed: dict[str, Any] | None
+    write_outcome: WriteOutcome | None  # what the write did: read through outcome()
     report: AuditReport | None
     main_heads: dict[str, int | None]  # main's head per table as main-dependent checks read it
     published_via: str | None
@@ -216,6 +219,7 @@ class Run:
         run on main already (nothing twice)."""
         self.done = ["prepare"]
         self.base, self.run_snapshots, self.report, self.observed, self.main_heads = None, [], None, None, {}
+        self.write_outcome = None
         self.q_base, self.q_snapshots = None, []
         # The table may be shared by now (others published into it): a failed re-write must never drop it.
         self.created_table = False
@@ -223,6 +227,51 @@ class Run:
         self.record.base_snapshot_id = self.record.branch_snapshot_id = None
         self.rewound = True
         self.save()
+
+    def outcome(self) -> WriteOutcome:
+        """What the write did: the audit and publish read it instead of asking the write mode again. A state
+        stored by a wapflow whose write did not record it gets it here, from the run's snapshots and its table's
+        mode (as those steps derived it then)."""
+        if self.write_outcome is None:
+            self.write_outcome = self.outcome_of("resumed", write_mode(self.table_cfg))
+        return self.write_outcome
+
+    def outcome_of(self, case: Written, mode: WriteMode) -> WriteOutcome:
+        """The outcome of a write of `mode` that ended as `case`, from what the run's state holds now (its
+        snapshots, or its staging table). A change's counts come from its commits' summaries and main's rows
+        at its base (metadata only)."""
+        base = WriteOutcome(case, mode.name, mode.reapplies, keys_after_write=mode.keys_after_write)
+        if case == "blocked":
+            return base
+        if self.staging is not None:
+            tables = self.lh.tables
+            on_main = {f.name.lower() for f in tables.schema(self.target).fields}
+            new = tuple(f.name for f in tables.schema(self.staging).fields if f.name.lower() not in on_main)
+            return replace(
+                base,
+                snapshot_id=tables.head(self.staging),
+                rows_added=tables.row_count(self.staging),
+                staged=True,
+                staged_columns=new,
+            )
+        mine = self.run_snapshots
+        changes = None
+        if mode.reapplies and mine:
+            changes = mode.changes([s.summary for s in mine], self.main_rows_at_base()).to_dict()
+        return replace(
+            base,
+            snapshot_id=mine[-1].snapshot_id if mine else None,
+            rows_added=sum(s.added_records for s in mine),
+            rows_deleted=sum(int(s.summary.get(DELETED_RECORDS, "0") or 0) for s in mine),
+            rows_quarantined=sum(s.added_records for s in self.q_snapshots),
+            changes=changes,
+        )
+
+    def main_rows_at_base(self) -> int:
+        """Rows main held at the snapshot the run's branch started from (metadata only; 0 without a base)."""
+        snaps = self.wt().snapshots(self.target)
+        base = snaps.get(self.base) if self.base is not None else None
+        return int(base.summary.get(TOTAL_RECORDS, "0") or 0) if base is not None else 0
 
     def branch_as_recorded(self) -> bool:
         """Whether the run's branch still holds exactly the snapshots its state records. A state handed over

@@ -17,7 +17,7 @@ from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.pipeline.steps.audit import NO_CHECKS, recheck_main
 from wapflow.pipeline.steps.context import Run
 from wapflow.runs.store import APPROVED
-from wapflow.writing.modes import Changes, write_mode
+from wapflow.writing.modes import Changes
 
 # A merge or replace re-applied this many times on a main that kept moving fails as a transient conflict.
 MAX_REAPPLY = 3
@@ -133,14 +133,14 @@ def slices(run: Run) -> list[RunSlice]:
     out = []
     if run.quarantine is not None and run.wt().exists(run.quarantine):
         out.append(RunSlice(run.quarantine, run.q_base, tuple(run.q_snapshots), props))
-    reapplies = write_mode(run.table_cfg).reapplies
-    out.append(RunSlice(run.target, run.base, tuple(run.run_snapshots), props, cherry_pick=not reapplies))
+    change = run.outcome().change  # a merge or replace runs again on a moved main: never cherry-picked
+    out.append(RunSlice(run.target, run.base, tuple(run.run_snapshots), props, cherry_pick=not change))
     return out
 
 
 def _main_moved_under_change(run: Run) -> bool:
     """A merge or replace whose branch no longer starts at main's head (another run published meanwhile)."""
-    if run.staging is not None or not run.run_snapshots or not write_mode(run.table_cfg).reapplies:
+    if run.staging is not None or not run.run_snapshots or not run.outcome().change:
         return False
     tables = run.lh.tables
     if not tables.exists(run.target):  # a table the run created on its Nessie branch: main has none to move
@@ -154,15 +154,15 @@ def _rewind(run: Run) -> None:
     and the state returns to just after prepare, so write applies the change to a fresh branch of the new
     main, and audit judges that change. Bounded: a main that keeps moving fails the run as a transient
     conflict (a retry with the same run id starts over)."""
-    mode = write_mode(run.table_cfg)
+    mode = run.outcome().mode
     if run.reapplied >= MAX_REAPPLY:
         raise CommitConflict(
-            f"main of {run.target} moved during each of {run.reapplied + 1} attempts to publish this {mode.name}",
+            f"main of {run.target} moved during each of {run.reapplied + 1} attempts to publish this {mode}",
             hint=f"retry the run (`wap run ... --run-id {run.run_id}`) when fewer runs publish to the table",
         )
     run.lh.progress(
         f"main of {run.target} moved since {run.lh.branches.describe(run.branch)} was made: applying the "
-        f"{mode.name} again on a fresh branch of main"
+        f"{mode} again on a fresh branch of main"
     )
     run.lh.branches.discard(run.branch, run.run_tables())
     run.reapplied += 1
@@ -184,7 +184,7 @@ def mark_published(run: Run, snapshot_id: int | None, via: str) -> None:
     change = next((c for c in run.report.checks if c.check == "changes"), None)
     what = f"{run.record.rows_written} row(s) to {run.target}"
     if change is not None and isinstance(change.observed, dict):
-        what = f"the {run.table_cfg.mode} of {run.target}: {Changes.from_dict(change.observed).describe()}"
+        what = f"the {run.outcome().mode} of {run.target}: {Changes.from_dict(change.observed).describe()}"
     again = f" (applied again {run.reapplied} time(s): main moved)" if run.reapplied else ""
     run.message = f"published {what}{again}" + (f" with {warned} warning(s)" if warned else "")
     unchecked = next((c for c in run.report.checks if c.check == NO_CHECKS), None)

@@ -5,6 +5,8 @@ and a failed write leaves nothing behind."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from wapflow.audit.checks import QUARANTINE_COLUMN, AuditPlan, validate_checks
@@ -20,6 +22,7 @@ from wapflow.pipeline.steps.context import Run
 from wapflow.spark import errors as spark_errors
 from wapflow.writing.input_errors import input_error_from_spark
 from wapflow.writing.modes import WriteMode, write_mode
+from wapflow.writing.plan import WriteCase, WriteFacts, WritePlan, plan_write
 from wapflow.writing.read import read_batch
 from wapflow.writing.schema import ContractViolation, apply_contract
 
@@ -53,141 +56,175 @@ def write(run: Run) -> None:
         run.inputs = None
 
 
+@dataclass
+class _Batch:
+    """The batch as the write applies it: read, under the table's schema contract, validated against the
+    table's mode (whose instance knows what problems() found) and layout."""
+
+    df: Any
+    mode: WriteMode
+    layout: Any
+    fit: adopt.Adoptable | str | None = None  # adopt.check's answer, once the plan's facts are read
+
+
 def _write(run: Run) -> None:
-    branches = run.lh.branches
+    """Resume, or: prepare the batch (or block it), settle the table, plan the write once, run its case's
+    strategy; the outcome goes into the run's state for the audit and publish."""
     with run.timer("write"):
         # A sandbox spanning the catalog (Nessie) exists before anything, table creation included, happens in it.
-        run.opened_branch = branches.open(run.branch)
-        tables = run.wt()
-        exists = tables.exists(run.target)
-        if exists and not run.opened_branch and _resume(run):
-            return
-        assert run.fmt is not None  # set by prepare
-        if not run.frame:
-            run.lh.progress(f"reading {len(run.files)} file(s) as {run.fmt}")
+        run.opened_branch = run.lh.branches.open(run.branch)
+        exists = run.wt().exists(run.target)
         mode = write_mode(run.table_cfg)
-        try:
-            table_schema = tables.schema(run.target) if exists else None
-            if table_schema is not None:
-                mode.validate_table(run.target.dotted, table_schema.fieldNames())
-            df = _batch(run, table_schema)
-            if table_schema is not None:
-                contract = apply_contract(
-                    df,
-                    table_schema,
-                    table=run.target.dotted,
-                    policy=run.table_cfg.schema_policy,
-                    files=run.record.files,
-                )
-                df, run.new_columns = contract.df, contract.new_columns
-                run.schema_changes = contract.report()
-                for note in run.schema_changes:
-                    run.lh.progress(note)
-            else:
-                df.schema  # noqa: B018 - forces schema inference so unreadable files fail before any DDL
-        except ContractViolation as e:
-            # The batch does not fit the table's schema contract: an audit outcome, decided before
-            # anything is written (blocked, exit 1), not a failure to read the files.
-            _block_on_schema(run, e)
+        if exists and not run.opened_branch and _resume(run):
+            run.write_outcome = run.outcome_of("resumed", mode)
             return
-        except WapError:
-            raise
+        batch = _prepared(run, mode, exists)
+        if batch is None:
+            return  # blocked before anything was written (the outcome says so)
+        _settle_table(run, batch, exists)
+        try:
+            plan = plan_write(_facts(run, batch))
         except Exception as e:
+            _undo_write(run)
             raise _classify(run, e) from e
-        validate_checks(
-            run.checks,
-            df,
-            table=run.target.dotted,
-            table_exists=tables.exists,
-            table_columns=lambda t: tables.schema(t).fieldNames(),
-        )
-        run.plan = AuditPlan.for_batch(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
-        # partition_by / sort_by against the batch's columns: a config error before any table or row changes.
-        layout = table_layout.for_batch(run.table_cfg.layout(), df.schema, run.target, run.new_columns, run.lh.progress)
-        mode.validate(df, run.target.dotted)
-        blocked = mode.problems(df)
-        if blocked:
-            # NULL or duplicate merge keys, rows outside replace_where: an audit outcome, before any write.
-            _block_before_write(run, blocked, f"the batch cannot be applied to {run.target} as mode {mode.name}")
-            return
-        if not exists:
-            run.lh.progress(f"creating table {run.target}" + (f" ({layout.describe()})" if layout.describe() else ""))
-            try:
-                tables.ensure_namespace(run.target)
-            except Exception:
-                # Two runs creating one namespace at once: the loser's insert fails, the namespace is there.
-                if not tables.namespace_exists(run.target):
-                    raise
-            try:
-                tables.create_like(run.target, df, *table_layout.creation(layout))
-            except Exception as e:
-                if created_meanwhile(e):
-                    # Another run created it since this one looked: a retry writes into it (under its contract).
-                    raise CommitConflict(
-                        f"{run.target} was created by another run at the same time",
-                        hint="retry: the run then writes into the table that now exists",
-                    ) from e
-                raise
-            run.created_table = True
-            crash_point("write:table-created")
+        if plan.note:
+            run.lh.progress(plan.note)
+        STRATEGIES[plan.case](run, plan, batch)
+        run.write_outcome = run.outcome_of(plan.case, mode)
+
+
+def _prepared(run: Run, mode: WriteMode, exists: bool) -> _Batch | None:
+    """The batch read and validated, before anything is written; None when it is blocked (an audit outcome)."""
+    tables = run.wt()
+    assert run.fmt is not None  # set by prepare
+    if not run.frame:
+        run.lh.progress(f"reading {len(run.files)} file(s) as {run.fmt}")
+    try:
+        table_schema = tables.schema(run.target) if exists else None
+        if table_schema is not None:
+            mode.validate_table(run.target.dotted, table_schema.fieldNames())
+        df = _batch(run, table_schema, mode.reapplies)
+        if table_schema is not None:
+            contract = apply_contract(
+                df,
+                table_schema,
+                table=run.target.dotted,
+                policy=run.table_cfg.schema_policy,
+                files=run.record.files,
+            )
+            df, run.new_columns = contract.df, contract.new_columns
+            run.schema_changes = contract.report()
+            for note in run.schema_changes:
+                run.lh.progress(note)
+        else:
+            df.schema  # noqa: B018 - forces schema inference so unreadable files fail before any DDL
+    except ContractViolation as e:
+        # The batch does not fit the table's schema contract: an audit outcome, decided before
+        # anything is written (blocked, exit 1), not a failure to read the files.
+        _block_on_schema(run, e, mode)
+        return None
+    except WapError:
+        raise
+    except Exception as e:
+        raise _classify(run, e) from e
+    validate_checks(
+        run.checks,
+        df,
+        table=run.target.dotted,
+        table_exists=tables.exists,
+        table_columns=lambda t: tables.schema(t).fieldNames(),
+    )
+    run.plan = AuditPlan.for_batch(run.checks, df.columns, table=run.target.dotted, key=run.table_cfg.sample_key())
+    # partition_by / sort_by against the batch's columns: a config error before any table or row changes.
+    layout = table_layout.for_batch(run.table_cfg.layout(), df.schema, run.target, run.new_columns, run.lh.progress)
+    mode.validate(df, run.target.dotted)
+    blocked = mode.problems(df)
+    if blocked:
+        # NULL or duplicate merge keys, rows outside replace_where: an audit outcome, before any write.
+        _block_before_write(run, blocked, f"the batch cannot be applied to {run.target} as mode {mode.name}", mode)
+        return None
+    return _Batch(df, mode, layout)
+
+
+def _settle_table(run: Run, batch: _Batch, exists: bool) -> None:
+    """The table as every case writes into it: created (a new table), its layout evolved, its mode checked
+    against it, and new columns added inside a sandbox that isolates schema changes (a Nessie branch)."""
+    tables, branches, layout = run.wt(), run.lh.branches, batch.layout
+    if not exists:
+        run.lh.progress(f"creating table {run.target}" + (f" ({layout.describe()})" if layout.describe() else ""))
         try:
-            table_layout.evolve(tables, run.target, layout, run.lh.progress)  # a table-level change: see its module
-            mode.check_table(run.lh.spark, tables.ident(run.target), run.target.dotted)
+            tables.ensure_namespace(run.target)
         except Exception:
-            _undo_write(run)  # a table this run created goes (with a sandbox it opened); nothing else was written
+            # Two runs creating one namespace at once: the loser's insert fails, the namespace is there.
+            if not tables.namespace_exists(run.target):
+                raise
+        try:
+            tables.create_like(run.target, batch.df, *table_layout.creation(layout))
+        except Exception as e:
+            if created_meanwhile(e):
+                # Another run created it since this one looked: a retry writes into it (under its contract).
+                raise CommitConflict(
+                    f"{run.target} was created by another run at the same time",
+                    hint="retry: the run then writes into the table that now exists",
+                ) from e
             raise
-        if run.new_columns and branches.add_columns(run.target, run.branch, run.new_columns):
-            # The sandbox isolates schema changes too (a Nessie branch): main keeps its schema, no staging.
-            run.lh.progress(f"added column(s) {', '.join(f.name for f in run.new_columns)} on branch {run.branch}")
-            run.new_columns = []
-        if run.new_columns:
-            _write_staged(run, df)
-            return
-        run.base = branches.create(run.target, run.branch)
+        run.created_table = True
+        crash_point("write:table-created")
+    try:
+        table_layout.evolve(tables, run.target, layout, run.lh.progress)  # a table-level change: see its module
+        batch.mode.check_table(run.lh.spark, tables.ident(run.target), run.target.dotted)
+    except Exception:
+        _undo_write(run)  # a table this run created goes (with a sandbox it opened); nothing else was written
+        raise
+    if run.new_columns and branches.add_columns(run.target, run.branch, run.new_columns):
+        # The sandbox isolates schema changes too (a Nessie branch): main keeps its schema, no staging.
+        run.lh.progress(f"added column(s) {', '.join(f.name for f in run.new_columns)} on branch {run.branch}")
+        run.new_columns = []
+
+
+def _facts(run: Run, batch: _Batch) -> WriteFacts:
+    """What the plan is decided from (reads only: the batch's schema, the table's metadata, the files' footers)."""
+    mode, df = batch.mode, batch.df
+    assert run.plan is not None  # built by _prepared
+    fit = batch.fit = adopt.check(run, mode, df)
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    return WriteFacts(
+        mode=mode.name,
+        change=mode.reapplies,
+        keys_after_write=mode.keys_after_write,
+        new_columns=tuple(f.name for f in run.new_columns),
+        quarantine=run.quarantine is not None and run.plan.quarantinable,
+        adoptable=isinstance(fit, adopt.Adoptable),
+        not_adopted=fit if isinstance(fit, str) else None,
+        checks=bool(run.checks),
+        counts_only=run.plan.counts_only(bounds=types),
+        fmt=run.fmt,
+        adopt_parquet=run.table_cfg.adopt_parquet,
+        reapplied=run.reapplied,
+    )
+
+
+# --- one strategy per case (writing.plan) --------------------------------------------------------------------
+
+Strategy = Callable[[Run, WritePlan, _Batch], None]
+# A case written on the run's branch: returns the Observation its job filled (None: nothing observed there).
+_OnBranch = Callable[[Run, WritePlan, _Batch], Any]
+
+
+def _on_branch(body: _OnBranch) -> Strategy:
+    """A case that writes on the run's branch: the branch made from main (its base saved first, so a resumed
+    run finds it), the case's commits, and after them the run's snapshots and what the write observed; a
+    failed write leaves nothing behind."""
+
+    def strategy(run: Run, plan: WritePlan, batch: _Batch) -> None:
+        run.base = run.lh.branches.create(run.target, run.branch)
         run.record.base_snapshot_id = run.base
         run.save()
         crash_point("write:branch-created")
-        if mode.reapplies:
-            _write_change(run, df, mode)
-            return
-        run.lh.progress(f"writing to branch {run.branch}")
-        observation = None
-        from pyspark.sql import Observation
-
-        if run.checks:
-            # Row-level checks are computed by the write job itself: auditing them costs no extra scan.
-            observation = Observation(f"wap_audit_{run.run_id}")
         started = time.time()
         run.observed = None
         try:
-            if run.quarantine is not None and run.plan.quarantinable:
-                _write_split(run, df, mode, observation)
-            elif (
-                isinstance(fit := adopt.check(run, mode, df), adopt.Adoptable)
-                and (how := adopt.adopt(run, fit, df, observation)) is not None
-            ):
-                # The landed parquet files are the table's rows as they are: copied, not rewritten.
-                if how == "decoded":
-                    observation = None  # Arrow decoded them here; run.observed holds their row count
-            else:
-                if (
-                    isinstance(fit, str)
-                    and run.fmt == "parquet"
-                    and run.table_cfg.adopt_parquet
-                    and mode.name == "append"
-                ):
-                    run.lh.progress(f"rewriting the rows (the files are not adopted as they are: {fit})")
-                # Iceberg measures the files Spark writes (bounds and NaN counts): they settle a passing between or
-                # accepted_values on a column of numbers, so a blocking one is not observed (audit.checks).
-                types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
-                if observation is not None and run.plan.counts_only(bounds=types):
-                    observation = None  # the audit takes the count from the commit, and the rest from metadata
-                elif observation is not None and run.fmt == "parquet":
-                    # An Observation serves one query: a scan for adoption that fell back may have used it.
-                    observation = Observation(f"wap_audit_{run.run_id}_write")
-                # An append: the audit reads its files' Iceberg counts, so what they answer is not observed.
-                out = df.observe(observation, *run.plan.observable(counted=True, bounds=types)) if observation else df
-                run.write_options(out.writeTo(branches.write_target(run.target, run.branch))).append()
+            observation = body(run, plan, batch)
         except Exception as e:
             _undo_write(run, since=started)
             raise _classify(run, e) from e
@@ -201,29 +238,106 @@ def _write(run: Run) -> None:
                 # Never trust metrics that do not describe exactly the rows committed: re-scan instead.
                 run.observed = None
 
+    strategy.__name__ = body.__name__
+    strategy.__doc__ = body.__doc__
+    return strategy
 
-def _write_change(run: Run, df: Any, mode: WriteMode) -> None:
-    """Merge or replace: the table's write mode applies the batch to the run's branch in one commit that
-    carries the run's snapshot properties (a resumed write finds it: write.modes)."""
+
+def _observation(run: Run, suffix: str = "") -> Any:
+    """Row-level checks computed by the write job itself: auditing them costs no extra scan."""
+    from pyspark.sql import Observation
+
+    return Observation(f"wap_audit_{run.run_id}{suffix}")
+
+
+def _change(run: Run, plan: WritePlan, batch: _Batch) -> Any:
+    """Merge or replace (applied again on a fresh branch when main moved): the table's write mode applies the
+    batch in one commit that carries the run's snapshot properties (a resumed write finds it: write.modes);
+    with a quarantine, its failing changes go to the quarantine table's branch first."""
+    mode = batch.mode
     run.lh.progress(f"{mode.name} into branch {run.branch}")
-    target = run.lh.branches.write_target(run.target, run.branch)
-    started = time.time()
+    if plan.quarantine:
+        _split(run, mode.source(batch.df), mode, None)
+    else:
+        target = run.lh.branches.write_target(run.target, run.branch)
+        mode.write(run.lh.spark, mode.source(batch.df), target, run.snapshot_properties())
+    return None
+
+
+def _quarantine_split(run: Run, plan: WritePlan, batch: _Batch) -> Any:
+    """An append whose rows failing the row checks go to the quarantine table's branch."""
+    run.lh.progress(f"writing to branch {run.branch}")
+    observation = _observation(run) if plan.observe else None
+    _split(run, batch.df, batch.mode, observation)
+    return observation
+
+
+def _adopt(run: Run, plan: WritePlan, batch: _Batch) -> Any:
+    """The landed parquet files are the table's rows as they are: copied, not rewritten (adopt). A file that
+    changed since it was listed: the rows are rewritten (the append plan) instead."""
+    run.lh.progress(f"writing to branch {run.branch}")
+    fit = batch.fit
+    assert isinstance(fit, adopt.Adoptable), fit  # the plan's fact
+    observation = _observation(run) if plan.observe else None
+    how = adopt.adopt(run, fit, batch.df, observation)
+    if how is None:
+        assert plan.fallback is not None
+        return _rewrite(run, plan.fallback, batch)
+    # "decoded": Arrow decoded them here, and run.observed holds their row count.
+    return None if how == "decoded" else observation
+
+
+def _append(run: Run, plan: WritePlan, batch: _Batch) -> Any:
+    """A Spark append of the batch to the run's branch."""
+    run.lh.progress(f"writing to branch {run.branch}")
+    return _rewrite(run, plan, batch)
+
+
+def _rewrite(run: Run, plan: WritePlan, batch: _Batch) -> Any:
+    df = batch.df
+    assert run.plan is not None
+    # An Observation serves one query: a scan for adoption that fell back (parquet) may have used the first.
+    observation = _observation(run, "_write" if run.fmt == "parquet" else "") if plan.observe else None
+    types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    # An append: the audit reads its files' Iceberg counts, so what they answer is not observed.
+    out = df.observe(observation, *run.plan.observable(counted=True, bounds=types)) if observation else df
+    run.write_options(out.writeTo(run.lh.branches.write_target(run.target, run.branch))).append()
+    return observation
+
+
+def _staged(run: Run, plan: WritePlan, batch: _Batch) -> None:
+    """New columns: the batch waits in a staging table so main's schema stays as it is until publish."""
+    run.staging = run.staging_name()
+    run.lh.progress(f"new column(s): staging the batch in {run.staging} until publish")
+    observation = _observation(run) if plan.observe else None
+    assert run.plan is not None  # built by the write before staging
+    out = batch.df.observe(observation, *run.plan.observable()) if observation else batch.df
     try:
-        if run.quarantine is not None and run.plan is not None and run.plan.quarantinable:
-            _write_split(run, mode.source(df), mode, None)
-        else:
-            mode.write(run.lh.spark, mode.source(df), target, run.snapshot_properties())
+        run.write_options(
+            out.writeTo(run.lh.tables.ident(run.staging)).using("iceberg").tableProperty("format-version", "2")
+        ).create()
     except Exception as e:
-        _undo_write(run, since=started)
+        run.lh.tables.drop(run.staging)
         raise _classify(run, e) from e
     crash_point("write:appended")
-    run.run_snapshots = run.branch_snapshots()
+    if observation is not None:
+        run.observed = dict(observation.get)
 
 
-def _batch(run: Run, table_schema: Any) -> Any:
-    """The run's batch: the DataFrame given in this process (RunState.frame), or its files read."""
+STRATEGIES: dict[WriteCase, Strategy] = {
+    "staged": _staged,
+    "change": _on_branch(_change),
+    "quarantine_split": _on_branch(_quarantine_split),
+    "adopt": _on_branch(_adopt),
+    "append": _on_branch(_append),
+}
+
+
+def _batch(run: Run, table_schema: Any, change: bool) -> Any:
+    """The run's batch: the DataFrame given in this process (RunState.frame), or its files read. A change
+    (merge, replace) reads its DataFrame as held once (frames.stable): the audit reads it again."""
     if run.frame:
-        return frames.stable(run.run_id) if write_mode(run.table_cfg).reapplies else frames.frame_of(run.run_id)
+        return frames.stable(run.run_id) if change else frames.frame_of(run.run_id)
     assert run.fmt is not None
     return read_batch(
         run.lh.spark,
@@ -241,13 +355,13 @@ def batch_of(run: Run) -> Any:
     as the write applied it (a later step of a merge or replace audits it; run.inputs must be open)."""
     tables = run.wt()
     schema = tables.schema(run.target)
-    df = _batch(run, schema)
+    df = _batch(run, schema, run.outcome().change)
     return apply_contract(
         df, schema, table=run.target.dotted, policy=run.table_cfg.schema_policy, files=run.record.files
     ).df
 
 
-def _block_on_schema(run: Run, e: ContractViolation) -> None:
+def _block_on_schema(run: Run, e: ContractViolation, mode: WriteMode) -> None:
     policy = run.table_cfg.schema_policy
     result = CheckResult(
         name="schema",
@@ -260,13 +374,14 @@ def _block_on_schema(run: Run, e: ContractViolation) -> None:
         source="write",
         samples=[{"difference": line} for line in e.problems],
     )
-    _block_before_write(run, [result], f"the batch does not match the schema of {run.target}")
+    _block_before_write(run, [result], f"the batch does not match the schema of {run.target}", mode)
 
 
-def _block_before_write(run: Run, failed: list[CheckResult], why: str) -> None:
+def _block_before_write(run: Run, failed: list[CheckResult], why: str, mode: WriteMode) -> None:
     """An audit outcome found before anything is written: the run is blocked with these failed checks."""
     _undo_write(run)  # a Nessie branch this run opened for the write; nothing else exists yet
     run.opened_branch = False
+    run.write_outcome = run.outcome_of("blocked", mode)
     run.report = AuditReport(rows=0, checks=failed)
     run.record.rows_written = 0
     run.record.checks = [c.to_dict() for c in run.report.checks]
@@ -328,28 +443,7 @@ def _reset_quarantine_branch(run: Run) -> None:
     run.q_snapshots, run.q_base = [], None
 
 
-def _write_staged(run: Run, df: Any) -> None:
-    """New columns: the batch waits in a staging table so main's schema stays as it is until publish."""
-    from pyspark.sql import Observation
-
-    run.staging = run.staging_name()
-    run.lh.progress(f"new column(s): staging the batch in {run.staging} until publish")
-    observation = Observation(f"wap_audit_{run.run_id}") if run.checks else None
-    assert run.plan is not None  # built by the write before staging
-    out = df.observe(observation, *run.plan.observable()) if observation else df
-    try:
-        run.write_options(
-            out.writeTo(run.lh.tables.ident(run.staging)).using("iceberg").tableProperty("format-version", "2")
-        ).create()
-    except Exception as e:
-        run.lh.tables.drop(run.staging)
-        raise _classify(run, e) from e
-    crash_point("write:appended")
-    if observation is not None:
-        run.observed = dict(observation.get)
-
-
-def _write_split(run: Run, df: Any, mode: WriteMode, observation: Any) -> None:
+def _split(run: Run, df: Any, mode: WriteMode, observation: Any) -> None:
     """Quarantine: good rows to the table's branch (appended, or applied by the merge), failing rows to the
     quarantine table's branch. Only the rows the row checks judge are diverted (a merge's latest change per
     key, not its deletes): a quarantined change leaves its key on the table as it was."""
