@@ -12,7 +12,8 @@ One SparkSession on local[2], both sinks at a 1 s processing-time trigger, each 
   addBatch), p50 and p95. Target: wapflow p50 <= 1 s.
 - throughput: a backlog of --files parquet files of --file-rows rows (one file per batch): rows / the wall time
   from the query's start to every row on main (processAllAvailable). Target: wapflow >= 0.8x Iceberg's sink.
-  Then the same with no trigger interval (each batch as soon as the last is done): what each sink can take.
+  Then the same with no trigger interval (each batch as soon as the last is done): what each sink can take, and
+  wapflow's sink with publish_every=5 (one run per five batches, each batch staged until then).
 A one-file warm-up through each sink runs first (JIT, catalog, first table commit).
 """
 
@@ -36,6 +37,7 @@ import wapflow
 
 TARGET_P50_S = 1.0
 TARGET_RATIO = 0.8
+EVERY = 5  # publish_every of the last capacity measure
 CHECKS = [{"check": "not_null", "column": "fare"}, {"check": "unique", "columns": ["id"]}]
 SCHEMA = "id long, fare double"
 
@@ -92,11 +94,13 @@ class Bench:
             self.spark.sql(f"CREATE TABLE IF NOT EXISTS bench.bench.{t} ({SCHEMA}) USING iceberg")
         self.n = 0
 
-    def start(self, sink: str, src: Any, table: str, trigger: str | None) -> Any:
+    def start(self, sink: str, src: Any, table: str, trigger: str | None, every: int = 1) -> Any:
         self.n += 1
         chk = str(self.work / f"chk{self.n}")
         if sink == "wapflow":
-            return wapflow.start_stream(self.lh, src, f"bench.{table}", checkpoint=chk, trigger=trigger)
+            return wapflow.start_stream(
+                self.lh, src, f"bench.{table}", checkpoint=chk, trigger=trigger, publish_every=every
+            )
         w = src.writeStream.format("iceberg").outputMode("append").option("checkpointLocation", chk)
         if trigger == "available_now":
             w = w.trigger(availableNow=True)
@@ -112,14 +116,16 @@ class Bench:
             return 0  # wapflow's sink creates its table with the first batch
         return int(self.spark.table(f"bench.bench.{table}").count())
 
-    def backlog(self, sink: str, table: str, files: int, rows: int, start: int, trigger: str | None) -> float:
+    def backlog(
+        self, sink: str, table: str, files: int, rows: int, start: int, trigger: str | None, every: int = 1
+    ) -> float:
         folder = self.work / f"in_{sink}_{start}"
         land(folder, files, rows, start)
         before = self.count(table)
         t0 = time.perf_counter()
-        q = self.start(sink, self.files(folder), table, trigger)
+        q = self.start(sink, self.files(folder), table, trigger, every)
         (q.process_all_available if sink == "wapflow" else q.processAllAvailable)()
-        took = time.perf_counter() - t0
+        took = time.perf_counter() - t0  # with publish_every: a whole number of runs, all published by now
         q.stop()  # a wapflow Stream stops between runs
         got = self.count(table) - before
         if got != files * rows:
@@ -159,6 +165,8 @@ def main() -> None:
         took[sink] = b.backlog(sink, table, a.files, a.file_rows, start=0, trigger="1 second")
         log(f"capacity: {a.files} files x {a.file_rows} rows through {sink}'s sink, no trigger interval")
         fast[sink] = b.backlog(sink, table, a.files, a.file_rows, start=10**8, trigger=None)
+    log(f"capacity: the same through wapflow's sink with publish_every={EVERY}")
+    every = b.backlog("wapflow", "wap", a.files, a.file_rows, start=2 * 10**8, trigger=None, every=EVERY)
     lat = {}
     for sink, table in (("iceberg", "plain_rate"), ("wapflow", "wap_rate")):
         log(f"latency: rate source at {a.rate} rows/s for {a.seconds:.0f} s through {sink}'s sink")
@@ -177,6 +185,7 @@ def main() -> None:
         "throughput_ratio": ratio,
         "rows_per_s_no_trigger": cap,
         "no_trigger_ratio": cap["wapflow"] / cap["iceberg"],
+        "rows_per_s_no_trigger_publish_every": rows / every,
         "latency_p50_s": p50,
         "latency_p95_s": p95,
         "batches": {s: len(v) for s, v in lat.items()},
@@ -200,6 +209,9 @@ def main() -> None:
     emit(
         f"| rows/s (backlog, no trigger interval) | {cap['wapflow']:,.0f} | {cap['iceberg']:,.0f} | "
         f"| {cap['wapflow'] / cap['iceberg']:.2f}x |"
+    )
+    emit(
+        f"| rows/s (the same, publish_every={EVERY}) | {rows / every:,.0f} | | | {rows / every / cap['iceberg']:.2f}x |"
     )
     emit(f"| batches measured (rate) | {len(lat['wapflow'])} | {len(lat['iceberg'])} | | |")
     if a.json:
