@@ -1,12 +1,14 @@
 """The examples in examples/ run, so they cannot rot: each lands a clean file (published) and a dirty one
 (blocked, alerted). The DBOS one is also killed (SIGKILL) in the middle of its write and run again: it
-resumes, and the file's rows are on main once."""
+resumes, and the file's rows are on main once. The DataFrame job (raw -> silver -> gold) and the model pipeline
+(examples/pipeline: wap run, then wap run-models) publish their three tables, rows read back by PyIceberg."""
 
 from __future__ import annotations
 
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
 import threading
@@ -20,6 +22,7 @@ import sqlalchemy as sa
 
 from support.cli_harness import LazyReader, checksum, env, write_config
 from support.data import trips_file
+from support.typer_cli import wap as wap_here
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 pytestmark = pytest.mark.spark
@@ -115,3 +118,81 @@ def test_dbos_example_killed_mid_write_resumes_once(tmp_path):
         rows = conn.execute(sa.text("SELECT status FROM workflow_status")).all()
     engine.dispose()
     assert [r[0] for r in rows] == ["SUCCESS"]
+
+
+def _daily(rows: list[dict[str, Any]]) -> dict[Any, tuple[int, float]]:
+    """Trips and fare per pickup day, as gold.daily should hold them."""
+    out: dict[Any, tuple[int, float]] = {}
+    for r in rows:
+        n, fare = out.get(r["pickup_at"].date(), (0, 0.0))
+        out[r["pickup_at"].date()] = (n + 1, fare + r["fare_amount"])
+    return out
+
+
+def _same_daily(gold: list[dict[str, Any]], landed: list[dict[str, Any]]) -> None:
+    expected = _daily([r for r in landed if r["fare_amount"] > 0 and r["trip_distance"] > 0])
+    got = {r["day"]: (r["trips"], r["fare"]) for r in gold}
+    assert sorted(got) == sorted(expected)
+    for day, (n, fare) in expected.items():
+        assert got[day][0] == n and abs(got[day][1] - fare) < 1e-6, (day, got[day], (n, fare))
+
+
+def test_dataframe_job_example(spark, tmp_path, capsys):
+    """raw with wapflow.write, silver and gold in one transaction; run again with its run id: nothing twice; a
+    dirty file: blocked at raw, no table changed."""
+    cfg, reader = _config(tmp_path, checks=False)
+    landing = tmp_path / "landing"
+    a = trips_file(landing, "a.parquet", 40)
+    assert _run_example("dataframe_job.py", cfg, str(a), "day1") == 0
+    out = capsys.readouterr().out
+    assert "raw.trips published" in out and "silver.trips, gold.daily published" in out, out
+    landed = pq.read_table(a).to_pylist()
+    assert checksum(reader.rows("raw.trips"), "trip_id") == checksum(landed, "trip_id")
+    assert sorted(r["trip_id"] for r in reader.rows("silver.trips")) == sorted(
+        r["trip_id"] for r in landed if r["fare_amount"] > 0 and r["trip_distance"] > 0
+    )
+    _same_daily(reader.rows("gold.daily"), landed)
+    heads = {t: reader.main(t) for t in ("raw.trips", "silver.trips", "gold.daily")}
+
+    assert _run_example("dataframe_job.py", cfg, str(a), "day1") == 0  # the same run id again
+    assert "already published" in capsys.readouterr().out
+    dirty = trips_file(landing, "b.parquet", 30, null_rate=0.2, start_id=100)
+    assert _run_example("dataframe_job.py", cfg, str(dirty)) == 1
+    assert "raw.trips blocked" in capsys.readouterr().out
+    assert {t: reader.main(t) for t in heads} == heads
+
+
+def test_model_pipeline_example(spark, tmp_path, monkeypatch):
+    """examples/pipeline as its README runs it: `wap run raw.trips FILE`, then `wap run-models` with trip_models.py
+    importable; a second landed file: silver reads only what raw gained, gold's days and vendors are totals."""
+    folder = tmp_path / "pipeline"
+    shutil.copytree(EXAMPLES / "pipeline", folder)
+    catalog = f"ex{next(_n)}_{os.getpid()}"
+    cfg = folder / "wap.toml"
+    text = cfg.read_text()
+    assert 'warehouse = "./lakehouse"\n' in text
+    cfg.write_text(
+        text.replace('warehouse = "./lakehouse"\n', f'warehouse = "./lakehouse"\ncatalog_name = "{catalog}"\n')
+    )
+    monkeypatch.syspath_prepend(str(folder))  # PYTHONPATH=. in the README
+    monkeypatch.chdir(folder)
+    reader = LazyReader(folder, catalog)
+    landed: list[dict[str, Any]] = []
+    for i, f in enumerate([trips_file(tmp_path, "a.parquet", 40), trips_file(tmp_path, "b.parquet", 25, start_id=100)]):
+        ran = wap_here("run", "raw.trips", str(f), "--config", str(cfg))
+        assert ran.exit_code == 0, ran.output
+        models = wap_here("run-models", "--config", str(cfg), "--json")
+        assert models.exit_code == 0, models.output
+        doc = json.loads(models.stdout)
+        assert doc["status"] == "published", doc
+        assert [t["table"] for t in doc["tables"]] == ["silver.trips", "gold.daily", "gold.vendors"], doc
+        new = pq.read_table(f).to_pylist()
+        landed += new
+        silver_run = next(t for t in doc["tables"] if t["table"] == "silver.trips")
+        assert silver_run["rows_written"] == len(new), (i, silver_run)  # incremental: this file's rows only
+    assert checksum(reader.rows("raw.trips"), "trip_id") == checksum(landed, "trip_id")
+    silver = reader.rows("silver.trips")
+    assert sorted(r["trip_id"] for r in silver) == sorted(r["trip_id"] for r in landed)
+    _same_daily(reader.rows("gold.daily"), landed)
+    vendors = {r["vendor_id"]: r["trips"] for r in reader.rows("gold.vendors")}
+    assert vendors == {v: sum(1 for r in landed if r["vendor_id"] == v) for v in {r["vendor_id"] for r in landed}}
