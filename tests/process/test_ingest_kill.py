@@ -140,3 +140,40 @@ def test_two_watch_workers_and_an_ingest_on_one_source_split_the_files(tmp_path:
     expected = [r for f in files for r in pq.read_table(f).to_pylist()]
     assert checksum(reader.rows("k.trips"), "trip_id") == checksum(expected, "trip_id")
     assert reader.branches("k.trips") == []
+
+
+def test_sigkill_a_batch_with_its_models_at_each_step_of_their_one_commit_then_finish_once(tmp_path: Path) -> None:
+    """A source whose table two models read: each batch and the models are one commit. Killed while the commit
+    is planned, after its metadata is staged, and after it ran (ledger not updated): the next `wap ingest`
+    resumes the same batch; every table holds each row once and what the models derive from all of them."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    files = [
+        write_parquet(landing / f"f{i}.parquet", generate_trips(40, start_id=1 + 1000 * i, seed=i)) for i in range(2)
+    ]
+    check = '[{ check = "not_null", column = "passenger_count" }]'
+    silver_columns, group_by = "trip_id, passenger_count, fare_amount", "passenger_count"
+    cfg = write_config(
+        tmp_path,
+        f'[tables."k.trips"]\nchecks = {check}\n\n[tables."k.silver"]\nchecks = {check}\n\n'
+        f'[tables."k.gold"]\nchecks = {check}\nmode = "merge"\nkey = ["passenger_count"]\n\n'
+        f'[models."k.silver"]\nsql = "SELECT {silver_columns} FROM k.trips WHERE fare_amount > 0"\n\n'
+        f'[models."k.gold"]\nsql = "SELECT passenger_count, count(*) AS trips FROM k.silver GROUP BY {group_by}"\n\n'
+        f'[sources.trips]\ntable = "k.trips"\nlocation = "{landing}"\nsettle_seconds = 0\nmax_files_per_run = 1\n',
+        catalog="killmodels",
+    )
+    for point in ["publish:group-planned", "publish:group-staged", "ingest:ran"]:
+        killed = wap("ingest", "trips", "--config", str(cfg), WAP_CRASH_AT=point)
+        assert killed.code == -signal.SIGKILL, (point, killed.text)
+
+    done = wap("ingest", "trips", "--config", str(cfg), "--json")
+    assert done.code == 0, done.text
+    reader = Reader(tmp_path, "killmodels")
+    expected = [r for f in files for r in pq.read_table(f).to_pylist()]
+    assert checksum(reader.rows("k.trips"), "trip_id") == checksum(expected, "trip_id")
+    positive = [r for r in expected if r["fare_amount"] > 0]
+    assert sorted(r["trip_id"] for r in reader.rows("k.silver")) == sorted(r["trip_id"] for r in positive)
+    assert sum(r["trips"] for r in reader.rows("k.gold")) == len(positive)
+    assert [reader.branches(t) for t in ("k.trips", "k.silver", "k.gold")] == [[], [], []]
+    rows = wap("files", "trips", "--config", str(cfg), "--json").doc["files"]
+    assert {r["state"] for r in rows} == {"published"}

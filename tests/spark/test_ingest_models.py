@@ -22,8 +22,8 @@ SILVER = "SELECT trip_id, passenger_count, fare_amount FROM nyc.trips WHERE fare
 GOLD = "SELECT passenger_count, count(*) AS trips FROM silver.trips GROUP BY passenger_count"
 TABLES: dict[str, Any] = {
     "nyc.trips": {"checks": CHECKS},
-    # A batch of more than 300 new silver rows is refused: what blocks the second batch below.
-    "silver.trips": {"checks": [{"check": "row_count", "max": 300}]},
+    # Silver is computed from all of raw's rows (replaced each batch): more than 350 rows block it.
+    "silver.trips": {"checks": [{"check": "row_count", "max": 350}]},
     "gold.by_passengers": {
         "checks": [{"check": "not_null", "column": "passenger_count"}],
         "mode": "merge",
@@ -65,7 +65,7 @@ def test_a_batch_and_its_models_publish_in_one_commit_and_a_blocking_model_holds
     assert {r.snapshot_id for r in group} == {reader.main(t) for t in TABLES}
     mains = {t: reader.main(t) for t in TABLES}
 
-    # 400 new rows: the raw table's checks pass, silver's row_count does not; no table moves, the file is
+    # 400 new rows: the raw table's checks pass, silver's row_count (600 rows) does not; no table moves, the file is
     # blocked, and no branch of the batch is left behind (on_failure drops them when nothing asks to keep).
     trips_file(landing, "day2.parquet", rows=400, start_id=1000, seed=1)
     second = ingest(lh, "trips")
@@ -78,6 +78,16 @@ def test_a_batch_and_its_models_publish_in_one_commit_and_a_blocking_model_holds
     # Again: known files are not run twice.
     again = ingest(lh, "trips")
     assert again.runs == [] and again.exit_code == 0
+
+    # A third day: silver is all of raw's rows again (replaced, not appended twice), gold counts them.
+    trips_file(landing, "day3.parquet", rows=100, start_id=5000, seed=3)
+    third = ingest(lh, "trips")
+    assert third.exit_code == 0, third.message
+    raw = reader.rows("nyc.trips")
+    silver = reader.rows("silver.trips")
+    assert len(raw) == 300
+    assert sorted(r["trip_id"] for r in silver) == sorted(r["trip_id"] for r in raw if r["fare_amount"] > 0)
+    assert sum(r["trips"] for r in reader.rows("gold.by_passengers")) == len(silver)
 
 
 def test_models_false_publishes_the_batch_alone(lakehouse_factory, landing, tmp_path):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wapflow.audit import sqlguard
 from wapflow.config.models import ModelConfig, downstream_models, model_order
@@ -86,7 +86,18 @@ def write_model(tx: Transaction, name: str, model: ModelConfig) -> None:
     inputs, read_up_to = _inputs(tx, name, model)
     df = _sql(tx, name, model, inputs) if model.sql is not None else _python(tx, name, model, inputs)
     props = {f"{MODEL_INPUT_PROP_PREFIX}{t}": str(s) for t, s in read_up_to.items() if s is not None}
-    tx.write(name, df, checks=model.checks, properties=props, **model.write_settings())
+    tx.write(name, df, checks=model.checks, properties=props, **model_write(tx.lh, name, model))
+
+
+def model_write(lh: Lakehouse, name: str, model: ModelConfig) -> dict[str, Any]:
+    """How a model's rows change its table: the model's mode and keys, else its table section's. With neither,
+    a model computed from all of its inputs' rows is the whole table (replaced, so a second run does not add
+    its rows again), and an incremental one adds what its inputs gained (append)."""
+    settings = model.write_settings()
+    section = lh.config.tables.get(name)
+    if "mode" in settings or (section is not None and "mode" in section.model_fields_set) or model.incremental:
+        return settings
+    return {**settings, "mode": "replace", "replace_where": "true"}
 
 
 def _inputs(tx: Transaction, name: str, model: ModelConfig) -> tuple[dict[str, DataFrame], dict[str, int | None]]:
