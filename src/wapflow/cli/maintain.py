@@ -24,6 +24,16 @@ def maintain(
     log: Annotated[
         bool, typer.Option("--log", help="List recent maintenance actions from the run store instead (no Spark).")
     ] = False,
+    upgrade_format: Annotated[
+        int | None,
+        typer.Option(
+            "--upgrade-format",
+            metavar="N",
+            help="Instead of maintaining it, raise TABLE's Iceberg format version to N (3): a metadata-only "
+            "commit, recorded; a lower version than the table's is refused (exit 2). See the Format v3 guide "
+            "for the readers a v3 table needs.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -35,7 +45,7 @@ def maintain(
     if log:
         _log(table, config, o)
         return
-    res = on_lakehouse(config, o, lambda lh: run_maintenance(lh, table, dry_run=dry_run))
+    res = on_lakehouse(config, o, lambda lh: run_maintenance(lh, table, dry_run=dry_run, upgrade_format=upgrade_format))
     o.result(res.to_dict(), lambda: _show(res.to_dict()))
     raise typer.Exit(res.exit_code)
 
@@ -67,6 +77,10 @@ def _log(table: str | None, config: str | None, o: Output) -> None:
 
 
 def _show(doc: dict[str, Any]) -> None:
+    if any(a["action"] == "upgrade_format" for t in doc["tables"] for a in t["actions"]):
+        for t in doc["tables"]:
+            out.print(f"{t['table']}: {t['status']}: {escape(render.text(t.get('message')))}")
+        return
     rows = []
     for t in doc["tables"]:
         s = t["summary"]

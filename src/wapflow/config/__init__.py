@@ -29,6 +29,7 @@ from wapflow.spark.kind import is_connect_url
 from wapflow.sql.layout import Layout, layout_of, parse_partition_by, parse_sort_by
 from wapflow.storage.settings import SECRET_FIELDS, S3Config
 from wapflow.vocabulary import ALERT_EVENTS as ALERT_EVENTS
+from wapflow.vocabulary import QUARANTINE_SUFFIX
 from wapflow.vocabulary import parse_duration as parse_duration
 
 CONFIG_ENV = "WAP_CONFIG"
@@ -81,6 +82,12 @@ class LakehouseConfig(_Strict):
     run_store: str | None = None
     # How long a run waits for another run's publish of the same table before failing (transient: retried).
     publish_lock_timeout: float = Field(default=600.0, gt=0)
+    format_version: Literal[2, 3] = Field(
+        default=2,
+        description="the Iceberg format version of the tables wapflow creates (a table's own `format_version` "
+        "overrides it); 3 adds deletion vectors and row lineage but needs v3 readers (the Format v3 guide); "
+        "an existing table keeps its version until `wap maintain TABLE --upgrade-format 3`",
+    )
     # catalog = "nessie": the server's REST API (e.g. http://127.0.0.1:19120/api/v2) and an optional
     # bearer token (or $WAP_NESSIE_TOKEN); the token is never printed.
     nessie_uri: str | None = None
@@ -319,6 +326,11 @@ class TableConfig(_Strict):
         min_length=1,
         description='mode = "replace": a read-only SQL condition; the table\'s rows matching it are replaced by '
         "the batch (required on an unpartitioned table)",
+    )
+    format_version: Literal[2, 3] | None = Field(
+        default=None,
+        description="the Iceberg format version wapflow creates this table with (unset: [lakehouse] "
+        "format_version); an existing table is upgraded only by `wap maintain TABLE --upgrade-format 3`",
     )
     maintenance: MaintenanceConfig | None = Field(
         default=None, description="this table's overrides of [maintenance] (any of its keys)"
@@ -880,6 +892,14 @@ class WapConfig(_Strict):
                 except ValueError as e:
                     raise ValueError(f"[sources.{src_name}] (its table {src.table}): {e}") from None
         return self
+
+    def format_version_for(self, name: str) -> int:
+        """The format version a new table `name` is created with: its section's, else [lakehouse]'s; a
+        quarantine table's is its table's."""
+        base = name.removesuffix(QUARANTINE_SUFFIX)
+        tbl = self.tables.get(name) or self.tables.get(base)
+        own = tbl.format_version if tbl is not None else None
+        return own if own is not None else self.lakehouse.format_version
 
     def maintenance_for(self, name: str) -> MaintenanceConfig:
         """[maintenance] with the table's own overrides ([tables."NAME".maintenance])."""

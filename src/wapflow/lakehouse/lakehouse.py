@@ -129,7 +129,11 @@ class Lakehouse:
         from wapflow.lakehouse.manifests import ManifestMetrics
 
         return Tables(
-            self.spark, self.catalog, catalog_client=self._pyiceberg_catalog, manifests=ManifestMetrics(self.storage)
+            self.spark,
+            self.catalog,
+            catalog_client=self._pyiceberg_catalog,
+            manifests=ManifestMetrics(self.storage),
+            format_version=lambda t: self.config.format_version_for(t.dotted),
         )
 
     def _pyiceberg_catalog(self) -> Catalog:

@@ -38,6 +38,8 @@ ADDED_DATA_FILES = "added-data-files"
 # --- table properties -------------------------------------------------------------------------------------
 
 FORMAT_VERSION_PROP = "format-version"
+DEFAULT_FORMAT_VERSION = 2  # what a table is created with when nothing says otherwise ([lakehouse] format_version)
+FORMAT_VERSIONS = (2, 3)  # what wapflow creates, upgrades to and runs WAP on
 WAP_ENABLED_PROP = "write.wap.enabled"
 # Old metadata.json files go after each commit, keeping this many (`wap maintain`: [maintenance]
 # metadata_versions_max).

@@ -418,7 +418,9 @@ class NessieBranches:
         """The catalog's tables as seen on a Nessie branch (a Spark catalog with ref=branch)."""
         if branch not in self._views:
             catalog = register_branch_catalog(self.spark, self.cfg, branch)
-            self._views[branch] = Tables(self.spark, catalog, manifests=self.tables.manifests)
+            self._views[branch] = Tables(
+                self.spark, catalog, manifests=self.tables.manifests, format_version=self.tables.format_version
+            )
         return self._views[branch]
 
     def iceberg_ref(self, branch: str) -> str:

@@ -12,6 +12,7 @@ from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.errors import UsageError, WapError
 from wapflow.lakehouse.commits import Commits, IcebergGateway, commits_for
 from wapflow.lakehouse.model import (
+    DEFAULT_FORMAT_VERSION,
     FORMAT_VERSION_PROP,
     METADATA_DELETE_AFTER_COMMIT_PROP,
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
@@ -42,9 +43,12 @@ class Tables(SnapshotReads):
         catalog: str,
         catalog_client: Callable[[], Catalog] | None = None,
         manifests: ManifestMetrics | None = None,
+        format_version: Callable[[TableName], int] | None = None,
     ) -> None:
         self.spark = spark
         self.catalog = catalog
+        # The Iceberg format version a new table is created with (WapConfig.format_version_for); unset: 2.
+        self.format_version = format_version or (lambda _t: DEFAULT_FORMAT_VERSION)
         # PyIceberg's client of the same catalog (wapflow.lakehouse.pyiceberg_client.open_catalog), opened on
         # first need: what a Spark Connect session commits through where Spark SQL has no statement for it.
         self.catalog_client = catalog_client
@@ -95,9 +99,10 @@ class Tables(SnapshotReads):
         """Create an empty table with the batch's schema; its first (empty) snapshot gives branches a base.
 
         `partitioned_by`: Spark DDL of the partition fields (wapflow.sql.layout's PartitionField.sql(),
-        names quoted); `properties`: more table properties (the write distribution mode)."""
+        names quoted); `properties`: more table properties (the write distribution mode). Its format version
+        is `format_version`'s for it (wap.toml's `format_version`)."""
         props = {
-            FORMAT_VERSION_PROP: "2",
+            FORMAT_VERSION_PROP: str(self.format_version(table)),
             WAP_ENABLED_PROP: "true",
             # Old metadata.json files go after each commit (a WAP run adds ~4); `wap maintain` sets the
             # number kept from [maintenance] metadata_versions_max.

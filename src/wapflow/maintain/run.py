@@ -48,12 +48,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from wapflow.config import MaintenanceConfig
-from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, WapError, did_you_mean
+from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, UsageError, WapError, did_you_mean
 from wapflow.faults import crash_point
 from wapflow.lakehouse import session
 from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import (
+    FORMAT_VERSION_PROP,
+    FORMAT_VERSIONS,
     MAINTENANCE_PROP,
     METADATA_DELETE_AFTER_COMMIT_PROP,
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
@@ -158,11 +160,26 @@ def maintain(
     dry_run: bool = False,
     now: datetime | None = None,
     pass_id: str | None = None,
+    upgrade_format: int | None = None,
 ) -> MaintenanceResult:
-    """Maintain `table`, or every table of the catalog whose [maintenance] is enabled, one after another."""
+    """Maintain `table`, or every table of the catalog whose [maintenance] is enabled, one after another.
+
+    `upgrade_format`: instead, raise `table`'s Iceberg format version to this one (the one action of the
+    pass, recorded as `upgrade_format`); a lower version than the table's is refused (UsageError)."""
     _usable(lh)
     pass_id = pass_id or new_pass_id()
     result = MaintenanceResult(pass_id, dry_run)
+    if upgrade_format is not None and table is None:
+        raise UsageError(
+            "--upgrade-format needs the table to upgrade",
+            hint=f"name it: wap maintain NS.TABLE --upgrade-format {upgrade_format}",
+        )
+    if upgrade_format is not None and upgrade_format not in FORMAT_VERSIONS:
+        raise UsageError(
+            f"--upgrade-format {upgrade_format}: wapflow runs on Iceberg format versions "
+            f"{', '.join(map(str, FORMAT_VERSIONS))} only",
+            hint="use --upgrade-format 3",
+        )
     if table is not None:
         name = TableName.parse(table)
         if not lh.tables.exists(name):
@@ -175,6 +192,18 @@ def maintain(
     else:
         names = lh.tables.list_tables()
     log = None if dry_run else MaintenanceLog(lh.store.engine)
+    if upgrade_format is not None:
+        job = TableMaintenance(
+            lh, names[0], lh.config.maintenance_for(names[0].dotted), dry_run=dry_run, now=now, pass_id=pass_id, log=log
+        )
+        job.check_upgrade(upgrade_format)  # a downgrade: refused before anything is recorded
+        out = job.run([("upgrade_format", lambda: job.upgrade_format(upgrade_format))])
+        if out.status != "failed":
+            f = out.figures("upgrade_format")
+            verb = "would upgrade" if dry_run else "upgraded"
+            out.message = f.get("skipped") or f"{verb} {names[0]} from format version {f['from']} to {upgrade_format}"
+        result.tables.append(out)
+        return result
     for t in names:
         cfg = lh.config.maintenance_for(t.dotted)
         if not cfg.enabled:
@@ -237,7 +266,8 @@ class TableMaintenance:
 
     # --- the pass ----------------------------------------------------------------------------
 
-    def run(self) -> TableOutcome:
+    def run(self, steps: list[tuple[str, Callable[[], dict[str, Any]]]] | None = None) -> TableOutcome:
+        """The pass's actions (`steps`: these instead, e.g. the format upgrade), each recorded."""
         store = self.lh.store
         with contextlib.ExitStack() as stack:
             try:
@@ -250,7 +280,7 @@ class TableMaintenance:
                 return self.out
             self.lh.progress(f"maintaining {self.t}" + (" (dry run)" if self.dry_run else ""))
             self.out.before = self.stats()
-            steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+            steps = steps or [
                 ("properties", self.properties),
                 ("drop_branches", self.drop_branches),
                 ("compact", self.compact),
@@ -412,6 +442,34 @@ class TableMaintenance:
         pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in diff.items())
         self._short_commit(lambda: self.spark.sql(f"ALTER TABLE {self.ident} SET TBLPROPERTIES ({pairs})"))
         return {"set": diff}
+
+    def format_version(self) -> int:
+        """The table's Iceberg format version (Iceberg's Spark table lists it as the `format-version` property)."""
+        self.lh.tables.refresh(self.t)
+        return int(self._table_properties().get(FORMAT_VERSION_PROP, "1"))
+
+    def check_upgrade(self, version: int) -> None:
+        """A downgrade is refused: Iceberg cannot lower a table's format version (its files and metadata may
+        already use what the higher one added)."""
+        have = self.format_version()
+        if version < have:
+            raise UsageError(
+                f"{self.t} is at Iceberg format version {have}; --upgrade-format {version} would lower it, "
+                "and a format version can only go up",
+                hint=f"nothing was changed; {self.t} stays at version {have}",
+            )
+
+    def upgrade_format(self, version: int) -> dict[str, Any]:
+        """ALTER TABLE ... SET TBLPROPERTIES ('format-version' = N): Iceberg's own upgrade, a metadata-only
+        commit (no data file is rewritten); idempotent (already there: skipped)."""
+        have = self.format_version()
+        if have >= version:
+            return {"from": have, "to": have, "skipped": f"{self.t} is already at format version {have}"}
+        if self.dry_run:
+            return {"from": have, "to": version}
+        prop = f"{sql_string(FORMAT_VERSION_PROP)} = {sql_string(str(version))}"
+        self._short_commit(lambda: self.spark.sql(f"ALTER TABLE {self.ident} SET TBLPROPERTIES ({prop})"))
+        return {"from": have, "to": self.format_version()}
 
     def drop_branches(self) -> dict[str, Any]:
         from wapflow.service.tables import discard
