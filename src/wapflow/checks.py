@@ -126,7 +126,7 @@ def volume(
     min_history: int = 3,
     *,
     sensitivity: float = 3.0,
-    seasonality: Literal["none", "weekly"] = "none",
+    seasonality: Literal["auto", "none", "weekly"] = "auto",
     on_short_history: Literal["pass", "warn"] = "warn",
     **kw: Unpack[Options],
 ) -> B.VolumeCheck:
@@ -149,7 +149,7 @@ def anomaly(
     min_history: int = 7,
     sensitivity: float = 3.0,
     window: int = 30,
-    seasonality: Literal["none", "weekly"] = "none",
+    seasonality: Literal["auto", "none", "weekly"] = "auto",
     on_short_history: Literal["pass", "warn"] = "warn",
     **kw: Unpack[Options],
 ) -> B.AnomalyCheck:

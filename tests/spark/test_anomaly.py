@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from support.data import trips_file, write_parquet
-from wapflow.audit.anomaly import DISTINCT_RSD, history_of, weekday_of
+from wapflow.audit.anomaly import DISTINCT_RSD, WEEKDAYS, history_of, weekday_of
 from wapflow.cli import app
 from wapflow.demo.generate import generate_trips
 from wapflow.pipeline import run_wap
@@ -225,14 +225,22 @@ def test_weekly_seasonality_judges_a_quiet_day_against_the_same_weekday(lakehous
     """Five weeks of daily history (written as the run store keeps it): the weekday this run starts on is the
     table's quiet day (about 22 rows, as a weekend is for many tables), every other day about 100. A 22-row batch
     today passes the weekly band, made of the quiet days only; the band of all days passes it too, wider, as a
-    heavy tail of its history."""
+    heavy tail of its history; the default (seasonality "auto") finds the rhythm and judges by the quiet days'
+    level: 22 passes, a weekday's 100 rows fail."""
     weekly = {"check": "anomaly", "metric": "row_count", "min_history": 4, "seasonality": "weekly"}
-    plain = {"check": "anomaly", "metric": "row_count", "min_history": 4}
-    lh = lakehouse_factory({"nyc.trips": {"checks": [weekly]}, "nyc.trips_plain": {"checks": [plain]}})
+    plain = {"check": "anomaly", "metric": "row_count", "min_history": 4, "seasonality": "none"}
+    auto = {"check": "anomaly", "metric": "row_count", "min_history": 4}
+    lh = lakehouse_factory(
+        {
+            "nyc.trips": {"checks": [weekly]},
+            "nyc.trips_plain": {"checks": [plain]},
+            "nyc.trips_auto": {"checks": [auto]},
+        }
+    )
     now = datetime.now(UTC)
     quiet = weekday_of(now)
     history = MetricHistory(lh.store.engine)
-    for table in ("nyc.trips", "nyc.trips_plain"):
+    for table in ("nyc.trips", "nyc.trips_plain", "nyc.trips_auto"):
         for day in range(1, 36):
             at = now - timedelta(days=day)
             rows = 20.0 + day % 5 if weekday_of(at) == quiet else 95.0 + day % 11
@@ -253,3 +261,12 @@ def test_weekly_seasonality_judges_a_quiet_day_against_the_same_weekday(lakehous
     assert got["status"] == "passed" and got["observed"]["value"] == 22 and got["observed"]["median"] > 80
     assert got["observed"]["history"] == 30 and "same weekday" not in got["threshold"]
     assert "heavy tail" in got["threshold"] and got["observed"]["band"][1] > 100
+
+    rhythm = f"weekly rhythm: {WEEKDAYS[quiet]}s"
+    res = run_wap(lh, "nyc.trips_auto", [str(trips_file(landing, "quiet3.parquet", 22, seed=7))])
+    got = res.checks[0]
+    assert res.status == "published" and got["status"] == "passed", res.message
+    assert got["observed"]["seasonality"].startswith(rhythm) and rhythm in got["threshold"]
+    assert got["observed"]["median"] < 30 and got["observed"]["band"][1] < 40 and got["observed"]["history"] == 30
+    busy = run_wap(lh, "nyc.trips_auto", [str(trips_file(landing, "busy.parquet", 100, start_id=500, seed=8))])
+    assert busy.status == "blocked" and busy.checks[0]["status"] == "failed", busy.message

@@ -214,7 +214,7 @@ def test_weekly_seasonality_makes_the_band_of_the_same_weekday_only(tmp_path: Pa
     )
     assert "same weekday: 8 Saturdays" in c.threshold and "median 131" in c.threshold
     assert not weekly.verdict(c, {"c0_n": 1040}, 1040, ctx).ok  # a weekday's volume on a Saturday
-    plain = C.anomaly("row_count", min_history=6)  # every run: the weekdays' 1000s make the median
+    plain = C.anomaly("row_count", min_history=6, seasonality="none")  # every run: the weekdays' 1000s make the median
     c = compiled(plain)
     # Weekends are 8 of its 30 runs: a heavy tail of the history, which its band reaches (not beyond).
     weekend = plain.verdict(c, {"c0_n": 110}, 110, ctx)
@@ -255,8 +255,10 @@ def test_volume_with_weekly_seasonality_uses_icebergs_runs_on_the_same_weekday()
     assert saturday.observed["seasonality"] == "same weekday: 4 Saturdays" and weekly.default_name().endswith(
         "on the same weekday)"
     )
-    plain = C.volume(runs=10, min_history=3)
+    plain = C.volume(runs=10, min_history=3, seasonality="none")
     assert not plain.verdict(compiled(plain), {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY)).ok
+    auto = C.volume(runs=10, min_history=3)  # the default finds the rhythm in the history: Saturdays by Saturdays
+    assert auto.verdict(compiled(auto), {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY)).ok
     fixed = C.volume(runs=10, min_history=5, tolerance=0.5, seasonality="weekly")
     c = compiled(fixed)
     short = fixed.verdict(c, {}, 45, AuditContext(history=ctx.history, run_at=SATURDAY))

@@ -138,3 +138,82 @@ def test_the_band_is_made_of_published_runs_however_published_and_says_which(tmp
     )
     assert "left out: 1 awaiting_review, 1 blocked, 1 rejected run(s)" in c.threshold
     assert not chk.verdict(compiled(chk), {"c0_n": 9000}, 9000, ctx).ok
+
+
+def daily_history(tmp_path: Path, level: dict[int, float], days: int, noise: float, seed: int = 1) -> MetricHistory:
+    """`days` published daily runs up to the day before SATURDAY, each weekday's row count its `level` (default
+    1000) x/÷ a random factor within ±`noise`, in a real run store (the audit's MetricHistory)."""
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    history = MetricHistory(store.engine)
+    rng = random.Random(seed)
+    for d in range(days, 0, -1):
+        at = SATURDAY - timedelta(days=d)
+        rid = f"day{days - d:03d}"
+        store.save(RunRecord(run_id=rid, table_name="t.x", status="published", started_at=at))
+        rows = level.get(at.weekday(), 1000.0) * math.exp(rng.uniform(-noise, noise))
+        history.record(rid, "t.x", at, {("row_count", ""): rows})
+    return history
+
+
+SATURDAY = datetime(2026, 11, 28, 12, tzinfo=UTC)
+
+
+def test_a_weekly_rhythm_found_in_the_history_judges_a_saturday_by_saturdays(tmp_path: Path) -> None:
+    # Weekdays ~1000 rows, Saturdays ~500, each within ±3%: by default (seasonality "auto") a Saturday of 500
+    # passes and one of 400 (20% fewer) fails; without seasonality the band spans both levels and 400 passes.
+    history = daily_history(tmp_path, {5: 500.0}, days=56, noise=0.03)
+    ctx = AuditContext(
+        metric_history=lambda m, col, n, weekday: history.published("t.x", m, col, n, weekday), run_at=SATURDAY
+    )
+    auto = C.anomaly("row_count")
+    c = compiled(auto)
+    usual = auto.verdict(c, {"c0_n": 500}, 500, ctx)
+    assert usual.ok and usual.observed["median"] == pytest.approx(500, rel=0.03)
+    assert usual.observed["seasonality"] == "weekly rhythm: Saturdays 0.50x the median day"
+    assert "weekly rhythm: Saturdays 0.50x the median day" in c.threshold and usual.observed["history"] == 30
+    assert not auto.verdict(compiled(auto), {"c0_n": 400}, 400, ctx).ok
+    assert not auto.verdict(compiled(auto), {"c0_n": 1000}, 1000, ctx).ok  # a weekday's volume on a Saturday
+    plain = C.anomaly("row_count", seasonality="none")
+    assert plain.verdict(compiled(plain), {"c0_n": 400}, 400, ctx).ok  # the plain band: both levels
+    monday = AuditContext(metric_history=ctx.metric_history, run_at=SATURDAY + timedelta(days=2))
+    assert auto.verdict(compiled(auto), {"c0_n": 1000}, 1000, monday).ok
+
+
+def test_no_weekly_rhythm_where_the_weekdays_do_not_differ(tmp_path: Path) -> None:
+    # Every day ~1000 rows within ±20%: weekday levels differ by chance only, so the band is the plain one.
+    history = daily_history(tmp_path, {}, days=56, noise=0.2, seed=7)
+    ctx = AuditContext(
+        metric_history=lambda m, col, n, weekday: history.published("t.x", m, col, n, weekday), run_at=SATURDAY
+    )
+    chk = C.anomaly("row_count")
+    c = compiled(chk)
+    v = chk.verdict(c, {"c0_n": 1000}, 1000, ctx)
+    assert v.ok and "seasonality" not in v.observed and "rhythm" not in c.threshold
+
+
+def test_weekly_rhythm_leaves_each_run_out_of_its_own_weekdays_level() -> None:
+    # Known answer: two weekdays, levels from three runs each. Monday's runs 100, 110, 90 each against the median
+    # of the other two Mondays' logs (a geometric mean), moved onto Tuesday's level (200).
+    mondays, tuesdays = [100.0, 110.0, 90.0], [200.0, 200.0, 200.0]
+    history = [(0, v) for v in mondays] + [(1, v) for v in tuesdays] + [(0, 100.0)] * 4 + [(1, 200.0)] * 4
+    got = A.weekly_rhythm("row_count", history, {0: mondays, 1: tuesdays}, today=1)
+    assert got is not None
+    moved, words = got
+    gm = math.sqrt
+    assert moved[:3] == pytest.approx([200 * 100 / gm(110 * 90), 200 * 110 / gm(100 * 90), 200 * 90 / gm(100 * 110)])
+    assert moved[3:6] == pytest.approx([200.0] * 3)
+    assert words == "weekly rhythm: Tuesdays 1.41x the median day"  # levels 100 and 200: their median 141
+    assert A.weekly_rhythm("null_fraction", [(0, 0.1)] * 12, {0: [0.1] * 3}, today=0) is None  # proportions: never
+    assert A.weekly_rhythm("row_count", history[:9], {0: mondays, 1: tuesdays}, today=1) is None  # < 10 runs
+
+
+def test_volume_finds_the_weekly_rhythm_in_icebergs_history() -> None:
+    runs = [(SATURDAY - timedelta(days=d), 500 if (SATURDAY - timedelta(days=d)).weekday() == 5 else 1000)
+            for d in range(1, 57)]  # fmt: skip
+    ctx = AuditContext(history=lambda: runs, run_at=SATURDAY)
+    chk = C.volume(runs=30)
+    c = compiled(chk)
+    assert chk.verdict(c, {}, 500, ctx).ok and "weekly rhythm: Saturdays" in c.threshold
+    assert not chk.verdict(compiled(chk), {}, 400, ctx).ok
+    plain = C.volume(runs=30, seasonality="none")
+    assert plain.verdict(compiled(plain), {}, 400, ctx).ok

@@ -4,7 +4,8 @@ A check without a fixed threshold needs the table's history to say what a batch 
 is the median of the last runs' values ± sensitivity x their median absolute deviation (scaled by 1.4826, so
 it estimates one standard deviation of normal data): one outlier in the history moves it little, unlike a
 mean and a standard deviation. With weekly seasonality the history is only the runs that started on the same
-weekday (UTC) as this one: a table whose weekend batches are small is judged against its other weekends. No
+weekday (UTC) as this one: a table whose weekend batches are small is judged against its other weekends; by
+default (seasonality "auto") a weekly rhythm is looked for in the history itself (weekly_rhythm). No
 Spark here: the maths is tested alone (tests/unit/test_anomaly.py).
 
 The metrics themselves (names, which columns they fit) are defined here too, once: the anomaly checks, the
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -45,8 +46,9 @@ METRICS: dict[str, MetricKind] = {
 # The relative standard deviation of the distinct estimate (Spark's approx_count_distinct, HyperLogLog++): well
 # inside the band's 5% floor, so the estimate's own error does not block a batch; exact up to a few hundred values.
 DISTINCT_RSD = 0.02
-# Which earlier runs make the band: all of the window, or only those that started on the same weekday (UTC).
-Seasonality = Literal["none", "weekly"]
+# Which earlier runs make the band: all of the window ("none"), only those that started on the same weekday (UTC,
+# "weekly"), or all of the window moved onto this weekday's level when the history has a weekly rhythm ("auto").
+Seasonality = Literal["auto", "none", "weekly"]
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 # What a run changes on main (write modes), recorded in the history where the run has them.
@@ -260,6 +262,69 @@ def judge(
         terms.insert(0, "widened to the history's own extremes (heavy tail)")
     mad = spread if model != "log" else _mad(values, med)
     return Judged(med, mad, spread, lo, hi, len(values), weekday, model, tuple(terms))
+
+
+# A weekly rhythm found in the history itself (seasonality = "auto", the default): each weekday's level is the
+# median of its last RHYTHM_RUNS runs; the band's history is moved onto this weekday's level (x its ratio for
+# counts and sums, + its difference for the rest), each run against its weekday's level without itself, and
+# judged as usual. It is used only when the history has RHYTHM_HISTORY runs, every weekday in it has RHYTHM_MIN
+# runs to make a level, and the moved history's mean deviation is at most RHYTHM_GAIN of the plain one. At 0.6
+# (measured on make bench-gates) the row count's rhythm is used on 317 of 355 days of New York flights
+# (Saturdays 0.77x a weekday, each weekday within ±5%), on 33 of Minneapolis police stops (±21% on any weekday)
+# and 2 of a pizza place's sales; at 0.75 chance differences between weekdays' levels pass for a rhythm more
+# often and block real days. Proportions are left as they are (a null fraction's weekly rhythm is rare; its band
+# has the batch's size).
+RHYTHM_RUNS = 8
+RHYTHM_MIN = 3
+RHYTHM_HISTORY = 10
+RHYTHM_GAIN = 0.6
+
+
+def weekly_rhythm(
+    metric: str, history: Sequence[tuple[int, float]], levels: Mapping[int, Sequence[float]], today: int
+) -> tuple[list[float], str] | None:
+    """`history` ((weekday, value), the band's runs) moved onto `today`'s level, and the rhythm in words ("weekly
+    rhythm: Saturdays 0.77x the median day"); None when the history has no weekly rhythm (see RHYTHM_GAIN).
+    `levels`: each weekday's last values (RHYTHM_RUNS of them), whose median is that weekday's level."""
+    model = MODELS.get(metric, "linear")
+    if model == "proportion" or len(history) < RHYTHM_HISTORY:
+        return None
+    every = [v for _, v in history] + [v for vs in levels.values() for v in vs]
+    ratio = model == "log" and min(every) > 0  # counts and sums: levels are ratios (their logs differ)
+    f = math.log if ratio else float
+    level = {w: statistics.median(f(v) for v in vs) for w, vs in levels.items() if len(vs) >= RHYTHM_MIN}
+    if today not in level or any(w not in level for w, _ in history):
+        return None
+    plain = [f(v) for _, v in history]
+    # Each run against its weekday's level without it (leave one out): a level made of the run itself would hide
+    # part of its spread, and the band would be narrower than the days it judges.
+    moved = [f(v) - _level_without(levels[w], v, f) + level[today] for w, v in history]
+    # The spreads compared are mean absolute deviations: a median one would not see a rhythm of one or two days
+    # a week (Saturdays are a seventh of the runs), which is the commonest.
+    spread = _mean_deviation(plain)
+    if spread == 0 or _mean_deviation(moved) > RHYTHM_GAIN * spread:
+        return None
+    typical = statistics.median(level.values())
+    if ratio:
+        words = f"{math.exp(level[today] - typical):.2f}x the median day"
+        values = [math.exp(m) for m in moved]
+    else:
+        words = f"{level[today] - typical:+.4g} from the median day"
+        values = moved
+    return values, f"weekly rhythm: {WEEKDAYS[today]}s {words}"
+
+
+def _mean_deviation(values: Sequence[float]) -> float:
+    center = statistics.median(values)
+    return statistics.fmean(abs(v - center) for v in values)
+
+
+def _level_without(values: Sequence[float], value: float, f: Callable[[float], float]) -> float:
+    """The median of f over `values` less one occurrence of `value` (all of them where it is not one)."""
+    rest = list(values)
+    if value in rest and len(rest) > 1:
+        rest.remove(value)
+    return statistics.median(f(v) for v in rest)
 
 
 def weekday_of(at: datetime) -> int:

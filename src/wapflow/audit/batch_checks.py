@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -16,6 +17,10 @@ from wapflow.audit.anomaly import (
     COLD_START_RUNS,
     DISTINCT_RSD,
     METRICS,
+    MODELS,
+    RHYTHM_HISTORY,
+    RHYTHM_RUNS,
+    Judged,
     Seasonality,
     as_number,
     history_of,
@@ -23,6 +28,7 @@ from wapflow.audit.anomaly import (
     made_of,
     same_weekday,
     weekday_of,
+    weekly_rhythm,
 )
 from wapflow.audit.checktype import (
     Against,
@@ -597,9 +603,10 @@ class VolumeCheck(CheckType):
     )
     min_history: int = Field(default=3, ge=1, description="passes (or warns) until this many published runs exist")
     seasonality: Seasonality = Field(
-        default="none",
-        description="weekly: only the published runs committed on the same weekday (UTC) as this run started on "
-        "make the band (the last `runs` of them; min_history of them needed)",
+        default="auto",
+        description="auto: the runs moved onto this weekday's level when the history has a weekly rhythm; weekly: "
+        "only the published runs committed on the same weekday (UTC) as this run started on make the band (the "
+        "last `runs` of them; min_history of them needed); none: the last runs as they are",
     )
     on_short_history: Literal["pass", "warn"] = Field(
         default="warn",
@@ -629,7 +636,8 @@ class VolumeCheck(CheckType):
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
         weekday = weekday_of(ctx.run_at or datetime.now(UTC)) if self.seasonality == "weekly" else None
-        history = same_weekday(ctx.history() if ctx.history else [], weekday, self.runs)
+        runs = list(ctx.history()) if ctx.history else []
+        history = same_weekday(runs, weekday, self.runs)
         if len(history) < self.min_history:
             return short_history(c, rows, len(history), self.min_history, self.on_short_history, weekday)
         if self.tolerance is not None:
@@ -638,16 +646,51 @@ class VolumeCheck(CheckType):
             basis = f"; same weekday: {history_of(len(history), weekday)}" if weekday is not None else ""
             c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs{basis})"
             return Verdict(lo <= rows <= hi, rows, 0)
-        b = judge("row_count", history, self.sensitivity, weekday)
+        rhythm = None
+        if self.seasonality == "auto":
+            today = weekday_of(ctx.run_at or datetime.now(UTC))
+            levels = {w: same_weekday(runs, w, RHYTHM_RUNS) for w in range(7)}
+            rhythm = weekly_rhythm(
+                "row_count", [(weekday_of(at), float(n)) for at, n in runs[: self.runs]], levels, today
+            )
+        b = with_rhythm(judge("row_count", rhythm[0] if rhythm else history, self.sensitivity, weekday), rhythm)
         c.threshold = b.describe(self.sensitivity)
         ok = b.contains(rows)
+        evidence = {**b.evidence(rows), **({"seasonality": rhythm[1]} if rhythm else {})}
         if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
             c.threshold += f"; {len(history)} runs of history: too few to block on, warns"
-            return Verdict(False, b.evidence(rows), 0, warn_only=True)
-        return Verdict(ok, b.evidence(rows), 0)
+            return Verdict(False, evidence, 0, warn_only=True)
+        return Verdict(ok, evidence, 0)
 
     def main_tables(self, this: TableName, tables_in_sql: Callable[[str], set[TableName]]) -> set[TableName]:
         return {this}
+
+
+def with_rhythm(b: Judged, rhythm: tuple[list[float], str] | None) -> Judged:
+    """The band, saying first that it was made of a history moved onto this weekday's level (weekly_rhythm)."""
+    return b if rhythm is None else dataclasses.replace(b, terms=(rhythm[1], *b.terms))
+
+
+def metric_rhythm(
+    metric: str, column: str, history: Sequence[float], ctx: AuditContext
+) -> tuple[list[float], str] | None:
+    """An anomaly check's history moved onto this run's weekday level when it has a weekly rhythm (seasonality
+    "auto"): each weekday's last RHYTHM_RUNS published runs give its level and the weekday of the band's runs."""
+    runs = getattr(history, "runs", ())
+    if not ctx.metric_history or len(history) < RHYTHM_HISTORY or len(runs) != len(history):
+        return None
+    if MODELS.get(metric) == "proportion":
+        return None  # judged with the batch's size, never moved (weekly_rhythm): no need to read the weekdays
+    levels: dict[int, list[float]] = {}
+    day_of: dict[str, int] = {}
+    for w in range(7):
+        same = ctx.metric_history(metric, column, RHYTHM_RUNS, w)
+        levels[w] = list(same)
+        day_of.update(dict.fromkeys(getattr(same, "runs", ()), w))
+    if any(r not in day_of for r in runs):
+        return None  # a weekday with more runs in the window than its level reads (several runs a day)
+    today = weekday_of(ctx.run_at or datetime.now(UTC))
+    return weekly_rhythm(metric, [(day_of[r], v) for r, v in zip(runs, history, strict=True)], levels, today)
 
 
 def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str, weekday: int | None = None) -> Verdict:
@@ -683,9 +726,11 @@ class AnomalyCheck(CheckType):
     )
     window: int = Field(default=30, ge=1, le=1000, description="how many of the table's last published runs")
     seasonality: Seasonality = Field(
-        default="none",
-        description="weekly: the band is made of the published runs that started on the same weekday (UTC) as "
-        "this one only (the last `window` of them; min_history of them needed)",
+        default="auto",
+        description="auto: the window's runs moved onto this weekday's level when the history has a weekly rhythm "
+        "(wapflow.audit.anomaly.weekly_rhythm); weekly: the band is made of the published runs that started on the "
+        "same weekday (UTC) as this one only (the last `window` of them; min_history of them needed); none: the "
+        "window's runs as they are",
     )
     on_short_history: Literal["pass", "warn"] = Field(
         default="warn",
@@ -823,12 +868,14 @@ class AnomalyCheck(CheckType):
         if len(history) < self.min_history:
             return short_history(c, value, len(history), self.min_history, self.on_short_history, weekday)
         rows_judged = int(values.get(f"{c.key}_n") or rows) if self.metric == "null_fraction" else rows
-        b = judge(self.metric, history, self.sensitivity, weekday, rows_judged or None)
+        rhythm = metric_rhythm(self.metric, self._column_key(c), history, ctx) if self.seasonality == "auto" else None
+        judged_on = rhythm[0] if rhythm else history
+        b = with_rhythm(judge(self.metric, judged_on, self.sensitivity, weekday, rows_judged or None), rhythm)
         c.threshold = b.describe(self.sensitivity)
         formed = made_of(history, self.window)
         if formed.get("left_out"):
             c.threshold += f"; left out: {formed['left_out']} run(s) of the same span"
-        evidence = {**b.evidence(value), **formed}
+        evidence = {**b.evidence(value), **formed, **({"seasonality": rhythm[1]} if rhythm else {})}
         ok = value is not None and b.contains(value)
         if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
             c.threshold += f"; {len(history)} runs of history: too few to block on, warns"
