@@ -128,3 +128,33 @@ def test_wap_watch_runs_a_batch_and_its_models_as_one_durable_workflow(lakehouse
     assert sum(r["trips"] for r in reader.rows("gold.by_passengers")) == len(positive)
     again = Watcher(lh, ["trips"], once=True).run()
     assert again.files == []
+
+
+def test_a_batch_a_model_blocks_is_split_and_the_good_file_published_with_its_models(
+    lakehouse_factory, landing, tmp_path
+):
+    """Two files in one batch; one makes silver's check fail (a passenger count of 9). The batch is split like a
+    blocked file batch: the good file is published with the models, the bad one ends blocked, no branch left."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from support.data import write_parquet
+    from wapflow.demo.generate import generate_trips
+
+    tables = {**TABLES, "silver.trips": {"checks": [{"check": "expression", "sql": "passenger_count < 9"}]}}
+    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path, tables=tables, max_files_per_run=2)
+    trips_file(landing, "a.parquet", rows=30)
+    bad = generate_trips(30, start_id=900, seed=4)
+    bad = bad.set_column(4, "passenger_count", pc.add(bad["passenger_count"], pa.scalar(3, pa.int32())))
+    write_parquet(landing / "b.parquet", bad)
+
+    res = ingest(lh, "trips")
+    states = {Path(f.uri).name: f.state for f in res.files}
+    assert states == {"a.parquet": "published", "b.parquet": "blocked"}, [f.reason for f in res.files]
+    assert sorted(r["trip_id"] for r in reader.rows("nyc.trips")) == list(range(1, 31))
+    assert sorted(r["trip_id"] for r in reader.rows("silver.trips")) == list(range(1, 31))
+    # The split batch's branches are gone; the blocked file's run keeps its rows on every table for inspection.
+    blocked = next(f for f in res.files if f.state == "blocked")
+    kept = [reader.branches(t) for t in ("nyc.trips", "silver.trips", "gold.by_passengers")]
+    assert kept == [[f"wap_{blocked.run_id.rsplit('-', 1)[0]}"]] * 3, kept
+    assert res.exit_code == 1
