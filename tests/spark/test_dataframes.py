@@ -203,8 +203,10 @@ def test_a_write_after_the_transaction_ended_is_refused_and_changes_nothing(lh, 
     with pytest.raises(wapflow.UsageError, match=r"after transaction \S+ ended \(published\)") as raised:
         tx.write("gold.daily", spark.createDataFrame([("mon", 9.5)], "day string, fare double"))
     assert raised.value.exit_code == 2
-    with pytest.raises(wapflow.UsageError, match="after it ended"):
+    with pytest.raises(wapflow.UsageError, match=r"tx.sql\(...\) after transaction \S+ ended"):
         tx.sql("SELECT * FROM silver.trips")
+    with pytest.raises(wapflow.UsageError, match=r"tx.read\('silver.trips'\) after transaction \S+ ended"):
+        tx.read("silver.trips")
     assert rows(lh, "gold.daily") == [] and len(rows(lh, "silver.trips")) == 1
     assert [(m.table_name, m.status) for m in lh.store.group(tx.run_id)] == [("silver.trips", "published")]
 

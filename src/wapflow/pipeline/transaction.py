@@ -78,7 +78,7 @@ class Transaction:
     ) -> None:
         """Write `df` to `table` on the run's branch (mode and keys: the table's section unless given here;
         `checks` besides the table's own). Nothing is published until the block ends."""
-        self._refuse_if_ended("write", table)
+        self._refuse_if_ended(f"tx.write({table!r})")
         self._group.add(
             table,
             df,
@@ -102,13 +102,14 @@ class Transaction:
         self.result = self._group.abandon(error)
         return self.result
 
-    def _refuse_if_ended(self, doing: str, table: str) -> None:
-        """A write (or read) once the block ended has no run to join: refused, naming the run's outcome."""
+    def _refuse_if_ended(self, call: str) -> None:
+        """A write, read or query once the block ended has no run to join: refused, naming the run's outcome."""
         ended = self.ended
         if ended is not None:
             raise UsageError(
-                f"{doing} of {table} after transaction {self.run_id} ended ({ended.status}): it was not written",
-                hint="write every table inside the `with wapflow.transaction(...)` block, or start a new transaction",
+                f"{call} after transaction {self.run_id} ended ({ended.status}); nothing was done",
+                hint="write and query the tables inside the `with wapflow.transaction(...)` block (after it, "
+                "wapflow.read reads main), or start a new transaction",
             )
 
     def _run_of(self, table: str) -> Run | None:
@@ -130,7 +131,7 @@ class Transaction:
     def read(self, table: str) -> DataFrame:
         """The table as this transaction sees it: a table it wrote, staged (main plus what it wrote); any other,
         its main."""
-        self._refuse_if_ended("read", table)
+        self._refuse_if_ended(f"tx.read({table!r})")
         tables, ref = self.view_of(table)
         return tables.read(TableName.parse(table), None if ref == "main" else ref)
 
@@ -139,12 +140,7 @@ class Transaction:
         a table it wrote, staged; any other, its main. A statement that writes, or a table neither written here
         nor in the catalog, raises a ConfigError (exit 2); raised inside the block, nothing is published."""
         what = f"the sql of transaction {self.run_id}"
-        ended = self.ended
-        if ended is not None:
-            raise UsageError(
-                f"sql of transaction {self.run_id} after it ended ({ended.status})",
-                hint="query the tables inside the `with wapflow.transaction(...)` block, or read main after it",
-            )
+        self._refuse_if_ended("tx.sql(...)")
 
         def table_frame(parts: tuple[str, ...]) -> DataFrame:
             if len(parts) > 2 and parts[0] == self.lh.catalog:
