@@ -234,9 +234,10 @@ def transaction(
     lh: Lakehouse, *, name: str | None = None, run_id: str | None = None, no_checks: bool = False
 ) -> Iterator[Transaction]:
     """A block whose `tx.write(table, df)` calls are audited together when it ends and published in one atomic
-    commit, or none (`tx.result` says which); `tx.read(table)` sees the tables it wrote as staged. An exception
-    in the block publishes nothing, records the run as failed, and propagates. `name` prefixes the run id; a
-    re-run with the same `run_id` never publishes twice. Needs a catalog that commits several tables at once."""
+    commit, or none (`tx.result` says which); `tx.read(table)` and `tx.sql(query)` (read-only) see the tables it
+    wrote as staged, others at main. An exception in the block publishes nothing, records the run as failed, and
+    propagates. `name` prefixes the run id; the same `run_id` again (after a crash, say) resumes the run and
+    publishes it once, or reports it published. Needs a catalog that commits several tables at once."""
     from wapflow.pipeline.multi import MultiWapRun
     from wapflow.pipeline.state import new_run_id
     from wapflow.pipeline.transaction import Transaction
