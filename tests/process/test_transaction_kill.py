@@ -27,6 +27,8 @@ import pytest
 
 from support.cli_harness import LazyReader, Reader, env, write_config
 from support.transaction_driver import raw_rows
+from wapflow.config import load_config
+from wapflow.runs.store import RunStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -159,6 +161,11 @@ def test_a_transaction_killed_anywhere_and_run_again_with_its_run_id_publishes_o
             assert o[0] == "published", (tx, outcomes)
             if first is not None and o is not first:
                 assert o == ["published", "already", first[2]], (tx, outcomes)
+    # The run store: every table's run of every transaction published, none left running.
+    store = RunStore(load_config(str(cfg)).run_store_url())
+    for k in range(1, LAST + 1):
+        members = [(m.table_name, m.status) for m in store.group(f"tx{k}")]
+        assert members == [(t, "published") for t in TABLES], (k, members)
     heads = {t: reader.main(t) for t in TABLES}
     code, lines = run_driver(cfg)  # once more: only the last transaction, again, and nothing moves
     assert code == 0 and any(ln.startswith(f"tx{LAST} again published already") for ln in lines), lines[-20:]
