@@ -13,17 +13,15 @@ Spark's own parser); a Python model is called as `function(spark, inputs)` and m
 from __future__ import annotations
 
 import importlib
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from wapflow.audit import sqlguard
 from wapflow.config.models import ModelConfig, downstream_models, model_order
 from wapflow.errors import ConfigError, InputError, UsageError, WapError
 from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
 from wapflow.pipeline.multi import MultiWapRun
 from wapflow.pipeline.state import new_run_id, validate_run_id
-from wapflow.pipeline.transaction import Transaction
+from wapflow.pipeline.transaction import Transaction, query_over
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 
@@ -152,31 +150,23 @@ def _last_read(lh: Lakehouse, model_table: TableName, input_table: str) -> int |
 
 def _sql(tx: Transaction, name: str, model: ModelConfig, inputs: dict[str, DataFrame]) -> DataFrame:
     assert model.sql is not None
-    spark = tx.lh.spark
-    what = f"model {name}'s sql"
-    tag = uuid.uuid4().hex[:8]
-    views: dict[tuple[str, ...], str] = {}
-    for parts in sqlguard.query_tables(model.sql, what):
+
+    def frame_of(parts: tuple[str, ...]) -> DataFrame:
         dotted = ".".join(parts[-2:])
         if dotted not in inputs:
             raise ConfigError(
                 f"model {name}'s sql reads {dotted}, which its depends_on does not list",
                 hint="list every table the sql reads in depends_on, or leave depends_on out (inferred from the sql)",
             )
-        view = f"wap_model_{tag}_{len(views)}"
-        inputs[dotted].createOrReplaceTempView(view)
-        views[parts] = view
-    text = sqlguard.with_tables_renamed(model.sql, what, views)
-    sqlguard.check_query_plan(spark, text, what)
-    try:
-        df = spark.sql(text)
-        df.schema  # noqa: B018 - analysed here: an unknown column fails naming the model
-    except Exception as e:
-        raise ConfigError(
-            f"model {name}: its sql does not run: {spark_errors.describe(e)}",
-            hint="the line and position are those of the model's sql in wap.toml (its tables read as views)",
-        ) from e
-    return df
+        return inputs[dotted]
+
+    return query_over(
+        tx.lh.spark,
+        model.sql,
+        f"model {name}: its sql",
+        frame_of,
+        hint="the line and position are those of the model's sql in wap.toml (its tables read as views)",
+    )
 
 
 def _python(tx: Transaction, name: str, model: ModelConfig, inputs: dict[str, DataFrame]) -> DataFrame:
