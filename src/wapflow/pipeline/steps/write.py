@@ -87,8 +87,6 @@ def _write(run: Run) -> None:
         except Exception as e:
             _undo_write(run)
             raise _classify(run, e) from e
-        if plan.note:
-            run.lh.progress(plan.note)
         STRATEGIES[plan.case](run, plan, batch)
         run.write_outcome = run.outcome_of(plan.case, mode)
 
@@ -290,6 +288,8 @@ def _adopt(run: Run, plan: WritePlan, batch: _Batch) -> Any:
 def _append(run: Run, plan: WritePlan, batch: _Batch) -> Any:
     """A Spark append of the batch to the run's branch."""
     run.lh.progress(f"writing to branch {run.branch}")
+    if plan.note:
+        run.lh.progress(plan.note)
     return _rewrite(run, plan, batch)
 
 
