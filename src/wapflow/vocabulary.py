@@ -26,6 +26,9 @@ RUN_REJECTED: Final = "rejected"
 PUBLISHED: Final = "published"
 # A run whose audit said no, or that failed, may keep its branch for inspection (`wap maintain` drops it later).
 KEPT_STATUSES: tuple[str, ...] = ("blocked", "failed")
+# In a run over several tables, the error of a table that did not fail itself names the table that failed the
+# run under this key (its own message says only "not published: ...").
+FAILED_WITH: Final = "failed_with"
 
 # A person's decision on a run held for review (the run store's `review`).
 Decision = Literal["approved", "rejected"]

@@ -128,7 +128,7 @@ def test_python_models_their_errors_name_the_model_and_publish_nothing(lakehouse
             ("silver", "published", 0, None),
             ("not_a_frame", "failed", 2, "returned list, not a DataFrame"),
             ("broken", "failed", 3, "raised ValueError: fares feed is down"),
-            ("wider", "blocked", 1, "silver.trips: schema"),  # a column silver does not have: its contract (strict)
+            ("wider", "blocked", 1, "tip"),  # a column silver does not have: its schema contract (strict)
         ):
             lh = with_models(base, {"silver.trips": {"python": f"mymodels:{fn}", "depends_on": ["raw.trips"]}})
             res = wapflow.run_models(lh)

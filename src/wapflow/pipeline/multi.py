@@ -21,7 +21,7 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
 from wapflow.pipeline import frames, lineage
 from wapflow.pipeline.driver import drive
-from wapflow.pipeline.result import FAILED_WITH, MultiRunResult
+from wapflow.pipeline.result import MultiRunResult
 from wapflow.pipeline.state import AWAITING_REVIEW, RunState, Step, new_run_id, new_state, validate_run_id
 from wapflow.pipeline.steps import audit, prepare, write
 from wapflow.pipeline.steps.audit import recheck_main
@@ -30,7 +30,7 @@ from wapflow.pipeline.steps.publish import MAX_REAPPLY, held_for_review, mark_pu
 from wapflow.pipeline.steps.record import fail, result_of
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
-from wapflow.vocabulary import run_branch
+from wapflow.vocabulary import FAILED_WITH, run_branch
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -385,7 +385,7 @@ class MultiWapRun:
 
     def _block(self, failing: list[Run]) -> None:
         keep = any(r.table_cfg.on_failure != "drop" for r in self.runs)
-        why = "; ".join(f"{r.target}: {', '.join(c.name for c in r.report.failed)}" for r in failing if r.report)
+        why = "; ".join(f"{r.target}: {_failed_checks(r)}" for r in failing if r.report)
         if not keep:
             self.lh.branches.discard(self.branch, self._all_tables())
         for r in self.runs:
@@ -419,6 +419,12 @@ class MultiWapRun:
             lineage.emit(
                 self.lh.config, event_type, r.record, progress=self.lh.progress, parent=self.run_id, tables=tables
             )
+
+
+def _failed_checks(r: Run) -> str:
+    """A table's failed checks by name; the schema contract's with what differs (the column a model added)."""
+    assert r.report is not None
+    return ", ".join(f"{c.name} ({c.observed})" if c.check == "schema" else c.name for c in r.report.failed)
 
 
 def _refuse_unknown_tables(lakehouse: Lakehouse, names: list[str]) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_RUNTIME, EXIT_TRANSIENT
+from wapflow.vocabulary import FAILED_WITH
 
 
 def exit_code_for(status: str, failure_codes: list[int]) -> int:
@@ -77,10 +78,6 @@ class RunResult:
             "skipped": self.skipped,
             "exit_code": self.exit_code,
         }
-
-
-# In a multi-table run's error of a table that did not fail itself: the table that failed the run.
-FAILED_WITH = "failed_with"
 
 
 @dataclass

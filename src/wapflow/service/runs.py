@@ -20,7 +20,7 @@ from wapflow.errors import NotFound, did_you_mean
 from wapflow.runs.metrics import PUBLISHED
 from wapflow.runs.store import RunRecord, RunStore, runs_table
 from wapflow.vocabulary import AWAITING_REVIEW as AWAITING_REVIEW
-from wapflow.vocabulary import run_branch
+from wapflow.vocabulary import FAILED_WITH, run_branch
 
 
 class RunRow(TypedDict):
@@ -198,8 +198,6 @@ def list_runs(store: RunStore, table: str | None = None, limit: int = 20) -> lis
 # The words wapflow.pipeline.multi records for a table that another table of its group failed (MultiWapRun._fail):
 # its run is failed too, but not by anything of its own.
 HELD_BACK = "not published:"
-# The key of such a table's error naming the table that failed the run (wapflow.pipeline.result.FAILED_WITH).
-FAILED_WITH = "failed_with"
 # A group's status when its tables' differ (a run since taken off main, one still running): the first that applies.
 _GROUP_STATUS = ("interrupted", "running", "failed", "blocked", AWAITING_REVIEW, "rejected", "discarded", "reverted")
 _GENERATED_ID = re.compile(r"^(?P<name>.+)_[0-9]{8}t[0-9]{6}_[0-9a-f]{6}$")
