@@ -30,6 +30,7 @@ from wapflow.faults import crash_point
 from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lineage import find_published
 from wapflow.lakehouse.metadata import CatalogTables
+from wapflow.lakehouse.model import METADATA_PREVIOUS_VERSIONS_MAX_PROP
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
@@ -63,6 +64,9 @@ class TableMove:
     updates: tuple[Any, ...]
     head: int | None  # main's snapshot once committed
     method: str  # fast_forward | cherry_pick | already
+    # A v3 table's new metadata as Iceberg's JSON, made here from the file as written (PyIceberg 0.12 cannot write
+    # v3 metadata): what a JDBC catalog's commit writes instead of PyIceberg's staged metadata.
+    raw: dict[str, Any] | None = None
 
 
 class GroupCommit(Protocol):
@@ -122,10 +126,11 @@ def _plan_one(catalog: Catalog, branch: str, run_id: str, sl: RunSlice) -> Table
         SetSnapshotRefUpdate,
     )
 
-    from wapflow.lakehouse.pyiceberg_client import added_data_files
+    from wapflow.lakehouse.pyiceberg_client import added_data_files, metadata_json
 
     tbl = catalog.load_table(_ident(sl.table))
-    meta = json.loads(tbl.metadata.model_dump_json(by_alias=True, exclude_none=True))
+    meta = metadata_json(tbl)
+    v3 = int(meta.get("format-version", 2)) >= 3
     view = CatalogTables(_Loaded({sl.table.dotted: meta}), catalog.name)
     refs = tbl.metadata.refs
     main = refs["main"].snapshot_id if "main" in refs else None
@@ -138,7 +143,8 @@ def _plan_one(catalog: Catalog, branch: str, run_id: str, sl: RunSlice) -> Table
     if not sl.snapshots or done_at is not None:
         # Nothing of the run in this table, or its rows on main already: only the branch goes.
         head = done_at if done_at is not None else main
-        return TableMove(sl.table, tbl, guard if drop_branch else (), drop_branch, head, "already")
+        raw = moved_refs(meta, tbl.metadata_location, None, branch) if v3 and drop_branch else None
+        return TableMove(sl.table, tbl, guard if drop_branch else (), drop_branch, head, "already", raw)
     if branch not in refs:
         raise PublishConflict(
             f"branch {branch} of {sl.table} is gone and main does not hold run {sl.run_id or run_id}",
@@ -155,7 +161,15 @@ def _plan_one(catalog: Catalog, branch: str, run_id: str, sl: RunSlice) -> Table
             max_snapshot_age_ms=None,
             min_snapshots_to_keep=None,
         )
-        return TableMove(sl.table, tbl, guard, (ff, *drop_branch), head, "fast_forward")
+        raw = moved_refs(meta, tbl.metadata_location, head, branch if drop_branch else None) if v3 else None
+        return TableMove(sl.table, tbl, guard, (ff, *drop_branch), head, "fast_forward", raw)
+    if v3:
+        # Adding the run's files again on top of main is a new snapshot, with v3's row lineage: PyIceberg 0.12
+        # cannot write it. The change is applied again on a fresh branch of main (as a merge's is) instead.
+        raise MainMovedUnder(
+            f"main of {sl.table} moved since branch {branch} was created, and {sl.table} is a format v3 table",
+            hint="the run's change is applied again on a fresh branch of main",
+        )
     if not sl.cherry_pick:
         raise MainMovedUnder(
             f"main of {sl.table} moved since branch {branch} was created",
@@ -179,6 +193,41 @@ def _plan_one(catalog: Catalog, branch: str, run_id: str, sl: RunSlice) -> Table
     new_head = staged.refs["main"].snapshot_id
     requirements = tuple({type(r): r for r in (*tx._requirements, *guard)}.values())
     return TableMove(sl.table, tbl, requirements, tuple(tx._updates), new_head, "cherry_pick")
+
+
+def moved_refs(meta: dict[str, Any], location: str, main: int | None, drop: str | None) -> dict[str, Any]:
+    """The table's metadata JSON with main at snapshot `main` (None: where it is) and ref `drop` removed, as
+    Iceberg's TableMetadata.Builder records such a change: the snapshot log and the metadata log (the file it
+    replaces) grow, last-updated-ms moves on. Every other key stays as Iceberg wrote it (a v3 table's
+    next-row-id, encryption keys, statistics): no rows are added, so row lineage has nothing to assign."""
+    import time
+
+    new: dict[str, Any] = json.loads(json.dumps(meta))
+    now = max(int(time.time() * 1000), int(meta.get("last-updated-ms", 0)) + 1)
+    refs = new.setdefault("refs", {})
+    if drop is not None:
+        refs.pop(drop, None)
+    if main is not None:
+        refs["main"] = {**refs.get("main", {}), "snapshot-id": main, "type": "branch"}
+        if new.get("current-snapshot-id") != main:
+            new["current-snapshot-id"] = main
+            new.setdefault("snapshot-log", []).append({"timestamp-ms": now, "snapshot-id": main})
+    keep = int((new.get("properties") or {}).get(METADATA_PREVIOUS_VERSIONS_MAX_PROP, "100"))
+    previous = {"timestamp-ms": int(meta.get("last-updated-ms", now)), "metadata-file": location}
+    log = [*new.get("metadata-log", []), previous]
+    new["metadata-log"] = log[-keep:] if keep > 0 else []
+    new["last-updated-ms"] = now
+    return new
+
+
+def _write_raw(cat: Any, m: TableMove) -> str:
+    """m.raw written beside the table's metadata, named as the catalog names its next version; its location."""
+    assert m.raw is not None
+    version = cat._parse_metadata_version(m.loaded.metadata_location) + 1
+    location = str(m.loaded.location_provider().new_table_metadata_file_location(version))
+    with m.loaded.io.new_output(location).create(overwrite=False) as f:
+        f.write(json.dumps(m.raw).encode())
+    return location
 
 
 def publish_group(
@@ -243,16 +292,18 @@ class SqlGroupCommit(_Opened):
         cat = self.catalog
         assert isinstance(cat, SqlCatalog)
 
-        def stage(m: TableMove) -> tuple[TableMove, Any]:
+        def stage(m: TableMove) -> tuple[TableMove, str]:
+            if m.raw is not None:  # a v3 table: the metadata JSON planned here (PyIceberg cannot write v3's)
+                return m, _write_raw(cat, m)
             st = cat._update_and_stage_table(m.loaded, _ident(m.table), m.requirements, m.updates)
             cat._write_metadata(st.metadata, st.io, st.metadata_location)
-            return m, st
+            return m, st.metadata_location
 
         staged = _each(stage, moves)
         crash_point("publish:group-staged")
         try:
             with cat.engine.begin() as conn:  # one transaction: every pointer moves, or none
-                for m, st in staged:
+                for m, location in staged:
                     moved = conn.execute(
                         update(IcebergTables)
                         .where(
@@ -262,16 +313,16 @@ class SqlGroupCommit(_Opened):
                             IcebergTables.metadata_location == m.loaded.metadata_location,
                         )
                         .values(
-                            metadata_location=st.metadata_location,
+                            metadata_location=location,
                             previous_metadata_location=m.loaded.metadata_location,
                         )
                     )
                     if moved.rowcount != 1:
                         raise GroupMoved(f"{m.table} was committed to meanwhile")
         except GroupMoved:
-            for _, st in staged:  # no pointer names them: gone now, or left to `wap maintain`'s orphans
+            for m, location in staged:  # no pointer names them: gone now, or left to `wap maintain`'s orphans
                 with contextlib.suppress(Exception):
-                    st.io.delete(st.metadata_location)
+                    m.loaded.io.delete(location)
             raise
 
 

@@ -140,10 +140,20 @@ def remove_added_files(
 
 def table_metadata(catalog: Catalog, table: TableName) -> dict[str, Any]:
     """The table's current metadata as Iceberg's JSON (the keys Iceberg's Java parser writes)."""
+    return metadata_json(catalog.load_table((*table.namespace, table.name)))
+
+
+def metadata_json(tbl: Table) -> dict[str, Any]:
+    """The metadata file `tbl` was loaded from, as written (every key, of any format version: PyIceberg 0.12
+    refuses to serialize a v3 table's metadata, and a key its model lacks would be lost by a round trip)."""
+    import gzip
     import json
 
-    tbl = catalog.load_table((*table.namespace, table.name))
-    meta: dict[str, Any] = json.loads(tbl.metadata.model_dump_json(by_alias=True, exclude_none=True))
+    with tbl.io.new_input(tbl.metadata_location).open() as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":  # write.metadata.compression-codec = gzip
+        raw = gzip.decompress(raw)
+    meta: dict[str, Any] = json.loads(raw)
     return meta
 
 

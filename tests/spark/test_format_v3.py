@@ -1,0 +1,251 @@
+"""Iceberg format v3 tables (issue 48, point 1) on real Spark 4.1 / Iceberg 1.11 and the SQLite catalog: a table
+created as wap.toml's `format_version` says, the whole WAP cycle on it (append, quarantine, merge, replace,
+`wap diff`, `wap revert`, `wap maintain`, `wap metrics --backfill`, `wap run-tables` with PyIceberg's group
+commit, main moved or not), and `wap maintain TABLE --upgrade-format 3` of a v2 table (a downgrade refused).
+Rows on main are read back by PyIceberg, an independent reader, and by Spark."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from support.data import changes_file, trips_file, write_parquet
+from wapflow import api
+from wapflow.cli import app
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.maintain import maintain
+from wapflow.outer.revert import revert
+from wapflow.pipeline import MultiWapRun, run_wap
+from wapflow.runs.maintenance import MaintenanceLog
+from wapflow.runs.metrics import metrics_table
+from wapflow.sql.identifiers import TableName
+
+pytestmark = pytest.mark.spark
+TRIPS = TableName.parse("nyc.trips")
+EAGER = {"expire_older_than": "0s", "revert_window": "0s", "keep_last": 1, "min_input_files": 2, "every": "never"}
+
+
+def _catalog(lh: Lakehouse) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    wh = Path(lh.config.warehouse_location())
+    return SqlCatalog(lh.catalog, uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
+
+
+def _table(lh: Lakehouse, name: str) -> Any:
+    return _catalog(lh).load_table(name)
+
+
+def _version(lh: Lakehouse, name: str) -> int:
+    return int(_table(lh, name).metadata.format_version)
+
+
+def _ids(lh: Lakehouse, name: str, column: str = "trip_id") -> list[Any]:
+    """main's rows of `name` as PyIceberg reads them (its own scan: manifests, delete files, data files)."""
+    return sorted(_table(lh, name).scan().to_arrow().column(column).to_pylist())
+
+
+def _spark_ids(lh: Lakehouse, name: str, column: str = "trip_id") -> list[Any]:
+    lh.tables.refresh(TableName.parse(name))
+    return sorted(r[0] for r in lh.spark.sql(f"SELECT {column} FROM {lh.catalog}.{name}").collect())
+
+
+def _cli(lh: Lakehouse, folder: Path, *args: str) -> Any:
+    """`wap ARGS` in this process on the lakehouse of `lh` (its warehouse, catalog and run store)."""
+    cfg = folder / "wap.toml"
+    lake = lh.config.lakehouse
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{lake.warehouse}"\ncatalog_name = "{lh.catalog}"\nmaster = "local[2]"\n'
+        f'run_store = "{lh.config.run_store_url()}"\n'
+    )
+    return CliRunner().invoke(app, [*args, "--config", str(cfg)])
+
+
+def _published(res: Any) -> Any:
+    assert res.status == "published", res.message
+    return res
+
+
+def test_a_v3_table_through_append_quarantine_diff_revert_maintain_and_backfill(lakehouse_factory, landing):
+    lh = lakehouse_factory(
+        {
+            "nyc.trips": {
+                "checks": [{"check": "not_null", "column": "passenger_count"}],
+                "on_row_failure": "quarantine",
+                "max_quarantine_rate": 0.5,
+                "maintenance": EAGER,
+            }
+        },
+        format_version=3,
+    )
+    first = _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 30))]))
+    assert _version(lh, "nyc.trips") == 3  # created so, from [lakehouse] format_version
+    second = _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "b.parquet", 30, start_id=31, seed=1))]))
+    assert _ids(lh, "nyc.trips") == list(range(1, 61)) == _spark_ids(lh, "nyc.trips")
+    con = _table(lh, "nyc.trips").scan().to_duckdb("trips")  # DuckDB over main, as the Python API guide shows
+    assert con.sql("SELECT count(*), max(trip_id) FROM trips").fetchall() == [(60, 60)]
+
+    # Rows failing a check go to the quarantine table, itself created in the table's format version.
+    dirty = trips_file(landing, "c.parquet", 40, start_id=61, seed=2, null_rate=0.25)
+    third = _published(run_wap(lh, "nyc.trips", [str(dirty)]))
+    quarantined = _ids(lh, "nyc.trips__quarantine")
+    assert quarantined and _version(lh, "nyc.trips__quarantine") == 3
+    assert len(_ids(lh, "nyc.trips")) == 100 - len(quarantined)
+
+    # A run blocked (too many rows failing): `wap diff` of it reads the v3 metadata without a JVM.
+    worse = trips_file(landing, "d.parquet", 20, start_id=101, seed=3, null_rate=0.9)
+    blocked = run_wap(lh, "nyc.trips", [str(worse)])
+    assert blocked.status == "blocked", blocked.message
+    doc = api.diff(lh, blocked.run_id)
+    assert doc["rows"] is not None and doc["rows"]["main_rows"] == 100 - len(quarantined), doc
+
+    # The latest run reverted: its rows leave main, the others stay (PyIceberg and Spark agree).
+    out = revert(lh, third.run_id)
+    assert out["rows_removed"]["nyc.trips"] == 40 - len(quarantined), out
+    assert _ids(lh, "nyc.trips") == list(range(1, 61)) == _spark_ids(lh, "nyc.trips")
+
+    # The metric history backfilled from main's v3 snapshots (the runs' own records taken away first).
+    with lh.store.engine.begin() as conn:
+        conn.execute(metrics_table.delete().where(metrics_table.c.table_name == "nyc.trips"))
+    got = _cli(lh, landing, "metrics", "nyc.trips", "--backfill", "--metric", "row_count", "--json")
+    assert got.exit_code == 0, got.output
+    doc = json.loads(got.stdout)
+    assert doc["backfill"]["recorded"] >= 2, doc["backfill"]
+    assert {first.run_id, second.run_id} <= {r["run_id"] for r in doc["metrics"]}, doc["metrics"]
+
+    # Compaction of the v3 table: fewer files, the same rows, still v3.
+    for i in range(3):
+        _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, f"s{i}.parquet", 5, start_id=200 + 5 * i))]))
+    before = _ids(lh, "nyc.trips")
+    files = len(list(_table(lh, "nyc.trips").scan().plan_files()))
+    res = maintain(lh, "nyc.trips", now=datetime.now(UTC) + timedelta(seconds=60))
+    assert res.exit_code == 0 and res.tables[0].status == "done", res.to_dict()
+    assert res.tables[0].figures("compact")["rewritten_data_files"] >= 2
+    assert len(list(_table(lh, "nyc.trips").scan().plan_files())) < files
+    assert _ids(lh, "nyc.trips") == before == _spark_ids(lh, "nyc.trips")
+    assert _version(lh, "nyc.trips") == 3
+
+
+def test_merge_and_replace_on_v3_tables(lakehouse_factory, landing):
+    lh = lakehouse_factory(
+        {
+            "crm.customers": {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'", "format_version": 3},
+            "crm.daily": {"mode": "replace", "partition_by": ["day"], "checks": [], "format_version": 3},
+        }
+    )
+    seed = [(i, f"n{i}", "I") for i in range(1, 6)]
+    _published(run_wap(lh, "crm.customers", [changes_file(landing, "seed.parquet", seed)], no_checks=True))
+    assert _version(lh, "crm.customers") == 3
+    batch = [(1, None, "D"), (3, "u", "U"), (9, "new", "I")]
+    _published(run_wap(lh, "crm.customers", [changes_file(landing, "b.parquet", batch)], no_checks=True))
+    rows = _table(lh, "crm.customers").scan().to_arrow().sort_by("id")
+    assert rows.column("id").to_pylist() == [2, 3, 4, 5, 9] == _spark_ids(lh, "crm.customers", "id")
+    assert rows.column("name").to_pylist() == ["n2", "u", "n4", "n5", "new"]
+
+    def day(name: str, d: str, ids: list[int]) -> str:
+        t = pa.table({"day": pa.array([d] * len(ids)), "id": pa.array(ids, pa.int64())})
+        return str(write_parquet(landing / name, t))
+
+    _published(
+        run_wap(lh, "crm.daily", [day("d1.parquet", "2026-01-01", [1, 2]), day("d2.parquet", "2026-01-02", [3])])
+    )
+    assert _version(lh, "crm.daily") == 3
+    _published(run_wap(lh, "crm.daily", [day("d1b.parquet", "2026-01-01", [7])]))
+    assert _ids(lh, "crm.daily", "id") == [3, 7] == _spark_ids(lh, "crm.daily", "id")
+
+
+SHOP = {
+    "shop.orders": {"checks": [{"check": "not_null", "column": "order_id"}], "format_version": 3},
+    "shop.lines": {
+        "checks": [{"check": "foreign_key", "column": "order_id", "table": "shop.orders"}],
+        "format_version": 3,
+    },
+}
+
+
+def _orders(landing: Path, name: str, ids: list[int]) -> str:
+    return str(write_parquet(landing / name, pa.table({"order_id": pa.array(ids, pa.int64())})))
+
+
+def _lines(landing: Path, name: str, ids: list[int]) -> str:
+    t = pa.table({"order_id": pa.array(ids, pa.int64()), "line": pa.array(range(len(ids)), pa.int64())})
+    return str(write_parquet(landing / name, t))
+
+
+def test_run_tables_group_commit_on_v3_tables_fast_forward_and_on_a_moved_main(lakehouse_factory, landing):
+    """The group commit of a JDBC catalog writes each table's new metadata itself (PyIceberg 0.12 refuses to
+    write v3 metadata): main fast-forwarded on v3 tables; main moved by another run between audit and publish
+    (on v2 the group's files are added again on top, a new snapshot that PyIceberg cannot write for v3, so the
+    group is applied again on fresh branches). Spark and PyIceberg both read every row afterwards."""
+    lh = lakehouse_factory(SHOP)
+    res = MultiWapRun(
+        lh,
+        [("shop.orders", [_orders(landing, "o.parquet", [1, 2])]), ("shop.lines", [_lines(landing, "l.parquet", [1])])],
+    ).run()
+    assert res.status == "published", res.message
+    assert _version(lh, "shop.orders") == 3 and _version(lh, "shop.lines") == 3
+    assert _ids(lh, "shop.orders", "order_id") == [1, 2] == _spark_ids(lh, "shop.orders", "order_id")
+
+    run = MultiWapRun(
+        lh,
+        [
+            ("shop.orders", [_orders(landing, "o2.parquet", [3, 4])]),
+            ("shop.lines", [_lines(landing, "l2.parquet", [3])]),
+        ],
+    )
+    group: Any = type("G", (), {"status": "running", "done": []})()
+    for step in ("prepare", "write", "audit"):
+        run._step(step, group)
+        assert group.status == "running", run.outcome
+    _published(run_wap(lh, "shop.orders", [_orders(landing, "alone.parquet", [7])]))
+    run._step("publish", group)
+    # Not added again on top (a new v3 snapshot PyIceberg 0.12 cannot write): applied again on fresh branches.
+    assert run.outcome is None and group.done == ["prepare"] and run.reapplied == 1
+    for step in ("write", "audit", "publish"):
+        run._step(step, group)
+    assert run.outcome is not None and run.outcome.status == "published", run.outcome
+    assert {r.published_via for r in run.outcome.tables} == {"fast_forward"}
+    assert _ids(lh, "shop.orders", "order_id") == [1, 2, 3, 4, 7] == _spark_ids(lh, "shop.orders", "order_id")
+    assert _ids(lh, "shop.lines", "order_id") == [1, 3] == _spark_ids(lh, "shop.lines", "order_id")
+    # A Spark write after PyIceberg's commit: the table's row lineage still adds up.
+    _published(run_wap(lh, "shop.orders", [_orders(landing, "after.parquet", [8])]))
+    assert _spark_ids(lh, "shop.orders", "order_id") == [1, 2, 3, 4, 7, 8] == _ids(lh, "shop.orders", "order_id")
+
+
+def test_upgrade_a_v2_table_to_v3_once_recorded_and_no_way_back(lakehouse_factory, landing):
+    lh = lakehouse_factory({"nyc.trips": {"checks": [{"check": "not_null", "column": "passenger_count"}]}})
+    _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 20))]))
+    assert _version(lh, "nyc.trips") == 2  # the default for new tables
+
+    got = _cli(lh, landing, "maintain", "nyc.trips", "--upgrade-format", "3", "--dry-run")
+    assert got.exit_code == 0 and "would upgrade nyc.trips from format version 2 to 3" in got.output, got.output
+    assert _version(lh, "nyc.trips") == 2
+    head = _table(lh, "nyc.trips").metadata.current_snapshot_id
+
+    got = _cli(lh, landing, "maintain", "nyc.trips", "--upgrade-format", "3")
+    assert got.exit_code == 0 and "upgraded nyc.trips from format version 2 to 3" in got.output, got.output
+    assert _version(lh, "nyc.trips") == 3
+    assert _table(lh, "nyc.trips").metadata.current_snapshot_id == head  # metadata only: main's rows as they were
+    assert _ids(lh, "nyc.trips") == list(range(1, 21))
+    recs = MaintenanceLog(lh.store.engine).list("nyc.trips")
+    assert [(r.action, r.status, r.figures.get("from"), r.figures.get("to")) for r in recs] == [
+        ("upgrade_format", "done", 2, 3)
+    ]
+
+    again = _cli(lh, landing, "maintain", "nyc.trips", "--upgrade-format", "3")
+    assert again.exit_code == 0 and "already at format version 3" in again.output, again.output
+
+    down = _cli(lh, landing, "maintain", "nyc.trips", "--upgrade-format", "2")
+    assert down.exit_code == 2, down.output
+    assert "format version can only go up" in down.output and "Traceback" not in down.output
+    assert _version(lh, "nyc.trips") == 3
+
+    # The upgraded table keeps taking runs; both readers see every row.
+    _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "b.parquet", 20, start_id=21, seed=1))]))
+    assert _ids(lh, "nyc.trips") == list(range(1, 41)) == _spark_ids(lh, "nyc.trips")
