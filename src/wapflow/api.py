@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from wapflow.pipeline.transaction import Transaction
     from wapflow.service.diff import DiffDoc
     from wapflow.service.metrics import MetricRowDoc
-    from wapflow.service.runs import RunReport
+    from wapflow.service.runs import GroupReport, RunReport
 
 
 def connect(
@@ -260,12 +260,14 @@ def result(lh: Lakehouse, state: RunState) -> RunResult:
     return _result(lh, state)
 
 
-def report(lh: Lakehouse, run_id: str) -> RunReport:
+def report(lh: Lakehouse, run_id: str) -> RunReport | GroupReport:
     """A recorded run as `wap report` shows it: status, checks (observed, threshold, samples, SQL), error,
-    timings, the command that resumes it. No Spark. NotFound if the run store has no such run."""
-    from wapflow.service.runs import run_report
+    timings, the command that resumes it; for a run over several tables (its group id), the whole run with
+    each table's report. No Spark. NotFound if the run store has no such run."""
+    from wapflow.service.runs import group_report, run_report
 
-    return run_report(lh.store, run_id)
+    group = group_report(lh.store, run_id)
+    return group if group is not None else run_report(lh.store, run_id)
 
 
 def metrics(

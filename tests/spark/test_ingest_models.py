@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import wapflow
 from support.cli_harness import LazyReader
 from support.data import trips_file
 from support.ingest import CHECKS
@@ -72,6 +73,9 @@ def test_a_batch_and_its_models_publish_in_one_commit_and_a_blocking_model_holds
     assert second.exit_code == 1, second.message
     assert [f.state for f in second.files] == ["blocked"]
     assert "silver.trips" in (second.files[0].reason or "")
+    rep = wapflow.report(lh, second.files[0].run_id.rsplit("-", 1)[0])  # the batch's whole run, from Python
+    assert (rep["status"], rep["blocked_by"]) == ("blocked", ["silver.trips"]), rep
+    assert rep["tables"] == ["nyc.trips", "silver.trips", "gold.by_passengers"]
     assert {t: reader.main(t) for t in TABLES} == mains
     assert len(reader.rows("nyc.trips")) == 200
 
