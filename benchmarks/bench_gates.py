@@ -49,6 +49,7 @@ TARGETS = {
     "volume_drop": "row_count",
     "null_spike": "null_fraction",
     "mean_shift": "mean",
+    "duplicates": "duplicate_fraction",
     "category_vanishes": "distinct",
     "category_appears": "distinct",
 }

@@ -143,7 +143,9 @@ def volume(
 
 
 def anomaly(
-    metric: Literal["row_count", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"],
+    metric: Literal[
+        "row_count", "duplicate_fraction", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"
+    ],
     column: str | None = None,
     *,
     min_history: int = 7,

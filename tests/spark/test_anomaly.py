@@ -30,6 +30,7 @@ CHECKS = [
     {"check": "anomaly", "metric": "null_fraction", "column": "passenger_count", "min_history": 7},
     {"check": "anomaly", "metric": "mean", "column": "fare_amount", "min_history": 7},
     {"check": "anomaly", "metric": "distinct", "column": "trip_id", "min_history": 7},
+    {"check": "anomaly", "metric": "duplicate_fraction", "min_history": 7},
     {"check": "schema_change"},
 ]
 DAYS = 10
@@ -101,12 +102,20 @@ def test_anomalies_are_blocked_against_the_published_history(lakehouse_factory, 
         and f"last {DAYS} published runs" in (distinct["threshold"])
     )
 
+    twice = generate_trips(80, start_id=9500, seed=55)  # 100 rows, 20 of them copies of others: a file sent twice
+    twice = pa.concat_tables([twice, twice.slice(0, 20)])
+    dups = blocked_by("twice.parquet", twice, "anomaly(duplicate_fraction)")
+    # HyperLogLog++'s distinct rows: 80, estimated within a row or two.
+    assert dups["observed"]["value"] == pytest.approx(0.2, abs=0.02) and dups["observed"]["model"] == "proportion"
+    assert dups["source"] == "write" and dups["observed"]["band"][1] < 0.05  # observed by the write; 2-point least
+
     normal = run_wap(lh, "nyc.trips", [str(trips_file(landing, "normal.parquet", 100, start_id=8000, seed=53))])
     assert normal.status == "published", normal.message
     assert {c["status"] for c in normal.checks} == {"passed"}
     estimate = pytest.approx(100, rel=3 * DISTINCT_RSD)  # HyperLogLog++: 100 distinct ids, estimated
     assert by_check(normal)["anomaly(distinct(trip_id))"]["observed"]["value"] == estimate
     assert by_check(normal)["schema_change"]["observed"] == "no change"
+    assert by_check(normal)["anomaly(duplicate_fraction)"]["observed"]["value"] < 0.03  # none, estimated
 
     # The history as `wap metrics` shows it: every audited run, blocked ones too, newest first.
     cfg = tmp_path / "wap.toml"
@@ -119,10 +128,10 @@ def test_anomalies_are_blocked_against_the_published_history(lakehouse_factory, 
     rows = json.loads(res.stdout)["metrics"]
     assert [(r["status"], r["value"]) for r in rows] == [
         ("published", 100.0),
+        ("blocked", 100.0),  # twice
         ("blocked", 100.0),
         ("blocked", 100.0),
         ("blocked", 100.0),
-        ("blocked", 10.0),
     ]
     res = runner.invoke(
         app, ["metrics", "nyc.trips", "--metric", "distinct", "--limit", "3", "--json", "--config", str(cfg)]
@@ -131,8 +140,8 @@ def test_anomalies_are_blocked_against_the_published_history(lakehouse_factory, 
     rows = json.loads(res.stdout)["metrics"]
     assert [(r["status"], r["column"], r["value"]) for r in rows] == [
         ("published", "trip_id", estimate),
+        ("blocked", "trip_id", pytest.approx(80, rel=3 * DISTINCT_RSD)),  # twice: 80 ids, 20 of them sent again
         ("blocked", "trip_id", 10.0),
-        ("blocked", "trip_id", estimate),
     ]
     res = runner.invoke(app, ["metrics", "nyc.trips", "--column", "fare_amount", "--limit", "2", "--config", str(cfg)])
     assert res.exit_code == 0, res.output

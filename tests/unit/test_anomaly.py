@@ -161,7 +161,7 @@ def test_schema_change_names_new_dropped_and_retyped_columns() -> None:
         ({"metric": "row_count", "column": "fare"}, "takes no column"),
         ({"metric": "mean"}, "needs a column"),
         ({"metric": "mean", "column": "fare", "filter": "fare > 0"}, "takes no filter"),
-        ({"metric": "median", "column": "fare"}, "'row_count', 'null_fraction'"),
+        ({"metric": "median", "column": "fare"}, "'row_count', 'duplicate_fraction'"),
         ({"metric": "row_count", "sensitivity": 0}, "greater than 0"),
     ],
 )

@@ -217,3 +217,23 @@ def test_volume_finds_the_weekly_rhythm_in_icebergs_history() -> None:
     assert not chk.verdict(compiled(chk), {}, 400, ctx).ok
     plain = C.volume(runs=30, seasonality="none")
     assert plain.verdict(compiled(plain), {}, 400, ctx).ok
+
+
+def test_the_duplicate_fraction_is_a_proportion_of_the_batchs_rows() -> None:
+    # Distinct rows 80 of 100: 20% of the rows copy another. Against a history of batches with none, on the rate
+    # band (binomial spread at 100 rows): 20% fails, 1 copy in 100 passes.
+    chk = C.anomaly("duplicate_fraction")
+    c = compiled(chk)
+    assert chk.default_name() == "anomaly(duplicate_fraction)" and chk.columns() == []
+    assert chk.value(c, {"c0_v": 80, "c0_n": 100}) == pytest.approx(0.2)
+    assert chk.value(c, {"c0_v": 101, "c0_n": 100}) == 0  # an estimate a little above the rows: none duplicated
+    assert chk.answered(c, {"c0_v": 80, "c0_n": 100}) and not chk.answered(c, {"c0_n": 100})
+    ctx = AuditContext(metric_history=lambda m, col, n, weekday: [0.0] * 10)
+    v = chk.verdict(c, {"c0_v": 80, "c0_n": 100}, 100, ctx)
+    # A rate of 0 still has a binomial spread, at half a row in 100: 3 x sqrt(0.005 x 0.995 / 100) = 0.0212.
+    lo, hi = v.observed["band"]
+    assert not v.ok and v.observed["model"] == "proportion" and lo == 0 and hi == pytest.approx(0.0211601)
+    assert chk.verdict(compiled(chk), {"c0_v": 99, "c0_n": 100}, 100, ctx).ok
+    assert chk.measured(c, {"c0_v": 80, "c0_n": 100}, 100) == {("duplicate_fraction", ""): pytest.approx(0.2)}
+    with pytest.raises(ValueError, match="duplicate_fraction is the batch's, it takes no column"):
+        C.anomaly("duplicate_fraction", "trip_id")

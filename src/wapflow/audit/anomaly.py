@@ -35,6 +35,10 @@ FLOOR_ABSOLUTE = 0.001
 MetricKind = Literal["table", "any", "numeric", "string"]
 METRICS: dict[str, MetricKind] = {
     "row_count": "table",
+    # The share of the batch's rows that copy another row of it (1 - distinct rows / rows): a file delivered
+    # twice, a join that fans out. Distinct rows estimated by approx_count_distinct of a 64-bit hash of the whole
+    # row, observed in the write, at DUPLICATE_RSD. Rows that differ only in which columns are NULL hash alike.
+    "duplicate_fraction": "table",
     "null_fraction": "any",
     "distinct": "any",  # approx_count_distinct (HyperLogLog++) at DISTINCT_RSD
     "min": "numeric",
@@ -46,6 +50,10 @@ METRICS: dict[str, MetricKind] = {
 # The relative standard deviation of the distinct estimate (Spark's approx_count_distinct, HyperLogLog++): well
 # inside the band's 5% floor, so the estimate's own error does not block a batch; exact up to a few hundred values.
 DISTINCT_RSD = 0.02
+# The distinct rows' estimate of duplicate_fraction is finer: at 2% a day of 899 distinct flights was estimated
+# 879, a 2.2% "duplicate" share beyond the rate band's least change of 2 points; at 0.5% (HyperLogLog++ with 2^16
+# registers, about 48 KB a task) the estimates of flights' days were within 3 rows of 900.
+DUPLICATE_RSD = 0.005
 # Which earlier runs make the band: all of the window ("none"), only those that started on the same weekday (UTC,
 # "weekly"), or all of the window moved onto this weekday's level when the history has a weekly rhythm ("auto").
 Seasonality = Literal["auto", "none", "weekly"]
@@ -120,6 +128,7 @@ MODELS: dict[str, Model] = {
     "distinct": "log",
     "sum": "log",  # a sum of a column with negative values falls back to linear (no log of it)
     "null_fraction": "proportion",
+    "duplicate_fraction": "proportion",
     "min": "linear",
     "max": "linear",
     "mean": "linear",

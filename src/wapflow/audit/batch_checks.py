@@ -16,6 +16,7 @@ from wapflow.audit import sqlguard
 from wapflow.audit.anomaly import (
     COLD_START_RUNS,
     DISTINCT_RSD,
+    DUPLICATE_RSD,
     METRICS,
     MODELS,
     RHYTHM_HISTORY,
@@ -712,11 +713,15 @@ class AnomalyCheck(CheckType):
     """A batch metric within the band the table's last published runs make (wapflow.audit.anomaly)."""
 
     check: Literal["anomaly"]
-    metric: Literal["row_count", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"] = Field(
-        description="row_count (the batch), null_fraction and distinct (any column), min, max, mean, sum "
-        "(numeric columns), mean_length (string columns)"
+    metric: Literal[
+        "row_count", "duplicate_fraction", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"
+    ] = Field(
+        description="row_count and duplicate_fraction (the batch's rows), null_fraction and distinct (any column), "
+        "min, max, mean, sum (numeric columns), mean_length (string columns)"
     )
-    column: str | None = Field(default=None, description="the column (every metric but row_count)")
+    column: str | None = Field(
+        default=None, description="the column (every metric but row_count and duplicate_fraction)"
+    )
     min_history: int = Field(default=7, ge=1, description="passes (or warns) until this many published runs exist")
     sensitivity: float = Field(
         default=3.0,
@@ -739,7 +744,8 @@ class AnomalyCheck(CheckType):
     )
 
     description: ClassVar[str] = (
-        "Fails when a batch metric (row count, a column's null fraction, distinct count, min, max, mean, sum, mean "
+        "Fails when a batch metric (row count, the share of duplicated rows, a column's null fraction, distinct "
+        "count, min, max, mean, sum, mean "
         "length) is outside the band its model makes of the table's last published runs (a multiplicative band for "
         "counts and sums, a rate band with the batch's size for null fractions, median ± sensitivity x MAD for the "
         "rest, widened to the history's own extremes once it has 20 runs; with seasonality = "
@@ -755,9 +761,10 @@ class AnomalyCheck(CheckType):
 
     @model_validator(mode="after")
     def _column_fits_metric(self) -> AnomalyCheck:
-        if self.metric == "row_count" and self.column is not None:
-            raise ValueError("anomaly: row_count is the batch's, it takes no column")
-        if self.metric != "row_count" and self.column is None:
+        whole = METRICS[self.metric] == "table"
+        if whole and self.column is not None:
+            raise ValueError(f"anomaly: {self.metric} is the batch's, it takes no column")
+        if not whole and self.column is None:
             raise ValueError(f"anomaly: metric {self.metric} needs a column")
         if self.filter:
             raise ValueError("anomaly compares whole batches with the table's history: it takes no filter")
@@ -797,6 +804,9 @@ class AnomalyCheck(CheckType):
         rows = F.count(F.lit(1))
         if self.metric == "row_count":
             return [rows.alias(f"{c.key}_n")]
+        if self.metric == "duplicate_fraction":  # distinct rows: the estimate of their whole-row hashes
+            distinct_rows = F.approx_count_distinct(F.xxhash64(F.col("*")), rsd=DUPLICATE_RSD)
+            return [distinct_rows.alias(f"{c.key}_v"), rows.alias(f"{c.key}_n")]
         col = c.col(self.column or "")
         if self.metric == "null_fraction":
             return [count_if(col.isNull()).alias(f"{c.key}_f"), rows.alias(f"{c.key}_n")]
@@ -823,6 +833,8 @@ class AnomalyCheck(CheckType):
     def answered(self, c: Compiled, values: Mapping[str, Any]) -> bool:
         if self.metric in MEANS:
             return f"{c.key}_s" in values and f"{c.key}_c" in values
+        if self.metric == "duplicate_fraction":
+            return f"{c.key}_v" in values and f"{c.key}_n" in values
         return super().answered(c, values)
 
     @property
@@ -850,6 +862,9 @@ class AnomalyCheck(CheckType):
         if self.metric == "null_fraction":
             n = int(values.get(f"{c.key}_n") or 0)
             return int(values.get(f"{c.key}_f") or 0) / n if n else 0.0
+        if self.metric == "duplicate_fraction":  # an estimate a little above the rows counts none duplicated
+            n = int(values.get(f"{c.key}_n") or 0)
+            return (n - min(int(values.get(f"{c.key}_v") or 0), n)) / n if n else 0.0
         if self.metric in MEANS:
             total, count = as_number(values.get(f"{c.key}_s")), int(values.get(f"{c.key}_c") or 0)
             return None if total is None or not count else total / count
@@ -867,7 +882,8 @@ class AnomalyCheck(CheckType):
         )
         if len(history) < self.min_history:
             return short_history(c, value, len(history), self.min_history, self.on_short_history, weekday)
-        rows_judged = int(values.get(f"{c.key}_n") or rows) if self.metric == "null_fraction" else rows
+        proportion = MODELS.get(self.metric) == "proportion"
+        rows_judged = int(values.get(f"{c.key}_n") or rows) if proportion else rows
         rhythm = metric_rhythm(self.metric, self._column_key(c), history, ctx) if self.seasonality == "auto" else None
         judged_on = rhythm[0] if rhythm else history
         b = with_rhythm(judge(self.metric, judged_on, self.sensitivity, weekday, rows_judged or None), rhythm)
