@@ -249,3 +249,35 @@ def test_upgrade_a_v2_table_to_v3_once_recorded_and_no_way_back(lakehouse_factor
     # The upgraded table keeps taking runs; both readers see every row.
     _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "b.parquet", 20, start_id=21, seed=1))]))
     assert _ids(lh, "nyc.trips") == list(range(1, 41)) == _spark_ids(lh, "nyc.trips")
+
+
+def test_pyiceberg_reads_deletion_vectors_and_its_commits_to_v3_are_refused_clearly(lakehouse_factory, landing):
+    """PyIceberg 0.12 reads a v3 table's deletion vectors (a merge-on-read DELETE and UPDATE by Spark); what a
+    Spark Connect client commits through PyIceberg (a revert's file removal, parquet adoption) is refused with
+    one clear error, main unchanged, where PyIceberg would fail writing a v3 manifest."""
+    from wapflow.errors import UsageError
+    from wapflow.lakehouse import pyiceberg_client
+
+    lh = lakehouse_factory({"nyc.trips": {"checks": [{"check": "not_null", "column": "passenger_count"}]}})
+    lh.config.lakehouse.format_version = 3
+    run = _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 30))]))
+    ident = lh.tables.ident(TRIPS)
+    mor = ", ".join(f"'write.{m}.mode' = 'merge-on-read'" for m in ("delete", "update", "merge"))
+    lh.spark.sql(f"ALTER TABLE {ident} SET TBLPROPERTIES ({mor})")
+    lh.spark.sql(f"DELETE FROM {ident} WHERE trip_id <= 5")
+    lh.spark.sql(f"UPDATE {ident} SET passenger_count = 9 WHERE trip_id = 10")
+    formats = {r[0] for r in lh.spark.sql(f"SELECT file_format FROM {ident}.delete_files").collect()}
+    assert formats == {"PUFFIN"}  # deletion vectors, not v2's position delete files
+    rows = _table(lh, "nyc.trips").scan().to_arrow()
+    assert sorted(rows.column("trip_id").to_pylist()) == list(range(6, 31)) == _spark_ids(lh, "nyc.trips")
+    assert [r["passenger_count"] for r in rows.to_pylist() if r["trip_id"] == 10] == [9]
+
+    head = _table(lh, "nyc.trips").metadata.current_snapshot_id
+    snap = lh.tables.snapshots(TRIPS)
+    added = [s.snapshot_id for s in snap.values() if s.run_id == run.run_id]
+    with pytest.raises(UsageError, match=r"format v3 table, and PyIceberg .* cannot write to v3 tables"):
+        pyiceberg_client.remove_added_files(_catalog(lh), TRIPS, added, {"x": "y"})
+    parquet = str(write_parquet(landing / "adopt.parquet", rows.slice(0, 2)))
+    with pytest.raises(UsageError, match="cannot write to v3 tables"):
+        pyiceberg_client.add_files(_catalog(lh), TRIPS, "main", [parquet], {})
+    assert _table(lh, "nyc.trips").metadata.current_snapshot_id == head

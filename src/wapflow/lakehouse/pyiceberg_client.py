@@ -116,6 +116,7 @@ def remove_added_files(
 
     def remove() -> int:  # planned on the table as loaded now: after a conflict, on the new head
         tbl = catalog.load_table(ident)
+        check_writable(tbl, table, "remove a run's files from main (wap revert)")
         files = [f for sid in snapshot_ids for f in added_data_files(tbl, int(sid))]
         with tbl.transaction() as tx, tx.update_snapshot(snapshot_properties=dict(properties)).overwrite() as ov:
             for f in files:
@@ -136,6 +137,21 @@ def remove_added_files(
         is_conflict=conflict,
         hint="main is unchanged by this command; run it again",
     )
+
+
+def check_writable(tbl: Table, table: TableName, doing: str) -> None:
+    """PyIceberg (0.12) reads format v3 tables, deletion vectors included, but writes neither their manifests
+    nor their metadata: a commit through it to a v3 table is refused here, before anything is written."""
+    import pyiceberg
+
+    version = int(tbl.metadata.format_version)
+    if version >= 3:
+        raise UsageError(
+            f"{table} is an Iceberg format v{version} table, and PyIceberg {pyiceberg.__version__}, which a "
+            f"Spark Connect client uses to {doing}, cannot write to v{version} tables",
+            hint="run the command with a local or cluster master (Iceberg's Java API in the process), or keep "
+            "the table at format version 2 (see the Format v3 guide)",
+        )
 
 
 def table_metadata(catalog: Catalog, table: TableName) -> dict[str, Any]:
@@ -175,6 +191,7 @@ def add_files(
 
     def add() -> None:  # on the table as loaded now: after a conflict, on the new head
         tbl = catalog.load_table(ident)
+        check_writable(tbl, table, "add landed parquet files to a branch as they are")
         tbl.add_files(list(locations), snapshot_properties=dict(properties), check_duplicate_files=False, branch=ref)
 
     retry_on_conflict(
