@@ -90,8 +90,10 @@ def pipeline(reps: int, tag: str = "", *, unique: bool = True) -> dict[str, Any]
         t = names(wns)
         for kind in SCHEMAS:
             tables[t[kind]] = {"checks": [c for c in CHECKS[kind] if unique or c["check"] != "unique"]}
-        models[t["silver"]] = {"sql": SILVER_SQL.format(raw=t["raw"])}
-        models[t["gold"]] = {"sql": GOLD_SQL.format(silver=t["silver"])}
+        # Appends, as the plain job's: silver reads what raw gained (incremental); gold appends its sums (a model
+        # with no mode would be the whole table, replaced each run).
+        models[t["silver"]] = {"sql": SILVER_SQL.format(raw=t["raw"]), "incremental": True}
+        models[t["gold"]] = {"sql": GOLD_SQL.format(silver=t["silver"]), "mode": "append"}
     return {"tables": tables, "models": models}
 
 
