@@ -9,6 +9,9 @@ of existing keys spread over the whole table, 1% deletes (op = 'D'), the rest in
 in ONE SparkSession, from the same main snapshot each time:
 - plain: `MERGE INTO <table>.branch_x USING batch` (what a hand-written merge costs; the branch is dropped);
 - append: a plain Iceberg append of the same batch to a branch (what landing it as new rows costs);
+- mor: the same `MERGE INTO` on a copy of the table in format v3 with write.merge/update/delete.mode =
+  merge-on-read (deletion vectors: only the changed rows and a bitmap per touched file are written), the
+  baseline for merge-on-read WAP merges (issue 48);
 - wap: `wap run` with mode = "merge", key = ["id"], delete_when = "op = 'D'", order_by = ["seq"] and one
   not_null check: key checks, the MERGE on the run's branch, the audit of the applied batch and the
   change metrics, the fast-forward publish (main is rolled back to the base afterwards, so every round
@@ -42,6 +45,12 @@ from wapflow.sql.identifiers import TableName
 from wapflow.writing.modes import write_mode
 
 TABLE = TableName.parse("bench.customers")
+MOR_TABLE = TableName.parse("bench.customers_v3")  # the same rows, format v3, merge-on-read
+MOR_PROPS = (
+    "'format-version' = '3', 'write.wap.enabled' = 'true', 'write.distribution-mode' = 'hash', "
+    "'write.merge.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read', "
+    "'write.delete.mode' = 'merge-on-read'"
+)
 TARGET_RATIO = 1.15  # issue 22: a WAP merge within 1.15x of the plain MERGE INTO
 
 
@@ -61,6 +70,12 @@ def make_table(lh: Lakehouse, rows: int) -> None:
     spark.range(rows).selectExpr(
         "id", "concat('name-', id) AS name", "rand(1) * 100 AS amount", "'I' AS op", "0L AS seq"
     ).writeTo(ident).append()
+    mor = lh.tables.ident(MOR_TABLE)
+    spark.sql(f"DROP TABLE IF EXISTS {mor} PURGE")
+    spark.sql(
+        f"CREATE TABLE {mor} USING iceberg PARTITIONED BY (bucket(8, id)) TBLPROPERTIES ({MOR_PROPS}) "
+        f"AS SELECT * FROM {ident}"
+    )
 
 
 def make_batch(lh: Lakehouse, table_rows: int, batch_rows: int, path: Path) -> None:
@@ -76,13 +91,14 @@ def make_batch(lh: Lakehouse, table_rows: int, batch_rows: int, path: Path) -> N
     ).write.mode("overwrite").parquet(str(path))
 
 
-def plain_merge(lh: Lakehouse, batch: Path) -> float:
-    spark, ident = lh.spark, lh.tables.ident(TABLE)
+def plain_merge(lh: Lakehouse, batch: Path, table: TableName = TABLE) -> float:
+    """Iceberg's own MERGE INTO on a branch: copy-on-write on TABLE, merge-on-read on MOR_TABLE."""
+    spark, ident = lh.spark, lh.tables.ident(table)
     spark.sql(f"ALTER TABLE {ident} CREATE BRANCH plain")
     spark.read.parquet(str(batch)).createOrReplaceTempView("batch")
     t0 = time.perf_counter()
     spark.sql(
-        f"MERGE INTO {TABLE.branch_sql(lh.catalog, 'plain')} t USING batch s ON t.id = s.id "
+        f"MERGE INTO {table.branch_sql(lh.catalog, 'plain')} t USING batch s ON t.id = s.id "
         "WHEN MATCHED AND s.op = 'D' THEN DELETE WHEN MATCHED THEN UPDATE SET * "
         "WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT *"
     )
@@ -204,15 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     make_batch(lh, args.table_rows, max(args.batch_rows // 100, 100), warm)
     log("warm-up round (not measured)")
     plain_merge(lh, warm)
+    plain_merge(lh, warm, MOR_TABLE)
     plain_append(lh, warm)
     wap_merge(lh, warm)
-    times: dict[str, list[float]] = {"plain": [], "wap": [], "append": []}
+    times: dict[str, list[float]] = {"plain": [], "wap": [], "append": [], "mor": []}
     detail: dict[str, Any] = {}
     for r in range(args.rounds):
-        order = ["plain", "wap", "append"] if r % 2 == 0 else ["append", "wap", "plain"]
+        order = ["plain", "mor", "wap", "append"] if r % 2 == 0 else ["append", "wap", "mor", "plain"]
         for what in order:
             if what == "plain":
                 times["plain"].append(plain_merge(lh, batch))
+            elif what == "mor":
+                times["mor"].append(plain_merge(lh, batch, MOR_TABLE))
             elif what == "append":
                 times["append"].append(plain_append(lh, batch))
             else:
@@ -232,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         "wap_over_plain_merge_per_round": [round(r, 2) for r in per_round],
         "wap_over_append": round(med["wap"] / med["append"], 2),
         "plain_merge_over_append": round(med["plain"] / med["append"], 2),
+        "mor_merge_over_append": round(med["mor"] / med["append"], 2),
+        "wap_over_mor_merge": round(med["wap"] / med["mor"], 2),
         "target": TARGET_RATIO,
         "wap_change": detail.get("change"),
         "wap_timings": detail.get("timings"),
@@ -243,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{', '.join(f'{r:.2f}' for r in per_round)} (target <= {TARGET_RATIO}x)"
     )
     print(f"  plain append           {med['append']:8.2f} s   WAP merge = {out['wap_over_append']}x append")
+    print(
+        f"  MERGE INTO v3 MoR      {med['mor']:8.2f} s   {out['mor_merge_over_append']}x append "
+        "(format 3, merge-on-read: deletion vectors)"
+    )
     print(f"  WAP merge's parts: {detail.get('timings')}; change: {detail.get('change')}")
     if args.json:
         print(json.dumps(out))
