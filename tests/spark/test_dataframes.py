@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 import wapflow
+from support.embedded_reader import reader, rows
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline.steps.context import Run
 
@@ -17,23 +18,6 @@ TABLES = {
     "silver.trips": {"checks": [{"check": "not_null", "column": "fare"}, {"check": "unique", "columns": ["id"]}]},
     "gold.daily": {"checks": [{"check": "not_null", "column": "day"}]},
 }
-
-
-def reader(lh: Lakehouse) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///unused")
-
-
-def rows(lh: Lakehouse, table: str) -> list[dict[str, Any]]:
-    from pyiceberg.exceptions import NoSuchTableError
-
-    ns, name = table.split(".")
-    try:
-        tbl = reader(lh).load_table((ns, name))
-    except NoSuchTableError:
-        return []
-    return [] if tbl.current_snapshot() is None else sorted(tbl.scan().to_arrow().to_pylist(), key=str)
 
 
 @pytest.fixture

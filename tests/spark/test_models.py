@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import wapflow
+from support.embedded_reader import reader, rows
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
 
@@ -23,23 +24,6 @@ TABLES = {
     "silver.trips": {"checks": [{"check": "unique", "columns": ["id"]}]},
     "gold.daily": {"checks": [{"check": "not_null", "column": "day"}], "mode": "merge", "key": ["day"]},
 }
-
-
-def reader(lh: Lakehouse) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///unused")
-
-
-def rows(lh: Lakehouse, table: str) -> list[dict[str, Any]]:
-    from pyiceberg.exceptions import NoSuchTableError
-
-    ns, name = table.split(".")
-    try:
-        tbl = reader(lh).load_table((ns, name))
-    except NoSuchTableError:
-        return []
-    return [] if tbl.current_snapshot() is None else sorted(tbl.scan().to_arrow().to_pylist(), key=str)
 
 
 def raw(spark: Any, data: list[tuple[int, str, float]]) -> Any:

@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import wapflow
+from support.embedded_reader import reader
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.streams import batch_run_id
 
@@ -21,12 +22,6 @@ pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, fare double"
 CHECKED = {"checks": [{"check": "not_null", "column": "fare"}, {"check": "unique", "columns": ["id"]}]}
-
-
-def reader(lh: Lakehouse) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///unused")
 
 
 def main_rows(lh: Lakehouse, table: str) -> list[dict[str, Any]]:

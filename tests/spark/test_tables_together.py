@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from support.data import write_parquet
+from support.embedded_reader import reader
 from wapflow.lakehouse.group_commit import SqlGroupCommit, publish_group
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.pipeline import MultiWapRun, run_wap
@@ -47,13 +48,6 @@ def lines(landing: Path, name: str, order_ids: list[int], amounts: list[float | 
         }
     )
     return str(write_parquet(landing / name, t))
-
-
-def reader(lh: Lakehouse) -> Any:
-    """PyIceberg's SqlCatalog on the catalog's database: an independent reader of every table's pointer."""
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    return SqlCatalog(lh.catalog, uri=f"sqlite:///{lh.config.embedded_catalog_path()}", warehouse="file:///unused")
 
 
 def main_rows(lh: Lakehouse, table: TableName) -> int:
