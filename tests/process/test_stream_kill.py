@@ -15,22 +15,18 @@ still open; the last, not full, is published when the query ends.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import os
 import random
 import re
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from support.cli_harness import Reader, env, write_config
+from support import killable
+from support.cli_harness import Reader, write_config
 from wapflow.config import load_config
 from wapflow.runs.store import RunStore
 from wapflow.streams import batch_run_id
@@ -60,38 +56,8 @@ def land(folder: Path, i: int) -> list[int]:
 
 
 def run_driver(args: list[str], *, kill_after: float | None = None, **extra_env: str) -> tuple[int, list[str]]:
-    """The driver in a process group of its own: killed (with its JVM) `kill_after` seconds after its first batch
-    line, if given; its JVM is killed too when it killed itself at a crash point (as a crash of the machine)."""
-    proc = subprocess.Popen(
-        [sys.executable, DRIVER, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=env(**extra_env),
-        start_new_session=True,
-    )
-
-    def kill_group() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-    lines: list[str] = []
-    timer: threading.Timer | None = None
-    assert proc.stdout is not None
-    try:
-        for line in proc.stdout:
-            lines.append(line.rstrip())
-            if kill_after is not None and timer is None and BATCH_LINE.match(line):
-                timer = threading.Timer(kill_after, kill_group)
-                timer.start()
-        code = proc.wait(timeout=300)
-    finally:
-        if timer is not None:
-            timer.cancel()
-        kill_group()
-        proc.wait()
-    return code, lines
+    """The driver, killed with its JVM `kill_after` seconds after its first batch line, if given."""
+    return killable.run_driver([DRIVER, *args], kill_after=kill_after, start=BATCH_LINE, **extra_env)
 
 
 def kill_and_restart(args: list[str], chain: list[str], random_kills: int) -> tuple[list[str], list[object]]:

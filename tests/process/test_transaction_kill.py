@@ -12,20 +12,17 @@ twice. The last life runs to the end.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import re
 import signal
-import subprocess
-import sys
-import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from support.cli_harness import LazyReader, Reader, env, write_config
+from support import killable
+from support.cli_harness import LazyReader, Reader, write_config
 from support.transaction_driver import raw_rows
 from wapflow.config import load_config
 from wapflow.runs.store import RunStore
@@ -53,41 +50,15 @@ checks = [{ check = "not_null", column = "grp" }]
 
 
 def run_driver(cfg: Path, *, kill_after: float | None = None, **extra_env: str) -> tuple[int, list[str]]:
-    """One life of the driver in a process group of its own, its lines appended to driver.log (which the next
-    life reads to know where it is); killed with its JVM `kill_after` seconds after its first block line."""
-    proc = subprocess.Popen(
-        [sys.executable, DRIVER, str(cfg), str(LAST)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=env(**extra_env),
-        start_new_session=True,
+    """One life of the driver, its lines appended to driver.log (which the next life reads to know where it
+    is); killed with its JVM `kill_after` seconds after its first block line."""
+    return killable.run_driver(
+        [DRIVER, str(cfg), str(LAST)],
+        kill_after=kill_after,
+        start=BLOCK_LINE,
+        log=cfg.parent / "driver.log",
+        **extra_env,
     )
-
-    def kill_group() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-
-    lines: list[str] = []
-    timer: threading.Timer | None = None
-    assert proc.stdout is not None
-    try:
-        with (cfg.parent / "driver.log").open("a") as log:
-            for line in proc.stdout:
-                lines.append(line.rstrip())
-                log.write(line)
-                log.flush()
-                if kill_after is not None and timer is None and BLOCK_LINE.match(line):
-                    timer = threading.Timer(kill_after, kill_group)
-                    timer.start()
-        code = proc.wait(timeout=300)
-    finally:
-        if timer is not None:
-            timer.cancel()
-        kill_group()  # a driver that killed itself leaves its JVM: killed as a crash of the machine would
-        proc.wait()
-    return code, lines
 
 
 def on_main(reader: Reader, table: str) -> Counter[str]:
