@@ -42,8 +42,21 @@ def setup(spark: Any, prefect_server: None, tmp_path: Path):
     return make
 
 
-def _api(flow_state: Any) -> tuple[Any, dict[str, Any], list[Any]]:
-    """The flow run, its task runs by name, and its artifacts, as the Prefect API returns them."""
+def _api(flow_state: Any, tasks: int = 0) -> tuple[Any, dict[str, Any], list[Any]]:
+    """The flow run, its task runs by name, and its artifacts, as the Prefect API returns them. `tasks`: the task
+    runs expected; Prefect records task runs from events, after the flow returned: read again until they are all
+    there (at most 20 s)."""
+    import time
+
+    deadline = time.monotonic() + 20
+    while True:
+        got = _api_once(flow_state)
+        if len(got[1]) >= tasks or time.monotonic() > deadline:
+            return got
+        time.sleep(0.25)
+
+
+def _api_once(flow_state: Any) -> tuple[Any, dict[str, Any], list[Any]]:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
     from prefect.client.schemas.sorting import TaskRunSort
@@ -88,7 +101,7 @@ def test_published_through_a_transaction(setup):
     assert doc["status"] == "published" and doc["rows_written"] == 40
     assert len(reader.rows("nyc.trips")) == 40 and reader.branches("nyc.trips") == []
     assert reader.main("nyc.trips") == doc["snapshot_id"]
-    fr, tasks, _ = _api(state)
+    fr, tasks, _ = _api(state, tasks=3)
     assert fr.state.type.value == "COMPLETED"
     assert _stored() == before  # a completed flow persists nothing (no result, no pickled Lakehouse)
     assert {n: (t.state.type.value, t.run_count) for n, t in tasks.items()} == {
@@ -122,7 +135,7 @@ def test_blocked_rolls_back_per_policy_and_is_not_retried(setup, policy):
     assert reader.main("nyc.trips") == head and len(reader.rows("nyc.trips")) == 20
     branches = reader.branches("nyc.trips")
     assert (len(branches) == 1) if policy == "keep" else (branches == [])
-    fr, tasks, arts = _api(state)
+    fr, tasks, arts = _api(state, tasks=2)
     assert fr.state.type.value == "FAILED"
     assert tasks["wap-audit"].state.type.value == "FAILED" and tasks["wap-audit"].run_count == 1
     assert "wap-publish" not in tasks
@@ -146,7 +159,7 @@ def test_a_write_failing_part_way_leaves_no_branch(setup, monkeypatch):
     monkeypatch.delenv("WAP_RAISE_AT")
     assert state.is_failed()
     assert reader.branches("nyc.trips") == [] and reader.main("nyc.trips") == head
-    _, tasks, _ = _api(state)
+    _, tasks, _ = _api(state, tasks=1)
     assert tasks["wap-write"].state.type.value == "FAILED" and tasks["wap-write"].run_count == 1
     assert "wap-audit" not in tasks
 
@@ -180,7 +193,7 @@ def test_a_transient_error_is_retried_then_publishes(setup):
     assert release.is_set()
     assert state.is_completed(), state.message
     assert state.result()["status"] == "published" and len(reader.rows("nyc.trips")) == 30
-    _, tasks, _ = _api(state)
+    _, tasks, _ = _api(state, tasks=3)
     assert tasks["wap-publish"].run_count == 2 and tasks["wap-publish"].state.type.value == "COMPLETED"
     assert tasks["wap-write"].run_count == 1 and tasks["wap-audit"].run_count == 1
 

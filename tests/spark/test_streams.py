@@ -313,8 +313,9 @@ def test_a_users_query_stop_during_a_batch_is_a_clean_stop_and_the_batch_runs_ag
     monkeypatch.setattr(wapflow.api, "write", real_write)
     again = wapflow.start_stream(lh, src, "s.ticks", checkpoint=chk, trigger="1 second")
     try:
+        # Until rows are on main: the rate source's first batch may hold none (the interrupted one, say).
         deadline = time.monotonic() + 60
-        while not again.results and time.monotonic() < deadline:
+        while (not again.results or not main_rows(lh, "s.ticks")) and time.monotonic() < deadline:
             again.query.awaitTermination(1)
     finally:
         again.stop()
