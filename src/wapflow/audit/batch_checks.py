@@ -21,6 +21,7 @@ from wapflow.audit.anomaly import (
     MODELS,
     RHYTHM_HISTORY,
     RHYTHM_RUNS,
+    WEEKDAYS,
     Judged,
     Seasonality,
     as_number,
@@ -690,7 +691,7 @@ def metric_rhythm(
         day_of.update(dict.fromkeys(getattr(same, "runs", ()), w))
     if any(r not in day_of for r in runs):
         return None  # a weekday with more runs in the window than its level reads (several runs a day)
-    today = weekday_of(ctx.run_at or datetime.now(UTC))
+    today = weekday_of(ctx.day())
     return weekly_rhythm(metric, [(day_of[r], v) for r, v in zip(runs, history, strict=True)], levels, today)
 
 
@@ -876,7 +877,7 @@ class AnomalyCheck(CheckType):
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
         value = self.value(c, values)
-        weekday = weekday_of(ctx.run_at or datetime.now(UTC)) if self.seasonality == "weekly" else None
+        weekday = weekday_of(ctx.day()) if self.seasonality == "weekly" else None
         history = (
             ctx.metric_history(self.metric, self._column_key(c), self.window, weekday) if ctx.metric_history else []
         )
@@ -892,6 +893,9 @@ class AnomalyCheck(CheckType):
         if formed.get("left_out"):
             c.threshold += f"; left out: {formed['left_out']} run(s) of the same span"
         evidence = {**b.evidence(value), **formed, **({"seasonality": rhythm[1]} if rhythm else {})}
+        if ctx.batch_at is not None and (weekday is not None or rhythm):
+            evidence["day"] = f"{ctx.batch_at:%Y-%m-%d}, a {WEEKDAYS[weekday_of(ctx.batch_at)]}: the batch's own"
+            c.threshold += f"; judged by the batch's day, {evidence['day'].split(':')[0]}"
         ok = value is not None and b.contains(value)
         if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
             c.threshold += f"; {len(history)} runs of history: too few to block on, warns"

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -148,13 +148,21 @@ class AuditContext:
     # columns and types of the last published run (anomaly checks).
     metric_history: Callable[[str, str, int, int | None], list[float]] | None = None
     last_schema: Callable[[], dict[str, str] | None] | None = None
-    run_at: datetime | None = None  # when this run started (the weekday of weekly seasonality)
+    run_at: datetime | None = None  # when this run started
+    # The batch's own day (the median day of its table's time_column; None: the table names none): the weekday
+    # anomaly checks' seasonality judges the batch by, so a backfill or a late delivery is judged by its day.
+    batch_at: datetime | None = None
     # The run's table on its branch after a write that changed existing rows (a merge): `unique` looks up there
     # the keys the batch touched, since a new row can collide with a row already in the table.
     table_after: Callable[[], DataFrame] | None = None
     # The new rows of another table of the same multi-table run, by name (None: a run of one table). Checks across
     # the group (reconcile) read a sibling's staged batch here; main_table reads a sibling's staged table.
     batch_of: Callable[[TableName], DataFrame] | None = None
+
+    def day(self) -> datetime:
+        """The time an anomaly check's seasonality judges the batch by: its own day where its table names a time
+        column, else when the run started (now, outside a run)."""
+        return self.batch_at or self.run_at or datetime.now(UTC)
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,13 @@ class TableConfig(_Strict):
         description='mode = "replace": a read-only SQL condition; the table\'s rows matching it are replaced by '
         "the batch (required on an unpartitioned table)",
     )
+    time_column: str | None = Field(
+        default=None,
+        min_length=1,
+        description="a date or timestamp column holding when each row happened: a batch's day is the median day "
+        "of it, recorded with the run's metrics, and anomaly checks' weekly seasonality judges the batch by that "
+        "day (a backfill or a late delivery by its data's day, not the day it ran); unset: the day the run started",
+    )
     format_version: Literal[2, 3] | None = Field(
         default=None,
         description="the Iceberg format version wapflow creates this table with (unset: [lakehouse] "

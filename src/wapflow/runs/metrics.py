@@ -2,10 +2,12 @@
 
 Anomaly checks learn what is normal for a table from it, and `wap metrics` reads it back. One row per run,
 table, metric and column (column "" for the batch's own metrics: row_count, rows_inserted...), with the run's
-time. Which runs count as history is the run's status in wap_runs (one owner of statuses): published runs;
-rows of no run in wap_runs are history backfilled from the table's snapshots, published by definition.
+time and, where its table names a time column, the batch's own day (batch_at: what weekly seasonality keys
+on, so a backfill or a late delivery is judged by its data's day). Which runs count as history is the run's
+status in wap_runs (one owner of statuses): published runs; rows of no run in wap_runs are history
+backfilled from the table's snapshots, published by definition.
 
-A table of its own (`wap_metrics`, added by migration 0003 of wapflow/runs/migrations).
+A table of its own (`wap_metrics`, added by migration 0003 of wapflow/runs/migrations; batch_at by 0006).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ metrics_table = sa.Table(
     sa.Column("value", sa.Float),  # numeric metrics
     sa.Column("text", sa.Text),  # the others (the batch's schema as JSON)
     sa.Column("run_at", sa.DateTime(timezone=True), nullable=False),  # when the run started (a snapshot: committed)
+    # The batch's own day (the median day of its table's time_column), None where the table names none.
+    sa.Column("batch_at", sa.DateTime(timezone=True)),
     sa.Index("ix_wap_metrics_series", "table_name", "metric", "column_name", "run_at"),
 )
 
@@ -48,6 +52,7 @@ class MetricRow:
     text: str | None
     run_at: datetime
     status: str  # the run's status in wap_runs; "published" for backfilled history
+    batch_at: datetime | None = None  # the batch's own day (its table's time_column), if it has one
 
 
 def _status() -> sa.ColumnElement[str]:
@@ -65,6 +70,11 @@ def _weekday(run_at: sa.ColumnElement[Any], dialect: str) -> sa.ColumnElement[in
     return None
 
 
+def _day_of(t: sa.Table) -> sa.ColumnElement[Any]:
+    """The time seasonality keys a run on: its batch's own day where recorded, else when the run started."""
+    return sa.func.coalesce(t.c.batch_at, t.c.run_at)
+
+
 def _joined() -> sa.FromClause:
     return metrics_table.outerjoin(runs_table, runs_table.c.run_id == metrics_table.c.run_id)
 
@@ -76,8 +86,16 @@ class MetricHistory:
         self.engine = engine
         ensure_schema(engine)
 
-    def record(self, run_id: str, table: str, run_at: datetime, values: dict[tuple[str, str], float | str]) -> None:
-        """The run's metrics, replacing any it recorded before (an audit done again after a resume or rewind)."""
+    def record(
+        self,
+        run_id: str,
+        table: str,
+        run_at: datetime,
+        values: dict[tuple[str, str], float | str],
+        batch_at: datetime | None = None,
+    ) -> None:
+        """The run's metrics, replacing any it recorded before (an audit done again after a resume or rewind);
+        `batch_at`: the batch's own day (its table's time_column), which weekly seasonality keys the run on."""
         rows = [
             {
                 "run_id": run_id,
@@ -87,6 +105,7 @@ class MetricHistory:
                 "value": None if isinstance(v, str) else float(v),
                 "text": v if isinstance(v, str) else None,
                 "run_at": run_at,
+                "batch_at": batch_at,
             }
             for (metric, column), v in values.items()
         ]
@@ -152,7 +171,8 @@ class MetricHistory:
 
     def published(self, table: str, metric: str, column: str, limit: int, weekday: int | None = None) -> History:
         """The metric's values over the table's last `limit` published runs, newest first; with `weekday` (0
-        Monday .. 6 Sunday), over its last `limit` published runs that started on that weekday (UTC).
+        Monday .. 6 Sunday), over its last `limit` published runs of that weekday: their batch's own day where
+        their table names a time column (batch_at), else the day they started (UTC).
 
         Published whichever way: at once, after a warning, approved by a person (`wap approve` audits and
         records the run again, then publishes it), or a blocked batch published later by a run of its own (that
@@ -168,12 +188,12 @@ class MetricHistory:
             t.c.value.is_not(None),
         )
         q = (
-            sa.select(t.c.run_at, t.c.value, t.c.run_id)
+            sa.select(t.c.run_at, t.c.value, t.c.run_id, t.c.batch_at)
             .select_from(_joined())
             .where(*series, _status() == PUBLISHED)
             .order_by(t.c.run_at.desc(), t.c.run_id.desc())
         )
-        day = None if weekday is None else _weekday(t.c.run_at, self.engine.dialect.name)
+        day = None if weekday is None else _weekday(_day_of(t), self.engine.dialect.name)
         if day is not None:
             q = q.where(day == weekday)
         if weekday is None or day is not None:
@@ -182,18 +202,18 @@ class MetricHistory:
             # Picked again here: on a database without a weekday expression, here only (reading the whole series).
             rows = [
                 (at, float(v), str(rid))
-                for at, v, rid in conn.execute(q)
-                if weekday is None or weekday_of(at) == weekday
+                for at, v, rid, batch_at in conn.execute(q)
+                if weekday is None or weekday_of(batch_at or at) == weekday
             ][:limit]
             left_out: dict[str, int] = {}
             if rows:
                 others = (
-                    sa.select(_status(), t.c.run_at)
+                    sa.select(_status(), t.c.run_at, t.c.batch_at)
                     .select_from(_joined())
                     .where(*series, _status() != PUBLISHED, t.c.run_at >= rows[-1][0])
                 )
-                for status, at in conn.execute(others):
-                    if weekday is None or weekday_of(at) == weekday:
+                for status, at, batch_at in conn.execute(others):
+                    if weekday is None or weekday_of(batch_at or at) == weekday:
                         left_out[str(status)] = left_out.get(str(status), 0) + 1
         return History([v for _, v, _ in rows], runs=tuple(rid for _, _, rid in rows), left_out=left_out)
 
@@ -241,7 +261,17 @@ class MetricHistory:
         )
         with self.engine.connect() as conn:
             return [
-                MetricRow(r.run_id, r.table_name, r.metric, r.column_name, r.value, r.text, r.run_at, str(r.status))
+                MetricRow(
+                    r.run_id,
+                    r.table_name,
+                    r.metric,
+                    r.column_name,
+                    r.value,
+                    r.text,
+                    r.run_at,
+                    str(r.status),
+                    r.batch_at,
+                )
                 for r in conn.execute(q).all()
             ]
 

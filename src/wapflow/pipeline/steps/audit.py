@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
-from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, file_metric_values
+from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, day_at, file_metric_values, same_day
 from wapflow.audit.batch_checks import schema_of
 from wapflow.audit.checks import AuditPlan, FileMetrics, evaluate
 from wapflow.audit.checktype import AuditContext
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check
-from wapflow.errors import ConfigError, WapError
+from wapflow.errors import ConfigError, WapError, did_you_mean
 from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse.lineage import run_of
@@ -74,6 +74,7 @@ def audit(run: Run) -> AuditReport:
         history = MetricHistory(run.lh.store.engine)
         file_metrics = _once(lambda: _file_metrics(run))
         added = None
+        batch_at: datetime | None = None
         if not run.checks:
             # On the user's word only (asked again: wap.toml may have changed since prepare), and said so.
             unchecked = run.unchecked()
@@ -94,6 +95,7 @@ def audit(run: Run) -> AuditReport:
             for t in _main_dependencies(run):
                 view.pin(t)
             run.main_heads = view.pinned
+            batch_at = batch_day(run, added, file_metrics())
             ctx = AuditContext(
                 main_table=view.read_main,
                 this_table=run.target,
@@ -106,6 +108,7 @@ def audit(run: Run) -> AuditReport:
                 ),
                 last_schema=lambda: history.last_published_schema(run.target.dotted),
                 run_at=run.record.started_at,
+                batch_at=batch_at,
                 table_after=_table_after(run, written),
                 batch_of=_sibling_batches(run),
             )
@@ -124,6 +127,7 @@ def audit(run: Run) -> AuditReport:
             run.target.dotted,
             run.record.started_at,
             batch_metrics(run.report, file_metrics(), changes if written.change else None, added),
+            batch_at,
         )
         run.report.schema_changes = list(run.schema_changes)
         run.record.checks = [c.to_dict() for c in run.report.checks]
@@ -293,6 +297,40 @@ def batch_metrics(
     if added is not None:
         out[(SCHEMA_METRIC, "")] = json.dumps(schema_of(added), sort_keys=True)
     return out
+
+
+def batch_day(run: Run, added: Any, fm: FileMetrics | None) -> datetime | None:
+    """The batch's own day where its table names a time column (None where it names none): the day the added
+    files' bounds of it both fall on (Iceberg metadata, no job: a daily batch), else the median day of its
+    rows (one aggregate). Anomaly checks' weekly seasonality judges the batch by it, and the metric history
+    keys the run on it."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    name = run.table_cfg.time_column
+    if name is None or added is None:
+        return None
+    fields = {f.name.lower(): f for f in added.schema.fields}
+    field = fields.get(name.lower())
+    where = f'[tables."{run.target.dotted}"] time_column'
+    if field is None:
+        raise ConfigError(
+            f"{where}: '{name}' is not a column of the batch{did_you_mean(name, [f.name for f in fields.values()])}",
+            hint="name the date or timestamp column holding when each row happened, or remove time_column",
+        )
+    if not isinstance(field.dataType, (DateType, TimestampType, TimestampNTZType)):
+        raise ConfigError(
+            f"{where}: '{field.name}' is {field.dataType.simpleString()}, not a date or timestamp",
+            hint="name a date or timestamp column (a string of dates: cast it in a model, or remove time_column)",
+        )
+    if fm is not None:
+        day = same_day(fm.lower.get(field.name.lower()), fm.upper.get(field.name.lower()))
+        if day is not None:
+            return day
+    median = added.agg(F.percentile_approx(F.unix_date(F.to_date(F.col(quote(field.name)))), F.lit(0.5))).first()
+    if median is None or median[0] is None:
+        return None  # no row has a time: judged by the run's start
+    return day_at(date(1970, 1, 1) + timedelta(days=int(median[0])))
 
 
 def _file_metrics(run: Run) -> FileMetrics | None:
