@@ -52,8 +52,8 @@ TARGETS = {
     "null_spike": "null_fraction",
     "mean_shift": "mean",
     "duplicates": "duplicate_fraction",
-    "category_vanishes": "distinct",
-    "category_appears": "distinct",
+    "category_vanishes": "values",
+    "category_appears": "values",
 }
 
 
@@ -86,6 +86,7 @@ class Gate:
         wapflow.audit.checks._result makes of a verdict: failed unless it passed or only warns)."""
         ctx = AuditContext(
             metric_history=lambda metric, column, n, weekday: self.history.published(TABLE, metric, column, n, weekday),
+            metric_texts=lambda metric, column, n: self.history.published_texts(TABLE, metric, column, n),
             run_at=run_at,
             batch_at=batch_at,
         )

@@ -47,6 +47,9 @@ METRICS: dict[str, MetricKind] = {
     "mean": "numeric",
     "sum": "numeric",
     "mean_length": "string",
+    # The set of a category column's values (its distinct values as text, at most VALUES_CAP of them), recorded
+    # as a JSON list: judged by which values vanished or appeared, not by a band (category_changes).
+    "values": "any",
 }
 # The relative standard deviation of the distinct estimate (Spark's approx_count_distinct, HyperLogLog++): well
 # inside the band's 5% floor, so the estimate's own error does not block a batch; exact up to a few hundred values.
@@ -153,6 +156,12 @@ MIN_EFFECT_RELATIVE = 0.02
 TAIL_RUNS = 20
 TAIL_QUANTILE = 0.05
 TAIL_MARGIN = 0.5
+# The set of a category column's values ("values"): a value that was in each of the window's runs and is not in
+# the batch vanished; a value of the batch in none of the last VALUES_MEMORY runs (at least the window) appeared.
+# Either blocks. The memory is longer than the window so a rare value (a carrier flying a few days a year) is
+# remembered once seen. A batch of more than VALUES_CAP values is not of a category: the check warns.
+VALUES_CAP = 1000
+VALUES_MEMORY = 365
 # Cold start: a history shorter than this never blocks, whatever min_history says (it may be 1 or 2): a failing
 # verdict only warns. One or two data points say nothing about a metric's spread.
 COLD_START_RUNS = 3
@@ -335,6 +344,18 @@ def _level_without(values: Sequence[float], value: float, f: Callable[[float], f
     if value in rest and len(rest) > 1:
         rest.remove(value)
     return statistics.median(f(v) for v in rest)
+
+
+def category_changes(
+    batch: Iterable[str], window: Sequence[Iterable[str]], memory: Sequence[Iterable[str]]
+) -> tuple[list[str], list[str]]:
+    """(vanished, appeared) of a batch's set of values: those each run of `window` had that the batch lacks, and
+    those of the batch no run of `memory` (the window and older runs) had; both sorted."""
+    have = set(batch)
+    sets = [set(v) for v in window]
+    always = set.intersection(*sets) if sets else set()
+    seen = set().union(*(set(v) for v in memory), *sets)
+    return sorted(always - have), sorted(have - seen)
 
 
 def weekday_of(at: datetime) -> int:

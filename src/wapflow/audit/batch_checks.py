@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -21,10 +22,13 @@ from wapflow.audit.anomaly import (
     MODELS,
     RHYTHM_HISTORY,
     RHYTHM_RUNS,
+    VALUES_CAP,
+    VALUES_MEMORY,
     WEEKDAYS,
     Judged,
     Seasonality,
     as_number,
+    category_changes,
     history_of,
     judge,
     made_of,
@@ -715,10 +719,20 @@ class AnomalyCheck(CheckType):
 
     check: Literal["anomaly"]
     metric: Literal[
-        "row_count", "duplicate_fraction", "null_fraction", "distinct", "min", "max", "mean", "sum", "mean_length"
+        "row_count",
+        "duplicate_fraction",
+        "null_fraction",
+        "distinct",
+        "values",
+        "min",
+        "max",
+        "mean",
+        "sum",
+        "mean_length",
     ] = Field(
-        description="row_count and duplicate_fraction (the batch's rows), null_fraction and distinct (any column), "
-        "min, max, mean, sum (numeric columns), mean_length (string columns)"
+        description="row_count and duplicate_fraction (the batch's rows), null_fraction, distinct and values (any "
+        "column; values: a category column's set of values, blocking a value that vanished or appeared), min, max, "
+        "mean, sum (numeric columns), mean_length (string columns)"
     )
     column: str | None = Field(
         default=None, description="the column (every metric but row_count and duplicate_fraction)"
@@ -813,6 +827,9 @@ class AnomalyCheck(CheckType):
             return [count_if(col.isNull()).alias(f"{c.key}_f"), rows.alias(f"{c.key}_n")]
         if self.metric == "distinct":
             return [F.approx_count_distinct(col, rsd=DISTINCT_RSD).alias(f"{c.key}_v")]
+        if self.metric == "values":  # the set, sorted and cut one past the cap (more: not a category)
+            values = F.array_sort(F.collect_set(col.cast("string")))
+            return [F.slice(values, 1, VALUES_CAP + 1).alias(f"{c.key}_v")]
         if self.metric in MEANS:
             return [self._sum(c), F.count(col).alias(f"{c.key}_c")]  # the mean: the sum over the non-null count
         agg = {"min": F.min, "max": F.max, "sum": F.sum}[self.metric]
@@ -869,13 +886,54 @@ class AnomalyCheck(CheckType):
         if self.metric in MEANS:
             total, count = as_number(values.get(f"{c.key}_s")), int(values.get(f"{c.key}_c") or 0)
             return None if total is None or not count else total / count
+        if self.metric == "values":
+            return float(len(values.get(f"{c.key}_v") or []))  # how many (the set itself: _values)
         return as_number(values.get(f"{c.key}_v"))
 
-    def measured(self, c: Compiled, values: dict[str, Any], rows: int) -> dict[tuple[str, str], float]:
+    def measured(self, c: Compiled, values: dict[str, Any], rows: int) -> dict[tuple[str, str], float | str]:
+        if self.metric == "values":
+            got = self._values(c, values)
+            return {} if got is None else {(self.metric, self._column_key(c)): json.dumps(got)}
         v = self.value(c, values)
         return {} if v is None else {(self.metric, self._column_key(c)): v}
 
+    def _values(self, c: Compiled, values: dict[str, Any]) -> list[str] | None:
+        """The batch's set of values (metric "values"), sorted; None where there are more than VALUES_CAP."""
+        got = [str(v) for v in values.get(f"{c.key}_v") or []]
+        return None if len(got) > VALUES_CAP else sorted(got)
+
+    def _set_verdict(self, c: Compiled, values: dict[str, Any], ctx: AuditContext) -> Verdict:
+        """Metric "values": the batch's set against the window's sets (each of them had it: vanished) and the
+        last VALUES_MEMORY runs' (none of them had it: appeared)."""
+        got = self._values(c, values)
+        if got is None:
+            c.threshold = f"at most {VALUES_CAP} values (a category column): warns"
+            return Verdict(False, f"more than {VALUES_CAP} values: not a category column", 0, warn_only=True)
+        column = self._column_key(c)
+        texts = ctx.metric_texts(self.metric, column, max(self.window, VALUES_MEMORY)) if ctx.metric_texts else []
+        sets = [json.loads(t) for t in texts]
+        window = sets[: self.window]
+        if len(window) < self.min_history:
+            return short_history(c, len(got), len(window), self.min_history, self.on_short_history)
+        vanished, appeared = category_changes(got, window, sets)
+        c.threshold = (
+            f"the values each of the last {len(window)} published runs had, and none that all of the last "
+            f"{len(sets)} lacked"
+        )
+        evidence: dict[str, Any] = {"values": len(got), "history": len(window), "memory": len(sets)}
+        if vanished:
+            evidence["vanished"] = vanished
+        if appeared:
+            evidence["appeared"] = appeared
+        ok = not vanished and not appeared
+        if not ok and len(window) < COLD_START_RUNS:
+            c.threshold += f"; {len(window)} runs of history: too few to block on, warns"
+            return Verdict(False, evidence, 0, warn_only=True)
+        return Verdict(ok, evidence, 0)
+
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        if self.metric == "values":
+            return self._set_verdict(c, values, ctx)
         value = self.value(c, values)
         weekday = weekday_of(ctx.day()) if self.seasonality == "weekly" else None
         history = (

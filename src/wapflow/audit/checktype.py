@@ -148,6 +148,9 @@ class AuditContext:
     # columns and types of the last published run (anomaly checks).
     metric_history: Callable[[str, str, int, int | None], list[float]] | None = None
     last_schema: Callable[[], dict[str, str] | None] | None = None
+    # A text metric's values over the table's last published runs, newest first: (metric, column, how many) ->
+    # texts (a category column's set of values as JSON, anomaly metric "values").
+    metric_texts: Callable[[str, str, int], list[str]] | None = None
     run_at: datetime | None = None  # when this run started
     # The batch's own day (the median day of its table's time_column; None: the table names none): the weekday
     # anomaly checks' seasonality judges the batch by, so a backfill or a late delivery is judged by its day.
@@ -322,7 +325,7 @@ class CheckType(BaseModel):
         failing = int(values.get(f"{c.key}_f") or 0)
         return Verdict(failing == 0, failing, failing)
 
-    def measured(self, c: Compiled, values: dict[str, Any], rows: int) -> dict[tuple[str, str], float]:
+    def measured(self, c: Compiled, values: dict[str, Any], rows: int) -> dict[tuple[str, str], float | str]:
         """Batch metrics it computed that the run store's metric history keeps: (metric, column) -> value."""
         return {}
 

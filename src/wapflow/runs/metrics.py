@@ -217,6 +217,26 @@ class MetricHistory:
                         left_out[str(status)] = left_out.get(str(status), 0) + 1
         return History([v for _, v, _ in rows], runs=tuple(rid for _, _, rid in rows), left_out=left_out)
 
+    def published_texts(self, table: str, metric: str, column: str, limit: int) -> list[str]:
+        """A text metric's values (a category column's set of values as JSON) over the table's last `limit`
+        published runs, newest first."""
+        t = metrics_table
+        q = (
+            sa.select(t.c.text)
+            .select_from(_joined())
+            .where(
+                t.c.table_name == table,
+                t.c.metric == metric,
+                t.c.column_name == column.lower(),
+                t.c.text.is_not(None),
+                _status() == PUBLISHED,
+            )
+            .order_by(t.c.run_at.desc(), t.c.run_id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [str(v) for v in conn.execute(q).scalars()]
+
     def last_published_schema(self, table: str) -> dict[str, str] | None:
         """The columns and types of the table's last published run that recorded them."""
         from wapflow.audit.anomaly import SCHEMA_METRIC

@@ -224,11 +224,12 @@ def trend(src: Sources, table: str, metric: str = "row_count", column: str = "",
     published: list[tuple[datetime, float]] = []  # newest first
     points: list[dict[str, Any]] = []
     for r in rows:
-        weekday = weekday_of(r.run_at) if weekly else None
+        day = r.batch_at or r.run_at  # the batch's own day where its table names a time column
+        weekday = weekday_of(day) if weekly else None
         before = same_weekday(published, weekday, window)
         b = judge(metric, before, sensitivity, weekday) if before and len(before) >= min_history else None
         if r.status == PUBLISHED and r.value is not None:
-            published.insert(0, (r.run_at, r.value))
+            published.insert(0, (day, r.value))
         if (r.run_at, r.run_id) not in shown:
             continue
         points.append(

@@ -107,6 +107,7 @@ def audit(run: Run) -> AuditReport:
                     run.target.dotted, metric, column, n, weekday
                 ),
                 last_schema=lambda: history.last_published_schema(run.target.dotted),
+                metric_texts=lambda metric, column, n: history.published_texts(run.target.dotted, metric, column, n),
                 run_at=run.record.started_at,
                 batch_at=batch_at,
                 table_after=_table_after(run, written),
@@ -290,7 +291,8 @@ def batch_metrics(
     if fm is not None:
         out.update(file_metric_values(fm))
     for m in report.metrics:
-        out[(str(m["metric"]), str(m["column"]))] = float(m["value"])
+        v = m["value"]
+        out[(str(m["metric"]), str(m["column"]))] = v if isinstance(v, str) else float(v)
     if changes is not None:
         figures = changes.to_dict()
         out.update({(m, ""): float(figures.get(m) or 0) for m in CHANGE_METRICS})
