@@ -90,10 +90,13 @@ bench-metadata: setup
 # unpartitioned: run time, data files per partition.
 bench-partition: setup
 	$(BIN)/python benchmarks/bench_partition.py
+# A 1M-row change batch into a 10M-row table: WAP merge v3 merge-on-read and v2 copy-on-write, Iceberg's MERGE INTO
+# in both, the append; then 100 small merges and a query on main before and after `wap maintain`.
 bench-merge: setup
 	$(BIN)/python benchmarks/bench_merge.py
+# 1,000 batches of 100 rows into v3 tables, `wap maintain` every 100 (no revert wait); a query at each checkpoint.
 bench-maintain: setup
-	$(BIN)/python benchmarks/bench_maintain.py
+	$(BIN)/python benchmarks/bench_maintain.py --format-version 3
 # A run with 10 anomaly checks vs none on one batch (10M rows; --rows for fewer), and anomaly evaluation and
 # `wap metrics` over a history of 10,000 runs.
 bench-anomaly: setup
