@@ -202,8 +202,9 @@ def gathered(spec: dict[str, Any], key: str, t: pa.Table) -> dict[str, Any]:
     if metric == "distinct":
         # Exact here; Spark's approx_count_distinct (HyperLogLog++) is exact at a few dozen values like these.
         return {f"{key}_v": len(pc.unique(col.drop_null()))}
-    if metric == "values":  # the set as text, as Spark's collect_set of the column cast to string
-        return {f"{key}_v": sorted(str(v) for v in pc.unique(col.drop_null()).to_pylist())}
+    if metric == "values":  # rows per value as text, as the check's grouped count of the column cast to string
+        counts = pc.value_counts(col.drop_null()).to_pylist()
+        return {f"{key}_v": {str(vc["values"]): int(vc["counts"]) for vc in counts}}
     raise ValueError(f"bench_gates measures row_count, duplicate_fraction, null_fraction, mean, distinct, not {metric}")
 
 

@@ -47,8 +47,8 @@ METRICS: dict[str, MetricKind] = {
     "mean": "numeric",
     "sum": "numeric",
     "mean_length": "string",
-    # The set of a category column's values (its distinct values as text, at most VALUES_CAP of them), recorded
-    # as a JSON list: judged by which values vanished or appeared, not by a band (category_changes).
+    # A category column's values and their rows (the distinct values as text, at most VALUES_CAP of them), recorded
+    # as a JSON object: judged by which values vanished or appeared, not by a band (category_changes).
     "values": "any",
 }
 # The relative standard deviation of the distinct estimate (Spark's approx_count_distinct, HyperLogLog++): well
@@ -156,12 +156,20 @@ MIN_EFFECT_RELATIVE = 0.02
 TAIL_RUNS = 20
 TAIL_QUANTILE = 0.05
 TAIL_MARGIN = 0.5
-# The set of a category column's values ("values"): a value that was in each of the window's runs and is not in
-# the batch vanished; a value of the batch in none of the last VALUES_MEMORY runs (at least the window) appeared.
-# Either blocks. The memory is longer than the window so a rare value (a carrier flying a few days a year) is
-# remembered once seen. A batch of more than VALUES_CAP values is not of a category: the check warns.
+# A category column's values and their rows ("values"), judged as counts (category_changes):
+# - vanished: a value in each of the window's runs that the batch lacks, where the batch would have held at least
+#   VANISH_EXPECTED rows of it at its usual share (the median of its shares of the window's runs). A value with a
+#   Poisson mean of 7 rows is missing by chance once in ~1,100 batches (e^-7); one with 1 or 2 a day (a carrier's
+#   one daily flight) is missing on a real day every week or so, and its absence says nothing.
+# - appeared: a value of the batch in none of the last VALUES_MEMORY runs (at least the window) holding at least
+#   APPEAR_SHARE of the batch's rows: a rare value seen once in a year (a charter flight, one mistyped row) is
+#   reported, a source or a mapping that starts writing a new value into a share of the rows blocks. The memory is
+#   longer than the window so a value seen a few days a year is remembered once seen.
+# A batch of more than VALUES_CAP values is not of a category: the check warns.
 VALUES_CAP = 1000
 VALUES_MEMORY = 365
+VANISH_EXPECTED = 7.0
+APPEAR_SHARE = 0.01
 # Cold start: a history shorter than this never blocks, whatever min_history says (it may be 1 or 2): a failing
 # verdict only warns. One or two data points say nothing about a metric's spread.
 COLD_START_RUNS = 3
@@ -346,16 +354,56 @@ def _level_without(values: Sequence[float], value: float, f: Callable[[float], f
     return statistics.median(f(v) for v in rest)
 
 
+@dataclass(frozen=True)
+class CategoryChanges:
+    """What a batch's values did against the history's (category_changes): each list sorted, with rows."""
+
+    vanished: list[tuple[str, float]]  # blocks: (value, the rows the batch would have held at its usual share)
+    appeared: list[tuple[str, int]]  # blocks: (value, its rows in the batch)
+    rare_gone: list[str]  # in each run of the window, too few rows to miss by chance: reported only
+    rare_new: list[str]  # new, under APPEAR_SHARE of the batch's rows: reported only
+
+    @property
+    def ok(self) -> bool:
+        return not self.vanished and not self.appeared
+
+
+def as_counts(values: Mapping[str, int] | Iterable[str]) -> dict[str, int | None]:
+    """A run's values as the history keeps them: value -> rows (None where a run recorded the set alone)."""
+    if isinstance(values, Mapping):
+        return {str(k): int(v) for k, v in values.items()}
+    return dict.fromkeys((str(v) for v in values), None)
+
+
+def _share(run: Mapping[str, int | None], value: str) -> float:
+    """A value's share of a run's rows with a value; infinite where the run recorded its set alone (no rows)."""
+    n = run[value]
+    return math.inf if n is None else n / sum(x or 0 for x in run.values())
+
+
 def category_changes(
-    batch: Iterable[str], window: Sequence[Iterable[str]], memory: Sequence[Iterable[str]]
-) -> tuple[list[str], list[str]]:
-    """(vanished, appeared) of a batch's set of values: those each run of `window` had that the batch lacks, and
-    those of the batch no run of `memory` (the window and older runs) had; both sorted."""
-    have = set(batch)
-    sets = [set(v) for v in window]
-    always = set.intersection(*sets) if sets else set()
-    seen = set().union(*(set(v) for v in memory), *sets)
-    return sorted(always - have), sorted(have - seen)
+    batch: Mapping[str, int], window: Sequence[Mapping[str, int | None]], memory: Sequence[Mapping[str, int | None]]
+) -> CategoryChanges:
+    """A batch's values (value -> rows) against the window's runs' and those of `memory` (the window and older
+    runs): see VANISH_EXPECTED and APPEAR_SHARE."""
+    total = sum(batch.values())
+    always = set.intersection(*(set(w) for w in window)) if window else set()
+    vanished, rare_gone = [], []
+    for v in sorted(always - set(batch)):
+        shares = [_share(w, v) for w in window]
+        expected = statistics.median(shares) * total
+        if expected >= VANISH_EXPECTED:
+            vanished.append((v, expected if math.isfinite(expected) else float(total)))
+        else:
+            rare_gone.append(v)
+    seen = set().union(*(set(m) for m in memory), *(set(w) for w in window))
+    appeared, rare_new = [], []
+    for v in sorted(set(batch) - seen):
+        if batch[v] >= APPEAR_SHARE * total:
+            appeared.append((v, batch[v]))
+        else:
+            rare_new.append(v)
+    return CategoryChanges(vanished, appeared, rare_gone, rare_new)
 
 
 def weekday_of(at: datetime) -> int:

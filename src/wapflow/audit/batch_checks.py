@@ -15,6 +15,7 @@ from pydantic_core import PydanticCustomError
 
 from wapflow.audit import sqlguard
 from wapflow.audit.anomaly import (
+    APPEAR_SHARE,
     COLD_START_RUNS,
     DISTINCT_RSD,
     DUPLICATE_RSD,
@@ -24,9 +25,11 @@ from wapflow.audit.anomaly import (
     RHYTHM_RUNS,
     VALUES_CAP,
     VALUES_MEMORY,
+    VANISH_EXPECTED,
     WEEKDAYS,
     Judged,
     Seasonality,
+    as_counts,
     as_number,
     category_changes,
     history_of,
@@ -816,6 +819,8 @@ class AnomalyCheck(CheckType):
     def aggregates(self, c: Compiled) -> list[Column]:
         from pyspark.sql import functions as F
 
+        if self.metric == "values":
+            return []  # rows per value: a grouped count of its own (measure)
         rows = F.count(F.lit(1))
         if self.metric == "row_count":
             return [rows.alias(f"{c.key}_n")]
@@ -827,9 +832,6 @@ class AnomalyCheck(CheckType):
             return [count_if(col.isNull()).alias(f"{c.key}_f"), rows.alias(f"{c.key}_n")]
         if self.metric == "distinct":
             return [F.approx_count_distinct(col, rsd=DISTINCT_RSD).alias(f"{c.key}_v")]
-        if self.metric == "values":  # the set, sorted and cut one past the cap (more: not a category)
-            values = F.array_sort(F.collect_set(col.cast("string")))
-            return [F.slice(values, 1, VALUES_CAP + 1).alias(f"{c.key}_v")]
         if self.metric in MEANS:
             return [self._sum(c), F.count(col).alias(f"{c.key}_c")]  # the mean: the sum over the non-null count
         agg = {"min": F.min, "max": F.max, "sum": F.sum}[self.metric]
@@ -887,7 +889,7 @@ class AnomalyCheck(CheckType):
             total, count = as_number(values.get(f"{c.key}_s")), int(values.get(f"{c.key}_c") or 0)
             return None if total is None or not count else total / count
         if self.metric == "values":
-            return float(len(values.get(f"{c.key}_v") or []))  # how many (the set itself: _values)
+            return float(len(values.get(f"{c.key}_v") or []))  # how many (the values themselves: _values)
         return as_number(values.get(f"{c.key}_v"))
 
     def measured(self, c: Compiled, values: dict[str, Any], rows: int) -> dict[tuple[str, str], float | str]:
@@ -897,35 +899,53 @@ class AnomalyCheck(CheckType):
         v = self.value(c, values)
         return {} if v is None else {(self.metric, self._column_key(c)): v}
 
-    def _values(self, c: Compiled, values: dict[str, Any]) -> list[str] | None:
-        """The batch's set of values (metric "values"), sorted; None where there are more than VALUES_CAP."""
-        got = [str(v) for v in values.get(f"{c.key}_v") or []]
-        return None if len(got) > VALUES_CAP else sorted(got)
+    @property
+    def observable(self) -> bool:
+        return self.metric != "values"  # rows per value are a grouped count, not a plain aggregate
+
+    def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
+        """Metric "values": the batch's rows per value of the column (as text; NULL is no value), one grouped
+        count cut one past VALUES_CAP (more: not a category)."""
+        col = c.col(self.column or "").cast("string")
+        grouped = added.where(col.isNotNull()).groupBy(col.alias("v")).count().limit(VALUES_CAP + 1)
+        return {f"{c.key}_v": {str(r[0]): int(r[1]) for r in grouped.collect()}}, "scan"
+
+    def _values(self, c: Compiled, values: dict[str, Any]) -> dict[str, int] | None:
+        """The batch's rows per value (metric "values"), by value; None where there are more than VALUES_CAP."""
+        got = values.get(f"{c.key}_v") or {}
+        counts = {str(k): int(v) for k, v in (got.items() if isinstance(got, Mapping) else ((x, 1) for x in got))}
+        return None if len(counts) > VALUES_CAP else dict(sorted(counts.items()))
 
     def _set_verdict(self, c: Compiled, values: dict[str, Any], ctx: AuditContext) -> Verdict:
-        """Metric "values": the batch's set against the window's sets (each of them had it: vanished) and the
-        last VALUES_MEMORY runs' (none of them had it: appeared)."""
+        """Metric "values": the batch's values against the window's runs' (each of them had it, and it was
+        frequent enough to miss: vanished) and the last VALUES_MEMORY runs' (none had it, and it holds a share of
+        the batch: appeared). wapflow.audit.anomaly.category_changes."""
         got = self._values(c, values)
         if got is None:
             c.threshold = f"at most {VALUES_CAP} values (a category column): warns"
             return Verdict(False, f"more than {VALUES_CAP} values: not a category column", 0, warn_only=True)
         column = self._column_key(c)
         texts = ctx.metric_texts(self.metric, column, max(self.window, VALUES_MEMORY)) if ctx.metric_texts else []
-        sets = [json.loads(t) for t in texts]
+        sets = [as_counts(json.loads(t)) for t in texts]
         window = sets[: self.window]
         if len(window) < self.min_history:
             return short_history(c, len(got), len(window), self.min_history, self.on_short_history)
-        vanished, appeared = category_changes(got, window, sets)
+        changes = category_changes(got, window, sets)
         c.threshold = (
-            f"the values each of the last {len(window)} published runs had, and none that all of the last "
-            f"{len(sets)} lacked"
+            f"the values each of the last {len(window)} published runs had (where {VANISH_EXPECTED:g} or more "
+            f"rows were expected), and none that all of the last {len(sets)} lacked (in {APPEAR_SHARE:.0%} or "
+            "more of the rows)"
         )
         evidence: dict[str, Any] = {"values": len(got), "history": len(window), "memory": len(sets)}
-        if vanished:
-            evidence["vanished"] = vanished
-        if appeared:
-            evidence["appeared"] = appeared
-        ok = not vanished and not appeared
+        if changes.vanished:
+            evidence["vanished"] = [f"{v} (~{expected:.0f} rows expected)" for v, expected in changes.vanished]
+        if changes.appeared:
+            evidence["appeared"] = [f"{v} ({n} rows)" for v, n in changes.appeared]
+        if changes.rare_gone:
+            evidence["rare_values_missing"] = changes.rare_gone
+        if changes.rare_new:
+            evidence["rare_new_values"] = changes.rare_new
+        ok = changes.ok
         if not ok and len(window) < COLD_START_RUNS:
             c.threshold += f"; {len(window)} runs of history: too few to block on, warns"
             return Verdict(False, evidence, 0, warn_only=True)
