@@ -219,7 +219,14 @@ def test_run_tables_group_commit_on_v3_tables_fast_forward_and_on_a_moved_main(l
 
 
 def test_upgrade_a_v2_table_to_v3_once_recorded_and_no_way_back(lakehouse_factory, landing):
-    lh = lakehouse_factory({"nyc.trips": {"checks": [{"check": "not_null", "column": "passenger_count"}]}})
+    lh = lakehouse_factory(
+        {
+            "nyc.trips": {
+                "checks": [{"check": "not_null", "column": "passenger_count"}],
+                "maintenance": {**EAGER, "revert_window": "7d"},
+            }
+        }
+    )
     _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "a.parquet", 20))]))
     assert _version(lh, "nyc.trips") == 2  # the default for new tables
 
@@ -246,9 +253,20 @@ def test_upgrade_a_v2_table_to_v3_once_recorded_and_no_way_back(lakehouse_factor
     assert "format version can only go up" in down.output and "Traceback" not in down.output
     assert _version(lh, "nyc.trips") == 3
 
+    props = _table(lh, "nyc.trips").properties  # made merge-on-read with the upgrade
+    assert {props.get(f"write.{m}.mode") for m in ("merge", "update", "delete")} == {"merge-on-read"}, props
+
     # The upgraded table keeps taking runs; both readers see every row.
     _published(run_wap(lh, "nyc.trips", [str(trips_file(landing, "b.parquet", 20, start_id=21, seed=1))]))
     assert _ids(lh, "nyc.trips") == list(range(1, 41)) == _spark_ids(lh, "nyc.trips")
+
+    # Compacted at once (v3), then the run written before the upgrade reverted by row lineage.
+    done = maintain(lh, "nyc.trips", now=datetime.now(UTC))
+    assert done.tables[0].figures("compact")["rewritten_data_files"] >= 2, done.to_dict()
+    first = [r for r in lh.store.list(table="nyc.trips") if r.status == "published"][-1]
+    out = revert(lh, first.run_id)
+    assert out["rows_removed"]["nyc.trips"] == 20, out
+    assert _ids(lh, "nyc.trips") == list(range(21, 41)) == _spark_ids(lh, "nyc.trips")
 
 
 def test_pyiceberg_reads_deletion_vectors_and_its_commits_to_v3_are_refused_clearly(lakehouse_factory, landing):
@@ -281,3 +299,143 @@ def test_pyiceberg_reads_deletion_vectors_and_its_commits_to_v3_are_refused_clea
     with pytest.raises(UsageError, match="cannot write to v3 tables"):
         pyiceberg_client.add_files(_catalog(lh), TRIPS, "main", [parquet], {})
     assert _table(lh, "nyc.trips").metadata.current_snapshot_id == head
+
+
+# --- merge-on-read and row lineage (issue 48, points 2 and 3) --------------------------------------------------
+
+CDC_V3 = {
+    "mode": "merge",
+    "key": ["id"],
+    "delete_when": "op = 'D'",
+    "format_version": 3,
+    "checks": [{"check": "unique", "columns": ["id"]}, {"check": "not_null", "column": "name"}],
+    "on_row_failure": "quarantine",
+    "max_quarantine_rate": 0.5,
+    "maintenance": {**EAGER, "revert_window": "7d"},
+}
+
+
+def _change(res: Any) -> dict[str, int]:
+    (row,) = [c for c in res.checks if c["check"] == "changes"]
+    return {k: v for k, v in row["observed"].items() if k != "rows_replaced"}
+
+
+def _live_files(lh: Lakehouse, name: str) -> set[str]:
+    return {t.file.file_path for t in _table(lh, name).scan().plan_files()}
+
+
+def _dvs(lh: Lakehouse, name: str) -> int:
+    """Delete files on main as PyIceberg plans the scan (deletion vectors: puffin)."""
+    return sum(len(t.delete_files) for t in _table(lh, name).scan().plan_files())
+
+
+def test_a_merge_on_v3_writes_deletion_vectors_audits_exactly_and_compaction_takes_them_away(
+    lakehouse_factory, landing
+):
+    """A v3 table is made merge-on-read: a WAP merge leaves the files it touched in place (deletion vectors mark
+    the updated and deleted rows), its change metrics and row checks stay exact (a NULL name quarantined, not
+    merged), a merge whose main moved is applied again, and `wap maintain` rewrites the files with deletes at
+    once, revert_window or not."""
+    lh = lakehouse_factory({"crm.customers": CDC_V3})
+    seed = [(i, f"n{i}", "I") for i in range(1, 101)]
+    _published(run_wap(lh, "crm.customers", [changes_file(landing, "seed.parquet", seed)]))
+    props = _table(lh, "crm.customers").properties
+    assert {props.get(f"write.{m}.mode") for m in ("merge", "update", "delete")} == {"merge-on-read"}, props
+    seed_files = _live_files(lh, "crm.customers")
+
+    batch = [(1, None, "D"), (2, None, "D"), (3, "u3", "U"), (4, None, "U"), (200, "new", "I")]
+    res = _published(run_wap(lh, "crm.customers", [changes_file(landing, "b.parquet", batch)]))
+    assert _change(res) == {"rows_inserted": 1, "rows_updated": 1, "rows_deleted": 2, "main_rows": 100}
+    assert seed_files <= _live_files(lh, "crm.customers")  # not rewritten: merge-on-read
+    assert _dvs(lh, "crm.customers") >= 1
+    rows = {r["id"]: r["name"] for r in _table(lh, "crm.customers").scan().to_arrow().to_pylist()}
+    assert sorted(rows) == [3, 4, *range(5, 101), 200] and rows[3] == "u3" and rows[4] == "n4", rows
+    assert sorted(rows) == _spark_ids(lh, "crm.customers", "id")
+    assert _ids(lh, "crm.customers__quarantine", "id") == [4]
+
+    # A merge waiting to publish while another merge moves main: applied again on the new main, once.
+    from wapflow.pipeline import WapRun
+
+    m = WapRun(lh, "crm.customers", [changes_file(landing, "m.parquet", [(5, "from m", "U"), (50, "m50", "U")])])
+    m.prepare()
+    m.write()
+    m.audit()
+    _published(run_wap(lh, "crm.customers", [changes_file(landing, "o.parquet", [(50, "other", "U"), (7, None, "D")])]))
+    moved = m.run()
+    assert moved.status == "published" and "applied again 1 time(s)" in moved.message, moved.message
+    rows = {r["id"]: r["name"] for r in _table(lh, "crm.customers").scan().to_arrow().to_pylist()}
+    assert rows[5] == "from m" and rows[50] == "m50" and 7 not in rows and len(rows) == 98
+
+    # Compaction takes the deletes away now (v3: no wait for revert_window), rows unchanged for both readers.
+    res_m = maintain(lh, "crm.customers", now=datetime.now(UTC))
+    compact = res_m.tables[0].figures("compact")
+    assert res_m.exit_code == 0 and compact.get("rewritten_data_files", 0) >= 1, res_m.to_dict()
+    assert "left_for_revert_window" not in compact
+    assert _dvs(lh, "crm.customers") == 0
+    after = {r["id"]: r["name"] for r in _table(lh, "crm.customers").scan().to_arrow().to_pylist()}
+    assert after == rows and sorted(after) == _spark_ids(lh, "crm.customers", "id")
+
+
+def test_revert_on_v3_finds_a_runs_rows_by_lineage_after_compaction(lakehouse_factory, landing):
+    """Three appends, compacted into one file at once (revert_window 7 days: v3 needs no wait); reverting the
+    middle run takes exactly its rows off main by row lineage; a row of the first run a later merge updated
+    stays when the first run is reverted (it is the merge's now), and the result says so."""
+    lh = lakehouse_factory(
+        {"nyc.trips": {"checks": [], "maintenance": {**EAGER, "revert_window": "7d"}, "format_version": 3}}
+    )
+    runs = [
+        _published(
+            run_wap(lh, "nyc.trips", [str(trips_file(landing, f"{i}.parquet", 10, start_id=1 + 10 * i, seed=i))])
+        )
+        for i in range(3)
+    ]
+    files = _live_files(lh, "nyc.trips")
+    res = maintain(lh, "nyc.trips", now=datetime.now(UTC))
+    assert res.tables[0].figures("compact")["rewritten_data_files"] >= 3, res.to_dict()
+    assert not files & _live_files(lh, "nyc.trips")  # every run's files rewritten
+
+    out = revert(lh, runs[1].run_id)
+    assert out["rows_removed"]["nyc.trips"] == 10 and not out["rows_changed_since"], out
+    assert _ids(lh, "nyc.trips") == [*range(1, 11), *range(21, 31)] == _spark_ids(lh, "nyc.trips")
+    assert lh.store.get(runs[1].run_id).status == "reverted"
+
+    # A later change to one row of the first run (Spark's UPDATE, merge-on-read): that row is not the run's.
+    ident = lh.tables.ident(TRIPS)
+    lh.spark.sql(f"UPDATE {ident} SET passenger_count = 7 WHERE trip_id = 4")
+    out = revert(lh, runs[0].run_id)
+    assert out["rows_removed"]["nyc.trips"] == 9 and out["rows_changed_since"] == {"nyc.trips": 1}, out
+    assert "1 row(s) it wrote were since updated or deleted by later runs" in out["message"]
+    assert _ids(lh, "nyc.trips") == [4, *range(21, 31)] == _spark_ids(lh, "nyc.trips")
+
+    # A revert that died after its commit finishes the record on the next call (found on main), once.
+    rec = lh.store.get(runs[2].run_id)
+    head = _table(lh, "nyc.trips").metadata.current_snapshot_id
+    out = revert(lh, runs[2].run_id)
+    rec.status = "published"
+    lh.store.save(rec)  # as if killed before the record was saved
+    again = revert(lh, runs[2].run_id)
+    assert again["snapshot_id"] == out["snapshot_id"] != head and _ids(lh, "nyc.trips") == [4]
+    assert lh.store.get(runs[2].run_id).status == "reverted"
+
+
+def test_a_merge_on_v3_reverts_after_a_compaction_but_not_after_another_change(lakehouse_factory, landing):
+    cfg = {k: v for k, v in CDC_V3.items() if k not in ("on_row_failure", "max_quarantine_rate")}
+    lh = lakehouse_factory({"crm.customers": {**cfg, "checks": []}})
+    _published(
+        run_wap(lh, "crm.customers", [changes_file(landing, "s.parquet", [(i, f"n{i}", "I") for i in range(1, 9)])])
+    )
+    merge = _published(
+        run_wap(lh, "crm.customers", [changes_file(landing, "m.parquet", [(1, "u", "U"), (2, None, "D")])])
+    )
+    res = maintain(lh, "crm.customers", now=datetime.now(UTC))
+    assert res.tables[0].figures("compact")["rewritten_data_files"] >= 1, res.to_dict()
+    out = revert(lh, merge.run_id)  # only a compaction after it: the same rows, so rolling back is exact
+    assert _ids(lh, "crm.customers", "id") == list(range(1, 9)) == _spark_ids(lh, "crm.customers", "id")
+    assert out["rows_removed"]["crm.customers"] == -1  # the deleted row is back
+
+    again = _published(run_wap(lh, "crm.customers", [changes_file(landing, "m2.parquet", [(3, "u", "U")])]))
+    _published(run_wap(lh, "crm.customers", [changes_file(landing, "m3.parquet", [(9, "x", "I")])]))
+    from wapflow.errors import UsageError
+
+    with pytest.raises(UsageError, match="main has moved on since"):
+        revert(lh, again.run_id)

@@ -10,7 +10,7 @@ import pytest
 from wapflow.config import parse_config, parse_duration
 from wapflow.errors import ConfigError
 from wapflow.lakehouse.model import Ref, Snapshot
-from wapflow.maintain.plan import DataFile, plan_compaction, plan_expiry, stale_branches
+from wapflow.maintain.plan import DELETE_RATIO, DataFile, plan_compaction, plan_expiry, stale_branches
 from wapflow.runs.store import RunRecord
 
 NOW = datetime(2026, 11, 25, 12, 0, 0)
@@ -157,6 +157,20 @@ def test_compaction_plan_per_partition_with_min_input_files():
     plan = plan_compaction(files, target=128 * mb, min_input_files=5)
     assert plan == {"files": 6, "bytes": 6 * mb, "files_after": 1}
     assert plan_compaction(files, target=128 * mb, min_input_files=2)["files"] == 8
+
+
+def test_a_file_mostly_deleted_by_its_deletion_vector_is_compacted_whatever_its_size():
+    """Merge-on-read merges leave large files with deletion vectors: one whose deletes reach DELETE_RATIO of its
+    rows is rewritten alone (Iceberg's own threshold); one with a few deleted rows is left."""
+    mb = 2**20
+    few = DataFile(120 * mb, "a", rows=1000, deleted=10)
+    many = DataFile(120 * mb, "b", rows=1000, deleted=int(1000 * DELETE_RATIO))
+    assert plan_compaction([few], target=128 * mb, min_input_files=5)["files"] == 0
+    assert plan_compaction([few, many], target=128 * mb, min_input_files=5) == {
+        "files": 1,
+        "bytes": 120 * mb,
+        "files_after": 1,
+    }
 
 
 # --- the maintenance log -----------------------------------------------------------------------

@@ -34,6 +34,7 @@ ADDED_RECORDS = "added-records"
 DELETED_RECORDS = "deleted-records"
 TOTAL_RECORDS = "total-records"
 ADDED_DATA_FILES = "added-data-files"
+ADDED_POSITION_DELETES = "added-position-deletes"  # rows a merge-on-read commit deleted (deletion vectors)
 
 # --- table properties -------------------------------------------------------------------------------------
 
@@ -49,6 +50,24 @@ METRICS_DEFAULT_PROP = "write.metadata.metrics.default"
 DISTRIBUTION_MODE_PROP = "write.distribution-mode"
 DATA_PATH_PROP = "write.data.path"
 NAME_MAPPING_PROP = "schema.name-mapping.default"  # columns by name in files without Iceberg field ids
+# How a row-level change (MERGE, UPDATE, DELETE) writes: "copy-on-write" rewrites every file it touches;
+# "merge-on-read" writes the changed rows and, on a v3 table, one deletion vector per touched file.
+ROW_CHANGE_MODE_PROPS = ("write.merge.mode", "write.update.mode", "write.delete.mode")
+MERGE_ON_READ = "merge-on-read"
+MERGE_ON_READ_FROM_VERSION = 3  # wapflow makes v3 tables merge-on-read (deletion vectors); v2 stays copy-on-write
+# From v3 every row carries its lineage (`_row_id`, `_last_updated_sequence_number`), kept through compaction:
+# a run's appended rows are found by it (`wap revert`), so compaction need not wait for revert_window.
+LINEAGE_FROM_VERSION = 3
+
+
+def row_change_properties(format_version: int) -> dict[str, str]:
+    """The row-level write modes wapflow gives a table it creates or upgrades to `format_version`: on v3,
+    merge-on-read (a merge writes its changed rows and a deletion vector per touched file, not the whole
+    files: docs/guides/format-v3.md); on v2, none (Iceberg's copy-on-write default: v2 position delete files
+    slow every read until compacted, and older readers mishandle them)."""
+    if format_version < MERGE_ON_READ_FROM_VERSION:
+        return {}
+    return dict.fromkeys(ROW_CHANGE_MODE_PROPS, MERGE_ON_READ)
 
 
 # --- value types ------------------------------------------------------------------------------------------
@@ -61,6 +80,9 @@ class Snapshot:
     committed_at: datetime
     operation: str | None
     summary: dict[str, str] = field(default_factory=dict)
+    # The commit's sequence number (Iceberg metadata JSON; None where a view lacks it): on a v3 table, the
+    # `_last_updated_sequence_number` of every row this snapshot wrote (row lineage, kept through compaction).
+    sequence_number: int | None = None
 
     @property
     def run_id(self) -> str | None:
@@ -89,7 +111,10 @@ def snapshots_of(meta: dict[str, Any]) -> dict[int, Snapshot]:
         sid = int(s["snapshot-id"])
         parent = s.get("parent-snapshot-id")
         when = datetime.fromtimestamp(int(s["timestamp-ms"]) / 1000)  # naive local, as Spark returns it
-        out[sid] = Snapshot(sid, int(parent) if parent is not None else None, when, operation, summary)
+        seq = s.get("sequence-number")
+        out[sid] = Snapshot(
+            sid, int(parent) if parent is not None else None, when, operation, summary, int(seq) if seq else None
+        )
     return out
 
 

@@ -20,9 +20,11 @@ from wapflow.lakehouse.model import (
     Ref,
     Snapshot,
     refs_of,
+    row_change_properties,
     snapshots_of,
 )
 from wapflow.lakehouse.reads import SnapshotReads
+from wapflow.spark.shared_session import sql_with_properties
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
@@ -100,9 +102,12 @@ class Tables(SnapshotReads):
 
         `partitioned_by`: Spark DDL of the partition fields (wapflow.sql.layout's PartitionField.sql(),
         names quoted); `properties`: more table properties (the write distribution mode). Its format version
-        is `format_version`'s for it (wap.toml's `format_version`)."""
+        is `format_version`'s for it (wap.toml's `format_version`); a v3 table is made merge-on-read
+        (model.row_change_properties)."""
+        version = self.format_version(table)
         props = {
-            FORMAT_VERSION_PROP: str(self.format_version(table)),
+            FORMAT_VERSION_PROP: str(version),
+            **row_change_properties(version),
             WAP_ENABLED_PROP: "true",
             # Old metadata.json files go after each commit (a WAP run adds ~4); `wap maintain` sets the
             # number kept from [maintenance] metadata_versions_max.
@@ -142,6 +147,38 @@ class Tables(SnapshotReads):
             validate_part(f.name, what="new column name")
             parts.append(f"{quote(f.name)} {f.dataType.simpleString()}")
         self.spark.sql(f"ALTER TABLE {self.ident(table)} ADD COLUMNS ({', '.join(parts)})")
+
+    def current_format_version(self, table: TableName) -> int:
+        """The table's Iceberg format version: its metadata JSON's, or Spark's `format-version` property."""
+        meta = self._metadata(table)
+        if meta is not None:
+            return int(meta.get("format-version", 1))
+        rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.ident(table)} ({sql_string(FORMAT_VERSION_PROP)})").collect()
+        value = str(rows[0]["value"]) if rows else "1"
+        return int(value) if value.isdigit() else 1
+
+    def delete_by_lineage(
+        self, table: TableName, sequence_numbers: Sequence[int], properties: Mapping[str, str]
+    ) -> int:
+        """One new snapshot on main deleting the rows whose row lineage says these commits last wrote them
+        (`_last_updated_sequence_number`, a v3 table's: kept through compaction, so the rows are found after
+        their files were rewritten). Rows a later commit updated carry its number and stay. On a merge-on-read
+        table only deletion vectors are written. Returns the new head.
+
+        Iceberg cannot bind a filter on a metadata column, so the condition names the rows by `_row_id` (unique
+        and stable in v3) through a subquery, which Spark evaluates itself."""
+        ident = self.ident(table)
+        seqs = ", ".join(str(int(n)) for n in sequence_numbers)
+        sql_with_properties(
+            self.spark,
+            f"DELETE FROM {ident} WHERE _row_id IN "
+            f"(SELECT _row_id FROM {ident} WHERE _last_updated_sequence_number IN ({seqs}))",
+            properties,
+        )
+        self.refresh(table)
+        head = self.head(table, "main")
+        assert head is not None
+        return head
 
     def roll_back(self, table: TableName, snapshot_id: int) -> None:
         """Make `snapshot_id` (an ancestor of the current one) the table's current snapshot again."""

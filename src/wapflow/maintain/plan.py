@@ -130,21 +130,36 @@ def stale_branches(
 class DataFile:
     size: int
     partition: str  # the partition as text ("" unpartitioned): compaction groups files per partition
+    rows: int = 0  # the rows in the file
+    deleted: int = 0  # of those, rows its deletion vector deletes (merge-on-read changes on a v3 table)
+
+    @property
+    def mostly_deleted(self) -> bool:
+        return self.rows > 0 and self.deleted / self.rows >= DELETE_RATIO
+
+
+# A file whose deletes reach this share of its rows is rewritten whatever its size: Iceberg's own default
+# (`delete-ratio-threshold`), so every read stops paying for them; below it, rewriting a large file to drop a
+# few rows costs more than reading past them.
+DELETE_RATIO = 0.3
 
 
 def plan_compaction(files: Iterable[DataFile], *, target: int, min_input_files: int) -> dict[str, int]:
     """What bin-pack compaction would rewrite, estimated as Iceberg's planner does by default: per
     partition, files under 75% or over 180% of the target size, when there are at least `min_input_files`
-    of them (or they add up to more than the target). An estimate for the dry run; the real figures come
-    from the procedure's own result."""
+    of them (or they add up to more than the target), and any file with deletes over DELETE_RATIO. An
+    estimate for the dry run; the real figures come from the procedure's own result."""
     groups: dict[str, list[int]] = {}
+    deletes: set[str] = set()
     for f in files:
-        if f.size < 0.75 * target or f.size > 1.8 * target:
+        if f.size < 0.75 * target or f.size > 1.8 * target or f.mostly_deleted:
             groups.setdefault(f.partition, []).append(f.size)
+        if f.mostly_deleted:
+            deletes.add(f.partition)
     files_n = bytes_n = out_n = 0
-    for sizes in groups.values():
+    for part, sizes in groups.items():
         total = sum(sizes)
-        if len(sizes) >= min_input_files or (len(sizes) > 1 and total > target):
+        if len(sizes) >= min_input_files or (len(sizes) > 1 and total > target) or part in deletes:
             files_n += len(sizes)
             bytes_n += total
             out_n += max(1, -(-total // target))

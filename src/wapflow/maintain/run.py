@@ -6,11 +6,13 @@ Per table, in this order (each recorded in the run store as one row of `wap_main
    (`write.metadata.delete-after-commit.enabled`, `write.metadata.previous-versions-max`).
 2. `drop_branches`: branches kept by blocked or failed runs older than `keep_blocked_for` are dropped and
    their runs marked as `wap discard` would; a compaction branch left by a killed `wap maintain` too.
-3. `compact`: `rewrite_data_files` (bin-pack, or sort when the table has a sort order). Files of runs
-   published within `revert_window` are never rewritten, so those runs stay revertable (`wap revert`
-   removes exactly the files a run added): when main has such runs, the rewrite runs on a branch made at
-   main's newest snapshot before the window, and the same file swap is then committed on main (Iceberg's
-   RewriteFiles, validated against anything removed meanwhile).
+3. `compact`: `rewrite_data_files` (bin-pack, or sort when the table has a sort order): small files, and
+   files whose deletion vectors delete at least 30% of their rows (merge-on-read merges). On a v2 table,
+   files of runs published within `revert_window` are never rewritten, so those runs stay revertable (`wap
+   revert` removes exactly the files a run added): when main has such runs, the rewrite runs on a branch
+   made at main's newest snapshot before the window, and the same file swap is then committed on main
+   (Iceberg's RewriteFiles, validated against anything removed meanwhile). A v3 table is compacted whole at
+   once: `wap revert` finds a run's rows by row lineage, wherever compaction moved them.
 4. `rewrite_manifests`.
 5. `expire_snapshots`: exactly the snapshots wapflow.maintain.plan allows, by id.
 6. `remove_orphans`: `remove_orphan_files` for files older than `orphan_older_than` (at least 1 day).
@@ -56,11 +58,13 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import (
     FORMAT_VERSION_PROP,
     FORMAT_VERSIONS,
+    LINEAGE_FROM_VERSION,
     MAINTENANCE_PROP,
     METADATA_DELETE_AFTER_COMMIT_PROP,
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
+    row_change_properties,
 )
-from wapflow.maintain.plan import DataFile, plan_compaction, plan_expiry, stale_branches
+from wapflow.maintain.plan import DELETE_RATIO, DataFile, plan_compaction, plan_expiry, stale_branches
 from wapflow.runs.locks import publish_lock
 from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
 from wapflow.spark import errors as spark_errors
@@ -467,9 +471,14 @@ class TableMaintenance:
             return {"from": have, "to": have, "skipped": f"{self.t} is already at format version {have}"}
         if self.dry_run:
             return {"from": have, "to": version}
-        prop = f"{sql_string(FORMAT_VERSION_PROP)} = {sql_string(str(version))}"
-        self._short_commit(lambda: self.spark.sql(f"ALTER TABLE {self.ident} SET TBLPROPERTIES ({prop})"))
-        return {"from": have, "to": self.format_version()}
+        # The row-level write modes wapflow gives a table of that version, unless the table sets its own.
+        props = {FORMAT_VERSION_PROP: str(version)}
+        existing = self._table_properties()
+        props.update({k: v for k, v in row_change_properties(version).items() if k not in existing})
+        pairs = ", ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in props.items())
+        self._short_commit(lambda: self.spark.sql(f"ALTER TABLE {self.ident} SET TBLPROPERTIES ({pairs})"))
+        props.pop(FORMAT_VERSION_PROP)
+        return {"from": have, "to": self.format_version(), "set": props}
 
     def drop_branches(self) -> dict[str, Any]:
         from wapflow.service.tables import discard
@@ -500,10 +509,13 @@ class TableMaintenance:
 
     def _edge(self) -> tuple[int | None, int | None]:
         """(main's head, main's newest snapshot before the revert window): files added after the edge
-        belong to runs that must stay revertable and are not compacted."""
+        belong to runs that must stay revertable and are not compacted. On a v3 table the edge is the head:
+        `wap revert` finds a run's rows by row lineage wherever compaction moved them."""
         tables = self.lh.tables
         snaps = tables.snapshots(self.t)
         head = tables.head(self.t, "main")
+        if head is not None and tables.current_format_version(self.t) >= LINEAGE_FROM_VERSION:
+            return head, head
         window = timedelta(seconds=self.cfg.seconds("revert_window") or 0)
         start = self.now_local - window
         for s in tables.ancestry(snaps, head):
@@ -512,10 +524,29 @@ class TableMaintenance:
         return head, None
 
     def _data_files(self, as_of: int) -> list[DataFile]:
+        """main's data files as of a snapshot: size, partition, rows, and rows its deletion vector deletes (v3:
+        a DV names its data file; v2 position delete files may span several and are not counted)."""
         df = self.spark.sql(f"SELECT * FROM {self.t.metadata_sql(self.lh.catalog, 'data_files')} VERSION AS OF {as_of}")
-        cols = ["file_size_in_bytes"] + (["partition"] if "partition" in df.columns else [])
+        part = "partition" in df.columns
+        cols = ["file_path", "file_size_in_bytes", "record_count"] + (["partition"] if part else [])
+        deletes = self.spark.sql(
+            f"SELECT * FROM {self.t.metadata_sql(self.lh.catalog, 'delete_files')} VERSION AS OF {as_of}"
+        )
+        deleted: dict[str, int] = {}
+        if "referenced_data_file" in deletes.columns:
+            for r in (
+                deletes.where("referenced_data_file IS NOT NULL")
+                .select("referenced_data_file", "record_count")
+                .collect()
+            ):
+                deleted[str(r[0])] = deleted.get(str(r[0]), 0) + int(r[1])
         return [
-            DataFile(int(r["file_size_in_bytes"]), str(r["partition"]) if len(r) > 1 else "")
+            DataFile(
+                int(r["file_size_in_bytes"]),
+                str(r["partition"]) if part else "",
+                rows=int(r["record_count"]),
+                deleted=deleted.get(str(r["file_path"]), 0),
+            )
             for r in df.select(*cols).collect()
         ]
 
@@ -549,6 +580,7 @@ class TableMaintenance:
         options = {
             "target-file-size-bytes": str(self.cfg.target_file_size),
             "min-input-files": str(self.cfg.min_input_files),
+            "delete-ratio-threshold": str(DELETE_RATIO),
         }
         opts = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in options.items())
         args = f"table => {self._table_arg()}, strategy => {sql_string(strategy)}, options => map({opts})"

@@ -1,12 +1,19 @@
 """`wap revert RUN_ID`: take a published run's rows back off main, and keep its files from coming back.
 
-One new snapshot per table (the run's table, and its quarantine table when the run diverted rows there)
-deletes exactly the data files the run's snapshots on main added: metadata only, other runs' rows untouched,
-whether the run is the latest on main or deep in its history. The snapshot carries
-`wapflow.reverted-run-id`, so main's history says what happened and the run id may publish again after
-`wap retry`. The run is recorded `reverted`; its files are `reverted` in the ledger (not ingested again
-unless retried). On a Spark Connect client (master = "sc://...") the files go through PyIceberg on the same
-catalog (the JDBC catalogs); a merge or replace rolls back through Iceberg's procedure, as locally.
+One new snapshot per table (the run's table, and its quarantine table when the run diverted rows there),
+carrying `wapflow.reverted-run-id`, so main's history says what happened and the run id may publish again
+after `wap retry`. How the rows come off is decided once per table, from what the run did and the table's
+format:
+- an append on a v2 table: the data files the run's snapshots on main added are deleted (metadata only,
+  other runs' rows untouched, the run latest or deep in history); refused once `wap maintain` compacted them;
+- an append on a v3 table: the rows row lineage says the run's commits last wrote (`_last_updated_sequence_number`,
+  kept through compaction) are deleted, with deletion vectors on a merge-on-read table; so compaction need not
+  wait for `revert_window`. Rows a later run updated are that run's now and stay (the result says how many);
+- a merge or replace: main rolls back to the snapshot before it, while nothing but maintenance rewrites
+  (compaction: same rows) came after it.
+The run is recorded `reverted`; its files are `reverted` in the ledger (not ingested again unless retried).
+A revert killed after its commit finishes on the next `wap revert` (the commit is found on main). On a Spark
+Connect client (master = "sc://...") a v2 append's files go through PyIceberg on the same catalog.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ from typing import Any
 
 from wapflow.errors import NotFound, UsageError
 from wapflow.lakehouse import session
+from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import on_main, revert_properties
+from wapflow.lakehouse.model import ADDED_POSITION_DELETES, DELETED_RECORDS, LINEAGE_FROM_VERSION, REVERTED_PROP
 from wapflow.lakehouse.pyiceberg_client import MISSING_FILES
 from wapflow.pipeline import quarantine_of, validate_run_id
+from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 
 
@@ -40,25 +50,35 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         raise UsageError(f"run {run_id} is {rec.shown_status}: there is nothing of it on main to revert", hint=hint)
     table = TableName.parse(rec.table_name)
     quarantine = quarantine_of(table)
-    plan: list[tuple[TableName, list[int], bool]] = []  # each table, the run's snapshots on it, changed rows
+    plan: list[tuple[TableName, list[int], str]] = []  # each table, the run's snapshots on it, how they go
     for t in (table, quarantine):
         if not lh.tables.exists(t):
             continue
         lh.tables.refresh(t)
         snaps = list(reversed(on_main(lh.tables, t, run_id)))  # oldest first
         if snaps:
-            plan.append((t, snaps, _changed_rows(lh, t, snaps)))
-    if any(not changed for _, _, changed in plan):
+            plan.append((t, snaps, _how(lh, t, snaps)))
+    if any(how == FILES for _, _, how in plan):
         lh.tables.check_remove_files()  # this session cannot remove files: say so before either table changes
     done: dict[str, int] = {}
     removed: dict[str, int] = {}
-    for t, snaps, changed in plan:
+    kept: dict[str, int] = {}
+    for t, snaps, how in plan:
         rows_before = lh.tables.row_count(t)
-        if changed:
-            done[t.dotted] = _roll_back_change(lh, t, run_id, snaps)
-        else:
-            done[t.dotted] = _remove_files(lh, t, run_id, snaps)
+        done[t.dotted] = _STRATEGIES[how](lh, t, run_id, snaps)
         removed[t.dotted] = rows_before - lh.tables.row_count(t)
+        if how == LINEAGE:
+            added = sum(lh.tables.snapshots(t)[s].added_records for s in snaps)
+            if added > removed[t.dotted]:
+                kept[t.dotted] = added - removed[t.dotted]
+    if not plan:
+        # A revert killed after its commit: the commit is on main; finish the record.
+        for t in (table, quarantine):
+            sid = _revert_commit(lh, t, run_id) if lh.tables.exists(t) else None
+            if sid is not None:
+                done[t.dotted] = sid
+                summary = lh.tables.snapshots(t)[sid].summary
+                removed[t.dotted] = int(summary.get(DELETED_RECORDS) or summary.get(ADDED_POSITION_DELETES) or 0)
     if table.dotted not in done and rec.snapshot_id is not None and rec.snapshot_id not in lh.tables.snapshots(table):
         raise UsageError(
             f"run {run_id}'s snapshot {rec.snapshot_id} is no longer in the history of {table}: `wap maintain` "
@@ -72,6 +92,8 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         )
     rec.status = "reverted"
     rec.reverted = {"at": datetime.now(UTC).isoformat(), "snapshots": done, "rows_removed": removed}
+    if kept:
+        rec.reverted["rows_changed_since"] = kept
     lh.store.save(rec)
     files = [r for r in lh.ledger.rows(run_id=run_id) if r.state == "published"]
     lh.ledger.settle(
@@ -83,9 +105,15 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         "snapshot_id": done[table.dotted],
         "snapshots": done,
         "rows_removed": removed,
+        "rows_changed_since": kept,
         "ledger_files": len(files),
         "message": f"reverted run {run_id}: {removed[table.dotted]} row(s) off main of {table} "
         f"in snapshot {done[table.dotted]}"
+        + (
+            f"; {kept[table.dotted]} row(s) it wrote were since updated or deleted by later runs, left as they are"
+            if table.dotted in kept
+            else ""
+        )
         + (
             f"; {len(files)} file(s) marked reverted in the ledger (`wap retry {run_id}` brings them back)"
             if files
@@ -94,28 +122,86 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     }
 
 
-def _changed_rows(lh: Lakehouse, table: TableName, snaps: list[int]) -> bool:
-    """The run's commits on main changed existing rows (a merge or replace: operations other than append).
-    Their added files hold rows the run only copied too, so removing them would lose other runs' rows."""
+FILES, LINEAGE, ROLLBACK = "files", "lineage", "rollback"  # how a table's part of a run comes off main
+
+
+def _how(lh: Lakehouse, table: TableName, snaps: list[int]) -> str:
+    """A merge or replace (commits other than appends: their added files hold rows the run only copied too,
+    so removing them would lose other runs' rows) rolls back; an append goes by row lineage on a v3 table,
+    by its files on a v2 one."""
     known = lh.tables.snapshots(table)
-    return any(known[s].operation not in (None, "append") for s in snaps if s in known)
+    if any(known[s].operation not in (None, "append") for s in snaps if s in known):
+        return ROLLBACK
+    return LINEAGE if lh.tables.current_format_version(table) >= LINEAGE_FROM_VERSION else FILES
+
+
+def _revert_commit(lh: Lakehouse, table: TableName, run_id: str) -> int | None:
+    """The snapshot on main that took run_id's rows off (a revert killed before it recorded it), if any."""
+    lh.tables.refresh(table)
+    for s in lh.tables.ancestry(lh.tables.snapshots(table), lh.tables.head(table, "main")):
+        if s.summary.get(REVERTED_PROP) == run_id:
+            return s.snapshot_id
+        if s.run_id == run_id:
+            return None
+    return None
 
 
 def _roll_back_change(lh: Lakehouse, table: TableName, run_id: str, snaps: list[int]) -> int:
-    """A merge or replace is taken back by moving main to the snapshot before it, only while it is main's
-    latest commit (later commits may build on the rows it changed)."""
+    """A merge or replace is taken back by moving main to the snapshot before it, while nothing but
+    maintenance rewrites (operation `replace`: compaction, the same rows in other files) came after it: later
+    commits that changed rows may build on the rows it changed."""
+    snapshots = lh.tables.snapshots(table)
     head = lh.tables.head(table)
-    parent = lh.tables.snapshots(table)[snaps[0]].parent_id
-    if len(snaps) != 1 or snaps[0] != head or parent is None:
+    parent = snapshots[snaps[0]].parent_id
+    after = lh.tables.ancestry(snapshots, head, stop=snaps[-1])
+    changed_after = [s for s in after if s.operation != "replace"]
+    if len(snaps) != 1 or changed_after or parent is None:
         raise UsageError(
             f"run {run_id} changed rows of {table} (a merge or replace), and main has moved on since "
             f"(its snapshot {snaps[-1]}, main at {head})",
             hint="a change other runs built on cannot be taken out alone: publish a correcting batch instead "
             f"(see `wap history {table}`)",
         )
-    lh.progress(f"rolling main of {table} back to snapshot {parent}, before run {run_id}'s change")
+    rewrites = f" (and the {len(after)} compaction(s) after it: the same rows)" if after else ""
+    lh.progress(f"rolling main of {table} back to snapshot {parent}, before run {run_id}'s change{rewrites}")
     lh.tables.roll_back(table, parent)
     return parent
+
+
+def _delete_by_lineage(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) -> int:
+    """An append on a v3 table: the rows its commits on main last wrote, by row lineage, wherever compaction
+    moved them (one new snapshot; a concurrent commit on main is kept: the delete is planned again)."""
+    lh.progress(f"deleting run {run_id}'s rows from main of {t} by row lineage")
+    seqs = [_sequence_number(lh, t, s) for s in snaps]
+
+    def lost() -> None:
+        lh.tables.refresh(t)
+
+    return retry_on_conflict(
+        lambda: lh.tables.delete_by_lineage(t, seqs, revert_properties(run_id)),
+        what=f"deleting run {run_id}'s rows from main of {t}",
+        on_conflict=lost,
+        is_conflict=lambda e: spark_errors.commit_conflict(e) or spark_errors.concurrent_change(e),
+        hint="main is unchanged; run `wap revert` again",
+    )
+
+
+def _sequence_number(lh: Lakehouse, t: TableName, snapshot_id: int) -> int:
+    """The commit's sequence number: from the table's metadata, or (a Spark Connect client, no metadata JSON)
+    from the entries it added, as Iceberg's `all_entries` metadata table lists them."""
+    known = lh.tables.snapshots(t).get(snapshot_id)
+    if known is not None and known.sequence_number is not None:
+        return known.sequence_number
+    rows = lh.spark.sql(
+        f"SELECT max(sequence_number) FROM {t.metadata_sql(lh.catalog, 'all_entries')} "
+        f"WHERE snapshot_id = {int(snapshot_id)} AND status = 1"
+    ).collect()
+    if not rows or rows[0][0] is None:
+        raise UsageError(
+            f"the sequence number of snapshot {snapshot_id} of {t} is not found: its rows cannot be told apart",
+            hint="main is unchanged; see `wap history " + t.dotted + "`",
+        )
+    return int(rows[0][0])
 
 
 def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) -> int:
@@ -131,3 +217,6 @@ def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) ->
             "them with other runs' rows (the run was published before [maintenance] revert_window)",
             hint="main is unchanged; revert_window sets how long runs stay revertable",
         ) from None
+
+
+_STRATEGIES = {FILES: _remove_files, LINEAGE: _delete_by_lineage, ROLLBACK: _roll_back_change}

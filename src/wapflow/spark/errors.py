@@ -280,6 +280,21 @@ def commit_conflict(e: BaseException) -> bool:
     return from_connect and any(t in text for t in ("CommitFailedException", "Commit failed", "SQLITE_BUSY"))
 
 
+# Iceberg's validation of a row-level change (a DELETE, a MERGE) that another commit to the same rows'
+# files beat: its plan is stale, so planning it again on the refreshed table is safe.
+_CONCURRENT_CHANGE = (
+    "Found conflicting files",
+    "Found new conflicting delete files",
+    "Found conflicting deleted files",
+)
+
+
+def concurrent_change(e: BaseException) -> bool:
+    """A row-level change lost Iceberg's validation to a concurrent commit (its files or deletes moved)."""
+    text = full_text(e)
+    return raised(e, "org.apache.iceberg.exceptions.ValidationException") and any(t in text for t in _CONCURRENT_CHANGE)
+
+
 def _simple(cls: str) -> str:
     return cls.rsplit(".", 1)[-1]
 

@@ -16,8 +16,15 @@ import fcntl
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# SQL commands take snapshot properties from the session's conf (a writer's own options win over it, so
+# concurrent DataFrame appends keep theirs); one SQL write with properties at a time (session_change).
+_SESSION_PROPERTY = "spark.sql.iceberg.snapshot-property."
 _in_process = threading.Lock()
 _across: int | None = None  # a descriptor forked children inherit, once share_with_children() ran
 
@@ -43,3 +50,15 @@ def session_change() -> Iterator[None]:
             yield
         finally:
             fcntl.lockf(_across, fcntl.LOCK_UN)
+
+
+def sql_with_properties(spark: SparkSession, sql: str, properties: Mapping[str, str]) -> None:
+    """Run one SQL write whose commit carries these snapshot properties (session conf, set and unset here)."""
+    with session_change():
+        for k, v in properties.items():
+            spark.conf.set(_SESSION_PROPERTY + k, v)
+        try:
+            spark.sql(sql)
+        finally:
+            for k in properties:
+                spark.conf.unset(_SESSION_PROPERTY + k)

@@ -26,7 +26,7 @@ from wapflow.audit.checks import boolean_condition
 from wapflow.audit.report import CheckResult
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.lakehouse.model import ADDED_RECORDS, DELETED_RECORDS
-from wapflow.spark.shared_session import session_change
+from wapflow.spark.shared_session import sql_with_properties
 from wapflow.sql.identifiers import quote
 
 if TYPE_CHECKING:
@@ -46,9 +46,6 @@ _MERGE_SUMMARY = {
     "rows_updated": "spark.merge-into.num-target-rows-matched-updated",
     "rows_deleted": "spark.merge-into.num-target-rows-matched-deleted",
 }
-_SESSION_PROPERTY = "spark.sql.iceberg.snapshot-property."
-# SQL commands take snapshot properties from the session's conf (a writer's own options win over it, so
-# concurrent DataFrame appends keep theirs); one SQL write with properties at a time (wapflow.spark.shared_session).
 
 
 @dataclass(frozen=True)
@@ -393,18 +390,6 @@ def changes_result(mode: WriteMode, changes: Changes, keys: list[dict[str, Any]]
         source="metadata",
         samples=list(keys or []),
     )
-
-
-def sql_with_properties(spark: SparkSession, sql: str, properties: Mapping[str, str]) -> None:
-    """Run one SQL write whose commit carries these snapshot properties (session conf, set and unset here)."""
-    with session_change():
-        for k, v in properties.items():
-            spark.conf.set(_SESSION_PROPERTY + k, v)
-        try:
-            spark.sql(sql)
-        finally:
-            for k in properties:
-                spark.conf.unset(_SESSION_PROPERTY + k)
 
 
 def partitioned(spark: SparkSession, ident: str) -> bool:
