@@ -5,7 +5,7 @@ by PyIceberg), no branch is left, the ledger is all terminal and says `published
 `running`, and no worker ever called a state wapflow itself left "a bug".
 
 Seeded: every seed prints itself and its kills, so a failure is replayed with WAP_TAKEOVER_SEEDS=<seed>.
-WAP_TAKEOVER_KILLS sets the kills per seed before the last one, which is for good (default 9, with 3 seeds: 30
+WAP_TAKEOVER_KILLS sets the kills per seed before the last one, which is for good (default 6, with 3 seeds: 21
 kills over the suite).
 """
 
@@ -30,7 +30,7 @@ from wapflow.demo.generate import generate_trips
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SEEDS = [int(s) for s in os.environ.get("WAP_TAKEOVER_SEEDS", "11,12,13").split(",")]
-KILLS = int(os.environ.get("WAP_TAKEOVER_KILLS", "9"))
+KILLS = int(os.environ.get("WAP_TAKEOVER_KILLS", "6"))
 
 # A step as a worker's log shows it starting (wapflow.outer and the steps print these lines).
 STEPS = {
