@@ -22,6 +22,7 @@ Usage: .venv/bin/python benchmarks/bench_gates.py [--data flights,stops,pizza] [
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -274,6 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fault-share", type=float, default=0.3, help="share of judged days with faulty copies")
     p.add_argument("--seed", type=int, default=47)
     p.add_argument(
+        "--sensitivity",
+        type=float,
+        default=None,
+        help="every banded check's sensitivity (default: the checks' own, 3): a sweep of it traces each data\n"
+        "set's trade-off between false positives and detection",
+    )
+    p.add_argument(
         "--blocked-days",
         choices=("published", "kept"),
         default="published",
@@ -290,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         t0 = time.perf_counter()
         ds = DATASETS[name]()
+        if args.sensitivity is not None:
+            sens = args.sensitivity
+            banded = [{**chk, "sensitivity": sens} if chk["metric"] != "values" else chk for chk in ds.checks]
+            ds = dataclasses.replace(ds, checks=banded)
         with tempfile.TemporaryDirectory(prefix="bench-gates-") as folder:
             o = simulate(
                 ds,
@@ -306,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     print_side_by_side(results)
     if args.json:
         say(json.dumps({"warmup": args.warmup, "fault_share": args.fault_share, "seed": args.seed,
-                          "blocked_days": args.blocked_days, "datasets": results}))  # fmt: skip
+                          "blocked_days": args.blocked_days, "sensitivity": args.sensitivity,
+                          "datasets": results}))  # fmt: skip
     return 0
 
 

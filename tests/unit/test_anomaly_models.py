@@ -160,7 +160,8 @@ SATURDAY = datetime(2026, 11, 28, 12, tzinfo=UTC)
 
 def test_a_weekly_rhythm_found_in_the_history_judges_a_saturday_by_saturdays(tmp_path: Path) -> None:
     # Weekdays ~1000 rows, Saturdays ~500, each within ±3%: by default (seasonality "auto") a Saturday of 500
-    # passes and one of 400 (20% fewer) fails; without seasonality the band spans both levels and 400 passes.
+    # passes and one of 400 (20% fewer) fails, and so does a weekday's 1000; without seasonality the band spans
+    # both levels (the weekends are its tail, reached up to the window's extremes) and both pass.
     history = daily_history(tmp_path, {5: 500.0}, days=56, noise=0.03)
     ctx = AuditContext(
         metric_history=lambda m, col, n, weekday: history.published("t.x", m, col, n, weekday), run_at=SATURDAY
@@ -174,7 +175,8 @@ def test_a_weekly_rhythm_found_in_the_history_judges_a_saturday_by_saturdays(tmp
     assert not auto.verdict(compiled(auto), {"c0_n": 400}, 400, ctx).ok
     assert not auto.verdict(compiled(auto), {"c0_n": 1000}, 1000, ctx).ok  # a weekday's volume on a Saturday
     plain = C.anomaly("row_count", seasonality="none")
-    assert plain.verdict(compiled(plain), {"c0_n": 400}, 400, ctx).ok  # the plain band: both levels
+    assert plain.verdict(compiled(plain), {"c0_n": 495}, 495, ctx).ok  # the plain band: both levels
+    assert plain.verdict(compiled(plain), {"c0_n": 1000}, 1000, ctx).ok
     monday = AuditContext(metric_history=ctx.metric_history, run_at=SATURDAY + timedelta(days=2))
     assert auto.verdict(compiled(auto), {"c0_n": 1000}, 1000, monday).ok
 
@@ -216,7 +218,7 @@ def test_volume_finds_the_weekly_rhythm_in_icebergs_history() -> None:
     assert chk.verdict(c, {}, 500, ctx).ok and "weekly rhythm: Saturdays" in c.threshold
     assert not chk.verdict(compiled(chk), {}, 400, ctx).ok
     plain = C.volume(runs=30, seasonality="none")
-    assert plain.verdict(compiled(plain), {}, 400, ctx).ok
+    assert plain.verdict(compiled(plain), {}, 500, ctx).ok and plain.verdict(compiled(plain), {}, 1000, ctx).ok
 
 
 def test_the_duplicate_fraction_is_a_proportion_of_the_batchs_rows() -> None:
@@ -237,3 +239,37 @@ def test_the_duplicate_fraction_is_a_proportion_of_the_batchs_rows() -> None:
     assert chk.measured(c, {"c0_v": 80, "c0_n": 100}, 100) == {("duplicate_fraction", ""): pytest.approx(0.2)}
     with pytest.raises(ValueError, match="duplicate_fraction is the batch's, it takes no column"):
         C.anomaly("duplicate_fraction", "trip_id")
+
+
+def test_the_tails_come_from_a_years_runs_once_there_are_60() -> None:
+    # Known answer: a calm month (a null fraction of 0.4-0.6%) inside a year whose stormiest 1 day in 50 reached
+    # 20%. The window alone puts a storm of 19% far outside; the year's 99th percentile is a storm: it passes.
+    calm = [0.004 + 0.0001 * (i % 20) for i in range(30)]
+    year = calm * 4 + [0.2] * 3  # 123 runs, 3 storms (2.4%)
+    assert not judge("null_fraction", calm, 3.0, rows=900).contains(0.19)
+    with_year = judge("null_fraction", calm, 3.0, rows=900, memory=year)
+    assert with_year.contains(0.19) and "heavy tail" in with_year.describe(3.0)
+    assert not judge("null_fraction", calm, 3.0, rows=900, memory=year[:59]).contains(0.19)  # < 60 runs: the window
+    # A month of storms (3 in the window, 10%) no longer lets a 15% fault through once the year says they are rare.
+    stormy = calm[:27] + [0.3] * 3
+    assert judge("null_fraction", stormy, 3.0, rows=900).contains(0.15)
+    long_calm = [0.004 + 0.0001 * (i % 20) for i in range(362)] + [0.3] * 3  # 3 storms in 365 runs: 0.8%
+    assert not judge("null_fraction", stormy, 3.0, rows=900, memory=long_calm).contains(0.15)
+
+
+def test_the_check_reads_the_years_runs_for_its_tails(tmp_path: Path) -> None:
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    history = MetricHistory(store.engine)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for i in range(120):  # 4 storms (20% nulls) in the first 90 days, then 30 calm ones (0.5%)
+        at = t0 + timedelta(days=i)
+        store.save(RunRecord(run_id=f"r{i:03d}", table_name="t.f", status="published", started_at=at))
+        nulls = 0.2 if i in (10, 30, 50, 70) else 0.005
+        history.record(f"r{i:03d}", "t.f", at, {("null_fraction", "dep_delay"): nulls})
+    ctx = AuditContext(metric_history=lambda m, col, n, weekday: history.published("t.f", m, col, n, weekday))
+    chk = C.anomaly("null_fraction", column="dep_delay")
+    c = compiled(chk)
+    storm = chk.verdict(c, {"c0_f": 180, "c0_n": 1000}, 1000, ctx)  # 18%: as the year's storms
+    assert storm.ok, c.threshold
+    assert "heavy tail" in c.threshold and storm.observed["history"] == 30
+    assert not chk.verdict(c, {"c0_f": 300, "c0_n": 1000}, 1000, ctx).ok  # 30%: beyond any day of the year

@@ -82,7 +82,10 @@ class Band:
     weekday: int | None = None  # made of runs on this weekday only (weekly seasonality): 0 Monday .. 6 Sunday
 
     def contains(self, value: float) -> bool:
-        return self.lo <= value <= self.hi
+        # A value equal to an edge made of the history's own extreme passes, whatever the float noise of the
+        # log model's exp(log(v)) (500.0000000000003 for a history's 500).
+        eps = 1e-9 * max(1.0, abs(self.lo), abs(self.hi))
+        return self.lo - eps <= value <= self.hi + eps
 
     def describe(self, sensitivity: float) -> str:
         return (
@@ -149,13 +152,22 @@ MODELS: dict[str, Model] = {
 MIN_EFFECT_COUNT = 0.15
 MIN_EFFECT_PROPORTION = 0.02
 MIN_EFFECT_RELATIVE = 0.02
-# Heavy tails: once the history has TAIL_RUNS runs, the band also reaches the history's TAIL_QUANTILE and
-# 1 - TAIL_QUANTILE quantiles plus TAIL_MARGIN of their distance from the median: a metric whose normal days
-# include storms or holidays (a null fraction usually 0.4%, some days 5%) is judged against the days it has had,
-# not against a normal curve. Below TAIL_RUNS, two unusual days would make a quantile on their own.
+# Heavy tails: once the history has TAIL_RUNS runs, the band also reaches its TAIL_QUANTILE and 1 - TAIL_QUANTILE
+# quantiles plus TAIL_MARGIN of their distance from the median: a metric whose normal days include storms or
+# holidays (a null fraction usually 0.4%, some days 5%) is judged against the days it has had, not a normal curve.
+# Below TAIL_RUNS, two unusual days would make a quantile on their own. The quantiles are those of the window's
+# runs until TAIL_MEMORY_RUNS published runs exist, then of the last TAIL_MEMORY (a year of daily runs): a 30-run
+# window puts a 5% quantile on its one or two oddest days, so a cluster of storms widened the band for a month (a
+# 10-point null spike then passed) and a calm month narrowed it (the next storm blocked). A year's runs put the 1st
+# and 99th percentiles on 3-4 days each: the band then passes what the table's last year had on 98 days in 100,
+# and the check blocks about one real day in 100 beyond it by construction (bench-gates: flights 9.4% -> 5.7% of
+# real days blocked, stops 2.9% -> 2.6%, pizza 3.5% -> 2.9%). Counts moved onto a weekly rhythm keep the
+# window's quantiles (the year's runs are not moved).
 TAIL_RUNS = 20
-TAIL_QUANTILE = 0.05
-TAIL_MARGIN = 0.5
+TAIL_QUANTILE = 0.01
+TAIL_MARGIN = 0.0
+TAIL_MEMORY = 365
+TAIL_MEMORY_RUNS = 60
 # A category column's values and their rows ("values"), judged as counts (category_changes):
 # - vanished: a value in each of the window's runs that the batch lacks, where the batch would have held at least
 #   VANISH_EXPECTED rows of it at its usual share (the median of its shares of the window's runs). A value with a
@@ -236,21 +248,31 @@ def _mad(values: Sequence[float], center: float) -> float:
     return MAD_SCALE * statistics.median(abs(v - center) for v in values)
 
 
-def _tail(values: Sequence[float], center: float, lo: float, hi: float) -> tuple[float, float, bool]:
-    """lo and hi widened to the history's own quantiles (heavy tails), once it has TAIL_RUNS values."""
+def _tail(
+    values: Sequence[float], center: float, lo: float, hi: float, memory: Sequence[float] = ()
+) -> tuple[float, float, bool]:
+    """lo and hi widened to the history's own quantiles (heavy tails), once it has TAIL_RUNS values: those of
+    `memory` (a longer history, same units) where it has TAIL_MEMORY_RUNS values, else those of `values`."""
     if len(values) < TAIL_RUNS:
         return lo, hi, False
-    cuts = statistics.quantiles(values, n=round(1 / TAIL_QUANTILE), method="inclusive")
+    source = memory if len(memory) >= TAIL_MEMORY_RUNS else values
+    cuts = statistics.quantiles(source, n=round(1 / TAIL_QUANTILE), method="inclusive")
     q_lo, q_hi = cuts[0], cuts[-1]
     t_lo, t_hi = q_lo - TAIL_MARGIN * (center - q_lo), q_hi + TAIL_MARGIN * (q_hi - center)
     return min(lo, t_lo), max(hi, t_hi), t_lo < lo or t_hi > hi
 
 
 def judge(
-    metric: str, history: Sequence[float], sensitivity: float, weekday: int | None = None, rows: int | None = None
+    metric: str,
+    history: Sequence[float],
+    sensitivity: float,
+    weekday: int | None = None,
+    rows: int | None = None,
+    memory: Sequence[float] = (),
 ) -> Judged:
     """The band of `metric` over `history` (at least one value) by the metric's model (MODELS); `rows`: the
-    batch's row count, the sample size of a proportion."""
+    batch's row count, the sample size of a proportion; `memory`: a longer history its tails are learned from
+    (TAIL_MEMORY)."""
     if not history:
         raise ValueError("a band needs at least one value of history")
     values = [float(v) for v in history]
@@ -263,7 +285,8 @@ def judge(
         logs = [math.log(v) for v in values]
         center = statistics.median(logs)
         spread = _mad(logs, center)
-        lo, hi, tailed = _tail(logs, center, center - sensitivity * spread, center + sensitivity * spread)
+        mem = [math.log(v) for v in memory] if memory and min(memory) > 0 else []
+        lo, hi, tailed = _tail(logs, center, center - sensitivity * spread, center + sensitivity * spread, mem)
         least = math.log(1 + MIN_EFFECT_COUNT)
         if hi - center < least or center - lo < least:
             terms.append(f"least change {MIN_EFFECT_COUNT:.0%}")
@@ -274,13 +297,13 @@ def judge(
         p = min(max(med, 1 / (2 * rows)), 1.0) if rows else med  # a rate of 0 still has a binomial spread
         binomial = math.sqrt(p * (1 - p) / rows) if rows else 0.0
         spread = math.sqrt(binomial**2 + day_to_day**2)
-        lo, hi, tailed = _tail(values, med, med - sensitivity * spread, med + sensitivity * spread)
+        lo, hi, tailed = _tail(values, med, med - sensitivity * spread, med + sensitivity * spread, memory)
         if hi - med < MIN_EFFECT_PROPORTION:
             terms.append(f"least change {MIN_EFFECT_PROPORTION * 100:g} points")
         lo, hi = max(0.0, min(lo, med - MIN_EFFECT_PROPORTION)), min(1.0, max(hi, med + MIN_EFFECT_PROPORTION))
     else:
         spread = _mad(values, med)
-        lo, hi, tailed = _tail(values, med, med - sensitivity * spread, med + sensitivity * spread)
+        lo, hi, tailed = _tail(values, med, med - sensitivity * spread, med + sensitivity * spread, memory)
         least = max(MIN_EFFECT_RELATIVE * abs(med), FLOOR_ABSOLUTE)
         if hi - med < least or med - lo < least:
             terms.append(f"least change {_num(least)}")

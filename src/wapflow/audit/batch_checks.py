@@ -23,6 +23,7 @@ from wapflow.audit.anomaly import (
     MODELS,
     RHYTHM_HISTORY,
     RHYTHM_RUNS,
+    TAIL_MEMORY,
     VALUES_CAP,
     VALUES_MEMORY,
     VANISH_EXPECTED,
@@ -965,7 +966,11 @@ class AnomalyCheck(CheckType):
         rows_judged = int(values.get(f"{c.key}_n") or rows) if proportion else rows
         rhythm = metric_rhythm(self.metric, self._column_key(c), history, ctx) if self.seasonality == "auto" else None
         judged_on = rhythm[0] if rhythm else history
-        b = with_rhythm(judge(self.metric, judged_on, self.sensitivity, weekday, rows_judged or None), rhythm)
+        memory: Sequence[float] = ()
+        if self.window < TAIL_MEMORY and rhythm is None and ctx.metric_history and len(history) >= self.window:
+            memory = ctx.metric_history(self.metric, self._column_key(c), TAIL_MEMORY, weekday)
+        b = judge(self.metric, judged_on, self.sensitivity, weekday, rows_judged or None, memory)
+        b = with_rhythm(b, rhythm)
         c.threshold = b.describe(self.sensitivity)
         formed = made_of(history, self.window)
         if formed.get("left_out"):
