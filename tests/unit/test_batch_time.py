@@ -15,6 +15,7 @@ from wapflow.audit.spec import CheckType
 from wapflow.config import TableConfig
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunRecord, RunStore
+from wapflow.service import render
 
 BACKFILL = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)  # a Monday afternoon: every run of the backfill starts then
 FIRST = date(2013, 1, 7)  # a Monday: the first day of the data
@@ -78,6 +79,7 @@ def test_a_backfilled_saturday_is_judged_against_saturdays(tmp_path: Path) -> No
         assert v.ok, (seasonality, c.threshold)
         assert v.observed["day"] == f"{saturday:%Y-%m-%d}, a Saturday: the batch's own", v.observed
         assert "judged by the batch's day" in c.threshold
+        assert render.observed(v.observed).endswith(f"judged by the batch's day, {saturday:%Y-%m-%d}, a Saturday")
         # The same 600 rows on a Wednesday's batch, or a Saturday judged by the run's start (a Monday), block.
         assert not chk.verdict(c, {"c0_n": 600}, 600, ctx(wednesday)).ok, seasonality
         assert not chk.verdict(c, {"c0_n": 600}, 600, ctx(None)).ok, seasonality

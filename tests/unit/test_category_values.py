@@ -109,3 +109,15 @@ def test_values_takes_a_column_and_is_a_grouped_count() -> None:
     chk = C.anomaly("values", column="carrier")
     assert not chk.observable and chk.aggregates(compiled(chk)) == []
     assert C.anomaly("distinct", column="carrier").observable
+
+
+def test_the_report_says_which_values_in_words(tmp_path: Path) -> None:
+    from wapflow.service import render
+
+    history = days_of(tmp_path, 60)
+    chk = C.anomaly("values", column="carrier")
+    gone = chk.verdict(compiled(chk), {"c0_v": {"AA": 500, "B6": 300, "ZZ": 40}}, 840, context(history))
+    assert render.observed(gone.observed) == (
+        "3 values; vanished: DL (~161 rows expected); appeared: ZZ (40 rows); rare, missing: HA; "
+        "30 runs of history, 60 remembered"
+    )

@@ -21,6 +21,8 @@ NULL = "null"  # a SQL NULL in a row of data (a failing row's column)
 # Evidence of an anomaly or volume check (wapflow.audit.anomaly.Band.evidence) and its short-history verdict.
 _BAND_KEYS = {"value", "band", "median", "mad", "history"}
 _SHORT_KEYS = {"value", "history", "min_history"}
+# Evidence of an anomaly check on a category column's values (metric "values").
+_VALUES_KEYS = {"values", "history", "memory"}
 # What a run changes (wapflow.writing.modes.Changes.to_dict), the observed value of its `changes` line.
 _CHANGE_KINDS = ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced")
 # Maintenance figures a person does not read in a line (timings, id lists; --json has them).
@@ -82,6 +84,8 @@ def observed(v: Any) -> str:
             return _band(v)
         if keys >= _SHORT_KEYS:
             return _short_history(v)
+        if keys >= _VALUES_KEYS:
+            return _values(v)
         if keys & set(_CHANGE_KINDS):
             return _changes(v)
     return text(v)
@@ -101,7 +105,25 @@ def _band(v: Mapping[str, Any]) -> str:
     parts.append(_runs(v["history"]) + (f" ({v['seasonality']})" if v.get("seasonality") else ""))
     if v.get("left_out"):  # runs of the same span the band was not made of (blocked, awaiting review...)
         parts.append(f"left out {v['left_out']}")
+    if v.get("day"):  # the batch's own day (its table's time_column), which seasonality judged it by
+        parts.append(f"judged by the batch's day, {str(v['day']).split(':')[0]}")
     return ", ".join(parts)
+
+
+def _values(v: Mapping[str, Any]) -> str:
+    """A category column's values against the history: what vanished or appeared (blocking), what rare value
+    went or came (reported), and the runs it was judged against."""
+    parts = [_count(int(v["values"]), "value")]
+    for key, words in (
+        ("vanished", "vanished"),
+        ("appeared", "appeared"),
+        ("rare_values_missing", "rare, missing"),
+        ("rare_new_values", "rare, new"),
+    ):
+        if v.get(key):
+            parts.append(f"{words}: {', '.join(str(x) for x in v[key])}")
+    parts.append(f"{_runs(int(v['history']))} of history, {int(v['memory'])} remembered")
+    return "; ".join(parts)
 
 
 def _short_history(v: Mapping[str, Any]) -> str:
