@@ -106,19 +106,29 @@ def copy_v3(lh: Lakehouse, source: str, table: TableName) -> None:
     )
 
 
-def make_batch(lh: Lakehouse, table_rows: int, batch_rows: int, path: Path, nth: int = 0) -> None:
-    """10% updates and 1% deletes of keys spread over the table, 89% inserts of new keys; the `nth` batch of a
-    series touches other keys (shifted by nth) and inserts keys after the previous batches'."""
+def make_batch(lh: Lakehouse, table_rows: int, batch_rows: int, path: Path) -> None:
+    """10% updates and 1% deletes of keys spread over the table, 89% inserts of new keys."""
+    make_batches(lh, table_rows, batch_rows, path, 1)
+    (path / "n=0").rename(path.with_name(path.name + ".tmp"))
+    shutil.rmtree(path)
+    path.with_name(path.name + ".tmp").rename(path)
+
+
+def make_batches(lh: Lakehouse, table_rows: int, batch_rows: int, folder: Path, count: int) -> list[Path]:
+    """`count` batches (folder/n=0, n=1, ...) in one Spark job, each as make_batch's: batch n touches other keys
+    (shifted by n) and inserts keys after the previous batches'."""
     updates, deletes = batch_rows // 10, batch_rows // 100
     stride = max(table_rows // (updates + deletes), 1)
-    new = table_rows + nth * batch_rows
-    lh.spark.range(batch_rows).selectExpr(
-        f"CASE WHEN id < {updates + deletes} THEN (id * {stride} + {nth}) % {table_rows} ELSE {new} + id END AS id",
-        f"concat('changed-{nth}-', id) AS name",
-        f"rand({2 + nth}) * 100 AS amount",
-        f"CASE WHEN id < {updates} THEN 'U' WHEN id < {updates + deletes} THEN 'D' ELSE 'I' END AS op",
-        f"{1 + nth}L AS seq",
-    ).write.mode("overwrite").parquet(str(path))
+    lh.spark.range(count * batch_rows).selectExpr(f"id div {batch_rows} AS n", f"id % {batch_rows} AS i").selectExpr(
+        f"CASE WHEN i < {updates + deletes} THEN (i * {stride} + n) % {table_rows} "
+        f"ELSE {table_rows} + n * {batch_rows} + i END AS id",
+        "concat('changed-', n, '-', i) AS name",
+        "rand(2) * 100 AS amount",
+        f"CASE WHEN i < {updates} THEN 'U' WHEN i < {updates + deletes} THEN 'D' ELSE 'I' END AS op",
+        "1L + n AS seq",
+        "n",
+    ).repartition("n").write.partitionBy("n").mode("overwrite").parquet(str(folder))
+    return [folder / f"n={n}" for n in range(count)]
 
 
 def plain_merge(lh: Lakehouse, batch: Path, table: TableName = TABLE) -> float:
@@ -178,6 +188,11 @@ def wap_merge(lh: Lakehouse, batch: Path, table: TableName = TABLE, keep: bool =
         assert base is not None
         lh.tables.roll_back(table, base)  # the next round starts from the same table
     return took, detail
+
+
+def table_properties(lh: Lakehouse, table: TableName) -> dict[str, str]:
+    rows = lh.spark.sql(f"SHOW TBLPROPERTIES {lh.tables.ident(table)}").collect()
+    return {str(r[0]): str(r[1]) for r in rows}
 
 
 class SparkJobs:
@@ -295,6 +310,12 @@ def side_by_side(lh: Lakehouse, args: argparse.Namespace, work: Path) -> dict[st
                 spark_jobs = jobs.since(start_ms)
             log(f"round {r + 1}: {what} {took:.2f} s")
     med = {k: statistics.median(v) for k, v in times.items()}
+    props = {t: table_properties(lh, t) for t in (MOR_TABLE, WAP_MOR_TABLE)}
+    differ = {
+        k: [props[MOR_TABLE].get(k), props[WAP_MOR_TABLE].get(k)]
+        for k in sorted(set(props[MOR_TABLE]) | set(props[WAP_MOR_TABLE]))
+        if props[MOR_TABLE].get(k) != props[WAP_MOR_TABLE].get(k)
+    }
 
     def per_round(a: str, b: str) -> list[float]:
         return [x / y for x, y in zip(times[a], times[b], strict=True)]
@@ -318,6 +339,7 @@ def side_by_side(lh: Lakehouse, args: argparse.Namespace, work: Path) -> dict[st
         "wap_change": {w: d.get("change") for w, d in detail.items()},
         "wap_mor_delete_files": detail.get("wap_mor", {}).get("delete_files"),
         "wap_mor_spark_jobs": spark_jobs,
+        "mor_vs_wap_mor_table_properties": differ,  # [Iceberg's MoR table, the WAP MoR table] where they differ
     }
 
 
@@ -345,6 +367,9 @@ def print_side_by_side(out: dict[str, Any], args: argparse.Namespace) -> None:
         print(f"  {w} steps (median s): {steps}; change: {out['wap_change'].get(w)}")
     if out["wap_mor_delete_files"] is not None:
         print(f"  wap_mor: {out['wap_mor_delete_files']} delete file(s) (deletion vectors) on main after the run")
+    print(
+        f"  table properties, Iceberg MoR vs WAP MoR table, where they differ: {out['mor_vs_wap_mor_table_properties']}"
+    )
     if out["wap_mor_spark_jobs"]:
         print("  Spark jobs of the last wap_mor run (seconds, by where they were started):")
         for j in sorted(out["wap_mor_spark_jobs"], key=lambda j: -j["seconds"])[:12]:
@@ -367,11 +392,7 @@ def many_merges(lh: Lakehouse, args: argparse.Namespace, work: Path) -> dict[str
     """--part many: --merges small WAP merges into the v3 merge-on-read table, then a query on main against the
     same rows freshly written, before and after `wap maintain`."""
     log(f"{args.merges} batches of {args.merge_rows:,} rows")
-    batches = []
-    for i in range(args.merges):
-        b = work / f"small_{i:04d}"
-        make_batch(lh, args.table_rows, args.merge_rows, b, nth=i + 1)
-        batches.append(b)
+    batches = make_batches(lh, args.table_rows, args.merge_rows, work / "small", args.merges + 1)[1:]
     took: list[float] = []
     started = time.perf_counter()
     for i, b in enumerate(batches):
