@@ -767,10 +767,12 @@ class AnomalyCheck(CheckType):
         "count, min, max, mean, sum, mean "
         "length) is outside the band its model makes of the table's last published runs (a multiplicative band for "
         "counts and sums, a rate band with the batch's size for null fractions, median ± sensitivity x MAD for the "
-        "rest, widened to the history's own extremes once it has 20 runs; with seasonality = "
-        '"weekly": of those on the same weekday). The distinct count is an estimate (approx_count_distinct, '
+        "rest, widened to the 1st and 99th percentiles of the window once it has 20 runs, of the last 365 published "
+        'runs once 60 exist; with seasonality = "weekly": of those on the same weekday, the batch\'s own day where '
+        "the table names a time_column). The distinct count is an estimate (approx_count_distinct, "
         f"HyperLogLog++, relative standard deviation {DISTINCT_RSD:.0%}) of the non-null values, observed during "
-        "the write."
+        "the write. With metric values, fails when a category column's value vanished (7 or more rows expected at "
+        "its usual share) or appeared (in 1% or more of the rows) against the history's values."
     )
     example: ClassVar[str] = (
         '[[tables."nyc.trips".checks]]\ncheck = "anomaly"\nmetric = "distinct"\ncolumn = "vendor_id"\n'
