@@ -284,7 +284,7 @@ def test_the_quality_trend_draws_the_band_the_check_uses(tmp_path: Path, seasona
     from wapflow.service.dashboard import Sources
     from wapflow.service.review_queue import trend
 
-    weeks_of_runs(tmp_path, 8)
+    weeks_of_runs(tmp_path, 12)  # 84 runs: the band's tails from the year's runs (60 or more) on every day
     store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
     check = {"check": "anomaly", "metric": "row_count", "min_history": 6, "seasonality": seasonality}
     cfg = parse_config({"tables": {"nyc.trips": {"checks": [check]}}})

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
-from wapflow.audit.anomaly import judge, same_weekday, weekday_of
+from wapflow.audit.anomaly import TAIL_MEMORY, judge, same_weekday, weekday_of
 from wapflow.audit.batch_checks import AnomalyCheck, VolumeCheck
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import UsageError
@@ -216,8 +216,9 @@ def trend(src: Sources, table: str, metric: str = "row_count", column: str = "",
     batch's binomial spread (the history holds no row counts beside it): the check's band is that or wider."""
     history = MetricHistory(src.store.engine)
     sensitivity, window, min_history, weekly = _watching(src, table, metric, column)
-    # The shown runs, and behind them the history their bands were made of (a weekly band: `window` weeks).
-    depth = runs + window * (7 if weekly else 1)
+    # The shown runs, and behind them the history their bands were made of (a weekly band: `window` weeks), and
+    # the year of runs their tails were learned from.
+    depth = runs + max(window, TAIL_MEMORY) * (7 if weekly else 1)
     rows = [r for r in history.read(table, metric=metric, column=column or None, runs=depth) if r.column == column]
     rows.sort(key=lambda r: (r.run_at, r.run_id))
     shown = {(r.run_at, r.run_id) for r in rows[-runs:]}
@@ -227,7 +228,9 @@ def trend(src: Sources, table: str, metric: str = "row_count", column: str = "",
         day = r.batch_at or r.run_at  # the batch's own day where its table names a time column
         weekday = weekday_of(day) if weekly else None
         before = same_weekday(published, weekday, window)
-        b = judge(metric, before, sensitivity, weekday) if before and len(before) >= min_history else None
+        memory = same_weekday(published, weekday, TAIL_MEMORY) if len(before) >= window else []
+        judged = bool(before) and len(before) >= min_history
+        b = judge(metric, before, sensitivity, weekday, memory=memory) if judged else None
         if r.status == PUBLISHED and r.value is not None:
             published.insert(0, (day, r.value))
         if (r.run_at, r.run_id) not in shown:
