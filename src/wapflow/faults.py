@@ -40,6 +40,8 @@ POINTS = (
     "publish:recorded",  # the run store says published
     "ingest:ran",  # wap ingest: a batch's run has ended; the ledger does not say so yet
     "alert:claimed",  # an alert's delivery row is claimed (at most once); nothing sent yet
+    "revert:planned",  # wap revert: what comes off each table is decided; nothing committed
+    "revert:committed",  # wap revert: the run's rows are off main; its record still says published
     "maintain:compact",  # wap maintain: the compaction is committed on main, its record still running
     "maintain:expire_snapshots",  # wap maintain: snapshots expired (record still running); orphans not removed
 )

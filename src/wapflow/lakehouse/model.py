@@ -60,14 +60,23 @@ MERGE_ON_READ_FROM_VERSION = 3  # wapflow makes v3 tables merge-on-read (deletio
 LINEAGE_FROM_VERSION = 3
 
 
+# A DELETE's isolation: "serializable" (Iceberg's default) also fails when a concurrent append adds files its
+# condition might match; a condition Iceberg cannot read (a revert's, on row lineage) matches every file, so a
+# steady stream of appends would starve it. "snapshot" deletes what the table held when it started, still
+# failing on a concurrent delete or rewrite of the same files.
+DELETE_ISOLATION_PROP = "write.delete.isolation-level"
+
+
 def row_change_properties(format_version: int) -> dict[str, str]:
-    """The row-level write modes wapflow gives a table it creates or upgrades to `format_version`: on v3,
+    """The row-level write settings wapflow gives a table it creates or upgrades to `format_version`: on v3,
     merge-on-read (a merge writes its changed rows and a deletion vector per touched file, not the whole
-    files: docs/guides/format-v3.md); on v2, none (Iceberg's copy-on-write default: v2 position delete files
-    slow every read until compacted, and older readers mishandle them)."""
+    files: docs/guides/format-v3.md) and snapshot isolation for DELETE (a revert by row lineage is not
+    starved by appends: its rows carry its own sequence numbers, which no later commit can add); on v2, none
+    (Iceberg's copy-on-write default: v2 position delete files slow every read until compacted, and older
+    readers mishandle them)."""
     if format_version < MERGE_ON_READ_FROM_VERSION:
         return {}
-    return dict.fromkeys(ROW_CHANGE_MODE_PROPS, MERGE_ON_READ)
+    return {**dict.fromkeys(ROW_CHANGE_MODE_PROPS, MERGE_ON_READ), DELETE_ISOLATION_PROP: "snapshot"}
 
 
 # --- value types ------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wapflow.errors import NotFound, UsageError
+from wapflow.faults import crash_point
 from wapflow.lakehouse import session
 from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lakehouse import Lakehouse
@@ -63,6 +64,7 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     done: dict[str, int] = {}
     removed: dict[str, int] = {}
     kept: dict[str, int] = {}
+    crash_point("revert:planned")
     for t, snaps, how in plan:
         rows_before = lh.tables.row_count(t)
         done[t.dotted] = _STRATEGIES[how](lh, t, run_id, snaps)
@@ -90,6 +92,7 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
             f"run {run_id} is recorded published, but main of {table} holds none of its snapshots",
             hint=f"see `wap history {table}`; its rows may have been removed by other means",
         )
+    crash_point("revert:committed")
     rec.status = "reverted"
     rec.reverted = {"at": datetime.now(UTC).isoformat(), "snapshots": done, "rows_removed": removed}
     if kept:
