@@ -470,6 +470,9 @@ def main(argv: list[str] | None = None) -> int:
         help="--part merge: which of append,cow,mor,wap_cow,wap_mor to measure (e.g. leave out the copy-on-write "
         "ones on a 100M-row table)",
     )
+    ap.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting for the session (repeatable)"
+    )
     ap.add_argument("--json", action="store_true", help="also print the results as one JSON line")
     ap.add_argument("--part", choices=["all", "merge", "many", "unique"], default="all", help="what to measure")
     args = ap.parse_args(argv)
@@ -482,7 +485,11 @@ def main(argv: list[str] | None = None) -> int:
             master=args.master,
             driver_memory=args.driver_memory,
             # The UI's REST API lists the Spark jobs of a WAP merge (where its time goes).
-            spark_conf={"spark.sql.shuffle.partitions": "16", "spark.ui.enabled": "true"},
+            spark_conf={
+                "spark.sql.shuffle.partitions": "16",
+                "spark.ui.enabled": "true",
+                **dict(c.split("=", 1) for c in args.conf),
+            },
         ),
         # `wap maintain` as configured by default (revert_window 7d), but no orphan listing of the warehouse.
         maintenance=MaintenanceConfig(orphan_older_than="never", every="never"),
