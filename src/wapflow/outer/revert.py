@@ -73,9 +73,10 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
             added = sum(lh.tables.snapshots(t)[s].added_records for s in snaps)
             if added > removed[t.dotted]:
                 kept[t.dotted] = added - removed[t.dotted]
-    if not plan:
-        # A revert killed after its commit: the commit is on main; finish the record.
-        for t in (table, quarantine):
+    for t in (table, quarantine):
+        # A revert killed after its commit to this table (before the other's, or before its record): the
+        # commit is on main; count it, and finish the record.
+        if t.dotted not in done:
             sid = _revert_commit(lh, t, run_id) if lh.tables.exists(t) else None
             if sid is not None:
                 done[t.dotted] = sid
