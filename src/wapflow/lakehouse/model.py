@@ -89,9 +89,11 @@ class Snapshot:
     committed_at: datetime
     operation: str | None
     summary: dict[str, str] = field(default_factory=dict)
-    # The commit's sequence number (Iceberg metadata JSON; None where a view lacks it): on a v3 table, the
-    # `_last_updated_sequence_number` of every row this snapshot wrote (row lineage, kept through compaction).
-    sequence_number: int | None = None
+    # The commit's sequence number: on a v3 table, the `_last_updated_sequence_number` of every row this
+    # snapshot wrote (row lineage, kept through compaction). From the metadata JSON only: Spark's `snapshots`
+    # metadata table lacks it (None there; revert reads it from `all_entries`), so two views of one snapshot
+    # compare equal without it.
+    sequence_number: int | None = field(default=None, compare=False)
 
     @property
     def run_id(self) -> str | None:
