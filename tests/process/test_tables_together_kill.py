@@ -43,6 +43,7 @@ import pytest
 
 from support import group_driver
 from support.cli_harness import WAP, Reader, checksum, env, wap, write_config
+from support.killable import stopped
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -374,11 +375,6 @@ def test_sigkill_at_a_step_of_a_group_run_then_the_same_command_publishes_it_exa
 # --- 3. a one-table run into a group's table during the group's publish -------------------------------------------
 
 
-def _stopped(pid: int) -> bool:
-    """The process stopped itself (WAP_PAUSE_AT: SIGSTOP)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-
-
 def _open_locks(pid: int, folder: Path) -> int:
     """How many tables' publish-lock files the process has open: it holds or waits for each
     (wapflow.runs.locks). Only those: a process starting up also takes the run store's schema lock and the
@@ -422,7 +418,7 @@ def _finish(p: subprocess.Popen[bytes], files: list[IO[bytes]], folder: Path, na
     end = time.monotonic() + 300
     try:
         while p.poll() is None and time.monotonic() < end:
-            if _stopped(p.pid):
+            if stopped(p.pid):
                 stops += 1
                 os.kill(p.pid, signal.SIGCONT)
             time.sleep(0.05)
@@ -459,7 +455,7 @@ def test_a_one_table_run_into_a_groups_table_during_the_groups_publish_loses_no_
         if first == "group":
             group = _start(folder, f"group_{tag}", group_args, WAP_PAUSE_AT="publish:group-staged")
             procs.append(group)
-            _until("the group stops at publish:group-staged", lambda: _stopped(group[0].pid), [group[0]])
+            _until("the group stops at publish:group-staged", lambda: stopped(group[0].pid), [group[0]])
             solo = _start(folder, f"solo_{tag}", solo_args)
             procs.append(solo)
             _until("the one-table run waits for the lock", lambda: _open_locks(solo[0].pid, folder) == 1, [solo[0]])
@@ -469,7 +465,7 @@ def test_a_one_table_run_into_a_groups_table_during_the_groups_publish_loses_no_
         else:
             solo = _start(folder, f"solo_{tag}", solo_args, WAP_PAUSE_AT="publish:locked")
             procs.append(solo)
-            _until("the one-table run stops at publish:locked", lambda: _stopped(solo[0].pid), [solo[0]])
+            _until("the one-table run stops at publish:locked", lambda: stopped(solo[0].pid), [solo[0]])
             group = _start(folder, f"group_{tag}", group_args)
             procs.append(group)
             # It holds the lines lock and waits for the orders one (taken in one order: lines, orders).

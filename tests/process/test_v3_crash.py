@@ -18,11 +18,11 @@ import subprocess
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from support.cli_harness import WAP, Reader, env, setup_run, unique_catalog, wap, write_config
-from support.data import trips_file, write_parquet
+from support.data import changes_file, trips_file
+from support.killable import stopped
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -33,29 +33,13 @@ APPENDS = f'[tables."{TRIPS}"]\nchecks = []\nformat_version = 3\n'
 SEED = int(os.environ.get("WAP_V3_CRASH_SEED", "48"))
 
 
-def _changes(path: Path, rows: list[tuple[int, str | None, str]]) -> Path:
-    t = pa.table(
-        {
-            "id": pa.array([r[0] for r in rows], pa.int64()),
-            "name": pa.array([r[1] for r in rows], pa.string()),
-            "op": pa.array([r[2] for r in rows], pa.string()),
-        }
-    )
-    return write_parquet(path, t)
-
-
-def _stopped(pid: int) -> bool:
-    """The process stopped itself (WAP_PAUSE_AT: SIGSTOP)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-
-
 def _finish(proc: subprocess.Popen[str]) -> str:
     """Let a paused process go on to its end (continued again each time it passes its pause point again:
     a merge applied again is audited again)."""
     deadline = time.monotonic() + 300
     while proc.poll() is None:
         assert time.monotonic() < deadline, "the process did not end"
-        if _stopped(proc.pid):
+        if stopped(proc.pid):
             proc.send_signal(signal.SIGCONT)
         time.sleep(0.2)
     return proc.communicate()[0]
@@ -66,7 +50,7 @@ def _paused(argv: list[str], point: str) -> subprocess.Popen[str]:
         [WAP, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env(WAP_PAUSE_AT=point)
     )
     deadline = time.monotonic() + 120
-    while not _stopped(proc.pid):
+    while not stopped(proc.pid):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0]
         time.sleep(0.2)
     return proc
@@ -76,13 +60,13 @@ def test_a_merge_on_read_merge_killed_resumed_and_raced_by_an_append_changes_mai
     catalog = unique_catalog("v3m")
     cfg = write_config(tmp_path, MERGE, catalog=catalog)
     landing = tmp_path / "landing"
-    seed = _changes(landing / "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 21)])
+    seed = changes_file(landing, "seed.parquet", [(i, f"n{i}", "I") for i in range(1, 21)])
     assert setup_run(spark, cfg, CRM, seed).status == "published"
     reader = Reader(tmp_path, catalog)
     seed_files = {t.file.file_path for t in reader.cat.load_table(CRM).scan().plan_files()}
     before = reader.main(CRM)
 
-    f = _changes(landing / "cdc.parquet", [(1, "one", "U"), (2, None, "D"), (30, "thirty", "I")])
+    f = changes_file(landing, "cdc.parquet", [(1, "one", "U"), (2, None, "D"), (30, "thirty", "I")])
     command = ["run", CRM, str(f), "--run-id", "v3_merge"]
     for point in ("write:appended", "publish:moved"):
         killed = wap(*command, "--config", str(cfg), WAP_CRASH_AT=point)
@@ -102,9 +86,9 @@ def test_a_merge_on_read_merge_killed_resumed_and_raced_by_an_append_changes_mai
     assert reader.branches(CRM) == []
 
     # An append publishes while a merge waits between audit and publish: both land, the merge applied again.
-    g = _changes(landing / "cdc2.parquet", [(3, "three", "U"), (30, None, "D")])
+    g = changes_file(landing, "cdc2.parquet", [(3, "three", "U"), (30, None, "D")])
     proc = _paused(["run", CRM, str(g), "--config", str(cfg), "--json"], "audit")
-    app = _changes(landing / "app.parquet", [(40, "forty", "I"), (41, "forty-one", "I")])
+    app = changes_file(landing, "app.parquet", [(40, "forty", "I"), (41, "forty-one", "I")])
     spark.catalog.refreshTable(f"{catalog}.{CRM}")
     assert setup_run(spark, cfg, CRM, app).status == "published"
     out = _finish(proc)

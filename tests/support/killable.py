@@ -60,3 +60,8 @@ def run_driver(
         kill_group()
         proc.wait()
     return code, lines
+
+
+def stopped(pid: int) -> bool:
+    """The process stopped itself (WAP_PAUSE_AT: SIGSTOP), as /proc says."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
