@@ -18,7 +18,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from wapflow.cli.stop import stopped
+from wapflow.cli.stop import stopped, wrapped_stop
 from wapflow.stopping import STOP, StopRequested
 
 if TYPE_CHECKING:
@@ -36,6 +36,11 @@ def main() -> None:
         from wapflow.cli.root import main as run_command
     except StopRequested as e:
         stopped(e)
+    except Exception as e:
+        stop = wrapped_stop(e)
+        if stop is None:
+            raise
+        stopped(stop)
     run_command()
 
 

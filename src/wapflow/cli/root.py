@@ -33,7 +33,7 @@ from wapflow.cli import (
     tables,
 )
 from wapflow.cli.output import err
-from wapflow.cli.stop import stop_code, stopped
+from wapflow.cli.stop import stop_code, stopped, wrapped_stop
 from wapflow.errors import EXIT_RUNTIME, exit_code_table
 from wapflow.stopping import STOP, StopRequested
 
@@ -143,6 +143,8 @@ def execute(argv: list[str], prog_name: str) -> int:
     except (StopRequested, KeyboardInterrupt) as e:
         return stop_code(e)
     except Exception as e:  # noqa: BLE001 - as in main(): one error block, the traceback in the log
+        if (stop := wrapped_stop(e)) is not None:
+            return stop_code(stop)
         _internal_error(e)
         return EXIT_RUNTIME
     return 0
@@ -157,5 +159,7 @@ def main() -> None:
     except (StopRequested, KeyboardInterrupt) as e:
         stopped(e)
     except Exception as e:  # noqa: BLE001 - the last resort: one line on the terminal, the traceback in the log
+        if (stop := wrapped_stop(e)) is not None:
+            stopped(stop)
         _internal_error(e)
         sys.exit(EXIT_RUNTIME)

@@ -13,6 +13,17 @@ from wapflow.stopping import STOP, StopRequested
 LONG_RUNNING = ("watch", "serve", "dashboard")
 
 
+def wrapped_stop(e: BaseException) -> StopRequested | None:
+    """The stop inside another error: a library that runs code of its own at import (pydantic builds a model's
+    validator in Rust) takes the StopRequested raised there and raises its own error, message only. An error
+    that ends a command after a stop arrived is that stop."""
+    if isinstance(e, StopRequested):
+        return e
+    if STOP.requested.is_set() and STOP.signum is not None:
+        return StopRequested(STOP.signum)
+    return None
+
+
 def stopped(e: StopRequested | KeyboardInterrupt) -> NoReturn:
     """A stop that came where the command could not finish what it had in hand: its children end (a JVM stopped
     in its start-up does not end with this process by itself), then its line and exit code (stop_code)."""
