@@ -49,6 +49,7 @@ from wapflow.config import LakehouseConfig, MaintenanceConfig, TableConfig, WapC
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.maintain import maintain
 from wapflow.pipeline import run_wap
+from wapflow.spark.shared_session import CO_PARTITIONED_JOIN, sql_with_properties
 from wapflow.sql.identifiers import TableName
 from wapflow.writing.modes import write_mode
 
@@ -61,9 +62,11 @@ MOR_PROPS = (
     "'write.merge.mode' = 'merge-on-read', 'write.update.mode' = 'merge-on-read', "
     "'write.delete.mode' = 'merge-on-read'"
 )
-TARGETS = {  # issue 22 (copy-on-write), issue 48 (merge-on-read)
+TARGETS = {  # issue 22 (copy-on-write), issue 48 (merge-on-read); *_spj: Iceberg's MERGE with the settings WAP uses
     "wap_cow_over_cow": 1.15,
     "wap_mor_over_mor": 1.15,
+    "wap_cow_over_cow_spj": 1.15,
+    "wap_mor_over_mor_spj": 1.15,
     "wap_mor_over_append": 2.0,
 }
 QUERY = "SELECT pmod(id, 16) AS g, count(*) AS n, sum(amount) AS total, max(name) AS last FROM {t} GROUP BY 1"
@@ -131,16 +134,20 @@ def make_batches(lh: Lakehouse, table_rows: int, batch_rows: int, folder: Path, 
     return [folder / f"n={n}" for n in range(count)]
 
 
-def plain_merge(lh: Lakehouse, batch: Path, table: TableName = TABLE) -> float:
-    """Iceberg's own MERGE INTO on a branch: copy-on-write on TABLE, merge-on-read on MOR_TABLE."""
+def plain_merge(lh: Lakehouse, batch: Path, table: TableName = TABLE, *, spj: bool = False) -> float:
+    """Iceberg's own MERGE INTO on a branch: copy-on-write on TABLE, merge-on-read on MOR_TABLE. `spj`: with
+    the storage-partitioned join settings a WAP merge uses on a table bucketed by its key."""
     spark, ident = lh.spark, lh.tables.ident(table)
     spark.sql(f"ALTER TABLE {ident} CREATE BRANCH plain")
     spark.read.parquet(str(batch)).createOrReplaceTempView("batch")
     t0 = time.perf_counter()
-    spark.sql(
+    sql_with_properties(
+        spark,
         f"MERGE INTO {table.branch_sql(lh.catalog, 'plain')} t USING batch s ON t.id = s.id "
         "WHEN MATCHED AND s.op = 'D' THEN DELETE WHEN MATCHED THEN UPDATE SET * "
-        "WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT *"
+        "WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT *",
+        {},
+        CO_PARTITIONED_JOIN if spj else None,
     )
     took = time.perf_counter() - t0
     spark.sql(f"ALTER TABLE {ident} DROP BRANCH plain")
@@ -285,6 +292,8 @@ def side_by_side(lh: Lakehouse, args: argparse.Namespace, work: Path) -> dict[st
         "append": lambda b: (plain_append(lh, b), {}),
         "cow": lambda b: (plain_merge(lh, b), {}),
         "mor": lambda b: (plain_merge(lh, b, MOR_TABLE), {}),
+        "cow_spj": lambda b: (plain_merge(lh, b, spj=True), {}),
+        "mor_spj": lambda b: (plain_merge(lh, b, MOR_TABLE, spj=True), {}),
         "wap_cow": lambda b: wap_merge(lh, b),
         "wap_mor": lambda b: wap_merge(lh, b, WAP_MOR_TABLE),
     }
@@ -349,6 +358,8 @@ def print_side_by_side(out: dict[str, Any], args: argparse.Namespace) -> None:
         ("append", "plain append (v2)", None),
         ("mor", "Iceberg MERGE INTO, v3 merge-on-read", None),
         ("cow", "Iceberg MERGE INTO, v2 copy-on-write", None),
+        ("mor_spj", "  the same, co-partitioned join settings", None),
+        ("cow_spj", "  the same, co-partitioned join settings", None),
         ("wap_mor", "WAP merge, v3 merge-on-read", "wap_mor_over_mor"),
         ("wap_cow", "WAP merge, v2 copy-on-write", "wap_cow_over_cow"),
     ]
@@ -358,9 +369,11 @@ def print_side_by_side(out: dict[str, Any], args: argparse.Namespace) -> None:
         if k not in s:
             continue
         runs = ", ".join(f"{v:.2f}" for v in out["runs"][k])
-        vs = f"{r[ratio]:.2f}x Iceberg {ratio[-3:].upper()}" if ratio is not None and ratio in r else ""
+        vs = " / ".join(
+            f"{r[q]:.2f}x {q.split('_over_')[1]}" for q in (ratio, f"{ratio}_spj") if ratio is not None and q in r
+        )
         over = f"{x[k]:8.2f}x" if k in x else " " * 9
-        print(f"  {name:38s} {s[k]:8.2f} {over}   {vs:22s} runs: {runs}")
+        print(f"  {name:38s} {s[k]:8.2f} {over}   {vs:26s} runs: {runs}")
     for k, t in out["targets"].items():
         print(f"  {t['status']}  {k:22s} {r[k]:.2f} (target <= {t['target']}x)")
     for w, steps in out["wap_steps"].items():
@@ -466,8 +479,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--ops",
         type=lambda v: [o.strip() for o in v.split(",")],
-        default=["append", "cow", "mor", "wap_cow", "wap_mor"],
-        help="--part merge: which of append,cow,mor,wap_cow,wap_mor to measure (e.g. leave out the copy-on-write "
+        default=["append", "cow", "mor", "cow_spj", "mor_spj", "wap_cow", "wap_mor"],
+        help="--part merge: which of append,cow,mor,cow_spj,mor_spj,wap_cow,wap_mor to measure (e.g. leave out the copy-on-write "
         "ones on a 100M-row table)",
     )
     ap.add_argument(

@@ -439,3 +439,64 @@ def test_a_merge_on_v3_reverts_after_a_compaction_but_not_after_another_change(l
 
     with pytest.raises(UsageError, match="main has moved on since"):
         revert(lh, again.run_id)
+
+
+def test_a_merge_on_read_merge_is_audited_from_its_added_files_metrics(lakehouse_factory, landing):
+    """A merge-on-read merge adds files holding exactly the inserted and updated rows (the rows it replaces or
+    deletes are marked in deletion vectors), so Iceberg's metrics of those files settle `not_null` and
+    `between` as an append's do, without reading the batch again; a copy-on-write merge's files copy unchanged
+    rows too, so its audit scans the batch as applied. Either way the verdict and its count are exact."""
+    checks = [{"check": "not_null", "column": "name"}, {"check": "between", "column": "id", "min": 0, "max": 10_000}]
+    cfg = {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'", "checks": checks}
+    lh = lakehouse_factory({"crm.v3": {**cfg, "format_version": 3}, "crm.v2": cfg})
+    seed = [(i, f"n{i}", "I") for i in range(1, 51)]
+    for t in ("crm.v3", "crm.v2"):
+        _published(run_wap(lh, t, [changes_file(landing, f"{t}-seed.parquet", seed)]))
+
+    bad = [(1, None, "U"), (2, None, "D"), (3, "u3", "U"), (60, "new", "I"), (61, None, "D")]
+    for t, source in (("crm.v3", "metadata"), ("crm.v2", "scan")):
+        main = _table(lh, t).metadata.current_snapshot_id
+        res = run_wap(lh, t, [changes_file(landing, f"{t}-bad.parquet", bad)])
+        assert res.status == "blocked", res.message
+        by = {c["check"]: c for c in res.checks}
+        assert by["not_null"]["status"] == "failed" and by["not_null"]["failing_rows"] == 1, by["not_null"]
+        assert by["not_null"]["source"] == source and by["between"]["source"] == source, (t, by)
+        assert by["between"]["status"] == "passed"
+        assert _table(lh, t).metadata.current_snapshot_id == main  # main unchanged
+
+    good = [(1, "u1", "U"), (2, None, "D"), (60, "new", "I")]
+    res = _published(run_wap(lh, "crm.v3", [changes_file(landing, "good.parquet", good)]))
+    by = {c["check"]: c for c in res.checks}
+    assert by["not_null"]["source"] == "metadata" and by["not_null"]["status"] == "passed", by
+    assert _change(res) == {"rows_inserted": 1, "rows_updated": 1, "rows_deleted": 1, "main_rows": 50}
+    assert sorted(_ids(lh, "crm.v3", "id")) == [1, *range(3, 51), 60]
+
+
+def _merge_plans(lh: Lakehouse, table: str) -> list[str]:
+    """The physical plans of the MERGE writes Spark ran into `table` (its SQL status store, as the UI shows)."""
+    executions = lh.spark._jsparkSession.sharedState().statusStore().executionsList()
+    plans = [executions.apply(i).physicalPlanDescription() for i in range(executions.size())]
+    return [p for p in plans if p.startswith("== Physical Plan ==\nWriteDelta") and f".{table} " in p]
+
+
+def test_a_merge_into_a_table_bucketed_by_its_key_joins_its_files_where_they_lie(lakehouse_factory, landing):
+    """A table partitioned by a bucket of the merge key: the MERGE reads it grouped by bucket, shuffling only the
+    batch (Spark's storage-partitioned join, set for that statement alone); the rows are exact, and the
+    session's settings are as they were after it."""
+    spark_key = "spark.sql.iceberg.planning.preserve-data-grouping"
+    cfg = {"mode": "merge", "key": ["id"], "delete_when": "op = 'D'", "checks": [], "format_version": 3}
+    lh = lakehouse_factory({"crm.bucketed": {**cfg, "partition_by": ["bucket(4, id)"]}, "crm.flat": cfg})
+    before = lh.spark.conf.get(spark_key, None)
+    seed = [(i, f"n{i}", "I") for i in range(1, 201)]
+    batch = [(1, "x", "U"), (2, None, "D"), (150, "y", "U"), (300, "z", "I")]
+    for t in ("crm.bucketed", "crm.flat"):
+        _published(run_wap(lh, t, [changes_file(landing, f"{t}-s.parquet", seed)], no_checks=True))
+        res = _published(run_wap(lh, t, [changes_file(landing, f"{t}-b.parquet", batch)], no_checks=True))
+        assert _change(res) == {"rows_inserted": 1, "rows_updated": 2, "rows_deleted": 1, "main_rows": 200}
+        rows = {r["id"]: r["name"] for r in _table(lh, t).scan().to_arrow().to_pylist()}
+        assert sorted(rows) == [1, *range(3, 201), 300] and rows[1] == "x" and rows[150] == "y", t
+    (bucketed,) = _merge_plans(lh, "bucketed")[-1:]
+    assert "groupedBy=id_bucket" in bucketed, bucketed  # the table's side read as it lies: no exchange for it
+    (flat,) = _merge_plans(lh, "flat")[-1:]
+    assert "groupedBy=)" in flat, flat  # unpartitioned: read and shuffled as a MERGE does by default
+    assert lh.spark.conf.get(spark_key, None) == before

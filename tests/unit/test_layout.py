@@ -7,7 +7,7 @@ import pytest
 
 from wapflow.config import parse_config
 from wapflow.errors import EXIT_USAGE, ConfigError
-from wapflow.lakehouse.layout import Current, distribution_for, plan
+from wapflow.lakehouse.layout import Current, distribution_for, keyed, plan
 from wapflow.sql.layout import (
     Layout,
     PartitionField,
@@ -218,3 +218,23 @@ def test_distribution_follows_the_layout():
     assert distribution_for(True, False) == "hash"
     assert distribution_for(True, True) == distribution_for(False, True) == "range"
     assert distribution_for(False, False) is None
+
+
+@pytest.mark.parametrize(
+    ("partition_by", "key", "expected"),
+    [
+        (["bucket(8, id)"], ["id"], True),
+        (["bucket(8, ID)"], ["id"], True),  # Iceberg's names are case-insensitive here
+        (["bucket(8, id)", "region"], ["id", "region"], True),
+        (["truncate(4, id)"], ["id"], True),
+        (["bucket(8, id)", "day(ts)"], ["id"], False),  # one key's rows over many days
+        (["region"], ["id"], False),
+        ([], ["id"], False),  # unpartitioned: nothing to join where it lies
+        (["day(id_day)"], ["id_day"], False),  # a time transform: not what a storage-partitioned join groups by
+    ],
+)
+def test_a_merge_uses_the_tables_partitions_as_they_lie_only_where_they_are_a_function_of_the_key(
+    partition_by: list[str], key: list[str], expected: bool
+) -> None:
+    cur = Current(tuple(f for p in partition_by if (f := parse_partition_field(p)) is not None), (), None)
+    assert keyed(cur, key) is expected

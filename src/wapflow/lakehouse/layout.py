@@ -151,6 +151,15 @@ def current(tables: Tables, table: TableName) -> Current:
     return Current(tuple(parts), tuple(sorts), props.get(DISTRIBUTION_MODE_PROP), tuple(foreign))
 
 
+def keyed(cur: Current, key: list[str]) -> bool:
+    """The table's partitions are a function of these key columns (bucket, truncate or identity of key
+    columns only): rows of one key always lie in one partition, so a join on the key can use them as they lie."""
+    names = {k.lower() for k in key}
+    return bool(cur.partition_by) and all(
+        f.transform in ("bucket", "truncate", "identity") and f.column.lower() in names for f in cur.partition_by
+    )
+
+
 def plan(cur: Current, layout: Layout, ident: str) -> list[tuple[str, str]]:
     """(statement, what it changes) to go from the current layout to the declared one, in order: partition
     fields dropped, then added (a finer time unit replaces a coarser one without both at once), the sort

@@ -34,6 +34,7 @@ ADDED_RECORDS = "added-records"
 DELETED_RECORDS = "deleted-records"
 TOTAL_RECORDS = "total-records"
 ADDED_DATA_FILES = "added-data-files"
+DELETED_DATA_FILES = "deleted-data-files"  # files a commit took off (copy-on-write rewrites, replaced partitions)
 ADDED_POSITION_DELETES = "added-position-deletes"  # rows a merge-on-read commit deleted (deletion vectors)
 
 # --- table properties -------------------------------------------------------------------------------------

@@ -160,6 +160,9 @@ class MergeMode(WriteMode):
         super().__init__(cfg)
         # Some key has several rows in the batch (order_by picks one); unknown until problems() looked: True.
         self.several_per_key = True
+        # Spark settings for the MERGE (the write step's choice: a storage-partitioned join where the table's
+        # partitions are a function of the key, shared_session.CO_PARTITIONED_JOIN).
+        self.join_confs: dict[str, str] = {}
 
     @property
     def key(self) -> list[str]:
@@ -223,7 +226,7 @@ class MergeMode(WriteMode):
             + f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({names}) VALUES ({values})"
         )
         try:
-            sql_with_properties(spark, sql, properties)
+            sql_with_properties(spark, sql, properties, self.join_confs)
         finally:
             spark.catalog.dropTempView(view)
 

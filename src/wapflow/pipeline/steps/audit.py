@@ -19,6 +19,7 @@ from wapflow.errors import ConfigError, WapError, did_you_mean
 from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse.lineage import run_of
+from wapflow.lakehouse.model import DELETED_DATA_FILES, Snapshot
 from wapflow.pipeline.steps.context import Run
 from wapflow.pipeline.steps.record import unexpected
 from wapflow.runs.metrics import MetricHistory
@@ -336,8 +337,10 @@ def batch_day(run: Run, added: Any, fm: FileMetrics | None) -> datetime | None:
 
 
 def _file_metrics(run: Run) -> FileMetrics | None:
-    if run.staging is not None or run.q_snapshots or not run.run_snapshots or run.outcome().change:
+    if run.staging is not None or run.q_snapshots or not run.run_snapshots:
         return None
+    if run.outcome().change and not only_new_rows(run.run_snapshots):
+        return None  # copy-on-write: the files it added copy rows that were there before
     try:
         metrics: FileMetrics | None = run.wt().added_file_metrics(
             run.target, run.ref(), [s.snapshot_id for s in run.run_snapshots]
@@ -346,6 +349,15 @@ def _file_metrics(run: Run) -> FileMetrics | None:
     except Exception as e:  # noqa: BLE001 - metadata is an optimisation; the scan is always right
         run.lh.progress(f"file metrics unavailable ({spark_errors.describe(e)}); scanning instead")
         return None
+
+
+def only_new_rows(snapshots: list[Snapshot]) -> bool:
+    """The commits took no data file off the table: every row of the files they added is one they wrote.
+    A merge-on-read merge (format v3) writes its inserted and updated rows into new files and marks the rows
+    they replace or delete in deletion vectors, so its added files hold exactly the rows its audit judges (the
+    batch as applied, without its deletes), and their Iceberg metrics settle checks as an append's do. A
+    copy-on-write merge or a replace rewrites files: their rows include unchanged ones."""
+    return all(int(s.summary.get(DELETED_DATA_FILES, "0") or 0) == 0 for s in snapshots)
 
 
 def _history(run: Run) -> list[tuple[datetime, int]]:

@@ -20,8 +20,9 @@ from wapflow.pipeline import frames
 from wapflow.pipeline.steps import adopt
 from wapflow.pipeline.steps.context import Run
 from wapflow.spark import errors as spark_errors
+from wapflow.spark.shared_session import CO_PARTITIONED_JOIN
 from wapflow.writing.input_errors import input_error_from_spark
-from wapflow.writing.modes import WriteMode, write_mode
+from wapflow.writing.modes import MergeMode, WriteMode, write_mode
 from wapflow.writing.plan import WriteCase, WriteFacts, WritePlan, plan_write
 from wapflow.writing.read import read_batch
 from wapflow.writing.schema import ContractViolation, apply_contract
@@ -171,6 +172,8 @@ def _settle_table(run: Run, batch: _Batch, exists: bool) -> None:
     try:
         table_layout.evolve(tables, run.target, layout, run.lh.progress)  # a table-level change: see its module
         batch.mode.check_table(run.lh.spark, tables.ident(run.target), run.target.dotted)
+        if isinstance(batch.mode, MergeMode):
+            batch.mode.join_confs = _join_confs(run, batch.mode)
     except Exception:
         _undo_write(run)  # a table this run created goes (with a sandbox it opened); nothing else was written
         raise
@@ -469,6 +472,15 @@ def _split(run: Run, df: Any, mode: WriteMode, observation: Any) -> None:
     crash_point("write:quarantine-appended")
     mode.write(run.lh.spark, good, branches.write_target(run.target, run.branch), run.snapshot_properties())
     run.q_snapshots = run.branch_snapshots(run.quarantine)
+
+
+def _join_confs(run: Run, mode: MergeMode) -> dict[str, str]:
+    """A storage-partitioned join for the MERGE where the table's partitions are a function of the key (the
+    settings wap.toml's `[lakehouse] spark_conf` names are the user's: those stay as the user set them)."""
+    if not table_layout.keyed(table_layout.current(run.wt(), run.target), mode.key):
+        return {}
+    own = run.lh.config.lakehouse.spark_conf
+    return {k: v for k, v in CO_PARTITIONED_JOIN.items() if k not in own}
 
 
 def _undo_write(run: Run, since: float | None = None) -> None:
