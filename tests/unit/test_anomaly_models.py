@@ -273,3 +273,61 @@ def test_the_check_reads_the_years_runs_for_its_tails(tmp_path: Path) -> None:
     assert storm.ok, c.threshold
     assert "heavy tail" in c.threshold and storm.observed["history"] == 30
     assert not chk.verdict(c, {"c0_f": 300, "c0_n": 1000}, 1000, ctx).ok  # 30%: beyond any day of the year
+
+
+def test_a_per_weekday_band_is_made_of_each_runs_deviation_from_its_weekdays_level() -> None:
+    # Known answer: Mondays always 100 rows, Tuesdays always 200. Each run's deviation from the median of its
+    # weekday's previous runs (from the 4th run of each weekday on: 2 x 37) is 0, so judged on a Tuesday the
+    # band's values are 200 each; the plain prediction (the median of 30 runs of both levels) is far worse.
+    mondays, tuesdays = [100.0] * 40, [200.0] * 40  # newest first
+    recent = [v for pair in zip(tuesdays, mondays, strict=True) for v in pair]
+    got = A.weekday_band("row_count", {0: mondays, 1: tuesdays}, recent, today=1, window=30)
+    assert got is not None
+    values, words = got
+    assert values == pytest.approx([200.0] * 2 * (40 - A.RHYTHM_MIN))
+    assert words.startswith("per-weekday band: Tuesdays' level 200 (their last 8 runs), 74 runs' deviations")
+    monday = A.weekday_band("row_count", {0: mondays, 1: tuesdays}, recent, today=0, window=30)
+    assert monday is not None and monday[0] == pytest.approx([100.0] * 74)
+    assert A.weekday_band("null_fraction", {0: mondays, 1: tuesdays}, recent, today=1, window=30) is None
+
+
+def test_no_per_weekday_band_without_a_weekly_cycle_or_a_long_history() -> None:
+    rng = random.Random(3)
+    days = [1000 * math.exp(rng.gauss(0, 0.1)) for _ in range(140)]  # newest first, no weekly cycle
+    by_weekday = {w: days[w::7] for w in range(7)}
+    assert A.weekday_band("row_count", by_weekday, days, today=0, window=30) is None  # a median of 8 is noisier
+    short = {w: vs[:8] for w, vs in by_weekday.items()}  # 56 runs: under WEEKDAY_RUNS
+    assert A.weekday_band("row_count", short, days[:56], today=0, window=30) is None
+
+
+def test_the_band_reaches_the_last_days_own_deviation() -> None:
+    # A steady weekly cycle, then yesterday (a Monday) 30% down, published by a person: today, a Tuesday 30% down
+    # is inside the band; without yesterday's, it is not.
+    mondays = [100.0 * (1 + 0.02 * ((i * 7) % 5 - 2)) for i in range(40)]
+    tuesdays = [2 * v for v in mondays]
+    holiday = [70.0, *mondays[1:]]
+    recent = [v for pair in zip(holiday, tuesdays, strict=True) for v in pair]
+    with_it = A.weekday_band("row_count", {0: holiday, 1: tuesdays}, recent, today=1, window=30, latest=[0, 1])
+    without = A.weekday_band("row_count", {0: holiday, 1: tuesdays}, recent, today=1, window=30)
+    assert with_it is not None and without is not None
+    assert judge("row_count", with_it[0], 3.0).contains(140.0)
+    assert not judge("row_count", without[0], 3.0).contains(140.0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_tuesday_40_percent_down_blocks_where_fridays_and_weekends_are_busier(tmp_path: Path, seed: int) -> None:
+    # 140 days, Fridays and Saturdays 1.4x and Sundays 1.3x a weekday's 1000 rows, each day x/÷ up to 16% at
+    # random: the plain band (both levels, or a rhythm found in 30 runs) is too wide to see a Tuesday 40% down
+    # on some histories, or too narrow for a real Tuesday 20% down on others. Each run against its own weekday's
+    # level, the year's deviations make the band: the drop blocks, real Tuesdays pass.
+    history = daily_history(tmp_path, {4: 1400.0, 5: 1400.0, 6: 1300.0}, days=140, noise=0.15, seed=seed)
+    tuesday = SATURDAY + timedelta(days=3)
+    ctx = AuditContext(
+        metric_history=lambda m, col, n, weekday: history.published("t.x", m, col, n, weekday), run_at=tuesday
+    )
+    chk = C.anomaly("row_count")
+    c = compiled(chk)
+    assert not chk.verdict(c, {"c0_n": 600}, 600, ctx).ok
+    assert "per-weekday band: Tuesdays' level" in c.threshold
+    for rows in (800, 1000, 1200):
+        assert chk.verdict(compiled(chk), {"c0_n": rows}, rows, ctx).ok, rows

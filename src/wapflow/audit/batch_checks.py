@@ -21,12 +21,14 @@ from wapflow.audit.anomaly import (
     DUPLICATE_RSD,
     METRICS,
     MODELS,
+    RECENT_RUNS,
     RHYTHM_HISTORY,
     RHYTHM_RUNS,
     TAIL_MEMORY,
     VALUES_CAP,
     VALUES_MEMORY,
     VANISH_EXPECTED,
+    WEEKDAY_RUNS,
     WEEKDAYS,
     Judged,
     Seasonality,
@@ -37,6 +39,7 @@ from wapflow.audit.anomaly import (
     judge,
     made_of,
     same_weekday,
+    weekday_band,
     weekday_of,
     weekly_rhythm,
 )
@@ -703,6 +706,21 @@ def metric_rhythm(
     return weekly_rhythm(metric, [(day_of[r], v) for r, v in zip(runs, history, strict=True)], levels, today)
 
 
+def metric_weekdays(metric: str, column: str, window: int, ctx: AuditContext) -> tuple[list[float], str] | None:
+    """An anomaly check's per-weekday band history (seasonality "auto", wapflow.audit.anomaly.weekday_band): the
+    last TAIL_MEMORY published runs, and each weekday's share of them."""
+    if not ctx.metric_history or MODELS.get(metric) == "proportion":
+        return None
+    recent = ctx.metric_history(metric, column, TAIL_MEMORY, None)
+    if len(recent) < WEEKDAY_RUNS:
+        return None
+    weeks = {w: ctx.metric_history(metric, column, TAIL_MEMORY // 7 + 1, w) for w in range(7)}
+    day_of = {r: w for w, h in weeks.items() for r in getattr(h, "runs", ())}
+    latest = [day_of[r] for r in getattr(recent, "runs", ())[:RECENT_RUNS] if r in day_of]
+    by_weekday = {w: list(h) for w, h in weeks.items()}
+    return weekday_band(metric, by_weekday, list(recent), weekday_of(ctx.day()), window, latest)
+
+
 def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str, weekday: int | None = None) -> Verdict:
     """The verdict of a history check before `need` published runs exist: passes, or warns, and says so
     (`weekday`: only runs on that weekday count, weekly seasonality)."""
@@ -966,7 +984,11 @@ class AnomalyCheck(CheckType):
             return short_history(c, value, len(history), self.min_history, self.on_short_history, weekday)
         proportion = MODELS.get(self.metric) == "proportion"
         rows_judged = int(values.get(f"{c.key}_n") or rows) if proportion else rows
-        rhythm = metric_rhythm(self.metric, self._column_key(c), history, ctx) if self.seasonality == "auto" else None
+        rhythm = None
+        if self.seasonality == "auto":
+            rhythm = metric_weekdays(self.metric, self._column_key(c), self.window, ctx) or metric_rhythm(
+                self.metric, self._column_key(c), history, ctx
+            )
         judged_on = rhythm[0] if rhythm else history
         memory: Sequence[float] = ()
         if self.window < TAIL_MEMORY and rhythm is None and ctx.metric_history and len(history) >= self.window:
