@@ -224,10 +224,10 @@ def test_approve_one_held_run_and_reject_another(lake: Held, monkeypatch: pytest
     assert [p["value"] for p in points] == [100, 100, 100, 100, 200, 200]
     assert [p["status"] for p in points][-2:] == ["published", "rejected"]
     # No band until 3 published runs; then the check's multiplicative band of a count: median 100 x/÷ its least
-    # change of 15% (the MAD is 0) = [100 / 1.15, 115]; 200 is outside.
+    # change of 25% (the MAD is 0) = [100 / 1.25, 125]; 200 is outside.
     assert [p["band_low"] for p in points[:3]] == [None] * 3
     edges = (points[3]["band_low"], points[3]["median"], points[3]["band_high"])
-    assert edges == pytest.approx((100 / 1.15, 100, 115))
+    assert edges == pytest.approx((100 / 1.25, 100, 125))
     assert [p["outside"] for p in points] == [False] * 4 + [True, True]
 
 

@@ -26,7 +26,7 @@ def compiled(chk: CheckType) -> Compiled:
 
 
 def test_counts_are_judged_by_ratio_the_same_at_any_scale() -> None:
-    small = [90.0, 100.0, 110.0, 95.0, 105.0, 100.0, 98.0, 102.0]
+    small = [90.0, 110.0, 80.0, 120.0, 95.0, 105.0, 100.0, 100.0]
     big = [v * 1000 for v in small]
     b, B = judge("row_count", small, 3.0), judge("row_count", big, 3.0)
     assert b.model == "log" and (B.lo, B.hi) == (pytest.approx(b.lo * 1000), pytest.approx(b.hi * 1000))
@@ -38,8 +38,9 @@ def test_counts_are_judged_by_ratio_the_same_at_any_scale() -> None:
 
 def test_a_count_change_under_the_least_change_never_blocks() -> None:
     b = judge("row_count", [1000.0] * 10, 3.0)  # a constant history: no spread at all
-    assert b.contains(1000 * 1.14) and b.contains(1000 / 1.14) and not b.contains(1200) and not b.contains(800)
-    assert "least change 15%" in b.describe(3.0)
+    # x/÷ 1.25: 1,240 and 1000 / 1.24 (806) pass; 1,300 and 760 (24% fewer) block, and so does a 40% drop.
+    assert b.contains(1000 * 1.24) and b.contains(1000 / 1.24) and not b.contains(1300) and not b.contains(760)
+    assert not b.contains(600) and "least change 25%" in b.describe(3.0)
 
 
 def test_a_sum_with_negative_values_is_judged_on_the_linear_band() -> None:
@@ -160,7 +161,7 @@ SATURDAY = datetime(2026, 11, 28, 12, tzinfo=UTC)
 
 def test_a_weekly_rhythm_found_in_the_history_judges_a_saturday_by_saturdays(tmp_path: Path) -> None:
     # Weekdays ~1000 rows, Saturdays ~500, each within ±3%: by default (seasonality "auto") a Saturday of 500
-    # passes and one of 400 (20% fewer) fails, and so does a weekday's 1000; without seasonality the band spans
+    # passes and one of 350 (30% fewer) fails, and so does a weekday's 1000; without seasonality the band spans
     # both levels (the weekends are its tail, reached up to the window's extremes) and both pass.
     history = daily_history(tmp_path, {5: 500.0}, days=56, noise=0.03)
     ctx = AuditContext(
@@ -172,7 +173,7 @@ def test_a_weekly_rhythm_found_in_the_history_judges_a_saturday_by_saturdays(tmp
     assert usual.ok and usual.observed["median"] == pytest.approx(500, rel=0.03)
     assert usual.observed["seasonality"] == "weekly rhythm: Saturdays 0.50x the median day"
     assert "weekly rhythm: Saturdays 0.50x the median day" in c.threshold and usual.observed["history"] == 30
-    assert not auto.verdict(compiled(auto), {"c0_n": 400}, 400, ctx).ok
+    assert not auto.verdict(compiled(auto), {"c0_n": 350}, 350, ctx).ok
     assert not auto.verdict(compiled(auto), {"c0_n": 1000}, 1000, ctx).ok  # a weekday's volume on a Saturday
     plain = C.anomaly("row_count", seasonality="none")
     assert plain.verdict(compiled(plain), {"c0_n": 495}, 495, ctx).ok  # the plain band: both levels
@@ -216,7 +217,7 @@ def test_volume_finds_the_weekly_rhythm_in_icebergs_history() -> None:
     chk = C.volume(runs=30)
     c = compiled(chk)
     assert chk.verdict(c, {}, 500, ctx).ok and "weekly rhythm: Saturdays" in c.threshold
-    assert not chk.verdict(compiled(chk), {}, 400, ctx).ok
+    assert not chk.verdict(compiled(chk), {}, 350, ctx).ok
     plain = C.volume(runs=30, seasonality="none")
     assert plain.verdict(compiled(plain), {}, 500, ctx).ok and plain.verdict(compiled(plain), {}, 1000, ctx).ok
 

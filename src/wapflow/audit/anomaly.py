@@ -142,14 +142,18 @@ MODELS: dict[str, Model] = {
     "mean_length": "linear",
 }
 # The least change that blocks, per model (the change must matter, like Elementary's ignore_small_changes):
-# - counts: 15% either way. A daily batch's row count moves by 10-15% without anyone caring (a quiet Sunday, a
-#   late file); a lost partition or a failed upstream job removes far more.
+# - counts: x/÷ 1.25 (25% more, 20% fewer). A daily batch's row count moves that much without anyone caring (a
+#   holiday weekend, a late file); a lost partition or a failed upstream job removes far more. In logs it is a
+#   little under halfway to the smallest drop a gate must see (40%, x 0.6): a 40% drop still blocks unless the
+#   day itself was over a third above its usual level. At 15%, New York flights' holiday weekends blocked (a
+#   predictable count: its band is the least change); at 25% 3 fewer real days block (bench-gates 6.3% -> 5.4%)
+#   and 40% drops are caught as often (99%); on stops and pizza the band is wider than either.
 # - proportions: 2 points. A null fraction from 0.4% to 1.5% is a bad-weather day, not a broken column; the
 #   faults a gate exists for (a column no longer filled) move it by tens of points.
 # - the rest: 2% of |median| (and FLOOR_ABSOLUTE). Small enough that a mean shifted by three times its usual
 #   day-to-day spread still stands out (a price's daily mean moves ~2%), large enough that a constant history
 #   (spread 0) does not block the first rounding difference.
-MIN_EFFECT_COUNT = 0.15
+MIN_EFFECT_COUNT = 0.25
 MIN_EFFECT_PROPORTION = 0.02
 MIN_EFFECT_RELATIVE = 0.02
 # Heavy tails: once the history has TAIL_RUNS runs, the band also reaches its TAIL_QUANTILE and 1 - TAIL_QUANTILE

@@ -629,7 +629,7 @@ class VolumeCheck(CheckType):
 
     description: ClassVar[str] = (
         "Fails when the row count is outside the band of the table's last published runs: the anomaly check's "
-        "multiplicative band on row_count (median x/÷ e^(sensitivity x the MAD of the logs), a least change of 15%), "
+        "multiplicative band on row_count (median x/÷ e^(sensitivity x the MAD of the logs), a least change of 25%), "
         'or ±tolerance of the median; with seasonality = "weekly", of the runs on the same weekday only.'
     )
     example: ClassVar[str] = '[[tables."nyc.trips".checks]]\ncheck = "volume"\nruns = 30\nsensitivity = 3.0\n'
