@@ -332,3 +332,30 @@ def test_a_tuesday_40_percent_down_blocks_where_fridays_and_weekends_are_busier(
     assert "per-weekday band: Tuesdays' level" in c.threshold
     for rows in (800, 1000, 1200):
         assert chk.verdict(compiled(chk), {"c0_n": rows}, rows, ctx).ok, rows
+
+
+def test_volume_judges_a_batch_by_its_own_day_where_the_table_names_a_time_column(tmp_path: Path) -> None:
+    # 56 days backfilled in one afternoon (every commit on a Monday): Saturdays 500 rows, other days 1000. The
+    # metric history keys each run on its batch's day, so a Saturday's batch of 1000 blocks and one of 500
+    # passes; by commit times (Iceberg's history) every run is a Monday and both pass.
+    history = daily_history(tmp_path, {5: 500.0}, days=56, noise=0.03)
+    monday = SATURDAY + timedelta(days=2)
+    rows = [500 if (SATURDAY - timedelta(days=d)).weekday() == 5 else 1000 for d in range(1, 57)]
+    commits = [(monday - timedelta(minutes=i), n) for i, n in enumerate(rows)]
+    ctx = AuditContext(
+        history=lambda: commits,
+        metric_history=lambda m, col, n, weekday: history.published("t.x", m, col, n, weekday),
+        run_at=monday,
+        batch_at=SATURDAY,
+    )
+    chk = C.volume(runs=30)
+    c = compiled(chk)
+    usual = chk.verdict(c, {}, 500, ctx)
+    assert usual.ok and "judged by the batch's day, 2026-11-28, a Saturday" in c.threshold, c.threshold
+    assert usual.observed["seasonality"] == "weekly rhythm: Saturdays 0.50x the median day"
+    assert not chk.verdict(compiled(chk), {}, 1000, ctx).ok  # a weekday's volume on a Saturday
+    assert not chk.verdict(compiled(chk), {}, 350, ctx).ok
+    weekly = C.volume(runs=30, seasonality="weekly")
+    assert not weekly.verdict(compiled(weekly), {}, 1000, ctx).ok
+    no_day = AuditContext(history=lambda: commits, metric_history=ctx.metric_history, run_at=monday)
+    assert chk.verdict(compiled(chk), {}, 1000, no_day).ok  # no time column: commit times, as before

@@ -648,28 +648,54 @@ class VolumeCheck(CheckType):
         return {}, "metadata"  # the batch's row count, which every audit has, and the table's history
 
     def verdict(self, c: Compiled, values: dict[str, Any], rows: int, ctx: AuditContext) -> Verdict:
+        if ctx.batch_at is not None and ctx.metric_history:
+            # The table names a time column: the runs' row counts keyed on their batch's own day (the metric
+            # history), as the anomaly check's, so a backfill or a late delivery is judged by its day.
+            weekday = weekday_of(ctx.day()) if self.seasonality == "weekly" else None
+            keyed = ctx.metric_history("row_count", "", self.runs, weekday)
+            if len(keyed) >= self.min_history:
+                return self._judged(c, list(keyed), rows, weekday, ctx, keyed)
         weekday = weekday_of(ctx.run_at or datetime.now(UTC)) if self.seasonality == "weekly" else None
         runs = list(ctx.history()) if ctx.history else []
         history = same_weekday(runs, weekday, self.runs)
         if len(history) < self.min_history:
             return short_history(c, rows, len(history), self.min_history, self.on_short_history, weekday)
+        rhythm = None
+        if self.seasonality == "auto" and self.tolerance is None:
+            today = weekday_of(ctx.run_at or datetime.now(UTC))
+            levels = {w: same_weekday(runs, w, RHYTHM_RUNS) for w in range(7)}
+            rhythm = weekly_rhythm(
+                "row_count", [(weekday_of(at), float(n)) for at, n in runs[: self.runs]], levels, today
+            )
+        return self._judged(c, history, rows, weekday, ctx, rhythm=rhythm)
+
+    def _judged(
+        self,
+        c: Compiled,
+        history: list[float],
+        rows: int,
+        weekday: int | None,
+        ctx: AuditContext,
+        keyed: Sequence[float] | None = None,
+        rhythm: tuple[list[float], str] | None = None,
+    ) -> Verdict:
+        """The verdict on `history` (enough of it); `keyed`: the metric history's row counts by batch day, whose
+        weekly rhythm (seasonality "auto") is found as the anomaly check's."""
+        if keyed is not None and self.seasonality == "auto" and self.tolerance is None:
+            rhythm = metric_weekdays("row_count", "", self.runs, ctx) or metric_rhythm("row_count", "", keyed, ctx)
         if self.tolerance is not None:
             med = statistics.median(history)
             lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
             basis = f"; same weekday: {history_of(len(history), weekday)}" if weekday is not None else ""
             c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs{basis})"
             return Verdict(lo <= rows <= hi, rows, 0)
-        rhythm = None
-        if self.seasonality == "auto":
-            today = weekday_of(ctx.run_at or datetime.now(UTC))
-            levels = {w: same_weekday(runs, w, RHYTHM_RUNS) for w in range(7)}
-            rhythm = weekly_rhythm(
-                "row_count", [(weekday_of(at), float(n)) for at, n in runs[: self.runs]], levels, today
-            )
         b = with_rhythm(judge("row_count", rhythm[0] if rhythm else history, self.sensitivity, weekday), rhythm)
         c.threshold = b.describe(self.sensitivity)
         ok = b.contains(rows)
         evidence = {**b.evidence(rows), **({"seasonality": rhythm[1]} if rhythm else {})}
+        if keyed is not None and ctx.batch_at is not None:
+            evidence["day"] = f"{ctx.batch_at:%Y-%m-%d}, a {WEEKDAYS[weekday_of(ctx.batch_at)]}: the batch's own"
+            c.threshold += f"; judged by the batch's day, {evidence['day'].split(':')[0]}"
         if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
             c.threshold += f"; {len(history)} runs of history: too few to block on, warns"
             return Verdict(False, evidence, 0, warn_only=True)
