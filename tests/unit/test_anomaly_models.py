@@ -359,3 +359,33 @@ def test_volume_judges_a_batch_by_its_own_day_where_the_table_names_a_time_colum
     assert not weekly.verdict(compiled(weekly), {}, 1000, ctx).ok
     no_day = AuditContext(history=lambda: commits, metric_history=ctx.metric_history, run_at=monday)
     assert chk.verdict(compiled(chk), {}, 1000, no_day).ok  # no time column: commit times, as before
+
+
+def test_a_change_beyond_blocks_beyond_always_blocks_however_wide_the_tails() -> None:
+    # A null fraction usually 0.5%, 20% on the year's storm days (4 in 120): a 12% batch is inside the year's
+    # tails and passes; with blocks_beyond = 0.1 (ten points) it blocks, and a usual day still passes.
+    calm = [0.005 + 0.0005 * (i % 5) for i in range(120)]
+    stormy = [0.2 if i % 30 == 7 else v for i, v in enumerate(calm)]
+    plain = judge("null_fraction", stormy[:30], 3.0, rows=900, memory=stormy)
+    assert plain.contains(0.12)
+    capped = judge("null_fraction", stormy[:30], 3.0, rows=900, memory=stormy, beyond=0.1)
+    assert not capped.contains(0.12) and capped.contains(0.01) and capped.hi == pytest.approx(capped.median + 0.1)
+    assert "a change of 10 points always blocks" in capped.describe(3.0)
+    # Counts: a history swinging x/÷ 2 passes a 40% drop; blocks_beyond = 0.35 blocks it (and 1/0.65 as many).
+    swinging = [1000.0 * (2.0 if i % 3 == 0 else 0.5 if i % 3 == 1 else 1.0) for i in range(30)]
+    assert judge("row_count", swinging, 3.0).contains(600)
+    b = judge("row_count", swinging, 3.0, beyond=0.35)
+    assert not b.contains(600) and b.contains(700) and not b.contains(1000 / 0.6) and "35% fewer" in b.describe(3.0)
+
+
+def test_the_check_takes_blocks_beyond_from_its_declaration() -> None:
+    history = [0.2 if i % 10 == 3 else 0.005 for i in range(30)]  # a storm every 10 days: tails reach 20%
+    ctx = AuditContext(metric_history=lambda m, col, n, weekday: history[:n])
+    usual = C.anomaly("null_fraction", column="dep_delay")
+    assert usual.verdict(compiled(usual), {"c0_f": 120, "c0_n": 1000}, 1000, ctx).ok  # 12%: like the storms
+    strict = C.anomaly("null_fraction", column="dep_delay", blocks_beyond=0.1)
+    c = compiled(strict)
+    assert not strict.verdict(c, {"c0_f": 120, "c0_n": 1000}, 1000, ctx).ok
+    assert "always blocks" in c.threshold
+    with pytest.raises(ValueError, match="blocks_beyond"):
+        C.anomaly("row_count", blocks_beyond=1.5)

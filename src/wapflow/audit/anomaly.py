@@ -156,6 +156,15 @@ MODELS: dict[str, Model] = {
 MIN_EFFECT_COUNT = 0.25
 MIN_EFFECT_PROPORTION = 0.02
 MIN_EFFECT_RELATIVE = 0.02
+# A change that always blocks (an anomaly check's blocks_beyond; none by default): the band never reaches past
+# it, however wide the history's tails. For a table whose real days include what a fault looks like (storms
+# cancel a tenth of New York's flights, so a 10-point null spike sits among them), the team chooses: on
+# bench-gates, blocks_beyond = 0.1 on flights' null fraction catches 100% of 10-point spikes instead of 10.5%,
+# and blocks 10 more real days (5.4% -> 7.7%); 0.35 on stops' row count catches 72% of 40% drops instead of
+# 48%, and blocks 2.0% -> 4.6% of real days. Neither is a default: each costs more real days than the 2%
+# a gate may block.
+BLOCKS_BEYOND: float | None = None
+
 # Heavy tails: once the history has TAIL_RUNS runs, the band also reaches its TAIL_QUANTILE and 1 - TAIL_QUANTILE
 # quantiles plus TAIL_MARGIN of their distance from the median: a metric whose normal days include storms or
 # holidays (a null fraction usually 0.4%, some days 5%) is judged against the days it has had, not a normal curve.
@@ -273,10 +282,11 @@ def judge(
     weekday: int | None = None,
     rows: int | None = None,
     memory: Sequence[float] = (),
+    beyond: float | None = None,
 ) -> Judged:
     """The band of `metric` over `history` (at least one value) by the metric's model (MODELS); `rows`: the
     batch's row count, the sample size of a proportion; `memory`: a longer history its tails are learned from
-    (TAIL_MEMORY)."""
+    (TAIL_MEMORY); `beyond`: a change that always blocks (BLOCKS_BEYOND)."""
     if not history:
         raise ValueError("a band needs at least one value of history")
     values = [float(v) for v in history]
@@ -314,6 +324,16 @@ def judge(
         lo, hi = min(lo, med - least), max(hi, med + least)
     if tailed:
         terms.insert(0, "widened to the history's own extremes (heavy tail)")
+    if beyond is not None:
+        if model == "log":
+            edges, words = (med * (1 - beyond), med / (1 - beyond)), f"{beyond:.0%} fewer or 1/{1 - beyond:.3g} as many"
+        elif model == "proportion":
+            edges, words = (med - beyond, med + beyond), f"{beyond * 100:g} points"
+        else:
+            edges, words = (med - beyond * abs(med), med + beyond * abs(med)), f"{beyond:.0%} of |median|"
+        if edges[0] > lo or edges[1] < hi:
+            lo, hi = max(lo, edges[0]), min(hi, edges[1])
+            terms.append(f"a change of {words} always blocks")
     mad = spread if model != "log" else _mad(values, med)
     return Judged(med, mad, spread, lo, hi, len(values), weekday, model, tuple(terms))
 

@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 from wapflow.audit import sqlguard
 from wapflow.audit.anomaly import (
     APPEAR_SHARE,
+    BLOCKS_BEYOND,
     COLD_START_RUNS,
     DISTINCT_RSD,
     DUPLICATE_RSD,
@@ -805,6 +806,14 @@ class AnomalyCheck(CheckType):
         description="what the check does until min_history published runs exist: warns (never a silent pass; a "
         'table with review = "on_warn" holds the run for a person), or passes',
     )
+    blocks_beyond: float | None = Field(
+        default=BLOCKS_BEYOND,
+        gt=0,
+        lt=1,
+        description="a change this large always blocks, however wide the history's tails: a ratio for counts and "
+        "sums (0.4: 40% fewer, or 1/0.6 as many), points for null_fraction and duplicate_fraction (0.1: ten "
+        "points), a share of |median| for the rest (wapflow.audit.anomaly.BLOCKS_BEYOND)",
+    )
 
     description: ClassVar[str] = (
         "Fails when a batch metric (row count, the share of duplicated rows, a column's null fraction, distinct "
@@ -1019,7 +1028,7 @@ class AnomalyCheck(CheckType):
         memory: Sequence[float] = ()
         if self.window < TAIL_MEMORY and rhythm is None and ctx.metric_history and len(history) >= self.window:
             memory = ctx.metric_history(self.metric, self._column_key(c), TAIL_MEMORY, weekday)
-        b = judge(self.metric, judged_on, self.sensitivity, weekday, rows_judged or None, memory)
+        b = judge(self.metric, judged_on, self.sensitivity, weekday, rows_judged or None, memory, self.blocks_beyond)
         b = with_rhythm(b, rhythm)
         c.threshold = b.describe(self.sensitivity)
         formed = made_of(history, self.window)
