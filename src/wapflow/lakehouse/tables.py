@@ -58,6 +58,9 @@ class Tables(SnapshotReads):
         self.manifests = manifests
         # The last metadata JSON read per table, by its metadata file location (see _metadata); callers only read it.
         self._metadata_seen: dict[str, tuple[str, dict[str, Any]]] = {}
+        # The snapshots parsed from the metadata above, while it is the same object (a run asks ~7 times; with
+        # a long history kept for revert_window the parse grew each run's time, benchmarks/bench_maintain.py).
+        self._snapshots_seen: dict[str, tuple[dict[str, Any], dict[int, Snapshot]]] = {}
         # Iceberg's Java API in the driver's JVM: a classic session only (Spark Connect has no gateway to one).
         self._gateway = IcebergGateway(spark, catalog) if _has_gateway(spark) else None
         # How this process commits to table metadata, chosen once (wapflow.lakehouse.commits).
@@ -334,7 +337,11 @@ class Tables(SnapshotReads):
     def snapshots(self, table: TableName) -> dict[int, Snapshot]:
         meta = self._metadata(table)
         if meta is not None:
-            return snapshots_of(meta)
+            ident = self.ident(table)
+            seen = self._snapshots_seen.get(ident)
+            if seen is None or seen[0] is not meta:
+                seen = self._snapshots_seen[ident] = (meta, snapshots_of(meta))
+            return dict(seen[1])  # the caller's own mapping of the same (frozen) snapshots
         source = table.metadata_sql(self.catalog, "snapshots")
         rows = self.spark.sql(
             f"SELECT snapshot_id, parent_id, committed_at, operation, summary FROM {source}"
