@@ -683,7 +683,7 @@ class VolumeCheck(CheckType):
         """The verdict on `history` (enough of it); `keyed`: the metric history's row counts by batch day, whose
         weekly rhythm (seasonality "auto") is found as the anomaly check's."""
         if keyed is not None and self.seasonality == "auto" and self.tolerance is None:
-            rhythm = metric_weekdays("row_count", "", self.runs, ctx) or metric_rhythm("row_count", "", keyed, ctx)
+            rhythm = seasonal("row_count", "", keyed, self.runs, ctx)
         if self.tolerance is not None:
             med = statistics.median(history)
             lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
@@ -746,6 +746,14 @@ def metric_weekdays(metric: str, column: str, window: int, ctx: AuditContext) ->
     latest = [day_of[r] for r in getattr(recent, "runs", ())[:RECENT_RUNS] if r in day_of]
     by_weekday = {w: list(h) for w, h in weeks.items()}
     return weekday_band(metric, by_weekday, list(recent), weekday_of(ctx.day()), window, latest)
+
+
+def seasonal(
+    metric: str, column: str, history: Sequence[float], window: int, ctx: AuditContext
+) -> tuple[list[float], str] | None:
+    """Seasonality "auto" over the metric history: the per-weekday band where a year's runs show a weekly cycle,
+    else the history moved onto this weekday's level where it has a weekly rhythm, else None (the plain band)."""
+    return metric_weekdays(metric, column, window, ctx) or metric_rhythm(metric, column, history, ctx)
 
 
 def short_history(c: Compiled, value: Any, have: int, need: int, on_short: str, weekday: int | None = None) -> Verdict:
@@ -1021,9 +1029,7 @@ class AnomalyCheck(CheckType):
         rows_judged = int(values.get(f"{c.key}_n") or rows) if proportion else rows
         rhythm = None
         if self.seasonality == "auto":
-            rhythm = metric_weekdays(self.metric, self._column_key(c), self.window, ctx) or metric_rhythm(
-                self.metric, self._column_key(c), history, ctx
-            )
+            rhythm = seasonal(self.metric, self._column_key(c), history, self.window, ctx)
         judged_on = rhythm[0] if rhythm else history
         memory: Sequence[float] = ()
         if self.window < TAIL_MEMORY and rhythm is None and ctx.metric_history and len(history) >= self.window:

@@ -13,12 +13,10 @@ from wapflow.stopping import STOP, StopRequested
 LONG_RUNNING = ("watch", "serve", "dashboard")
 
 
-def wrapped_stop(e: BaseException) -> StopRequested | None:
+def wrapped_stop(e: Exception) -> StopRequested | None:
     """The stop inside another error: a library that runs code of its own at import (pydantic builds a model's
     validator in Rust) takes the StopRequested raised there and raises its own error, message only. An error
-    that ends a command after a stop arrived is that stop."""
-    if isinstance(e, StopRequested):
-        return e
+    that ends a command after a stop arrived is that stop (None: no stop came, `e` is an error)."""
     if STOP.requested.is_set() and STOP.signum is not None:
         return StopRequested(STOP.signum)
     return None
