@@ -367,3 +367,74 @@ def test_a_table_pyiceberg_wrote_gets_per_column_history_and_its_band_without_a_
     lo, hi = spike.observed["band"]
     assert lo < 0.02 < hi < 0.3
     assert chk.verdict(c, {"c0_f": 2, "c0_n": 100}, 100, ctx).ok
+
+
+def test_the_quality_trend_draws_the_band_each_run_was_judged_by(tmp_path: Path) -> None:
+    """Issue 47: for a table with a weekly cycle (Saturdays half a weekday's rows), each run's point on the trend
+    has the band its audit recorded (seasonality "auto": a per-weekday band once 60 runs exist), not one worked
+    out again without the season: a Saturday of 800 rows, inside the plain band, was blocked by the Saturdays'
+    band and shows outside it. A run that recorded no result of the check has its band recomputed, and says so."""
+    from wapflow.audit.anomaly import MODEL_WORDS, judge
+    from wapflow.audit.checks import _result  # how an audit makes a check's result, which the run store keeps
+    from wapflow.config import parse_config
+    from wapflow.runs.ledger import Ledger
+    from wapflow.service.dashboard import Sources
+    from wapflow.service.review_queue import trend
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    history = MetricHistory(store.engine)
+    check = {"check": "anomaly", "metric": "row_count"}  # seasonality "auto", min_history 7, window 30
+    cfg = parse_config({"tables": {"nyc.trips": {"checks": [check]}}})
+    [chk] = cfg.table("nyc.trips").checks
+    backfilled, unrecorded = 14, "r030"  # the first two weeks recorded by a backfill; one later run lost its result
+    for back in range(70, -1, -1):  # 10 weeks of daily runs, the last SATURDAY itself
+        at = SATURDAY - timedelta(days=back)
+        rid = f"r{back:03d}"
+        noise = (back * 37) % 41 - 20
+        rows = 800 if back == 0 else (500 + noise // 2 if at.weekday() == 5 else 1000 + noise)
+        checks, status = [], "published"
+        if 70 - back >= backfilled and rid != unrecorded:  # audited as a run is: on the published runs before it
+            ctx = AuditContext(
+                metric_history=lambda m, col, n, weekday: history.published("nyc.trips", m, col, n, weekday),
+                run_at=at,
+            )
+            c = compiled(chk)
+            result = _result(c, {f"{c.key}_n": rows}, rows, ctx)
+            checks, status = [result.to_dict()], "published" if result.status != "failed" else "blocked"
+        store.save(RunRecord(run_id=rid, table_name="nyc.trips", status=status, started_at=at, checks=checks))
+        history.record(rid, "nyc.trips", at, {("row_count", ""): float(rows)})
+    assert store.get("r000").status == "blocked"  # type: ignore[union-attr]
+
+    def published_before(at: datetime) -> list[float]:
+        """The row counts of the runs published before `at`, newest first (two early Saturdays were blocked)."""
+        rows = MetricHistory(store.engine).read("nyc.trips", metric="row_count", runs=1000)
+        return [r.value for r in rows if r.status == "published" and r.run_at.replace(tzinfo=UTC) < at]
+
+    doc = trend(Sources(cfg, store, Ledger(store.engine), None, "no catalog here"), "nyc.trips")
+    points = {p["run_id"]: p for p in doc["points"]}
+    assert len(points) == 50 and "r069" not in points  # the last 50 runs
+
+    saturday = points["r000"]
+    [recorded] = store.get("r000").checks  # type: ignore[union-attr]
+    evidence = recorded["observed"]
+    assert evidence["seasonality"].startswith("per-weekday band: Saturdays' level")
+    assert (saturday["band_low"], saturday["band_high"]) == tuple(evidence["band"])
+    assert saturday["median"] == evidence["median"] and saturday["band_from"] == "as judged"
+    assert saturday["model"] == MODEL_WORDS["log"] and saturday["seasonality"] == evidence["seasonality"]
+    assert saturday["value"] == 800 and saturday["outside"] and saturday["band_high"] < 800
+    # The plain band the trend used to draw for it, over the 30 published runs before it, holds 800.
+    before = published_before(SATURDAY)
+    plain = judge("row_count", before[:30], 3.0, memory=before[:365])
+    assert plain.contains(800) and plain.hi > 1.5 * saturday["band_high"]
+
+    lost = points[unrecorded]
+    at = SATURDAY - timedelta(days=30)
+    before = published_before(at)
+    again = judge("row_count", before[:30], 3.0, memory=before[:365] if len(before) >= 30 else [])
+    assert lost["band_from"] == "recomputed" and lost["model"] == MODEL_WORDS["log"]
+    assert (lost["band_low"], lost["band_high"]) == pytest.approx((again.lo, again.hi), rel=1e-5)  # 6 digits
+    assert {p["band_from"] for r, p in points.items() if r != unrecorded} == {"as judged"}
+    assert doc["recomputed"] == 1 and doc["model"] == "multiplicative band"
+    assert doc["band"].startswith("the band each run was judged by, as its audit recorded it (anomaly(row_count): ")
+    assert "the latest run's band: per-weekday band: Saturdays' level" in doc["band"]
+    assert "1 run(s) recorded no result of anomaly(row_count)" in doc["band"]

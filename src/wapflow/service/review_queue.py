@@ -3,8 +3,9 @@
 Reading needs no Spark: held runs come from the run store; what publishing one would change is the run's recorded
 change and metrics beside main's live data files' metrics read with PyIceberg (the same assembly as `wap diff`:
 service.diff.side_by_side and summary); a catalog PyIceberg cannot open shows the rows only. Trends are the
-metric history (wapflow.runs.metrics) with, for each run, the band the anomaly check would have used then
-(wapflow.audit.anomaly.band over the published runs before it).
+metric history (wapflow.runs.metrics) with, for each run, the band its audit judged it by (the evidence the
+table's check recorded in the run store), recomputed (wapflow.audit.anomaly.judge over the published runs before
+it) only for runs that recorded none.
 
 Deciding is a write: `decide` calls service.review.approve / reject, which start Spark in the dashboard's
 process on first use (an approval audits the run again and publishes it). With [dashboard.oidc] a person
@@ -16,17 +17,20 @@ loopback lets a person decide only after entering $WAP_DASHBOARD_TOKEN (compared
 from __future__ import annotations
 
 import hmac
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypedDict
 
-from wapflow.audit.anomaly import TAIL_MEMORY, judge, same_weekday, weekday_of
+import sqlalchemy as sa
+
+from wapflow.audit.anomaly import MODEL_WORDS, TAIL_MEMORY, judge, same_weekday, weekday_of
 from wapflow.audit.batch_checks import AnomalyCheck, VolumeCheck
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import UsageError
 from wapflow.runs.metrics import PUBLISHED, MetricHistory
-from wapflow.runs.store import RunRecord
+from wapflow.runs.store import RunRecord, runs_table
 from wapflow.service.diff import SummaryDoc, side_by_side, summarize
 from wapflow.service.review import age_words, awaiting_runs, held_since
 from wapflow.service.runs import change_keys, run_rows, shown_check_name
@@ -185,14 +189,73 @@ def decide(lh: Lakehouse, run_id: str, decision: str, *, reason: str, by: str | 
 # --- quality trends --------------------------------------------------------------------------------------------
 
 
-def _watching(src: Sources, table: str, metric: str, column: str) -> tuple[float, int, int, bool]:
-    """(sensitivity, window, min_history, weekly) of the table's check on this metric, else the anomaly defaults."""
+class Watch(NamedTuple):
+    """The table's check on a metric (None: no check watches it) and the band settings a recomputation uses."""
+
+    check: VolumeCheck | AnomalyCheck | None
+    sensitivity: float
+    window: int
+    min_history: int
+    weekly: bool
+
+
+def _watching(src: Sources, table: str, metric: str, column: str) -> Watch:
+    """The table's check on this metric and its (sensitivity, window, min_history, weekly), else the anomaly
+    defaults."""
     for chk in src.cfg.table(table).checks:
         if isinstance(chk, VolumeCheck) and metric == "row_count":
-            return chk.sensitivity, chk.runs, chk.min_history, chk.seasonality == "weekly"
+            return Watch(chk, chk.sensitivity, chk.runs, chk.min_history, chk.seasonality == "weekly")
         if isinstance(chk, AnomalyCheck) and chk.metric == metric and (chk.column or "").lower() == column:
-            return chk.sensitivity, chk.window, chk.min_history, chk.seasonality == "weekly"
-    return DEFAULT_SENSITIVITY, DEFAULT_WINDOW, DEFAULT_MIN_HISTORY, False
+            return Watch(chk, chk.sensitivity, chk.window, chk.min_history, chk.seasonality == "weekly")
+    return Watch(None, DEFAULT_SENSITIVITY, DEFAULT_WINDOW, DEFAULT_MIN_HISTORY, False)
+
+
+def _recorded(
+    src: Sources, run_ids: Iterable[str], check: VolumeCheck | AnomalyCheck | None
+) -> dict[str, dict[str, Any]]:
+    """run id -> the evidence `check` recorded for that run (its result's "observed" in the run store, matched by
+    the check's type and name), for the runs that recorded one."""
+    ids = list(run_ids)
+    if check is None or not ids:
+        return {}
+    kind, name = check.type_name(), check.display_name()
+    r = runs_table.c
+    with src.store.engine.connect() as conn:
+        rows = conn.execute(sa.select(r.run_id, r.checks).where(r.run_id.in_(ids))).all()
+    out: dict[str, dict[str, Any]] = {}
+    for run_id, checks in rows:
+        for c in json.loads(checks or "[]"):
+            if c.get("check") == kind and c.get("name") == name and isinstance(c.get("observed"), dict):
+                out[run_id] = c["observed"]
+    return out
+
+
+def _band_of(evidence: Mapping[str, Any], value: float | None) -> dict[str, Any]:
+    """A point's band from a check's evidence (Judged.evidence: "band" [lo, hi], "median", "model", "seasonality",
+    "outside_by"...): edges, median, whether the value was outside, the model and the seasonality in words. A
+    verdict made before min_history runs existed has no band."""
+    edges = evidence.get("band")
+    if not (isinstance(edges, list) and len(edges) == 2):
+        return dict.fromkeys(("median", "band_low", "band_high", "model", "seasonality", "history")) | {
+            "outside": False
+        }
+    lo, hi = float(edges[0]), float(edges[1])
+    if "model" in evidence:  # a model's evidence says itself whether the value was outside (outside_by)
+        outside = evidence.get("outside_by") is not None
+    else:
+        outside = value is not None and not lo <= value <= hi
+    seasonality = evidence.get("seasonality")
+    if evidence.get("holiday"):
+        seasonality = "; ".join(filter(None, [seasonality, f"near a holiday: {evidence['holiday']}"]))
+    return {
+        "median": evidence.get("median"),
+        "band_low": lo,
+        "band_high": hi,
+        "outside": outside,
+        "model": MODEL_WORDS.get(str(evidence.get("model"))),
+        "seasonality": seasonality,
+        "history": evidence.get("history"),
+    }
 
 
 def trend_choices(src: Sources, table: str, runs: int = 50) -> list[str]:
@@ -210,49 +273,79 @@ def trend_choices(src: Sources, table: str, runs: int = 50) -> list[str]:
 
 
 def trend(src: Sources, table: str, metric: str = "row_count", column: str = "", runs: int = 50) -> dict[str, Any]:
-    """One metric over the table's last runs (oldest first), each with the band the anomaly check would have used
-    for it: the check's own model (wapflow.audit.anomaly.judge) over the published runs before it (with weekly
-    seasonality: of those on its weekday; None until min_history of them). A proportion's band leaves out the
-    batch's binomial spread (the history holds no row counts beside it): the check's band is that or wider."""
+    """One metric over the table's last runs (oldest first), each with the band its run was judged by: the band
+    the table's check on the metric recorded in that run's audit (its evidence: edges, median, model, seasonality
+    words), "as judged". A run without such a result (before the check existed, history a backfill recorded, a
+    metric no check watches) gets the band recomputed with the check's model (wapflow.audit.anomaly.judge) over
+    the published runs before it (weekly seasonality: of those on its weekday; None until min_history of them),
+    "recomputed": that band knows no weekly rhythm, per-weekday level or batch row count."""
     history = MetricHistory(src.store.engine)
-    sensitivity, window, min_history, weekly = _watching(src, table, metric, column)
-    # The shown runs, and behind them the history their bands were made of (a weekly band: `window` weeks), and
-    # the year of runs their tails were learned from.
+    watch = _watching(src, table, metric, column)
+    sensitivity, window, min_history, weekly = watch.sensitivity, watch.window, watch.min_history, watch.weekly
+    # The shown runs, and behind them the history their recomputed bands are made of (a weekly band: `window`
+    # weeks), and the year of runs their tails were learned from.
     depth = runs + max(window, TAIL_MEMORY) * (7 if weekly else 1)
     rows = [r for r in history.read(table, metric=metric, column=column or None, runs=depth) if r.column == column]
     rows.sort(key=lambda r: (r.run_at, r.run_id))
     shown = {(r.run_at, r.run_id) for r in rows[-runs:]}
+    recorded = _recorded(src, (run_id for _, run_id in shown), watch.check)
     published: list[tuple[datetime, float]] = []  # newest first
     points: list[dict[str, Any]] = []
     for r in rows:
         day = r.batch_at or r.run_at  # the batch's own day where its table names a time column
-        weekday = weekday_of(day) if weekly else None
-        before = same_weekday(published, weekday, window)
-        memory = same_weekday(published, weekday, TAIL_MEMORY) if len(before) >= window else []
-        judged = bool(before) and len(before) >= min_history
-        b = judge(metric, before, sensitivity, weekday, memory=memory) if judged else None
+        if (r.run_at, r.run_id) in shown:
+            evidence = recorded.get(r.run_id)
+            came_from = "as judged" if evidence is not None else "recomputed"
+            if evidence is None:
+                weekday = weekday_of(day) if weekly else None
+                before = same_weekday(published, weekday, window)
+                memory = same_weekday(published, weekday, TAIL_MEMORY) if len(before) >= window else []
+                judged = bool(before) and len(before) >= min_history
+                evidence = (
+                    judge(metric, before, sensitivity, weekday, memory=memory).evidence(r.value) if judged else {}
+                )
+            band = _band_of(evidence, r.value)
+            points.append(
+                {
+                    "run_at": r.run_at if r.run_at.tzinfo else r.run_at.replace(tzinfo=UTC),
+                    "run_id": r.run_id,
+                    "status": r.status,
+                    "value": r.value,
+                    **band,
+                    "band_from": came_from if band["band_low"] is not None else None,
+                }
+            )
         if r.status == PUBLISHED and r.value is not None:
             published.insert(0, (day, r.value))
-        if (r.run_at, r.run_id) not in shown:
-            continue
-        points.append(
-            {
-                "run_at": r.run_at if r.run_at.tzinfo else r.run_at.replace(tzinfo=UTC),
-                "run_id": r.run_id,
-                "status": r.status,
-                "value": r.value,
-                "median": b.median if b else None,
-                "band_low": b.lo if b else None,
-                "band_high": b.hi if b else None,
-                "outside": bool(b and r.value is not None and not b.contains(r.value)),
-            }
-        )
     label = metric if not column else f"{metric}({column})"
-    on = " on the same weekday" if weekly else ""
+    latest = next((p for p in reversed(points) if p["band_low"] is not None), None)
     return {
         "table": table,
         "metric": label,
         "points": points,
-        "band": f"the anomaly check's band (sensitivity {sensitivity:g}) over the last {window} published runs{on} "
-        f"(from {min_history})",
+        "model": latest["model"] if latest else None,
+        "seasonality": latest["seasonality"] if latest else None,
+        "recomputed": sum(p["band_from"] == "recomputed" for p in points),
+        "band": _band_words(watch, points, latest),
     }
+
+
+def _band_words(watch: Watch, points: list[dict[str, Any]], latest: dict[str, Any] | None) -> str:
+    """What the shaded band is, as the page's caption says it: the band each run was judged by (the check, its
+    model, the latest run's seasonality), and how the bands of runs that recorded none were recomputed."""
+    on = " on the same weekday" if watch.weekly else ""
+    recomputed = (
+        f"the band an anomaly check (sensitivity {watch.sensitivity:g}) would use over the last {watch.window} "
+        f"published runs{on} before each run (from {watch.min_history}), recomputed"
+    )
+    if watch.check is None:
+        return f"no check of the table watches this metric: {recomputed}"
+    name = shown_check_name(watch.check.display_name())
+    model = f": {latest['model']}" if latest and latest["model"] else ""
+    words = f"the band each run was judged by, as its audit recorded it ({name}{model})"
+    if latest and latest["seasonality"]:
+        words += f"; the latest run's band: {latest['seasonality']}"
+    n = sum(p["band_from"] == "recomputed" for p in points)
+    if n:
+        words += f"; {n} run(s) recorded no result of {name}: for those, {recomputed}"
+    return words
