@@ -416,6 +416,19 @@ def test_trends_are_charts_a_person_reads(trend_app: Any, trends: TrendLake):
         assert "utcFormat(datum.value, '%H:%M')" in x["axis"]["labelExpr"]  # 24-hour (the runs span 18 hours)
         ticks = [(t["hours"], t["minutes"]) for t in x["axis"]["values"]]
         assert len(ticks) >= 4 and all(m == 0 and h % 3 == 0 for h, m in ticks)  # whole hours, every third
+    # The watched metric's band is the one each run's audit recorded (the anomaly check's robust band for a mean);
+    # the row count, which no check watches, has its band recomputed, and the caption says so.
+    row_count, watched = trends_drawn
+    assert {r["band_from"] for r in watched["rows"] if r["band_low"] is not None} == {"as judged"}
+    assert {r["band_from"] for r in row_count["rows"] if r["band_low"] is not None} == {"recomputed"}
+    captions = [t for t in _texts(trend_app) if " per run by the time it ran; shaded band: " in t]
+    assert captions == [
+        "row_count per run by the time it ran; shaded band: no check of the table watches this metric: the band an "
+        "anomaly check (sensitivity 3) would use over the last 30 published runs before each run (from 3), "
+        "recomputed",
+        f"{WATCHED} per run by the time it ran; shaded band: the band each run was judged by, as its audit recorded "
+        f"it (anomaly({WATCHED}): robust band)",
+    ]
     outcomes = next(c for c in charts if c["layers"][0]["encoding"].get("color", {}).get("field") == "outcome")
     warned = trends.of("warned")[0]
     assert {(r["check"], r["outcome"]) for r in outcomes["rows"] if r["run_id"] == warned} == {

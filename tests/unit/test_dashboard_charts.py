@@ -89,6 +89,32 @@ def test_a_trend_shades_the_band_and_colours_each_run_by_status() -> None:
     assert spec["usermeta"] == {"embedOptions": {"renderer": "svg"}}
 
 
+def test_a_band_that_changes_each_day_is_drawn_as_each_runs_own() -> None:
+    """A per-weekday band (Saturdays' edges half a weekday's) is shaded as steps, each run's band around its own
+    point, not as slopes from one day's band to the next; the tooltip says whether a band is as judged or
+    recomputed."""
+    points = [
+        {
+            "run_at": T0 + timedelta(days=i),
+            "run_id": f"r{i}",
+            "status": "published",
+            "value": 500.0 if (T0 + timedelta(days=i)).weekday() == 5 else 1000.0,
+            "median": 500.0 if (T0 + timedelta(days=i)).weekday() == 5 else 1000.0,
+            "band_low": 400.0 if (T0 + timedelta(days=i)).weekday() == 5 else 800.0,
+            "band_high": 625.0 if (T0 + timedelta(days=i)).weekday() == 5 else 1250.0,
+            "band_from": "recomputed" if i == 0 else "as judged",
+        }
+        for i in range(8)
+    ]
+    spec = _spec(charts.trend_chart(points, "row_count", warned=set()))
+    area, median, _, dots = spec["layer"]
+    assert area["mark"]["interpolate"] == "step" and median["mark"]["interpolate"] == "step"
+    rows = spec["datasets"][spec["data"]["name"]]
+    assert [(r["band_low"], r["band_high"]) for r in rows] == [(p["band_low"], p["band_high"]) for p in points]
+    assert {(r["run_id"], r["band_from"]) for r in rows if r["band_from"] == "recomputed"} == {("r0", "recomputed")}
+    assert {"field": "band_from", "type": "nominal", "title": "band"} in dots["encoding"]["tooltip"]
+
+
 def test_a_warned_check_counts_as_warned() -> None:
     checks = [
         {"started_at": T0, "run_id": "r1", "check": "anomaly(mean(fare))", "check_status": "warned"},

@@ -410,8 +410,9 @@ def show_review(config: str | None, tok: str) -> None:
 
 
 def show_trends(config: str | None, tok: str, table: str, warned: set[str]) -> None:
-    """Row count and one chosen column metric over the last runs, with the band an anomaly check would use; the
-    picker starts on the metrics the table's anomaly checks watch."""
+    """Row count and one chosen column metric over the last runs, each with the band its run was judged by (as its
+    audit recorded it; recomputed, and said so, for runs that recorded none); the picker starts on the metrics the
+    table's anomaly checks watch."""
     st.subheader("Quality trends")
     choices = trend_choices(config, tok, table)
     picked = st.selectbox("column metric", choices, key="trend_metric") if choices else None
@@ -423,14 +424,17 @@ def show_trends(config: str | None, tok: str, table: str, warned: set[str]) -> N
         st.caption(f"{doc['metric']} per run by the time it ran; shaded band: {doc['band']}")
         st.altair_chart(charts.trend_chart(doc["points"], doc["metric"], warned), width="stretch")
         marked = [
-            {**p, "status": charts.shown_status(p["status"], p["run_id"] in warned)}
+            {**p, "status": charts.shown_status(p["status"], p["run_id"] in warned), "band": p["band_from"]}
             for p in doc["points"]
             if p["status"] != "published" or p["outside"]
         ]
         if marked:
-            st.dataframe(
-                _frame(marked, ["run_at", "run_id", "status", "value", "band_low", "band_high"]), hide_index=True
+            st.caption(
+                "runs not simply published or outside their band; band: as judged (the band the run's audit recorded) "
+                "or recomputed (the run recorded none)"
             )
+            columns = ["run_at", "run_id", "status", "value", "band_low", "band_high", "band", "model", "seasonality"]
+            st.dataframe(_frame(marked, columns), hide_index=True)
 
 
 def show_run(config: str | None, tok: str, run_id: str) -> None:

@@ -142,8 +142,10 @@ def shown_status(status: str, warned: bool) -> str:
 
 
 def trend_chart(points: list[dict[str, Any]], label: str, warned: set[str]) -> Any:
-    """One metric per run over time: the anomaly band shaded from its low to its high edge, its median dashed,
-    each run a point coloured and shaped by its status (so a blocked or warned run stands out)."""
+    """One metric per run over time: the band each run was judged by shaded from its low to its high edge, its
+    median dashed, each run a point coloured and shaped by its status (so a blocked or warned run stands out).
+    The band is drawn as steps, each run's own around its point: a per-weekday band's edges change from one day
+    to the next, and a slope between a Friday's band and a Saturday's would be neither."""
     rows = [
         {
             "run_at": _ms(p["run_at"]),
@@ -153,16 +155,17 @@ def trend_chart(points: list[dict[str, Any]], label: str, warned: set[str]) -> A
             "band_low": p["band_low"],
             "median": p["median"],
             "band_high": p["band_high"],
+            "band_from": p.get("band_from"),
         }
         for p in points
     ]
     base = alt.Chart(alt.InlineData(values=rows)).encode(x=time_axis([p["run_at"] for p in points], "run_at"))
     y = alt.Y("value:Q", title=label, scale=alt.Scale(zero=False))
     banded = base.transform_filter("isValid(datum.band_low) && isValid(datum.band_high)")
-    band = banded.mark_area(opacity=0.22, color="#4c78a8").encode(
+    band = banded.mark_area(opacity=0.22, color="#4c78a8", interpolate="step").encode(
         y=alt.Y("band_low:Q", title=label, scale=alt.Scale(zero=False)), y2="band_high:Q"
     )
-    median = banded.mark_line(color="#4c78a8", strokeDash=[4, 3], strokeWidth=1).encode(
+    median = banded.mark_line(color="#4c78a8", strokeDash=[4, 3], strokeWidth=1, interpolate="step").encode(
         y=alt.Y("median:Q", title=label, scale=alt.Scale(zero=False))
     )
     line = base.transform_filter("isValid(datum.value)").mark_line(color="#616161", strokeWidth=1).encode(y=y)
@@ -186,6 +189,7 @@ def trend_chart(points: list[dict[str, Any]], label: str, warned: set[str]) -> A
             "value:Q",
             "band_low:Q",
             "band_high:Q",
+            alt.Tooltip("band_from:N", title="band"),
             alt.Tooltip("run_at:T", format="%Y-%m-%d %H:%M:%S", formatType="utc"),
         ],
     )
