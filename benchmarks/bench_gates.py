@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gates_data import DATASETS, FAULT_LABELS, DataSet, gathered, inject
 
 from wapflow.audit.anomaly import day_at
+from wapflow.audit.calendars import holiday_near
 from wapflow.audit.checks import AuditContext, Compiled
 from wapflow.audit.spec import AnomalyCheck
 from wapflow.runs.metrics import MetricHistory
@@ -62,7 +63,7 @@ class Gate:
     """A table's anomaly checks and its metric history in a run store of its own: judges batches the way the
     audit step of a run does, and records the real ones as runs."""
 
-    def __init__(self, checks: list[dict[str, Any]], folder: Path) -> None:
+    def __init__(self, checks: list[dict[str, Any]], folder: Path, holidays: str | None = None) -> None:
         self.store = RunStore(f"sqlite:///{folder / 'runs.db'}")
         self.history = MetricHistory(self.store.engine)
         self.checks = [AnomalyCheck.model_validate(spec) for spec in checks]
@@ -73,6 +74,7 @@ class Gate:
             for i, chk in enumerate(self.checks)
         ]
         self.names = [chk.display_name() for chk in self.checks]
+        self.holidays = holidays
         self.runs = 0
 
     def judge(self, batch: pa.Table, run_at: datetime, batch_at: datetime) -> tuple[dict[str, str], dict[str, Any]]:
@@ -90,6 +92,7 @@ class Gate:
             metric_texts=lambda metric, column, n: self.history.published_texts(TABLE, metric, column, n),
             run_at=run_at,
             batch_at=batch_at,
+            holiday=holiday_near(batch_at.date(), self.holidays) if self.holidays else None,
         )
         out = {}
         for name, c in zip(self.names, self.compiled, strict=True):
@@ -147,11 +150,18 @@ def run_at_of(i: int) -> datetime:
 
 
 def simulate(
-    ds: DataSet, *, warmup: int, fault_share: float, seed: int, folder: Path, republish: bool = True
+    ds: DataSet,
+    *,
+    warmup: int,
+    fault_share: float,
+    seed: int,
+    folder: Path,
+    republish: bool = True,
+    holidays: bool = True,
 ) -> Outcome:
     """`republish`: a real day the gate blocked is then published by a run of its own (a person looked at it:
     it is real data), as issue 47 asks of a team's history; without it, a blocked day never enters it."""
-    gate = Gate(ds.checks, folder)
+    gate = Gate(ds.checks, folder, ds.holidays if holidays else None)
     out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup, gate=gate)
     rng = np.random.default_rng(seed)
     judged = list(range(warmup, len(ds.days)))
@@ -288,6 +298,11 @@ def main(argv: list[str] | None = None) -> int:
         help="published: a blocked real day is published later by a run of its own and enters the history\n"
         "(a person looked at it); kept: it never enters the history (before issue 47's history)",
     )
+    p.add_argument(
+        "--no-holidays",
+        action="store_true",
+        help='judge without the tables\' holiday calendar (holidays = "US"), as a table that names none',
+    )
     p.add_argument("--json", action="store_true", help="print the results as one JSON object on the last line")
     args = p.parse_args(argv)
     names = [n.strip() for n in args.data.split(",") if n.strip()]
@@ -310,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 folder=Path(folder),
                 republish=args.blocked_days == "published",
+                holidays=not args.no_holidays,
             )
         results.append(summary(o))
         sys.stderr.write(f"{name}: {len(ds.days)} days in {time.perf_counter() - t0:.1f}s\n")
@@ -319,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         say(json.dumps({"warmup": args.warmup, "fault_share": args.fault_share, "seed": args.seed,
                           "blocked_days": args.blocked_days, "sensitivity": args.sensitivity,
+                          "holidays": not args.no_holidays,
                           "datasets": results}))  # fmt: skip
     return 0
 

@@ -63,6 +63,7 @@ class DataSet:
     category: str  # the column whose values vanish or appear
     new_category: Any  # a value the category column never has
     time_column: str = "day"  # the batch's date (every batch of one day), declared as the table's time_column
+    holidays: str | None = "US"  # the table's holiday calendar (`holidays`): all three are American data
 
     def faults(self) -> tuple[str, ...]:
         return tuple(

@@ -4,12 +4,14 @@ anomaly checks at their defaults, against the benchmark's simulation of the same
 every day is the same (warm-up warns, the blocks of days 11-19), and so is that of a faulty copy of the last day
 judged against the history the days left. A blocked day is then published by a run of its own, with the checks
 as warnings (a person looked at it: it is real data), and enters the history as the benchmark's does. The table
-names its time column (`day`), as the benchmark's does: every run records its batch's own day."""
+names its time column (`day`) and its holiday calendar (US), as the benchmark's does: every run records its
+batch's own day, and a day next to a holiday is judged as one."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
+from datetime import date
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +41,12 @@ def test_the_benchmarks_verdicts_are_those_of_real_runs(lakehouse_factory, landi
         if "values" not in name and "duplicate" not in name:
             assert 0 < sum(s[name] == "failed" for s in sim.real) < DAYS - 7, name
 
-    lh = lakehouse_factory({"bench.flights": {"checks": ds.checks, "time_column": ds.time_column}})
+    table = {"time_column": ds.time_column, "holidays": ds.holidays}
+    lh = lakehouse_factory({"bench.flights": {"checks": ds.checks, **table}})
     # The same table and run store, its checks as warnings: how a person publishes a day the gate blocked.
     warned = [{**chk, "severity": "warn", "name": name} for chk, name in zip(ds.checks, sim.checks, strict=True)]
     again = lakehouse_factory(
-        {"bench.flights": {"checks": warned, "time_column": ds.time_column}},
+        {"bench.flights": {"checks": warned, **table}},
         catalog_name=lh.config.lakehouse.catalog_name,
     )
     for i, (day, batch) in enumerate(first.days):
@@ -54,6 +57,9 @@ def test_the_benchmarks_verdicts_are_those_of_real_runs(lakehouse_factory, landi
         assert res.status == ("blocked" if blocked(sim.real[i]) else "published"), (day, res.message)
         if res.status == "blocked":
             assert run_wap(again, "bench.flights", [path]).status == "published", day
+        if day == date(2013, 1, 20):  # a Sunday, the day before a holiday of the table's calendar: counts say so
+            counted = next(c for c in res.checks if c["name"] == "anomaly(row_count)")
+            assert "the day before Martin Luther King Jr. Day (2013-01-21)" in str(counted), counted
 
     day, batch = first.days[-1]
     copy = inject("null_spike", ds, batch, [t for _, t in first.days[:-1]], np.random.default_rng(1))

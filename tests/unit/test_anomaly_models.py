@@ -14,7 +14,7 @@ import pytest
 
 from wapflow import checks as C
 from wapflow.audit import anomaly as A
-from wapflow.audit.anomaly import MAD_SCALE, judge
+from wapflow.audit.anomaly import MAD_SCALE, TAIL_MARGIN_SHORT, TAIL_QUANTILE, judge
 from wapflow.audit.checktype import AuditContext, Compiled
 from wapflow.audit.spec import CheckType
 from wapflow.runs.metrics import MetricHistory
@@ -82,10 +82,32 @@ def test_heavy_tails_come_from_the_historys_quantiles_once_it_is_long_enough() -
 
 def test_a_mean_shifted_by_three_spreads_is_outside_without_a_floor_hiding_it() -> None:
     rng = random.Random(1)
-    prices = [rng.gauss(16.5, 0.33) for _ in range(30)]
-    b = judge("mean", prices, 3.0)
-    assert b.hi - b.median == pytest.approx(3 * b.spread)  # not 5% x 3 of the median (2.5) as before
+    year = [rng.gauss(16.5, 0.33) for _ in range(365)]
+    prices = year[:30]
+    b = judge("mean", prices, 3.0, memory=year)
+    # Three spreads or the year's 99.5th percentile (normal: 2.6 standard deviations), not 5% x 3 of the median
+    # (2.5) as before.
+    assert 3 * b.spread <= b.hi - b.median < 1.0
     assert not b.contains(statistics.median(prices) + 4 * 0.33)
+
+
+def test_a_short_historys_extremes_are_not_its_tails() -> None:
+    # 30 runs of a heavy-tailed metric (no year of memory yet): the band reaches half again beyond the window's
+    # extremes, since the next day passes a 30-run window's highest once in 31; with a year's runs, its 99.5th
+    # percentile alone.
+    rng = random.Random(3)
+    year = [rng.expovariate(1.0) for _ in range(365)]
+    window = year[:30]
+    med = statistics.median(window)
+    short = judge("mean", window, 3.0)
+    top = statistics.quantiles(window, n=round(1 / TAIL_QUANTILE), method="inclusive")[-1]  # ~ the highest
+    assert top > sorted(window)[-2]
+    assert short.hi == pytest.approx(top + TAIL_MARGIN_SHORT * (top - med))
+    assert "heavy tail" in short.describe(3.0)
+    assert short.contains(max(window) * 1.2) and not short.contains(med + 2 * (max(window) - med))
+    long = judge("mean", window, 3.0, memory=year)
+    q = statistics.quantiles(year, n=round(1 / TAIL_QUANTILE), method="inclusive")[-1]
+    assert long.hi == pytest.approx(max(q, long.median + 3 * long.spread))
 
 
 def test_a_history_too_short_to_block_on_warns_instead() -> None:
@@ -244,7 +266,7 @@ def test_the_duplicate_fraction_is_a_proportion_of_the_batchs_rows() -> None:
 
 def test_the_tails_come_from_a_years_runs_once_there_are_60() -> None:
     # Known answer: a calm month (a null fraction of 0.4-0.6%) inside a year whose stormiest 1 day in 50 reached
-    # 20%. The window alone puts a storm of 19% far outside; the year's 99th percentile is a storm: it passes.
+    # 20%. The window alone puts a storm of 19% far outside; the year's 99.5th percentile is a storm: it passes.
     calm = [0.004 + 0.0001 * (i % 20) for i in range(30)]
     year = calm * 4 + [0.2] * 3  # 123 runs, 3 storms (2.4%)
     assert not judge("null_fraction", calm, 3.0, rows=900).contains(0.19)
@@ -254,7 +276,7 @@ def test_the_tails_come_from_a_years_runs_once_there_are_60() -> None:
     # A month of storms (3 in the window, 10%) no longer lets a 15% fault through once the year says they are rare.
     stormy = calm[:27] + [0.3] * 3
     assert judge("null_fraction", stormy, 3.0, rows=900).contains(0.15)
-    long_calm = [0.004 + 0.0001 * (i % 20) for i in range(362)] + [0.3] * 3  # 3 storms in 365 runs: 0.8%
+    long_calm = [0.004 + 0.0001 * (i % 20) for i in range(364)] + [0.3]  # 1 storm in 365 runs: 0.3%
     assert not judge("null_fraction", stormy, 3.0, rows=900, memory=long_calm).contains(0.15)
 
 

@@ -154,6 +154,12 @@ MODELS: dict[str, Model] = {
 #   day-to-day spread still stands out (a price's daily mean moves ~2%), large enough that a constant history
 #   (spread 0) does not block the first rounding difference.
 MIN_EFFECT_COUNT = 0.25
+# Around a holiday of the table's calendar (its `holidays`, wapflow.audit.calendars: the day and one either side),
+# a count's least change is x/÷ 1.6: a year's runs hold each holiday once, so no band learns it, and holidays move
+# daily counts by up to a third (New York flights: Thanksgiving 0.64x a Thursday, July 4 0.74x, Christmas Eve
+# and Day 0.8x; a pizza place: Thanksgiving 1.3x). A 40% loss (x 0.6) on such a day still blocks unless the day
+# itself was above its usual level. Means, rates and the rest are judged as on any day.
+HOLIDAY_CHANGE = 0.6
 MIN_EFFECT_PROPORTION = 0.02
 MIN_EFFECT_RELATIVE = 0.02
 # A change that always blocks (an anomaly check's blocks_beyond; none by default): the band never reaches past
@@ -171,14 +177,20 @@ BLOCKS_BEYOND: float | None = None
 # Below TAIL_RUNS, two unusual days would make a quantile on their own. The quantiles are those of the window's
 # runs until TAIL_MEMORY_RUNS published runs exist, then of the last TAIL_MEMORY (a year of daily runs): a 30-run
 # window puts a 5% quantile on its one or two oddest days, so a cluster of storms widened the band for a month (a
-# 10-point null spike then passed) and a calm month narrowed it (the next storm blocked). A year's runs put the 1st
-# and 99th percentiles on 3-4 days each: the band then passes what the table's last year had on 98 days in 100,
-# and the check blocks about one real day in 100 beyond it by construction (bench-gates: flights 9.4% -> 5.7% of
-# real days blocked, stops 2.9% -> 2.6%, pizza 3.5% -> 2.9%). Counts moved onto a weekly rhythm keep the
-# window's quantiles (the year's runs are not moved).
+# 10-point null spike then passed) and a calm month narrowed it (the next storm blocked).
+# The 0.5% and 99.5% quantiles: a year's runs put each on its one or two most extreme days, so a check blocks
+# about one real day in 100 beyond them by construction, and a gate of three or four such checks stays near the
+# 2% of real days a gate may block (at 1% and 99%, each check blocked ~2%: flights' gate of three banded checks
+# 5.4% with holidays 3.7%; now 2.6%; bench-gates). The price: a mean shifted by three spreads, at the band's
+# edge, is caught a little less often (flights 62.9% -> 52.4%).
+# A short history's extremes are not its tails: the next day beyond a 30-run window's highest comes once in 31,
+# so until the year's memory exists (TAIL_MEMORY_RUNS) the band reaches TAIL_MARGIN_SHORT again beyond the
+# window's extremes (a normal tail's 99.5th percentile is ~1.4x as far from the median as a 30-run window's
+# highest, an exponential one's ~1.7x): flights' January storms blocked 7 real days in the first 60, now 3.
 TAIL_RUNS = 20
-TAIL_QUANTILE = 0.01
+TAIL_QUANTILE = 0.005
 TAIL_MARGIN = 0.0
+TAIL_MARGIN_SHORT = 0.5
 TAIL_MEMORY = 365
 TAIL_MEMORY_RUNS = 60
 # A category column's values and their rows ("values"), judged as counts (category_changes):
@@ -269,9 +281,11 @@ def _tail(
     if len(values) < TAIL_RUNS:
         return lo, hi, False
     source = memory if len(memory) >= TAIL_MEMORY_RUNS else values
+    long = len(source) >= TAIL_MEMORY_RUNS
     cuts = statistics.quantiles(source, n=round(1 / TAIL_QUANTILE), method="inclusive")
     q_lo, q_hi = cuts[0], cuts[-1]
-    t_lo, t_hi = q_lo - TAIL_MARGIN * (center - q_lo), q_hi + TAIL_MARGIN * (q_hi - center)
+    margin = TAIL_MARGIN if long else TAIL_MARGIN_SHORT
+    t_lo, t_hi = q_lo - margin * (center - q_lo), q_hi + margin * (q_hi - center)
     return min(lo, t_lo), max(hi, t_hi), t_lo < lo or t_hi > hi
 
 
@@ -283,10 +297,12 @@ def judge(
     rows: int | None = None,
     memory: Sequence[float] = (),
     beyond: float | None = None,
+    holiday: str | None = None,
 ) -> Judged:
     """The band of `metric` over `history` (at least one value) by the metric's model (MODELS); `rows`: the
     batch's row count, the sample size of a proportion; `memory`: a longer history its tails are learned from
-    (TAIL_MEMORY); `beyond`: a change that always blocks (BLOCKS_BEYOND)."""
+    (TAIL_MEMORY); `beyond`: a change that always blocks (BLOCKS_BEYOND); `holiday`: the holiday the batch's day
+    is near, in words (HOLIDAY_CHANGE)."""
     if not history:
         raise ValueError("a band needs at least one value of history")
     values = [float(v) for v in history]
@@ -301,9 +317,10 @@ def judge(
         spread = _mad(logs, center)
         mem = [math.log(v) for v in memory] if memory and min(memory) > 0 else []
         lo, hi, tailed = _tail(logs, center, center - sensitivity * spread, center + sensitivity * spread, mem)
-        least = math.log(1 + MIN_EFFECT_COUNT)
+        change = MIN_EFFECT_COUNT if holiday is None else HOLIDAY_CHANGE
+        least = math.log(1 + change)
         if hi - center < least or center - lo < least:
-            terms.append(f"least change {MIN_EFFECT_COUNT:.0%}")
+            terms.append(f"least change {change:.0%}" + (f" around a holiday ({holiday})" if holiday else ""))
         lo, hi = math.exp(min(lo, center - least)), math.exp(max(hi, center + least))
         med = math.exp(center)
     elif model == "proportion":

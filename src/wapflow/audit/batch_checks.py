@@ -690,10 +690,13 @@ class VolumeCheck(CheckType):
             basis = f"; same weekday: {history_of(len(history), weekday)}" if weekday is not None else ""
             c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs{basis})"
             return Verdict(lo <= rows <= hi, rows, 0)
-        b = with_rhythm(judge("row_count", rhythm[0] if rhythm else history, self.sensitivity, weekday), rhythm)
+        judged_on = rhythm[0] if rhythm else history
+        b = with_rhythm(judge("row_count", judged_on, self.sensitivity, weekday, holiday=ctx.holiday), rhythm)
         c.threshold = b.describe(self.sensitivity)
         ok = b.contains(rows)
         evidence = {**b.evidence(rows), **({"seasonality": rhythm[1]} if rhythm else {})}
+        if ctx.holiday is not None:
+            evidence["holiday"] = ctx.holiday
         if keyed is not None and ctx.batch_at is not None:
             evidence["day"] = f"{ctx.batch_at:%Y-%m-%d}, a {WEEKDAYS[weekday_of(ctx.batch_at)]}: the batch's own"
             c.threshold += f"; judged by the batch's day, {evidence['day'].split(':')[0]}"
@@ -1034,13 +1037,24 @@ class AnomalyCheck(CheckType):
         memory: Sequence[float] = ()
         if self.window < TAIL_MEMORY and rhythm is None and ctx.metric_history and len(history) >= self.window:
             memory = ctx.metric_history(self.metric, self._column_key(c), TAIL_MEMORY, weekday)
-        b = judge(self.metric, judged_on, self.sensitivity, weekday, rows_judged or None, memory, self.blocks_beyond)
+        b = judge(
+            self.metric,
+            judged_on,
+            self.sensitivity,
+            weekday,
+            rows_judged or None,
+            memory,
+            self.blocks_beyond,
+            ctx.holiday,
+        )
         b = with_rhythm(b, rhythm)
         c.threshold = b.describe(self.sensitivity)
         formed = made_of(history, self.window)
         if formed.get("left_out"):
             c.threshold += f"; left out: {formed['left_out']} run(s) of the same span"
         evidence = {**b.evidence(value), **formed, **({"seasonality": rhythm[1]} if rhythm else {})}
+        if ctx.holiday is not None and b.model == "log":
+            evidence["holiday"] = ctx.holiday
         if ctx.batch_at is not None and (weekday is not None or rhythm):
             evidence["day"] = f"{ctx.batch_at:%Y-%m-%d}, a {WEEKDAYS[weekday_of(ctx.batch_at)]}: the batch's own"
             c.threshold += f"; judged by the batch's day, {evidence['day'].split(':')[0]}"

@@ -155,6 +155,9 @@ class AuditContext:
     # The batch's own day (the median day of its table's time_column; None: the table names none): the weekday
     # anomaly checks' seasonality judges the batch by, so a backfill or a late delivery is judged by its day.
     batch_at: datetime | None = None
+    # The holiday of the table's calendar (its `holidays`) the batch's day is on or next to, in words (None: none,
+    # or no calendar): counts and sums are judged with a wider least change that day (anomaly.HOLIDAY_CHANGE).
+    holiday: str | None = None
     # The run's table on its branch after a write that changed existing rows (a merge): `unique` looks up there
     # the keys the batch touched, since a new row can collide with a row already in the table.
     table_after: Callable[[], DataFrame] | None = None

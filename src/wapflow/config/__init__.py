@@ -334,6 +334,14 @@ class TableConfig(_Strict):
         "of it, recorded with the run's metrics, and anomaly checks' weekly seasonality judges the batch by that "
         "day (a backfill or a late delivery by its data's day, not the day it ran); unset: the day the run started",
     )
+    holidays: str | None = Field(
+        default=None,
+        min_length=2,
+        description='the public holidays the data follows ("US", "US-NY", "GB", "DE-BY": a country, optionally a '
+        "subdivision): on a holiday and the day either side of it, anomaly and volume checks judge counts and sums "
+        "with a wider least change (x/÷ 1.6), since a year of history holds each holiday once; the batch's day is "
+        "that of time_column where named",
+    )
     format_version: Literal[2, 3] | None = Field(
         default=None,
         description="the Iceberg format version wapflow creates this table with (unset: [lakehouse] "
@@ -368,6 +376,16 @@ class TableConfig(_Strict):
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @field_validator("holidays")
+    @classmethod
+    def _holidays(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        from wapflow.audit.calendars import parse
+
+        country, subdiv = parse(v)
+        return country if subdiv is None else f"{country}-{subdiv}"
 
     @field_validator("partition_by", "sort_by")
     @classmethod

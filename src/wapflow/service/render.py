@@ -107,6 +107,8 @@ def _band(v: Mapping[str, Any]) -> str:
         parts.append(f"left out {v['left_out']}")
     if v.get("day"):  # the batch's own day (its table's time_column), which seasonality judged it by
         parts.append(f"judged by the batch's day, {str(v['day']).split(':')[0]}")
+    if v.get("holiday"):  # the holiday of the table's calendar the day is near: a count's least change is wider
+        parts.append(f"near a holiday: {v['holiday']}")
     return ", ".join(parts)
 
 

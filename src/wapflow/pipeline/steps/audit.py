@@ -11,6 +11,7 @@ from typing import Any
 
 from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, day_at, file_metric_values, same_day
 from wapflow.audit.batch_checks import schema_of
+from wapflow.audit.calendars import holiday_near
 from wapflow.audit.checks import AuditPlan, FileMetrics, evaluate
 from wapflow.audit.checktype import AuditContext
 from wapflow.audit.report import AuditReport, CheckResult
@@ -111,6 +112,7 @@ def audit(run: Run) -> AuditReport:
                 metric_texts=lambda metric, column, n: history.published_texts(run.target.dotted, metric, column, n),
                 run_at=run.record.started_at,
                 batch_at=batch_at,
+                holiday=_holiday(run, batch_at),
                 table_after=_table_after(run, written),
                 batch_of=_sibling_batches(run),
             )
@@ -334,6 +336,16 @@ def batch_day(run: Run, added: Any, fm: FileMetrics | None) -> datetime | None:
     if median is None or median[0] is None:
         return None  # no row has a time: judged by the run's start
     return day_at(date(1970, 1, 1) + timedelta(days=int(median[0])))
+
+
+def _holiday(run: Run, batch_at: datetime | None) -> str | None:
+    """The holiday of the table's calendar (its `holidays`) the batch's day is near, in words; None without one.
+    The day is the batch's own (time_column), else the day the run started."""
+    code = run.table_cfg.holidays
+    if code is None:
+        return None
+    day = batch_at or run.record.started_at
+    return holiday_near(day.date(), code)
 
 
 def _file_metrics(run: Run) -> FileMetrics | None:
