@@ -38,11 +38,12 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gates_data import DATASETS, FAULT_LABELS, DataSet, gathered, inject
+from gates_data import DATASETS, FAULT_LABELS, FAULTS, DataSet, file_metrics, gathered, inject
 
-from wapflow.audit.anomaly import day_at
+from wapflow.audit.anomaly import day_at, file_metric_values
 from wapflow.audit.calendars import holiday_near
 from wapflow.audit.checks import AuditContext, Compiled
+from wapflow.audit.metrics import FileMetrics
 from wapflow.audit.spec import AnomalyCheck
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunStore, runs_table
@@ -82,9 +83,11 @@ class Gate:
         values: dict[str, Any] = {}
         for spec, c in zip(self.specs, self.compiled, strict=True):
             values.update(gathered(spec, c.key, batch))
-        return self.decide(values, batch.num_rows, run_at, batch_at), values
+        return self.decide(values, batch.num_rows, run_at, batch_at, file_metrics(batch)), values
 
-    def decide(self, values: dict[str, Any], rows: int, run_at: datetime, batch_at: datetime) -> dict[str, str]:
+    def decide(
+        self, values: dict[str, Any], rows: int, run_at: datetime, batch_at: datetime, fm: FileMetrics
+    ) -> dict[str, str]:
         """The decision alone: each check's history read from the run store, its band and verdict (what
         wapflow.audit.checks._result makes of a verdict: failed unless it passed or only warns)."""
         ctx = AuditContext(
@@ -92,6 +95,7 @@ class Gate:
             metric_texts=lambda metric, column, n: self.history.published_texts(TABLE, metric, column, n),
             run_at=run_at,
             batch_at=batch_at,
+            file_metrics=lambda: fm,
             holiday=holiday_near(batch_at.date(), self.holidays) if self.holidays else None,
         )
         out = {}
@@ -101,9 +105,12 @@ class Gate:
             out[name] = "passed" if v.ok else ("warned" if warns else "failed")
         return out
 
-    def record(self, values: dict[str, Any], rows: int, run_at: datetime, batch_at: datetime, published: bool) -> None:
+    def record(
+        self, values: dict[str, Any], rows: int, run_at: datetime, batch_at: datetime, fm: FileMetrics, published: bool
+    ) -> None:
         """The run as the run store keeps it: its status, and the metrics its audit recorded (a blocked run's
-        too; MetricHistory reads only published runs')."""
+        too; MetricHistory reads only published runs'): every column's null fraction from its files' metrics,
+        then the checks' own."""
         self.runs += 1
         run_id = f"day{self.runs:04d}"
         with self.store.engine.begin() as conn:
@@ -112,7 +119,7 @@ class Gate:
                 {"run_id": run_id, "table_name": TABLE, "status": "published" if published else "blocked",
                  "files": "[]", "checks": "[]", "timings": "{}", "started_at": run_at},
             )  # fmt: skip
-        metrics: dict[tuple[str, str], float | str] = {}
+        metrics: dict[tuple[str, str], float | str] = dict(file_metric_values(fm))
         for c in self.compiled:
             metrics.update(c.check.measured(c, values, rows))
         self.history.record(run_id, TABLE, run_at, metrics, batch_at)
@@ -172,19 +179,22 @@ def simulate(
         values: dict[str, Any] = {}
         for spec, c in zip(gate.specs, gate.compiled, strict=True):
             values.update(gathered(spec, c.key, batch))
+        fm = file_metrics(batch)
         t0 = time.perf_counter()
-        statuses = gate.decide(values, batch.num_rows, at, batch_at)
+        statuses = gate.decide(values, batch.num_rows, at, batch_at, fm)
         out.decide_s.append(time.perf_counter() - t0)
         if i >= warmup:
             out.real.append(statuses)
         if i in faulty:
             for kind in ds.faults():
-                copy = inject(kind, ds, batch, earlier, rng)
+                # Each copy's own random stream: what one fault kind draws never moves another's picks.
+                own = np.random.default_rng([seed, i, FAULTS.index(kind)])
+                copy = inject(kind, ds, batch, earlier, own)
                 out.faults.setdefault(kind, []).append((gate.judge(copy, at, batch_at)[0], not blocked(statuses)))
-        gate.record(values, batch.num_rows, at, batch_at, published=not blocked(statuses))
+        gate.record(values, batch.num_rows, at, batch_at, fm, published=not blocked(statuses))
         if republish and blocked(statuses):
             # The same batch, published by a later run.
-            gate.record(values, batch.num_rows, at, batch_at, published=True)
+            gate.record(values, batch.num_rows, at, batch_at, fm, published=True)
         earlier.append(batch)
     return out
 

@@ -30,9 +30,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from wapflow.audit.metrics import FileMetrics
+
 # The fault kinds and their size (issue 47's goal).
 VOLUME_DROP = 0.40  # this share of the day's rows removed
-NULL_FACTOR, NULL_POINTS = 5.0, 0.10  # the null fraction raised to >= 5x its usual level and >= usual + 10 points
+NULL_FACTOR, NULL_POINTS = 5.0, 0.10  # nulls raised to >= 5x the usual level, >= 10 points above it and the day's
 MEAN_SPREADS = 3.0  # every value moved by 3x the metric's usual day-to-day spread
 DUPLICATE_SHARE = 0.20  # copies of existing rows make up this share of the faulty batch
 APPEAR_SHARE = 0.05  # rows relabelled to a category never seen
@@ -185,6 +187,12 @@ def mean(t: pa.Table, column: str) -> float | None:
     return None if not n else float(pc.sum(col).as_py()) / n
 
 
+def file_metrics(t: pa.Table) -> FileMetrics:
+    """What Iceberg's metrics of the files a run added say of the batch, as far as the checks read them: its rows
+    and every column's null count (lower-cased, as the audit keys them)."""
+    return FileMetrics(rows=t.num_rows, null_counts={n.lower(): t.column(n).null_count for n in t.column_names})
+
+
 def gathered(spec: dict[str, Any], key: str, t: pa.Table) -> dict[str, Any]:
     """What the audit gathers for one anomaly check of a batch (the values AnomalyCheck.value reads, under the
     check's key): the row count and null counts Iceberg's metadata gives, the sum observed in the write."""
@@ -228,9 +236,11 @@ def volume_drop(t: pa.Table, rng: np.random.Generator) -> pa.Table:
 
 
 def null_spike(t: pa.Table, column: str, usual_fraction: float, rng: np.random.Generator) -> pa.Table:
-    """Random values of `column` set to NULL until its null fraction is >= NULL_FACTOR x the usual one and >= the
-    usual one + NULL_POINTS (at least the day's own)."""
-    target = max(NULL_FACTOR * usual_fraction, usual_fraction + NULL_POINTS)
+    """Random values of `column` set to NULL until its null fraction is >= NULL_FACTOR x the usual one and
+    NULL_POINTS above both the usual one and the day's own: on a stormy day that already had more nulls than
+    the usual level's fault, the copy would otherwise be the real day (a miss that is no fault)."""
+    own = null_fraction(t, column)
+    target = max(NULL_FACTOR * usual_fraction, usual_fraction + NULL_POINTS, own + NULL_POINTS)
     col = t.column(column).combine_chunks()
     want = min(t.num_rows, math.ceil(target * t.num_rows))
     valid = np.flatnonzero(col.is_valid().to_numpy(zero_copy_only=False))

@@ -68,6 +68,9 @@ def test_the_benchmarks_verdicts_are_those_of_real_runs(lakehouse_factory, landi
     res = run_wap(lh, "bench.flights", [str(write_parquet(landing / "spike.parquet", copy))])
     assert {c["name"]: c["status"] for c in res.checks} == want
     assert res.status == "blocked"
+    # Blocked by the nulls arr_delay's do not explain (its companion, from every column's file metrics).
+    nulls = next(c for c in res.checks if c["name"] == "anomaly(null_fraction(dep_delay))")
+    assert nulls["status"] == "failed" and "nulls beyond those" in str(nulls), nulls
 
     # Each run recorded its batch's own day (the files' bounds of `day`), whatever day it ran.
     recorded = {r.run_id: r.batch_at for r in MetricHistory(lh.store.engine).read("bench.flights", runs=100)}

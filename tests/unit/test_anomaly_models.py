@@ -14,11 +14,23 @@ import pytest
 
 from wapflow import checks as C
 from wapflow.audit import anomaly as A
-from wapflow.audit.anomaly import MAD_SCALE, TAIL_MARGIN_SHORT, TAIL_QUANTILE, judge
-from wapflow.audit.checktype import AuditContext, Compiled
+from wapflow.audit.anomaly import (
+    COMPANION_RUNS,
+    MAD_SCALE,
+    TAIL_MARGIN_SHORT,
+    TAIL_QUANTILE,
+    Explained,
+    History,
+    companion,
+    judge,
+    nulls_explained,
+)
+from wapflow.audit.checktype import AuditContext, Compiled, Verdict
+from wapflow.audit.metrics import FileMetrics
 from wapflow.audit.spec import CheckType
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import APPROVED, RunRecord, RunStore
+from wapflow.service.render import observed
 
 
 def compiled(chk: CheckType) -> Compiled:
@@ -411,3 +423,72 @@ def test_the_check_takes_blocks_beyond_from_its_declaration() -> None:
     assert "always blocks" in c.threshold
     with pytest.raises(ValueError, match="blocks_beyond"):
         C.anomaly("row_count", blocks_beyond=1.5)
+
+
+def _storms(days: int, seed: int) -> tuple[list[float], list[float]]:
+    """Null fractions of two columns missing together (a cancelled flight lacks both; a diverted one only the
+    second): mostly calm, a storm one day in 12."""
+    rng = random.Random(seed)
+    arr, dep = [], []
+    for i in range(days):
+        cancelled = rng.uniform(0.2, 0.5) if i % 12 == 5 else rng.uniform(0.002, 0.012)
+        diverted = rng.uniform(0.0, 0.004)
+        arr.append(cancelled + diverted)
+        dep.append(cancelled)
+    return dep, arr
+
+
+def test_a_column_whose_nulls_follow_anothers_is_judged_by_what_that_one_leaves_unexplained() -> None:
+    dep, arr = _storms(120, 1)
+    comp = companion(dep, {"arr_delay": arr, "carrier": [0.0] * 120, "noise": [random.random() for _ in dep]})
+    assert comp is not None and comp.column == "arr_delay" and comp.slope == pytest.approx(1.0, abs=0.05)
+    assert comp.gain < 0.1
+    assert companion(dep[: COMPANION_RUNS - 1], {"arr_delay": arr}) is None  # too short a history
+    assert companion(dep, {"noise": [random.random() for _ in dep]}) is None  # explains nothing
+    history = History(reversed(dep), [f"r{i}" for i in range(120)][::-1])
+    years = {"dep_delay": history, "arr_delay": History(reversed(arr), history.runs)}
+
+    def judged(dep_now: float, arr_now: float) -> Explained:
+        e = nulls_explained("dep_delay", dep_now, {"dep_delay": dep_now, "arr_delay": arr_now}, years.__getitem__, 3)
+        assert e is not None and e.comp.column == "arr_delay"
+        return e
+
+    storm = judged(0.45, 0.452)  # both columns: a storm, however far outside dep_delay's own calm band
+    assert storm.ok and abs(storm.residual) < 0.01
+    spike = judged(0.11, 0.008)  # dep_delay alone: 10 points no companion explains
+    assert not spike.ok and spike.residual == pytest.approx(0.11 - spike.expected)
+    assert "nulls beyond those arr_delay's predict: +10 points" in spike.describe()
+    stormy_spike = judged(0.45 + 0.10, 0.452)  # the same fault on a stormy day
+    assert not stormy_spike.ok
+    lagging = judged(0.30, 0.36)  # fewer than arr_delay's predict (diversions): the plain band's to judge
+    assert lagging.ok and lagging.residual < -0.05
+
+
+def test_the_null_check_reads_every_columns_history_and_the_batchs_file_metrics(tmp_path: Path) -> None:
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    history = MetricHistory(store.engine)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    dep, arr = _storms(60, 2)
+    for i in range(60):
+        at = t0 + timedelta(days=i)
+        store.save(RunRecord(run_id=f"r{i:03d}", table_name="t.f", status="published", started_at=at))
+        history.record(
+            f"r{i:03d}", "t.f", at, {("null_fraction", "dep_delay"): dep[i], ("null_fraction", "arr_delay"): arr[i]}
+        )
+    chk = C.anomaly("null_fraction", column="dep_delay")
+
+    def verdict(dep_nulls: int, arr_nulls: int) -> tuple[Verdict, str]:
+        c = compiled(chk)
+        fm = FileMetrics(rows=1000, null_counts={"dep_delay": dep_nulls, "arr_delay": arr_nulls, "carrier": 0})
+        ctx = AuditContext(
+            metric_history=lambda m, col, n, weekday: history.published("t.f", m, col, n, weekday),
+            file_metrics=lambda: fm,
+        )
+        return chk.verdict(c, {"c0_f": dep_nulls, "c0_n": 1000}, 1000, ctx), c.threshold
+
+    storm, _ = verdict(400, 404)
+    assert storm.ok and storm.observed["companion"] == "arr_delay"
+    spike, words = verdict(110, 8)  # inside dep_delay's own band (storms reach 50%), not inside arr_delay's
+    assert not spike.ok and "nulls beyond those arr_delay's predict" in words, words
+    assert spike.observed["unexplained"] == pytest.approx(0.11 - spike.observed["expected"], abs=1e-5)
+    assert "points beyond what arr_delay's nulls predict (at most +" in observed(spike.observed)

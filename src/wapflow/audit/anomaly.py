@@ -472,6 +472,154 @@ def weekday_band(
     return values, words
 
 
+# A column's nulls explained by its companions' (null_fraction): in real data a row's fields are often missing together
+# (a cancelled flight has no departure, arrival or air time; a stop where no data was collected has no race, gender or
+# search), so a storm moves several columns' null fractions as one, where a column an upstream stopped filling moves
+# alone. From COMPANION_RUNS published runs (two weeks of daily runs), the column of the batch whose null fractions over
+# the year's runs explain this one's best by a straight line (least squares) is its companion, used where the residuals'
+# mean deviation is at most COMPANION_GAIN of the column's own. The batch's nulls beyond what its companion's predict
+# block above the band of the history's residuals (its heavy tails, and a least change of MIN_EFFECT_PROPORTION): a
+# 10-point spike of one column is outside it however stormy the day. Fewer nulls than predicted do not block here (on a
+# stormy day a flight diverted lacks an arrival delay, not a departure one: a column lags its companion); the plain band
+# still judges the null fraction itself both ways (and a fault that empties whole rows, moving every column). make
+# bench-gates: New York flights' dep_delay nulls follow arr_delay's (r 0.997; the residuals' 99.5% range is ~3 points
+# where the plain one is 27): a 10-point spike of dep_delay's nulls was caught on 6.7% of days, now 100%, and no more
+# real days are blocked (1.7%); Minneapolis stops' race follows personSearch exactly.
+COMPANION_RUNS = 14
+COMPANION_GAIN = 0.5
+
+
+@dataclass(frozen=True)
+class Companion:
+    """The column whose values explain a metric's best (companion): value ~ intercept + slope x its value."""
+
+    column: str
+    intercept: float
+    slope: float
+    residuals: tuple[float, ...]  # the history's, newest first
+    gain: float  # the residuals' mean deviation over the metric's own
+
+    def expected(self, value: float) -> float:
+        return self.intercept + self.slope * value
+
+
+def companion(history: Sequence[float], others: Mapping[str, Sequence[float | None]]) -> Companion | None:
+    """The column of `others` (its values over the same runs as `history`, None where a run lacks it) whose values
+    explain `history` best by least squares, where that leaves at most COMPANION_GAIN of its mean deviation; None
+    where none does or the history is shorter than COMPANION_RUNS."""
+    own = _mean_deviation(history) if len(history) >= COMPANION_RUNS else 0.0
+    if own == 0:
+        return None
+    best: Companion | None = None
+    for column, values in sorted(others.items()):
+        pairs = [(x, y) for x, y in zip(history, values, strict=False) if y is not None]
+        if len(pairs) < COMPANION_RUNS:
+            continue
+        ys = [y for _, y in pairs]
+        mean_y = statistics.fmean(ys)
+        var_y = statistics.fmean((y - mean_y) ** 2 for y in ys)
+        if var_y == 0:
+            continue  # never moves: explains nothing
+        mean_x = statistics.fmean(x for x, _ in pairs)
+        slope = statistics.fmean((x - mean_x) * (y - mean_y) for x, y in pairs) / var_y
+        intercept = mean_x - slope * mean_y
+        residuals = tuple(x - (intercept + slope * y) for x, y in pairs)
+        gain = _mean_deviation(residuals) / own
+        if gain <= COMPANION_GAIN and (best is None or gain < best.gain):
+            best = Companion(column, intercept, slope, residuals, gain)
+    return best
+
+
+def unexplained(comp: Companion, sensitivity: float) -> tuple[float, float, float]:
+    """(median, lo, hi) of the band of a companion's residuals: median ± sensitivity x their scaled MAD, widened to
+    their own tails and to MIN_EFFECT_PROPORTION either side."""
+    med = statistics.median(comp.residuals)
+    spread = _mad(comp.residuals, med)
+    lo, hi, _ = _tail(comp.residuals, med, med - sensitivity * spread, med + sensitivity * spread)
+    return med, min(lo, med - MIN_EFFECT_PROPORTION), max(hi, med + MIN_EFFECT_PROPORTION)
+
+
+# The most columns a null_fraction check reads the history of, looking for a companion (those with the most
+# nulls in the batch first): a wide table's every column would be a read each.
+COMPANION_COLUMNS = 64
+
+
+@dataclass(frozen=True)
+class Explained:
+    """A batch's null fraction against what its companion column's nulls predict (nulls_explained)."""
+
+    comp: Companion
+    companion_now: float  # the companion's null fraction in the batch
+    value: float
+    median: float  # of the history's residuals
+    lo: float
+    hi: float
+
+    @property
+    def expected(self) -> float:
+        return self.comp.expected(self.companion_now)
+
+    @property
+    def residual(self) -> float:
+        return self.value - self.expected
+
+    @property
+    def ok(self) -> bool:
+        return self.residual <= self.hi + 1e-12  # fewer nulls than predicted: the plain band's to judge
+
+    def describe(self) -> str:
+        return (
+            f"nulls beyond those {self.comp.column}'s predict: {_pts(self.residual)} (at most {_pts(self.hi)}, "
+            f"from {len(self.comp.residuals)} runs; {self.comp.column} {_pct(self.companion_now)} -> expected "
+            f"{_pct(self.expected)})"
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "companion": self.comp.column,
+            "companion_value": _short(self.companion_now),
+            "expected": _short(self.expected),
+            "unexplained": _short(self.residual),
+            "unexplained_at_most": _short(self.hi),
+            "companion_runs": len(self.comp.residuals),
+        }
+
+
+def nulls_explained(
+    column: str,
+    value: float,
+    batch: Mapping[str, float],
+    history: Callable[[str], Sequence[float]],
+    sensitivity: float,
+) -> Explained | None:
+    """`column`'s null fraction `value` against its companion's (see COMPANION_GAIN); `batch`: every column's
+    null fraction in the batch; `history`: a column's null fractions over the year's published runs, newest first
+    (a History naming its runs, which align the columns). None where no column explains this one's history."""
+    mine = history(column)
+    runs = getattr(mine, "runs", ())
+    if len(mine) < COMPANION_RUNS or len(runs) != len(mine):
+        return None
+    others: dict[str, list[float | None]] = {}
+    candidates = sorted((c for c in batch if c != column), key=lambda c: (-batch[c], c))[:COMPANION_COLUMNS]
+    for other in candidates:
+        theirs = history(other)
+        by_run = dict(zip(getattr(theirs, "runs", ()), theirs, strict=False))
+        others[other] = [by_run.get(r) for r in runs]
+    comp = companion(list(mine), others)
+    if comp is None:
+        return None
+    med, lo, hi = unexplained(comp, sensitivity)
+    return Explained(comp, batch[comp.column], value, med, lo, hi)
+
+
+def _pct(v: float) -> str:
+    return f"{v * 100:.3g}%"
+
+
+def _pts(v: float) -> str:
+    return f"{v * 100:+.2g} points"
+
+
 def _mean_deviation(values: Sequence[float]) -> float:
     center = statistics.median(values)
     return statistics.fmean(abs(v - center) for v in values)

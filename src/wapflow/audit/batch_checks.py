@@ -31,6 +31,7 @@ from wapflow.audit.anomaly import (
     VANISH_EXPECTED,
     WEEKDAY_RUNS,
     WEEKDAYS,
+    Explained,
     Judged,
     Seasonality,
     as_counts,
@@ -39,6 +40,7 @@ from wapflow.audit.anomaly import (
     history_of,
     judge,
     made_of,
+    nulls_explained,
     same_weekday,
     weekday_band,
     weekday_of,
@@ -1059,10 +1061,31 @@ class AnomalyCheck(CheckType):
             evidence["day"] = f"{ctx.batch_at:%Y-%m-%d}, a {WEEKDAYS[weekday_of(ctx.batch_at)]}: the batch's own"
             c.threshold += f"; judged by the batch's day, {evidence['day'].split(':')[0]}"
         ok = value is not None and b.contains(value)
+        if self.metric == "null_fraction" and value is not None:
+            explained = self._explained(c, float(value), ctx)
+            if explained is not None:
+                c.threshold += f"; {explained.describe()}"
+                evidence.update(explained.evidence())
+                ok = ok and explained.ok
         if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
             c.threshold += f"; {len(history)} runs of history: too few to block on, warns"
             return Verdict(False, evidence, 0, warn_only=True)
         return Verdict(ok, evidence, 0)
+
+    def _explained(self, c: Compiled, value: float, ctx: AuditContext) -> Explained | None:
+        """The batch's null fraction against what its companion column's nulls predict (anomaly.nulls_explained):
+        the batch's null counts from its files' Iceberg metrics, the columns' history from the metric history."""
+        fm = ctx.file_metrics() if ctx.file_metrics is not None else None
+        reader = ctx.metric_history
+        if fm is None or not fm.rows or reader is None:
+            return None
+        batch = {col: n / fm.rows for col, n in fm.null_counts.items() if n is not None}
+        column = self._column_key(c)
+        if column not in batch:
+            return None
+        return nulls_explained(
+            column, value, batch, lambda col: reader("null_fraction", col, TAIL_MEMORY, None), self.sensitivity
+        )
 
 
 class SchemaChangeCheck(CheckType):

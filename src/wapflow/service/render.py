@@ -109,6 +109,11 @@ def _band(v: Mapping[str, Any]) -> str:
         parts.append(f"judged by the batch's day, {str(v['day']).split(':')[0]}")
     if v.get("holiday"):  # the holiday of the table's calendar the day is near: a count's least change is wider
         parts.append(f"near a holiday: {v['holiday']}")
+    if v.get("companion"):  # a null fraction against what its companion column's nulls predict
+        parts.append(
+            f"{float(v['unexplained']) * 100:+.2g} points beyond what {v['companion']}'s nulls predict "
+            f"(at most {float(v['unexplained_at_most']) * 100:+.2g})"
+        )
     return ", ".join(parts)
 
 
