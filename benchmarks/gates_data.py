@@ -188,9 +188,15 @@ def mean(t: pa.Table, column: str) -> float | None:
 
 
 def file_metrics(t: pa.Table) -> FileMetrics:
-    """What Iceberg's metrics of the files a run added say of the batch, as far as the checks read them: its rows
-    and every column's null count (lower-cased, as the audit keys them)."""
-    return FileMetrics(rows=t.num_rows, null_counts={n.lower(): t.column(n).null_count for n in t.column_names})
+    """What Iceberg's metrics of the files a run added say of the batch, as far as the checks read them: its rows,
+    every column's null count and each numeric column's bounds (lower-cased, as the audit keys them)."""
+    fm = FileMetrics(rows=t.num_rows, null_counts={n.lower(): t.column(n).null_count for n in t.column_names})
+    for name in t.column_names:
+        col = t.column(name)
+        if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+            bounds = pc.min_max(col).as_py()
+            fm.lower[name.lower()], fm.upper[name.lower()] = bounds["min"], bounds["max"]
+    return fm
 
 
 def gathered(spec: dict[str, Any], key: str, t: pa.Table) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from wapflow.audit.anomaly import (
     History,
     companion,
     judge,
+    mean_shifted,
     nulls_explained,
 )
 from wapflow.audit.checktype import AuditContext, Compiled, Verdict
@@ -492,3 +493,51 @@ def test_the_null_check_reads_every_columns_history_and_the_batchs_file_metrics(
     assert not spike.ok and "nulls beyond those arr_delay's predict" in words, words
     assert spike.observed["unexplained"] == pytest.approx(0.11 - spike.observed["expected"], abs=1e-5)
     assert "points beyond what arr_delay's nulls predict (at most +" in observed(spike.observed)
+
+
+def test_a_mean_inside_its_wide_band_blocks_when_the_columns_minimum_moved_with_it() -> None:
+    # A year of arrival delays: calm days around 0 (earliest arrival ~-50), one stormy day in ten whose mean
+    # reaches 40-60 through its late flights while the earliest arrival stays where it was.
+    rng = random.Random(5)
+    means = [rng.uniform(45, 60) if i % 10 == 3 else rng.gauss(2, 5) for i in range(200)]
+    mins = [rng.gauss(-50, 5) for _ in range(200)]
+    b = judge("mean", means[:30], 3.0, memory=means)
+    assert b.contains(25.0)  # the storms widen the mean's own band
+    year = {"min": mins, "max": [rng.gauss(500, 150) for _ in range(200)]}
+    shifted = mean_shifted(25.0, b, {"min": -27.0, "max": 520.0}, year.__getitem__, 3.0)  # everything +23
+    assert shifted is not None and shifted.bound == "min"
+    assert "the column moved as a whole: its min -27 is above its band" in shifted.describe()
+    assert mean_shifted(25.0, b, {"min": -49.0, "max": 900.0}, year.__getitem__, 3.0) is None  # a storm
+    assert mean_shifted(4.0, b, {"min": -27.0, "max": 520.0}, year.__getitem__, 3.0) is None  # the mean barely moved
+    down = mean_shifted(-21.0, b, {"min": -73.0, "max": 480.0}, year.__getitem__, 3.0)
+    assert down is not None and down.bound == "min"
+    assert mean_shifted(25.0, b, {"min": -27.0, "max": 520.0}, lambda bound: year[bound][:5], 3.0) is None  # short
+
+
+def test_the_mean_check_reads_the_columns_bounds_from_the_batchs_file_metrics(tmp_path: Path) -> None:
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    history = MetricHistory(store.engine)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rng = random.Random(6)
+    for i in range(90):
+        at = t0 + timedelta(days=i)
+        store.save(RunRecord(run_id=f"r{i:03d}", table_name="t.f", status="published", started_at=at))
+        mean = rng.uniform(45, 60) if i % 10 == 3 else rng.gauss(2, 5)
+        values = {("mean", "arr_delay"): mean, ("min", "arr_delay"): rng.gauss(-50, 5)}
+        history.record(f"r{i:03d}", "t.f", at, {**values, ("max", "arr_delay"): rng.gauss(500, 150)})
+    chk = C.anomaly("mean", column="arr_delay")
+
+    def verdict(mean: float, low: float) -> tuple[Verdict, str]:
+        c = compiled(chk)
+        fm = FileMetrics(rows=900, lower={"arr_delay": low}, upper={"arr_delay": 600.0})
+        ctx = AuditContext(
+            metric_history=lambda m, col, n, weekday: history.published("t.f", m, col, n, weekday),
+            file_metrics=lambda: fm,
+        )
+        return chk.verdict(c, {"c0_s": mean * 900, "c0_c": 900}, 900, ctx), c.threshold
+
+    storm, _ = verdict(25.0, -51.0)
+    assert storm.ok
+    moved, words = verdict(25.0, -27.0)
+    assert not moved.ok and "the column moved as a whole: its min" in words, words
+    assert moved.observed["moved_with"] == "min"

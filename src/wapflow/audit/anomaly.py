@@ -612,6 +612,71 @@ def nulls_explained(
     return Explained(comp, batch[comp.column], value, med, lo, hi)
 
 
+# A mean that moved with its column's bounds (metric mean): a fault that moves every value (a unit, an offset, a clock)
+# moves the column's minimum and maximum by as much as its mean, where a storm or a busy day moves the mean through its
+# tail (late flights) and leaves a bound where it was (the earliest arrival). A mean inside its own band (wide: its
+# heavy tail) still blocks when it moved at least SHIFT_PART of the band's sensitivity x spread from its median and a
+# bound of the batch (Iceberg's column metrics of the files it added) is outside that bound's own band (its year's runs,
+# the same model) on the same side, having moved between SHIFT_SHARE and 1 / SHIFT_SHARE times as far as the mean (a
+# storm's latest flight moves the maximum by hundreds of minutes, not by the mean's 20). make bench-gates: a mean moved
+# by three of its daily standard deviations was caught 50.5% of the time on New York flights' arrival delays (its band
+# reaches the year's storms), now 88.6%, one more real day blocked (1.7% -> 2.0%: a snow day late throughout); a pizza
+# place's prices 50.5% -> 70.9% (a menu: the cheapest pizza is 9.75 most days, 10.50 on some, so a move up of less than
+# 0.75 leaves the minimum inside its band).
+SHIFT_PART = 0.5
+SHIFT_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Shifted:
+    """The bound of a column that moved with its mean (mean_shifted)."""
+
+    bound: str  # "min" or "max"
+    value: float
+    band: Judged
+    mean_move: float
+
+    def describe(self) -> str:
+        side = "above" if self.value > self.band.hi else "below"
+        return (
+            f"the column moved as a whole: its {self.bound} {_num(self.value)} is {side} its band "
+            f"[{_num(self.band.lo)}, {_num(self.band.hi)}] (median {_num(self.band.median)}, {self.band.history} runs) "
+            f"on the side the mean moved ({self.mean_move:+.4g})"
+        )
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "moved_with": self.bound,
+            "bound_value": _short(self.value),
+            "bound_band": [_short(self.band.lo), _short(self.band.hi)],
+        }
+
+
+def mean_shifted(
+    value: float,
+    band: Judged,
+    bounds: Mapping[str, float | None],
+    history: Callable[[str], Sequence[float]],
+    sensitivity: float,
+) -> Shifted | None:
+    """The bound ("min", "max": the batch's in `bounds`) that moved with a mean `value` judged inside `band` (see
+    SHIFT_PART); `history`: a bound's values over the year's published runs, newest first. None where the mean
+    is near its median or no bound moved with it."""
+    move = value - band.median
+    if move == 0 or abs(move) < SHIFT_PART * sensitivity * band.spread:
+        return None
+    for name in ("min", "max"):
+        now = bounds.get(name)
+        past = history(name)
+        if now is None or len(past) < COMPANION_RUNS:
+            continue
+        b = judge(name, past, sensitivity, memory=past)
+        outside = now > b.hi if move > 0 else now < b.lo
+        if outside and SHIFT_SHARE <= (now - b.median) / move <= 1 / SHIFT_SHARE:
+            return Shifted(name, now, b, move)
+    return None
+
+
 def _pct(v: float) -> str:
     return f"{v * 100:.3g}%"
 

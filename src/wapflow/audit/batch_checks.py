@@ -34,12 +34,14 @@ from wapflow.audit.anomaly import (
     Explained,
     Judged,
     Seasonality,
+    Shifted,
     as_counts,
     as_number,
     category_changes,
     history_of,
     judge,
     made_of,
+    mean_shifted,
     nulls_explained,
     same_weekday,
     weekday_band,
@@ -1067,10 +1069,27 @@ class AnomalyCheck(CheckType):
                 c.threshold += f"; {explained.describe()}"
                 evidence.update(explained.evidence())
                 ok = ok and explained.ok
+        if self.metric == "mean" and ok and value is not None:
+            shifted = self._shifted(c, float(value), b, ctx)
+            if shifted is not None:
+                c.threshold += f"; {shifted.describe()}"
+                evidence.update(shifted.evidence())
+                ok = False
         if not ok and len(history) < COLD_START_RUNS:  # too few runs to block on: warns (and says so)
             c.threshold += f"; {len(history)} runs of history: too few to block on, warns"
             return Verdict(False, evidence, 0, warn_only=True)
         return Verdict(ok, evidence, 0)
+
+    def _shifted(self, c: Compiled, value: float, b: Judged, ctx: AuditContext) -> Shifted | None:
+        """A mean inside its band that moved with the column's bounds (anomaly.mean_shifted): the batch's bounds
+        from its files' Iceberg metrics, theirs over the year from the metric history."""
+        fm = ctx.file_metrics() if ctx.file_metrics is not None else None
+        reader = ctx.metric_history
+        if fm is None or reader is None:
+            return None
+        column = self._column_key(c)
+        bounds = {"min": as_number(fm.lower.get(column)), "max": as_number(fm.upper.get(column))}
+        return mean_shifted(value, b, bounds, lambda bound: reader(bound, column, TAIL_MEMORY, None), self.sensitivity)
 
     def _explained(self, c: Compiled, value: float, ctx: AuditContext) -> Explained | None:
         """The batch's null fraction against what its companion column's nulls predict (anomaly.nulls_explained):
