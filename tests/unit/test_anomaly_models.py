@@ -541,3 +541,4 @@ def test_the_mean_check_reads_the_columns_bounds_from_the_batchs_file_metrics(tm
     moved, words = verdict(25.0, -27.0)
     assert not moved.ok and "the column moved as a whole: its min" in words, words
     assert moved.observed["moved_with"] == "min"
+    assert "moved as a whole: its min -27 outside [" in observed(moved.observed)

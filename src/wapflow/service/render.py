@@ -114,6 +114,11 @@ def _band(v: Mapping[str, Any]) -> str:
             f"{float(v['unexplained']) * 100:+.2g} points beyond what {v['companion']}'s nulls predict "
             f"(at most {float(v['unexplained_at_most']) * 100:+.2g})"
         )
+    if v.get("moved_with"):  # a mean that moved with one of its column's bounds: the column moved as a whole
+        lo, hi = v["bound_band"]
+        parts.append(
+            f"moved as a whole: its {v['moved_with']} {number(v['bound_value'])} outside [{number(lo)}, {number(hi)}]"
+        )
     return ", ".join(parts)
 
 
