@@ -530,13 +530,13 @@ def companion(history: Sequence[float], others: Mapping[str, Sequence[float | No
     return best
 
 
-def unexplained(comp: Companion, sensitivity: float) -> tuple[float, float, float]:
-    """(median, lo, hi) of the band of a companion's residuals: median ± sensitivity x their scaled MAD, widened to
-    their own tails and to MIN_EFFECT_PROPORTION either side."""
+def unexplained(comp: Companion, sensitivity: float) -> float:
+    """The most a batch's residual may be above what its companion predicts (only more nulls block): the residuals'
+    median + sensitivity x their scaled MAD, widened to their own upper tail and to MIN_EFFECT_PROPORTION."""
     med = statistics.median(comp.residuals)
     spread = _mad(comp.residuals, med)
-    lo, hi, _ = _tail(comp.residuals, med, med - sensitivity * spread, med + sensitivity * spread)
-    return med, min(lo, med - MIN_EFFECT_PROPORTION), max(hi, med + MIN_EFFECT_PROPORTION)
+    _, hi, _ = _tail(comp.residuals, med, med, med + sensitivity * spread)
+    return max(hi, med + MIN_EFFECT_PROPORTION)
 
 
 # The most columns a null_fraction check reads the history of, looking for a companion (those with the most
@@ -551,9 +551,7 @@ class Explained:
     comp: Companion
     companion_now: float  # the companion's null fraction in the batch
     value: float
-    median: float  # of the history's residuals
-    lo: float
-    hi: float
+    hi: float  # the most its residual may be (unexplained)
 
     @property
     def expected(self) -> float:
@@ -608,8 +606,7 @@ def nulls_explained(
     comp = companion(list(mine), others)
     if comp is None:
         return None
-    med, lo, hi = unexplained(comp, sensitivity)
-    return Explained(comp, batch[comp.column], value, med, lo, hi)
+    return Explained(comp, batch[comp.column], value, unexplained(comp, sensitivity))
 
 
 # A mean that moved with its column's bounds (metric mean): a fault that moves every value (a unit, an offset, a clock)
