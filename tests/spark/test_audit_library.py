@@ -151,7 +151,7 @@ def test_volume_check_uses_published_history(lakehouse_factory, landing):
     ok = run_wap(lh, "shop.orders", [str(write_parquet(landing / "ok.parquet", orders(13, start=start)))])
     assert ok.status == "published" and ok.checks[0]["threshold"].startswith("[5, 15]")
     spike = run_wap(lh, "shop.orders", [str(write_parquet(landing / "spike.parquet", orders(40, start=500)))])
-    assert spike.status == "blocked" and spike.checks[0]["observed"] == 40
+    assert spike.status == "blocked" and spike.checks[0]["observed"]["value"] == 40
 
 
 @pytest.mark.parametrize(

@@ -438,3 +438,40 @@ def test_the_quality_trend_draws_the_band_each_run_was_judged_by(tmp_path: Path)
     assert doc["band"].startswith("the band each run was judged by, as its audit recorded it (anomaly(row_count): ")
     assert "the latest run's band: per-weekday band: Saturdays' level" in doc["band"]
     assert "1 run(s) recorded no result of anomaly(row_count)" in doc["band"]
+
+
+def test_a_fixed_tolerance_volume_check_records_its_band_for_the_report_and_the_trend(tmp_path: Path) -> None:
+    """A `volume` check with `tolerance` records the band it judged by (edges, median, runs), as a model's band
+    is: the report says it in words, and the dashboard's trend draws it "as judged" instead of recomputing a
+    multiplicative band the check never used."""
+    from wapflow.audit.checks import _result
+    from wapflow.config import parse_config
+    from wapflow.runs.ledger import Ledger
+    from wapflow.service.dashboard import Sources
+    from wapflow.service.render import observed
+    from wapflow.service.review_queue import trend
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    history = MetricHistory(store.engine)
+    cfg = parse_config({"tables": {"nyc.trips": {"checks": [{"check": "volume", "runs": 5, "tolerance": 0.5}]}}})
+    [chk] = cfg.table("nyc.trips").checks
+    done: list[tuple[datetime, float]] = []  # the published runs, newest first (Iceberg's history)
+    for i, rows in enumerate([100, 110, 90, 105, 95, 100, 140, 40, 120]):
+        at = SATURDAY + timedelta(days=i)
+        c = compiled(chk)
+        result = _result(c, {}, rows, AuditContext(history=lambda: list(done), run_at=at))
+        status = "published" if result.status != "failed" else "blocked"
+        store.save(
+            RunRecord(run_id=f"r{i}", table_name="nyc.trips", status=status, started_at=at, checks=[result.to_dict()])
+        )
+        history.record(f"r{i}", "nyc.trips", at, {("row_count", ""): float(rows)})
+        if status == "published":
+            done.insert(0, (at, float(rows)))
+    seventh = store.get("r7").checks[0]  # type: ignore[union-attr]  # 40 rows against 5 runs of median 100
+    assert seventh["status"] == "failed" and seventh["observed"]["band"] == [50.0, 150.0]
+    assert observed(seventh["observed"]) == "value 40, band [50, 150], median 100, 5 runs"
+    doc = trend(Sources(cfg, store, Ledger(store.engine), None, "no catalog here"), "nyc.trips")
+    points = {p["run_id"]: p for p in doc["points"]}
+    assert (points["r7"]["band_low"], points["r7"]["band_high"]) == (50.0, 150.0) and points["r7"]["outside"]
+    assert points["r8"]["band_from"] == "as judged" and not points["r8"]["outside"]
+    assert doc["recomputed"] == 0

@@ -693,7 +693,13 @@ class VolumeCheck(CheckType):
             lo, hi = med * (1 - self.tolerance), med * (1 + self.tolerance)
             basis = f"; same weekday: {history_of(len(history), weekday)}" if weekday is not None else ""
             c.threshold = f"[{lo:.0f}, {hi:.0f}] (median {med:.0f} of last {len(history)} runs{basis})"
-            return Verdict(lo <= rows <= hi, rows, 0)
+            # Recorded as a model's band is (edges, median, runs): the report and the dashboard's trend show the
+            # band this run was judged by, not one recomputed with a model the check did not use.
+            fixed: dict[str, Any] = {"value": rows, "band": [lo, hi], "median": med, "mad": None}
+            fixed["history"] = len(history)
+            if weekday is not None:
+                fixed["seasonality"] = f"same weekday: {history_of(len(history), weekday)}"
+            return Verdict(lo <= rows <= hi, fixed, 0)
         judged_on = rhythm[0] if rhythm else history
         b = with_rhythm(judge("row_count", judged_on, self.sensitivity, weekday, holiday=ctx.holiday), rhythm)
         c.threshold = b.describe(self.sensitivity)
