@@ -251,3 +251,48 @@ def test_a_held_merge_shows_its_sample_keys(spark: Any, tmp_path: Path, monkeypa
     at = _app(Held(cfg, [], [json.loads(r.stdout)["run_id"]]), monkeypatch, "127.0.0.1")
     shown = [t.value for t in at.text]
     assert shown == ["sample keys inserted id: 9, 10", "sample keys updated id: 1", "sample keys deleted id: 2"], shown
+
+
+def test_a_held_multi_table_run_is_one_decision(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multi-table run held for review is one item of the queue: its tables listed in it, one Approve for the
+    run (a table's own run id cannot be approved alone), which publishes every table together."""
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from support.data import write_parquet
+
+    cfg = tmp_path / "wap.toml"
+    cfg.write_text(
+        f'[lakehouse]\nwarehouse = "{tmp_path / "lakehouse"}"\ncatalog_name = "rv_group"\nmaster = "local[2]"\n\n'
+        '[tables."shop.orders"]\nreview = "always"\nchecks = [{ check = "not_null", column = "order_id" }]\n\n'
+        '[tables."shop.lines"]\nchecks = [{ check = "not_null", column = "order_id" }]\n'
+    )
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    o = write_parquet(landing / "o.parquet", pa.table({"order_id": pa.array([1, 2], pa.int64())}))
+    ln = write_parquet(landing / "l.parquet", pa.table({"order_id": pa.array([1, 1, 2], pa.int64())}))
+    r = wap("run-tables", f"shop.orders={o}", f"shop.lines={ln}", "--config", str(cfg), "--json")
+    assert r.exit_code == EXIT_REVIEW, r.output
+    group = json.loads(r.stdout)["run_id"]
+    store = RunStore(load_config(str(cfg)).run_store_url())
+    members = [m.run_id for m in store.group(group)]
+
+    at = _app(Held(cfg, [], [group]), monkeypatch, "127.0.0.1")
+    queue = at.dataframe[0].value
+    assert list(queue["run_id"]) == members and list(queue["multi-table run"]) == [group, group]
+    assert list(queue["table"]) == ["shop.orders", "shop.lines"]
+    assert any(m.value.startswith(f"**multi-table run** `{group}` · 2 table(s)") for m in at.markdown), _texts(at)
+    keys = {b.key for b in at.button}
+    assert f"approve_{group}" in keys and not any(k.startswith(f"approve_{m}") for m in members for k in keys)
+
+    at.button(key=f"approve_{group}").click().run()
+    at.text_input(key=f"reason_{group}").input("both tables checked").run()
+    at.button(key=f"confirm_{group}").click().run()
+    assert not at.exception, at.exception
+    assert any(s.value.startswith(f"{group}: ") for s in at.success), _texts(at)
+    assert {m.status for m in store.group(group)} == {"published"}
+    c = load_config(str(cfg))
+    wh = Path(c.warehouse_location())
+    catalog = SqlCatalog(c.lakehouse.catalog_name, uri=f"sqlite:///{wh / 'catalog.db'}", warehouse=f"file://{wh}")
+    assert catalog.load_table("shop.orders").scan().to_arrow().num_rows == 2
+    assert catalog.load_table("shop.lines").scan().to_arrow().num_rows == 3

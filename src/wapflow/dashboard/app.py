@@ -355,6 +355,7 @@ def show_review(config: str | None, tok: str) -> None:
         {
             "table": r["table"],
             "run_id": r["run_id"],
+            "multi-table run": r["group_id"] or "-",
             "waiting": charts.waited(r["held_since"]),
             "warned checks": ", ".join(r["warned_checks"]) or "-",
             "publishing would": r["diff"]["text"],
@@ -369,21 +370,18 @@ def show_review(config: str | None, tok: str) -> None:
         user = signed_in()
     may = allowed and (user is not None or kind is None)
     pending = st.session_state.get("confirm") or {}
+    decisions: dict[str, list[dict[str, Any]]] = {}  # a multi-table run's tables are one decision
     for r in rows:
-        run_id = r["run_id"]
+        decisions.setdefault(r["decide_id"], []).append(r)
+    for run_id, parts in decisions.items():
         with st.container(border=True):
-            st.markdown(f"**{r['table']}** · run `{run_id}` · waiting {charts.waited(r['held_since'])}")
-            st.caption(f"warned checks: {', '.join(r['warned_checks']) or 'none'}")
-            rows_doc = r["diff"]["rows"] or {}
-            cols = st.columns(4)
-            for col, what in zip(cols, ("added", "updated", "deleted", "main_rows"), strict=True):
-                col.metric("rows on main now" if what == "main_rows" else f"rows {what}", rows_doc.get(what, "-"))
-            for change in r["diff"]["notable"]:
-                st.markdown(f"- {change}")
-            if r["diff"]["more_notable"]:
-                st.caption(f"{r['diff']['more_notable']} more column change(s): wap diff {run_id}")
-            for line in r["diff"]["keys"]:
-                st.text(f"sample keys {line}")  # plain text: keys are data, not markdown
+            if parts[0]["group_id"]:
+                st.markdown(
+                    f"**multi-table run** `{run_id}` · {len(parts)} table(s), published together or not at all · "
+                    f"waiting {charts.waited(parts[0]['held_since'])}"
+                )
+            for r in parts:
+                _held_part(r, grouped=bool(r["group_id"]))
             if not may:
                 continue
             left, right = st.columns(2)
@@ -407,6 +405,27 @@ def show_review(config: str | None, tok: str) -> None:
                     args=(config, run_id, decision, kind, user),
                 )
                 no.button("Cancel", key=f"cancel_{run_id}", on_click=_cancel)
+
+
+def _held_part(r: dict[str, Any], *, grouped: bool) -> None:
+    """One held run as the queue shows it: its table, warned checks, rows and notable changes (one table of a
+    multi-table run: under the run's own line)."""
+    run_id = r["run_id"]
+    if grouped:
+        st.markdown(f"**{r['table']}** · run `{run_id}`")
+    else:
+        st.markdown(f"**{r['table']}** · run `{run_id}` · waiting {charts.waited(r['held_since'])}")
+    st.caption(f"warned checks: {', '.join(r['warned_checks']) or 'none'}")
+    rows_doc = r["diff"]["rows"] or {}
+    cols = st.columns(4)
+    for col, what in zip(cols, ("added", "updated", "deleted", "main_rows"), strict=True):
+        col.metric("rows on main now" if what == "main_rows" else f"rows {what}", rows_doc.get(what, "-"))
+    for change in r["diff"]["notable"]:
+        st.markdown(f"- {change}")
+    if r["diff"]["more_notable"]:
+        st.caption(f"{r['diff']['more_notable']} more column change(s): wap diff {run_id}")
+    for line in r["diff"]["keys"]:
+        st.text(f"sample keys {line}")  # plain text: keys are data, not markdown
 
 
 def show_trends(config: str | None, tok: str, table: str, warned: set[str]) -> None:

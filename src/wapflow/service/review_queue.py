@@ -56,6 +56,8 @@ class QueueRow(TypedDict):
     warned_checks: list[str]
     diff: SummaryDoc
     branch: str | None
+    group_id: str | None  # the multi-table run this run is part of: its tables are decided together
+    decide_id: str  # what Approve / Reject decide: the multi-table run's id, else the run's own
 
 
 def _main_metrics(tbl: Table) -> FileMetrics:
@@ -97,7 +99,8 @@ def run_summary(src: Sources, rec: RunRecord) -> SummaryDoc:
 
 
 def review_queue(src: Sources, now: datetime | None = None) -> list[QueueRow]:
-    """Runs awaiting review, oldest first: table, how long they wait, warned checks, what publishing changes."""
+    """Runs awaiting review, oldest first: table, how long they wait, warned checks, what publishing changes. The
+    tables of a multi-table run come together (in its order), under the run decided as a whole (`decide_id`)."""
     now = now or datetime.now(UTC)
     out: list[QueueRow] = []
     for rec in sorted(awaiting_runs(src.store), key=held_since):
@@ -113,9 +116,12 @@ def review_queue(src: Sources, now: datetime | None = None) -> list[QueueRow]:
                 ],
                 "diff": run_summary(src, rec),
                 "branch": rec.branch if rec.branch_kept else None,
+                "group_id": rec.group_id,
+                "decide_id": rec.group_id or rec.run_id,
             }
         )
-    return out
+    first = {row["decide_id"]: i for i, row in reversed(list(enumerate(out)))}  # where each decision first waits
+    return sorted(out, key=lambda row: (first[row["decide_id"]], row["held_since"], row["run_id"]))
 
 
 # --- who may decide --------------------------------------------------------------------------------------------
