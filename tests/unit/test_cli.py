@@ -99,3 +99,21 @@ def test_the_cli_bar_renders_tasks_and_rows_on_a_terminal() -> None:
     bar.close()
     text = buf.getvalue()
     assert "writing nyc.trips" in text and "8/8" in text and "160,000 rows read" in text
+
+
+def test_the_demos_next_commands_work_where_wap_is_not_on_the_path() -> None:
+    """`make demo` runs .venv/bin/wap without activating the venv: the commands the demo suggests next first put
+    that `wap` on the PATH (a bare `wap` there was "command not found"); nothing is added where PATH finds it."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from wapflow.cli.demo import on_path
+
+    here = Path(sys.executable).parent
+    assert on_path(f"{here}{os.pathsep}/usr/bin") == ""
+    hint = on_path("/usr/bin:/bin")
+    assert hint in (f"source {Path(sys.prefix) / 'bin' / 'activate'} && ", f"PATH={here}:$PATH && ")
+    done = subprocess.run(["bash", "-c", f"{hint}command -v wap"], capture_output=True, text=True, check=False,
+                          env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert Path(done.stdout.strip()).resolve() == (here / "wap").resolve(), done

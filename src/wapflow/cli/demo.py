@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -69,8 +72,20 @@ def _show_demo(res: DemoOutcome) -> None:
         )
         out.print("For a lakehouse to explore, run `wap demo`; to use your own S3 or MinIO, see docs/guides/s3.md.")
     else:
-        out.print(f"\nexplore: cd {res.directory} && wap branches && wap history nyc.trips")
+        out.print(f"\nexplore: {on_path()}cd {res.directory} && wap branches && wap history nyc.trips")
         out.print(f"         (config: {cfg})")
+
+
+def on_path(path: str | None = None) -> str:
+    """What puts this `wap` on the reader's PATH before the commands the demo suggests: nothing when their PATH
+    finds it; else the venv's activation (`make demo` runs .venv/bin/wap without activating the venv, and a bare
+    `wap` then is "command not found")."""
+    mine = Path(sys.executable).parent / "wap"
+    found = shutil.which("wap", path=os.environ.get("PATH", "") if path is None else path)
+    if found is not None and Path(found).resolve() == mine.resolve():
+        return ""
+    activate = Path(sys.prefix) / "bin" / "activate"
+    return f"source {activate} && " if activate.is_file() else f"PATH={mine.parent}:$PATH && "
 
 
 @demo_app.command("generate")
