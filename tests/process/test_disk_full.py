@@ -177,3 +177,30 @@ def test_a_run_store_on_a_full_disk_gets_the_outcome_at_the_next_command(
     assert again.code == 0, again.text
     ids = [r["trip_id"] for r in reader.rows("nyc.trips")]
     assert len(ids) == 100 + 250_000 and len(set(ids)) == len(ids)
+
+
+@pytest.fixture
+def jar_disk(tmp_path: Path) -> Iterator[Path]:
+    """tmp_path/jars on a 2 MiB tmpfs: a jar cache with no room for the Iceberg runtime (46 MB)."""
+    yield from _tmpfs(tmp_path / "jars", "2m")
+
+
+def test_a_full_jar_cache_is_named_with_the_room_the_jar_needs(tmp_path: Path, jar_disk: Path) -> None:
+    """`wap setup` on a disk that fills during a jar's download: one line naming the jar, the folder, the space
+    free and needed, and what to do (exit 3, the environment's), never "a bug in wapflow"; no partial file left."""
+    p = wap("setup", cwd=tmp_path, timeout=180, WAP_JARS_DIR=str(jar_disk))
+    assert p.code == 3, p.text
+    assert f"no space left for iceberg-spark-runtime-4.1_2.13-1.11.0.jar in the jar cache {jar_disk}" in p.text
+    assert " MB free; it needs 4" in p.text and "WAP_JARS_DIR" in p.text, p.text
+    assert "bug in wapflow" not in p.text and "Traceback" not in p.text, p.text
+    assert list(jar_disk.iterdir()) == []  # the partial download was removed
+
+
+def test_a_jar_cache_that_cannot_be_made_is_named(tmp_path: Path) -> None:
+    """WAP_JARS_DIR under a regular file: the folder cannot be made; the error names it and the OS's reason."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    p = wap("setup", cwd=tmp_path, timeout=120, WAP_JARS_DIR=str(blocker / "jars"))
+    assert p.code == 3, p.text
+    assert f"in the jar cache {blocker / 'jars'}: Not a directory" in p.text, p.text
+    assert "bug in wapflow" not in p.text and "Traceback" not in p.text, p.text

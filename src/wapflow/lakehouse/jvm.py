@@ -6,6 +6,7 @@ one-line message with a fix, not a Py4J stack trace.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wapflow.errors import EnvironmentProblem
+from wapflow.errors import DiskFull, EnvironmentProblem
 
 if TYPE_CHECKING:
     from wapflow.config import WapConfig
@@ -149,8 +150,12 @@ def _sha1(path: Path) -> str:
 
 
 def fetch_artifact(art: Artifact, dest_dir: Path, repo: str, progress: Progress | None = None) -> Path:
-    """Download one jar (checksum-verified) unless it is already cached."""
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    """Download one jar (checksum-verified) unless it is already cached. A folder that cannot be made or written,
+    or a full disk, is an EnvironmentProblem (DiskFull) naming the folder, never an OSError."""
+    try:
+        dest_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _cache_problem(e, dest_dir, art, None) from e
     dest = dest_dir / art.filename
     if dest.is_file() and dest.stat().st_size > 0:
         return dest
@@ -159,6 +164,7 @@ def fetch_artifact(art: Artifact, dest_dir: Path, repo: str, progress: Progress 
     url = art.url(repo)
     if progress:
         progress(f"downloading {art.coordinate}")
+    size: int | None = None
     try:
         with httpx.Client(timeout=httpx.Timeout(60.0, connect=20.0), follow_redirects=True) as client:
             sha = client.get(url + ".sha1")
@@ -169,6 +175,7 @@ def fetch_artifact(art: Artifact, dest_dir: Path, repo: str, progress: Progress 
             try:
                 with os.fdopen(fd, "wb") as out, client.stream("GET", url) as resp:
                     resp.raise_for_status()
+                    size = int(resp.headers.get("content-length") or 0) or None
                     for chunk in resp.iter_bytes(1 << 20):
                         out.write(chunk)
                 got = _sha1(tmp)
@@ -186,7 +193,30 @@ def fetch_artifact(art: Artifact, dest_dir: Path, repo: str, progress: Progress 
             hint="check network access to Maven Central, set lakehouse.maven_repo to a mirror, "
             "or list pre-downloaded jars in lakehouse.jars",
         ) from e
+    except OSError as e:
+        raise _cache_problem(e, dest_dir, art, size) from e
     return dest
+
+
+def _cache_problem(e: OSError, folder: Path, art: Artifact, size: int | None) -> EnvironmentProblem:
+    """The jar cache folder could not take a jar: a full disk (how much the jar needs, how much is free), or a
+    folder that cannot be made or written (the OS's words)."""
+    where = f"the jar cache {folder}"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        try:
+            free = f"{shutil.disk_usage(folder).free / 2**20:.0f} MB free"
+        except OSError:
+            free = "free space unknown"
+        need = f"{size / 2**20:.0f} MB" if size else "its size"
+        return DiskFull(
+            f"no space left for {art.filename} in {where} ({free}; it needs {need})",
+            hint="free space on that disk, or point WAP_JARS_DIR at a folder on a disk with room, then run "
+            "`wap setup` again",
+        )
+    return EnvironmentProblem(
+        f"could not write {art.filename} in {where}: {e.strerror or e}",
+        hint="make the folder writable, or point WAP_JARS_DIR at a folder you can write, then run `wap setup` again",
+    )
 
 
 def planned_artifacts(extra_packages: list[str], *, s3: bool, postgresql: bool) -> list[Artifact]:
