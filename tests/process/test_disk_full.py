@@ -204,3 +204,18 @@ def test_a_jar_cache_that_cannot_be_made_is_named(tmp_path: Path) -> None:
     assert p.code == 3, p.text
     assert f"in the jar cache {blocker / 'jars'}: Not a directory" in p.text, p.text
     assert "bug in wapflow" not in p.text and "Traceback" not in p.text, p.text
+
+
+def test_doctor_warns_of_a_warehouse_disk_nearly_full(tmp_path: Path, small_disk: Path) -> None:
+    """`wap doctor` says how much room the warehouse's disk has, and warns (with what to do) below 1 GB."""
+    import json
+
+    cfg = write_config(small_disk, TRIPS)
+    p = wap("doctor", "--config", str(cfg), "--json")
+    [warehouse] = [f for f in json.loads(p.stdout)["findings"] if f["part"] == "warehouse"]
+    assert warehouse["status"] == "warn", warehouse
+    assert "MB free on its disk" in warehouse["detail"] and "only 2" in warehouse["detail"], warehouse
+    assert "a full disk fails runs (exit 3)" in warehouse["fix"]
+    roomy = write_config(tmp_path / "roomy", TRIPS)
+    [ok] = [f for f in wap("doctor", "--config", str(roomy), "--json").doc["findings"] if f["part"] == "warehouse"]
+    assert ok["status"] == "ok" and " GB free" in ok["detail"], ok

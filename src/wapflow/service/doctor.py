@@ -8,6 +8,7 @@ tokens, database and webhook passwords) never reach a finding: every text is scr
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -25,6 +26,9 @@ Status = Literal["ok", "warn", "fail", "skip"]
 _TIMEOUT = 3.0
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 _SECRET_PROPS = ("password", "secret", "token", "credential")
+# Below this much free space under a local warehouse, doctor warns: a run writes its batch's data files and the
+# table's metadata there, and a full disk fails the run (exit 3) until someone frees space.
+LOW_SPACE = 2**30
 
 
 @dataclass(frozen=True)
@@ -383,13 +387,29 @@ def _local(part: str, folder: Path, *, write: bool = False) -> Finding:
     if folder.is_dir():
         if write and not os.access(folder, os.W_OK | os.X_OK):
             return Finding(part, "fail", f"{folder}: not writable by this user", "fix its permissions")
-        return Finding(part, "ok", f"{folder}: a folder" + (", writable" if write else ""))
+        if not write:
+            return Finding(part, "ok", f"{folder}: a folder")
+        return _room(part, folder, f"{folder}: a folder, writable")
     blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         return Finding(part, "fail", f"{folder} cannot be a folder: {blocker} is a file", "point wap.toml at a folder")
     if write and blocker is not None and os.access(blocker, os.W_OK):
-        return Finding(part, "ok", f"{folder}: created by the first run")
+        return _room(part, blocker, f"{folder}: created by the first run")
     return Finding(part, "fail" if write else "warn", f"{folder} does not exist", "create it, or fix wap.toml")
+
+
+def _room(part: str, folder: Path, found: str) -> Finding:
+    """A folder runs write to, with the free space of its disk: a warning below LOW_SPACE."""
+    free = shutil.disk_usage(folder).free
+    words = f"{free / 2**30:.1f} GB free" if free >= 2**30 else f"{free / 2**20:.0f} MB free"
+    if free < LOW_SPACE:
+        return Finding(
+            part,
+            "warn",
+            f"{found}; only {words} on its disk",
+            "free space there or move it to a larger disk: a full disk fails runs (exit 3) until space is freed",
+        )
+    return Finding(part, "ok", f"{found}, {words}")
 
 
 def _s3(part: str, location: str, cfg: WapConfig, *, write: bool) -> Finding:
