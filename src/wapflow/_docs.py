@@ -212,12 +212,20 @@ def _walk(cmd: Any, path: str) -> Iterator[tuple[str, Any]]:
 
 
 def cli_commands() -> list[tuple[str, Any]]:
-    """(`wap ...` path, command) for every command and group of the Typer app, in `wap --help` order."""
+    """(`wap ...` path, command) for every command and group of the Typer app, in `wap --help` order: by its
+    panel (Start, Run, Look...), then as registered."""
     import typer
 
-    from wapflow.cli.root import app
+    from wapflow.cli.root import PANELS, app
 
-    return list(_walk(typer.main.get_command(app), "wap"))[1:]
+    root: Any = typer.main.get_command(app)  # a Click group (Typer's own copy of Click)
+    top = sorted(root.commands.items(), key=lambda kv: PANELS.index(_panel(kv[1])))  # stable: registration order
+    return [walked for name, cmd in top for walked in _walk(cmd, f"wap {name}")]
+
+
+def _panel(cmd: Any) -> str:
+    """The `wap --help` panel of a top-level command (Typer's rich_help_panel)."""
+    return str(getattr(cmd, "rich_help_panel", None) or "")
 
 
 def _usage(path: str, cmd: Any) -> str:
@@ -253,9 +261,13 @@ def cli_reference_markdown() -> str:
         "and errors to stderr. Exit codes: see [exit codes](exit-codes.md).",
         "",
     ]
+    panel = None
     for path, cmd in cli_commands():
+        if path.count(" ") == 1 and _panel(cmd) != panel:  # a top-level command opens its help panel's section
+            panel = _panel(cmd)
+            out += [f"## {panel}", ""]
         ctx = cmd.context_class(cmd, info_name=path)
-        out += [f"## `{path}`", "", "```", _usage(path, cmd), "```", ""]
+        out += [f"### `{path}`", "", "```", _usage(path, cmd), "```", ""]
         out += [_text(inspect.cleandoc(cmd.help or "")), ""]
         params = [p for p in cmd.params if p.name != "help" and not getattr(p, "hidden", False)]
         if params:

@@ -117,3 +117,22 @@ def test_the_demos_next_commands_work_where_wap_is_not_on_the_path() -> None:
     done = subprocess.run(["bash", "-c", f"{hint}command -v wap"], capture_output=True, text=True, check=False,
                           env={"PATH": "/usr/bin:/bin"})  # fmt: skip
     assert Path(done.stdout.strip()).resolve() == (here / "wap").resolve(), done
+
+
+def test_help_lists_commands_in_panels_in_the_order_a_new_user_meets_them() -> None:
+    """`wap --help`: Start (init, setup, doctor, demo) before Run (run first), then Look, Review, Fix and undo,
+    Operate; every command is in one of them (a new command without a panel fails here and in the docs build)."""
+    import typer
+
+    from wapflow._docs import cli_commands
+    from wapflow.cli.root import PANELS
+
+    out = runner.invoke(app, ["--help"], terminal_width=200).output
+    heads = [line.split("─ ", 1)[1].split(" ─")[0] for line in out.splitlines() if line.startswith("╭─ ")]
+    assert heads == ["Options", *PANELS], heads
+    start = out.index("─ Start ")
+    assert start < out.index("│ init ") < out.index("│ setup ") < out.index("─ Run ") < out.index("│ run ")
+    assert out.index("│ run ") < out.index("│ run-tables ")
+    root = typer.main.get_command(app)
+    assert {getattr(c, "rich_help_panel", None) for c in root.commands.values()} == set(PANELS)  # type: ignore[attr-defined]
+    assert [p for p, _ in cli_commands()][:4] == ["wap init", "wap setup", "wap doctor", "wap demo"]

@@ -49,38 +49,47 @@ app = typer.Typer(
     # docstring's wrapped lines. A `<placeholder>` goes in backticks (markdown drops bare HTML-like tags).
     rich_markup_mode="markdown",
 )
-app.command("run-tables")(run.run_tables)
-app.command("run-models")(run.run_models)
-app.command("init")(setup.init)
-app.command("setup")(setup.setup)
-app.command("run")(run.run)
-app.command("branches")(tables.branches)
-app.command("discard")(tables.discard)
-app.command("history")(tables.history)
-app.command("runs")(runs.runs)
-app.command("report")(runs.report)
-app.command("metrics")(runs.metrics)
-app.command("diff")(review.diff)
-app.command("approve")(review.approve)
-app.command("reject")(review.reject)
-app.command("expire-reviews")(review.expire_reviews)
-app.command("query")(tables.query)
-app.command("ingest")(ingest.ingest)
-app.command("backfill")(ingest.backfill)
-app.command("files")(ingest.files)
-app.command("retry")(ingest.retry)
-app.command("skip")(ingest.skip)
-app.command("revert")(ingest.revert)
-app.command("watch")(ingest.watch)
-app.command("maintain")(maintain.maintain)
-app.command("dashboard")(dashboard.dashboard)
-app.command("serve")(serve.serve)
-app.command("doctor")(doctor.doctor)
-app.add_typer(demo.demo_app, name="demo")
-app.add_typer(storage.storage_app, name="storage")
-app.add_typer(nessie.nessie_app, name="nessie")
-app.add_typer(alerts.alerts_app, name="alerts")
-app.add_typer(engine.engine_app, name="engine")
+# `wap --help` lists the commands in panels, in the order a new user meets them: start, run, look, review, fix,
+# operate (the CLI reference page has a section for each).
+START, RUN, LOOK, REVIEW, FIX, OPERATE = PANELS = ("Start", "Run", "Look", "Review", "Fix and undo", "Operate")
+for name, command, panel in (
+    ("init", setup.init, START),
+    ("setup", setup.setup, START),
+    ("doctor", doctor.doctor, START),
+    ("run", run.run, RUN),
+    ("run-tables", run.run_tables, RUN),
+    ("run-models", run.run_models, RUN),
+    ("ingest", ingest.ingest, RUN),
+    ("backfill", ingest.backfill, RUN),
+    ("watch", ingest.watch, RUN),
+    ("runs", runs.runs, LOOK),
+    ("report", runs.report, LOOK),
+    ("metrics", runs.metrics, LOOK),
+    ("history", tables.history, LOOK),
+    ("branches", tables.branches, LOOK),
+    ("files", ingest.files, LOOK),
+    ("query", tables.query, LOOK),
+    ("diff", review.diff, REVIEW),
+    ("approve", review.approve, REVIEW),
+    ("reject", review.reject, REVIEW),
+    ("expire-reviews", review.expire_reviews, REVIEW),
+    ("retry", ingest.retry, FIX),
+    ("skip", ingest.skip, FIX),
+    ("discard", tables.discard, FIX),
+    ("revert", ingest.revert, FIX),
+    ("maintain", maintain.maintain, OPERATE),
+    ("dashboard", dashboard.dashboard, OPERATE),
+    ("serve", serve.serve, OPERATE),
+):
+    app.command(name, rich_help_panel=panel)(command)
+app.add_typer(demo.demo_app, name="demo", rich_help_panel=START)
+for group, sub in (
+    ("engine", engine.engine_app),
+    ("alerts", alerts.alerts_app),
+    ("storage", storage.storage_app),
+    ("nessie", nessie.nessie_app),
+):
+    app.add_typer(sub, name=group, rich_help_panel=OPERATE)
 
 
 def _strip_verbose() -> None:
