@@ -192,3 +192,19 @@ def test_review_timeout_reject_drops_the_run_and_refuses_its_approval(
     assert any(f"run {other} rejected by wapflow (review timed out after 1h)" in m for m in said), said
     files = json.loads(wap("files", "trips", "--config", str(cfg), "--json").stdout)["files"]
     assert {fl["state"] for fl in files} == {"rejected"} and len(_main(cfg).scan().to_arrow()) == 0
+
+    # An alert whose delivery failed (the sink down) is sent again by `wap watch`, every few minutes.
+    from wapflow.alerts import AlertEvent, notify
+
+    receiver.default = "500"
+    down = AlertEvent(event="review_expired", table="nyc.trips", run_id="r-down", status="rejected", message="m")
+    (failed,) = notify(watcher.lh.config, store.engine, [down])
+    assert failed.status == "failed"
+    receiver.default = "200"
+    count = receiver.count
+    watcher.tick()  # not due yet: the first pass comes one interval after the start
+    assert receiver.count == count
+    watcher.next_resend = 0.0
+    watcher.tick()
+    assert receiver.count == count + 1 and receiver.bodies[-1]["run_id"] == "r-down"
+    assert any("alert review_expired to sink ops sent on a later try" in m for m in said), said

@@ -414,3 +414,84 @@ def test_killed_after_the_claim_the_alert_is_not_sent_twice(receiver: Receiver, 
     again = wap("alerts", "check", "-c", str(cfg), "--json", WAP_TEST_HOOK=receiver.url)
     assert again.code == 0 and [d["status"] for d in again.doc["deliveries"]] == ["duplicate"]
     assert receiver.count == 0 and [r["status"] for r in recent_alerts(store)] == ["pending"]
+
+
+# --- failed deliveries sent again ----------------------------------------------------------------
+
+
+def test_a_delivery_that_failed_is_sent_again_once_the_sink_is_back(receiver: Receiver, tmp_path: Path) -> None:
+    """A sink down (HTTP 500) while a run was blocked: the alert is sent again later, the same body, once; a
+    second pass sends nothing; a sink that still fails is tried once per pass for all its rows."""
+    from wapflow.alerts.deliver import resend
+    from wapflow.runs.alerts import AlertLog
+
+    store = _store(tmp_path)
+    cfg = _alerts(("ops", "webhook", "WAP_TEST_HOOK"), max_attempts=2)
+    env = {"WAP_TEST_HOOK": receiver.url}
+    receiver.default = "500"
+    for run in ("r1", "r2"):
+        (d,) = dispatch(cfg, store.engine, from_run(_blocked_result(run_id=run), "blocked"), env=env, sleep=lambda _: 0)
+        assert d.status == "failed"
+    assert receiver.count == 4
+    since = datetime.now(UTC) - timedelta(hours=1)
+    again = resend(cfg, store.engine, since, env=env, sleep=lambda _: None)  # still down: r1 tried, r2 not
+    assert [(d.status, d.attempts) for d in again] == [("failed", 4)] and receiver.count == 6
+
+    receiver.default = "200"
+    sent = resend(cfg, store.engine, since, env=env, sleep=lambda _: None)
+    assert [(d.event, d.status) for d in sent] == [("blocked", "sent"), ("blocked", "sent")]
+    assert receiver.bodies[-2] == receiver.bodies[0] and receiver.bodies[-1]["run_id"] == "r2"
+    assert resend(cfg, store.engine, since, env=env) == [] and receiver.count == 8
+    rows = {r["run_id"]: r for r in recent_alerts(store)}
+    assert (rows["r1"]["status"], rows["r1"]["attempts"]) == ("sent", 5) and rows["r1"]["sent_at"] is not None
+    assert resend(cfg, store.engine, datetime.now(UTC) + timedelta(seconds=1), env=env) == []  # outside the window
+    assert AlertLog(store.engine).retake(1) is False  # sent: nothing to take back
+
+
+def test_an_alert_that_may_have_arrived_is_never_sent_again(receiver: Receiver, tmp_path: Path) -> None:
+    """At most once: a sink that answered nothing in time may have taken it; a 'pending' row (a process killed
+    between claim and send) may have sent it. Neither is resent; nor a sink gone from wap.toml; and two resends
+    at once take a row once."""
+    from wapflow.alerts.deliver import resend
+    from wapflow.runs.alerts import AlertLog
+
+    store = _store(tmp_path)
+    cfg = _alerts(("ops", "webhook", "WAP_TEST_HOOK"), max_attempts=1)
+    env = {"WAP_TEST_HOOK": receiver.url}
+    receiver.default, receiver.hang_seconds = "hang", 2.0
+    (hung,) = dispatch(cfg, store.engine, from_run(_blocked_result(), "blocked"), env=env)
+    assert hung.status == "failed" and hung.error is not None and hung.error.startswith("no answer within")
+    log = AlertLog(store.engine)
+    log.claim(key="r9", run_id="r9", event="blocked", sink="ops", table="nyc.trips", message="m", event_json="{}")
+    receiver.default = "500"
+    gone = _alerts(("team", "webhook", "WAP_TEST_HOOK"))
+    (d,) = dispatch(gone, store.engine, from_run(_blocked_result(run_id="r3"), "blocked"), env=env)
+    assert d.status == "failed"
+    receiver.default = "200"
+    before = receiver.count
+    since = datetime.now(UTC) - timedelta(hours=1)
+    assert resend(cfg, store.engine, since, env=env) == [] and receiver.count == before
+    [row] = [r for r in log.failed_since(since, 10) if r["sink"] == "team"]
+    assert log.retake(row["id"]) is True and log.retake(row["id"]) is False  # one of two resends wins
+
+
+def test_cli_alerts_resend(receiver: Receiver, tmp_path: Path) -> None:
+    cfg = _cli_config(
+        tmp_path, '[alerts.sinks.ops]\ntype = "webhook"\nurl_env = "WAP_TEST_HOOK"\ntimeout = 1\nmax_attempts = 1\n'
+    )
+    store = RunStore(f"sqlite:///{tmp_path / 'lakehouse' / 'wapflow_runs.db'}")
+    receiver.default = "500"
+    config = parse_config(
+        {"alerts": {"sinks": {"ops": {"type": "webhook", "url_env": "WAP_TEST_HOOK", "max_attempts": 1}}}}
+    )
+    dispatch(config.alerts, store.engine, from_run(_blocked_result(), "blocked"), env={"WAP_TEST_HOOK": receiver.url})
+    bad = wap("alerts", "resend", "--within", "soon", "-c", str(cfg), WAP_TEST_HOOK=receiver.url)
+    assert bad.code == 2 and "--within 'soon'" in bad.text and "Traceback" not in bad.text, bad.text
+    still = wap("alerts", "resend", "-c", str(cfg), WAP_TEST_HOOK=receiver.url)
+    assert still.code == 3 and "blocked to sink ops: failed (2 attempt(s) in all): HTTP 500" in still.stdout, still.text
+    receiver.default = "200"
+    p = wap("alerts", "resend", "--within", "6h", "-c", str(cfg), "--json", WAP_TEST_HOOK=receiver.url)
+    assert p.code == 0 and [(d["sink"], d["status"]) for d in p.doc["deliveries"]] == [("ops", "sent")], p.text
+    none = wap("alerts", "resend", "-c", str(cfg), WAP_TEST_HOOK=receiver.url)
+    assert none.code == 0 and "no failed delivery within 1d to send again" in none.stdout
+    assert SECRET not in p.text + still.text + none.text

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from wapflow.alerts.deliver import Delivery, dispatch
+from wapflow.alerts.deliver import Delivery, dispatch, resend
 from wapflow.alerts.event import AlertEvent, commands_for, events_for_run, from_run
 from wapflow.redact import redact
 
@@ -25,7 +25,16 @@ if TYPE_CHECKING:
     from wapflow.pipeline.result import RunResult
     from wapflow.runs.store import RunStore
 
-__all__ = ["AlertEvent", "Delivery", "alert_run", "events_for_run", "from_run", "kept_branch_events", "notify"]
+__all__ = [
+    "AlertEvent",
+    "Delivery",
+    "alert_run",
+    "events_for_run",
+    "from_run",
+    "kept_branch_events",
+    "notify",
+    "resend_failed",
+]
 
 
 def _quiet(_: str) -> None:
@@ -59,6 +68,30 @@ def notify(
             progress(
                 f"warning: alert {d.event} to sink {d.sink} not delivered after {d.attempts} attempt(s): {d.error}"
             )
+    return out
+
+
+def resend_failed(
+    cfg: WapConfig,
+    engine: sa.Engine,
+    within: timedelta,
+    *,
+    progress: Callable[[str], None] = _quiet,
+) -> list[Delivery]:
+    """Send again the deliveries that failed in the last `within` (wapflow.alerts.deliver.resend); what fails
+    again becomes a warning through `progress`, never an exception."""
+    if not cfg.alerts.sinks:
+        return []
+    try:
+        out = resend(cfg.alerts, engine, datetime.now(UTC) - within)
+    except Exception as e:  # noqa: BLE001 - as notify: alerts never stop what sends them
+        progress(f"warning: failed alerts not sent again (a bug in wapflow): {redact(str(e), _secrets(cfg))[:300]}")
+        return []
+    for d in out:
+        if d.status == "sent":
+            progress(f"alert {d.event} to sink {d.sink} sent on a later try")
+        else:
+            progress(f"warning: alert {d.event} to sink {d.sink} still not delivered: {d.error}")
     return out
 
 

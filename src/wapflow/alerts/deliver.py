@@ -5,6 +5,9 @@
   status (400 invalid payload, 403/404/410 a removed webhook): given up at once, retrying cannot help.
 - At most `max_attempts` attempts of at most `timeout` seconds each: a sink that hangs or is down costs a
   bounded time, after the run's outcome is recorded, and can never change that outcome.
+- A delivery that failed is sent again by `resend` (`wap alerts resend`, and `wap watch` every few minutes), the
+  same alert from its row, until it is sent or older than the window. Never one that may have arrived: a
+  'pending' row, or a sink that answered nothing in time.
 - The URL comes from the environment variable the sink names, at send time. It is never printed, logged
   or stored: errors are described by type and status, with the URL cut out of any text a library made.
 """
@@ -16,6 +19,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -33,6 +37,10 @@ if TYPE_CHECKING:
 
 RETRY_AFTER_CAP = 30.0
 BACKOFF_CAP = 8.0
+RESEND_LIMIT = 100  # failed deliveries one resend pass sends again at most (the oldest first)
+# How a delivery's error starts when the sink answered nothing in time: it may have taken the alert, so such a
+# delivery is never sent again (at most once), like a 'pending' one.
+NO_ANSWER = "no answer within"
 
 
 @dataclass
@@ -87,7 +95,7 @@ def post(
             try:
                 resp = client.post(url, content=content, headers=headers)
             except httpx.TimeoutException as e:
-                status, error = None, f"no answer within {timeout:g}s ({type(e).__name__})"
+                status, error = None, f"{NO_ANSWER} {timeout:g}s ({type(e).__name__})"
             except httpx.TransportError as e:
                 status, error = None, redact(f"{type(e).__name__}: {e}", url)[:300]
             else:
@@ -129,7 +137,15 @@ def dispatch(
         return out
     log = AlertLog(engine)
     for name, sink in wanted.items():
-        row_id = log.claim(key=ev.key, run_id=ev.run_id, event=ev.event, sink=name, table=ev.table, message=ev.message)
+        row_id = log.claim(
+            key=ev.key,
+            run_id=ev.run_id,
+            event=ev.event,
+            sink=name,
+            table=ev.table,
+            message=ev.message,
+            event_json=json.dumps(ev.to_dict(), default=str),
+        )
         if row_id is None:
             out.append(Delivery(name, ev.event, "duplicate"))
             continue
@@ -145,4 +161,42 @@ def dispatch(
             )
         log.finish(row_id, status=status, attempts=attempts, http_status=http, error=error)
         out.append(Delivery(name, ev.event, status, attempts, http, error))
+    return out
+
+
+def resend(
+    cfg: AlertsConfig,
+    engine: sa.Engine,
+    since: datetime,
+    *,
+    limit: int = RESEND_LIMIT,
+    env: Mapping[str, str] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[Delivery]:
+    """Send again the deliveries that failed since `since` (oldest first, at most `limit`), each to its sink as it
+    is configured now; a sink gone from wap.toml, or one that no longer wants the event, is left as it was. A
+    sink that fails again is not tried for its other rows in this pass (it is still down: each row would cost
+    its timeouts). Two resends at once send a row once (AlertLog.retake)."""
+    log = AlertLog(engine)
+    out: list[Delivery] = []
+    down: set[str] = set()
+    for row in log.failed_since(since, limit):
+        name = row["sink"]
+        if row["http_status"] is None and str(row["error"] or "").startswith(NO_ANSWER):
+            continue  # perhaps taken: at most once
+        sink = cfg.sinks.get(name)
+        if sink is None or name in down or row["event"] not in sink.events:  # a test alert is never resent
+            continue
+        url = sink_url(name, sink, env)
+        if url is None or not log.retake(row["id"]):
+            continue
+        ev = AlertEvent.from_dict(json.loads(row["event_json"]))
+        status, attempts, http, error = post(
+            url, payload_for(sink.type, ev), timeout=sink.timeout, max_attempts=sink.max_attempts, sleep=sleep
+        )
+        attempts += row["attempts"]
+        log.finish(row["id"], status=status, attempts=attempts, http_status=http, error=error)
+        out.append(Delivery(name, ev.event, status, attempts, http, error))
+        if status != "sent":
+            down.add(name)
     return out

@@ -131,3 +131,46 @@ def check(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
         out.print(f"{len(new)} alert(s) delivered or attempted; {len(deliveries) - len(new)} sent before")
 
     o.result(doc, show)
+
+
+@alerts_app.command("resend")
+def resend(
+    within: Annotated[
+        str, typer.Option("--within", help="Deliveries that failed this recently (a duration: 6h, 1d, 2d12h).")
+    ] = "1d",
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Send again the alerts whose delivery failed (the sink down, an error answered, its variable unset) within
+    --within, to each sink as wap.toml has it now (`wap watch` does it every few minutes). Never one that may have
+    arrived: claimed but not finished, or unanswered in time. Exit 0: all sent (or none to send); 3: one failed
+    again."""
+    from datetime import timedelta
+
+    from wapflow.alerts import resend_failed
+    from wapflow.runs.store import RunStore
+    from wapflow.vocabulary import parse_duration
+
+    o = Output(as_json)
+    try:
+        cfg = _load(config)
+        try:
+            window = parse_duration(within)
+        except ValueError as e:
+            raise ConfigError(f"--within {within!r}: {e}", hint="a duration such as 6h, 1d or 2d12h") from None
+        store = RunStore(cfg.run_store_url())
+        deliveries = resend_failed(cfg, store.engine, timedelta(seconds=window))
+    except WapError as e:
+        o.fail(e)
+    rows = [d.to_dict() for d in deliveries]
+    code = EXIT_PUBLISHED if all(d.status == "sent" for d in deliveries) else EXIT_RUNTIME
+
+    def show() -> None:
+        if not rows:
+            out.print(f"no failed delivery within {within} to send again")
+        for r in rows:
+            line = f"{r['event']} to sink {r['sink']}: {r['status']} ({r['attempts']} attempt(s) in all)"
+            out.print(line + (f": {r['error']}" if r["error"] and r["status"] != "sent" else ""), markup=False)
+
+    o.result({"deliveries": rows, "exit_code": code}, show)
+    raise typer.Exit(code)

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from wapflow.config import Source, WatchConfig
@@ -34,6 +34,10 @@ from wapflow.storage.settings import is_s3_uri, parse_s3_uri
 
 TICK_SECONDS = 0.25  # how often pending files and finished workflows are looked at (cheap ledger queries)
 REVIEW_RETRY_SECONDS = 60.0  # after review timeouts could not be applied (e.g. the catalog unreachable)
+# Alerts whose delivery failed are sent again this often (the first pass one interval after the start), while
+# they are younger than RESEND_WITHIN: a sink down for an hour still gets the blocked and failed runs it missed.
+RESEND_SECONDS = 300.0
+RESEND_WITHIN = timedelta(days=1)
 
 
 def in_location(location: str, landed: Landed) -> bool:
@@ -123,6 +127,7 @@ class Watcher:
             if lh.config.table(t).review_timeout is not None
         ]
         self.next_review_check = 0.0
+        self.next_resend = time.time() + RESEND_SECONDS
 
     def _source(self, src: Source) -> _Source:
         self.lh.storage.scan(src.location, what=f"source {src.name}")
@@ -240,7 +245,18 @@ class Watcher:
                     return
         self._maintain_due(now)
         self._expire_reviews(now)
+        self._resend_alerts(now)
         self._collect()
+
+    def _resend_alerts(self, now: float) -> None:
+        """Every RESEND_SECONDS: alerts whose delivery failed in the last RESEND_WITHIN, sent again (never fatal:
+        what fails again is said, and tried at the next pass)."""
+        if now < self.next_resend or self.stopping.is_set() or not self.lh.config.alerts.sinks:
+            return
+        from wapflow.alerts import resend_failed
+
+        self.next_resend = now + RESEND_SECONDS
+        resend_failed(self.lh.config, self.lh.store.engine, RESEND_WITHIN, progress=self.say)
 
     def _expire_reviews(self, now: float) -> None:
         """review_timeout of the watched tables (wapflow.outer.review): one run store query while nothing is due.

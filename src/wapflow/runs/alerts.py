@@ -3,7 +3,9 @@
 A row is claimed ('pending') before anything is sent and updated afterwards ('sent' or 'failed'), and
 the UNIQUE constraint lets exactly one claim win: a replayed durable step, a resumed run or two workers
 finishing the same batch never send the same alert twice. A process killed between the claim and the
-update leaves 'pending': that alert was perhaps sent, perhaps not, and is not sent again (at most once).
+update leaves 'pending': that alert was perhaps sent, perhaps not, and is not sent again (at most once). A
+'failed' row (the sink answered an error, or nothing) keeps its alert and is sent again by a resend that takes
+it back to 'pending' first (`retake`: one resend wins).
 
 No row holds a URL: sinks are named by their wap.toml name, errors are written without the URL.
 """
@@ -35,6 +37,9 @@ alerts_table = sa.Table(
     sa.Column("message", sa.Text),  # the alert's one-line text
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("sent_at", sa.DateTime(timezone=True)),
+    # The alert itself (AlertEvent.to_dict as JSON; migration 0007), so a delivery that failed is sent again
+    # as it was (`wap alerts resend`, `wap watch`). Null in rows written before.
+    sa.Column("event_json", sa.Text),
     sa.UniqueConstraint("key", "event", "sink", name="uq_wap_alerts_once"),
     sa.Index("ix_wap_alerts_created", "created_at"),
 )
@@ -63,11 +68,20 @@ class AlertLog:
         ensure_schema(engine)
 
     def claim(
-        self, *, key: str, run_id: str | None, event: str, sink: str, table: str | None, message: str
+        self,
+        *,
+        key: str,
+        run_id: str | None,
+        event: str,
+        sink: str,
+        table: str | None,
+        message: str,
+        event_json: str | None = None,
     ) -> int | None:
         """The row's id if this process is the one to send it; None if it was claimed before (sent, failed,
         or being sent)."""
         row = {
+            "event_json": event_json,
             "key": key,
             "run_id": run_id,
             "event": event,
@@ -106,6 +120,30 @@ class AlertLog:
                     sent_at=datetime.now(UTC) if status == "sent" else None,
                 )
             )
+
+    def failed_since(self, since: datetime, limit: int) -> list[dict[str, Any]]:
+        """Deliveries that failed (the sink answered an error, or nothing) since `since` and carry their alert,
+        oldest first: what `resend` sends again. A 'pending' row is never among them (perhaps sent: at most
+        once)."""
+        t = alerts_table.c
+        q = (
+            sa.select(t.id, t.sink, t.event, t.attempts, t.http_status, t.error, t.event_json)
+            .where(t.status == "failed", t.event_json.is_not(None), t.created_at >= since)
+            .order_by(t.id)
+            .limit(limit)
+        )
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q).all()]
+
+    def retake(self, row_id: int) -> bool:
+        """Claim a failed delivery to send it again: True for the one process whose update moved it back to
+        'pending' (two resends at once send it once)."""
+        t = alerts_table.c
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                alerts_table.update().where(t.id == row_id, t.status == "failed").values(status="pending")
+            )
+            return done.rowcount == 1
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         """The newest deliveries first, as plain rows."""
