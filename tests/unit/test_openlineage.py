@@ -203,3 +203,55 @@ def test_a_receiver_nobody_listens_on_costs_one_warning_and_no_secret(tmp_path: 
     missing: list[str] = []
     assert not emit(cfg, "START", RunRecord("r1", "nyc.trips", "running"), progress=missing.append, env={})
     assert "environment variable T_OL_URL (the receiver's URL) is not set" in missing[0]
+
+
+def test_events_a_receiver_missed_are_kept_and_sent_again_in_order(tmp_path: Path, receiver: Any) -> None:
+    """A receiver answering 500: each event is kept in the run store's outbox; a pass while it is still down
+    stops at the first; once it answers, the same events (the same JSON) arrive oldest first, with the API key,
+    and nothing is left to send."""
+    from wapflow.pipeline.lineage import resend
+
+    cfg = _cfg(
+        tmp_path,
+        {"transport": "http", "url_env": "T_OL_URL", "api_key_env": "T_OL_KEY", "timeout": 1, "max_attempts": 1},
+    )
+    env = {"T_OL_URL": receiver.base_url, "T_OL_KEY": "k3y-value"}
+    receiver.default = "500"
+    rec = RunRecord("r1", "nyc.trips", "published", snapshot_id=5)
+    said: list[str] = []
+    assert not emit(cfg, "START", rec, progress=said.append, env=env)
+    assert not emit(cfg, "COMPLETE", rec, progress=said.append, env=env)
+    assert len(said) == 2 and all(s.endswith("; kept to be sent again (wap lineage resend)") for s in said), said
+    refused = list(receiver.bodies)
+    assert [b["eventType"] for b in refused] == ["START", "COMPLETE"]
+
+    down: list[str] = []
+    assert resend(cfg, progress=down.append, env=env) == (0, 2) and receiver.count == 3  # stopped at the first
+    assert "still not sent (2 waiting)" in down[0] and "k3y-value" not in down[0]
+    receiver.default = "200"
+    up: list[str] = []
+    assert resend(cfg, progress=up.append, env=env) == (2, 0)
+    assert receiver.bodies[3:] == refused and receiver.auth[-1] == "Bearer k3y-value"
+    assert up == ["2 missed lineage event(s) sent"]
+    assert resend(cfg, progress=up.append, env=env) == (0, 0) and receiver.count == 5
+
+
+def test_cli_lineage_resend(tmp_path: Path, receiver: Any) -> None:
+    from support.cli_harness import wap, write_config
+    from wapflow.config import load_config
+
+    path = write_config(tmp_path, tables='[lineage]\ntransport = "http"\nurl_env = "T_OL_URL"\nmax_attempts = 1\n')
+    cfg = load_config(str(path))
+    receiver.default = "500"
+    assert not emit(
+        cfg, "START", RunRecord("r1", "nyc.trips", "running"), progress=print, env={"T_OL_URL": receiver.base_url}
+    )
+    still = wap("lineage", "resend", "-c", str(path), T_OL_URL=receiver.base_url)
+    assert still.code == 3 and "still not sent (1 waiting)" in still.stdout, still.text
+    receiver.default = "200"
+    done = wap("lineage", "resend", "--within", "1d", "-c", str(path), "--json", T_OL_URL=receiver.base_url)
+    assert done.code == 0 and (done.doc["sent"], done.doc["waiting"]) == (1, 0), done.text
+    none = wap("lineage", "resend", "-c", str(path), T_OL_URL=receiver.base_url)
+    assert none.code == 0 and "no missed lineage event within 7d" in none.stdout, none.text
+    bare = write_config(tmp_path / "bare")
+    assert wap("lineage", "resend", "-c", str(bare)).code == 2

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from support.stores import store_at
 from wapflow.cli import app
 from wapflow.errors import ConfigError
-from wapflow.runs import alerts, ledger, maintenance, metrics, schema  # noqa: F401 - their tables join METADATA
+from wapflow.runs import alerts, ledger, maintenance, metrics, outbox, schema  # noqa: F401 - their tables join METADATA
 from wapflow.runs.store import RunStore
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "stores"

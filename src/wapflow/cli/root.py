@@ -22,6 +22,7 @@ from wapflow.cli import (
     doctor,
     engine,
     ingest,
+    lineage,
     maintain,
     nessie,
     review,
@@ -86,6 +87,7 @@ app.add_typer(demo.demo_app, name="demo", rich_help_panel=START)
 for group, sub in (
     ("engine", engine.engine_app),
     ("alerts", alerts.alerts_app),
+    ("lineage", lineage.lineage_app),
     ("storage", storage.storage_app),
     ("nessie", nessie.nessie_app),
 ):

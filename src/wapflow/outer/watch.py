@@ -36,6 +36,7 @@ TICK_SECONDS = 0.25  # how often pending files and finished workflows are looked
 REVIEW_RETRY_SECONDS = 60.0  # after review timeouts could not be applied (e.g. the catalog unreachable)
 # Alerts whose delivery failed are sent again this often (the first pass one interval after the start), while
 # they are younger than RESEND_WITHIN: a sink down for an hour still gets the blocked and failed runs it missed.
+# Lineage events a receiver missed are sent again on the same passes (for lineage.RESEND_WITHIN).
 RESEND_SECONDS = 300.0
 RESEND_WITHIN = timedelta(days=1)
 
@@ -245,18 +246,22 @@ class Watcher:
                     return
         self._maintain_due(now)
         self._expire_reviews(now)
-        self._resend_alerts(now)
+        self._resend(now)
         self._collect()
 
-    def _resend_alerts(self, now: float) -> None:
-        """Every RESEND_SECONDS: alerts whose delivery failed in the last RESEND_WITHIN, sent again (never fatal:
-        what fails again is said, and tried at the next pass)."""
-        if now < self.next_resend or self.stopping.is_set() or not self.lh.config.alerts.sinks:
+    def _resend(self, now: float) -> None:
+        """Every RESEND_SECONDS: alerts whose delivery failed in the last RESEND_WITHIN, and lineage events the
+        receiver missed, sent again (never fatal: what fails again is said, and tried at the next pass)."""
+        cfg = self.lh.config
+        if now < self.next_resend or self.stopping.is_set() or not (cfg.alerts.sinks or cfg.lineage):
             return
         from wapflow.alerts import resend_failed
+        from wapflow.pipeline import lineage
 
         self.next_resend = now + RESEND_SECONDS
-        resend_failed(self.lh.config, self.lh.store.engine, RESEND_WITHIN, progress=self.say)
+        resend_failed(cfg, self.lh.store.engine, RESEND_WITHIN, progress=self.say)
+        if cfg.lineage is not None:
+            lineage.resend(cfg, progress=self.say)
 
     def _expire_reviews(self, now: float) -> None:
         """review_timeout of the watched tables (wapflow.outer.review): one run store query while nothing is due.

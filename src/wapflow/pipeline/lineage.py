@@ -13,7 +13,8 @@ Events go through the `openlineage-python` client (imported here only, when [lin
 raises: a receiver that is down, slow or answers 5xx costs at most `max_attempts` x `timeout` seconds and one
 warning line, never a run's outcome or exit code. The URL from `url_env` and the API key are never printed.
 Delivery is at least once per event: a run resumed or replayed after a crash may send an event again, with
-the same run id (receivers key on run id and event type).
+the same run id (receivers key on run id and event type). An event the receiver missed is kept in the run
+store's outbox (wapflow.runs.outbox) and sent again by `resend` (`wap lineage resend`, `wap watch`).
 """
 
 from __future__ import annotations
@@ -23,18 +24,20 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from wapflow.config import LineageConfig, WapConfig
 from wapflow.redact import redact
-from wapflow.runs.store import RunRecord
+from wapflow.runs.store import RunRecord, RunStore
 
 if TYPE_CHECKING:
     from openlineage.client.client import OpenLineageClient
     from openlineage.client.event_v2 import RunEvent
+
+    from wapflow.runs.outbox import LineageOutbox
 
 EventType = Literal["START", "COMPLETE", "FAIL", "ABORT"]
 # The event of each way a run ends (a status not named here, e.g. one waiting for a person, sends nothing:
@@ -243,14 +246,95 @@ def emit(
     if lineage is None:
         return False
     env = os.environ if env is None else env
+    event: RunEvent | None = None
     try:
         with _quiet_libraries():
+            event = build_event(cfg, event_type, rec, parent=parent, tables=tables)
             client = client_for(cfg, env)
-            client.emit(build_event(cfg, event_type, rec, parent=parent, tables=tables))
+            client.emit(event)
             client.close(timeout=0)
     except Exception as e:  # noqa: BLE001 - lineage must never change, hide or delay a run's outcome
         text = redact(f"{type(e).__name__}: {e}", _secrets(lineage, env))
         where = lineage.path if lineage.transport == "file" else "the http receiver"
-        progress(f"warning: lineage event {event_type} of run {rec.run_id} not sent to {where}: {text[:300]}")
+        kept = event is not None and _keep(cfg, rec.run_id, event_type, event, text)
+        progress(
+            f"warning: lineage event {event_type} of run {rec.run_id} not sent to {where}: {text[:300]}"
+            + ("; kept to be sent again (wap lineage resend)" if kept else "")
+        )
         return False
     return True
+
+
+def _keep(cfg: WapConfig, run_id: str, event_type: str, event: RunEvent, error: str) -> bool:
+    """A missed event into the run store's outbox (wapflow.runs.outbox); False if even that failed."""
+    from openlineage.client.serde import Serde
+
+    try:
+        with _outbox(cfg) as outbox:
+            outbox.add(run_id=run_id, event_type=event_type, event_json=Serde.to_json(event), error=error)
+    except Exception:  # noqa: BLE001 - the warning already says the event was not sent
+        return False
+    return True
+
+
+@contextmanager
+def _outbox(cfg: WapConfig) -> Iterator[LineageOutbox]:
+    """The run store's lineage outbox, on an engine of its own that is closed after (a watcher opens it every
+    few minutes)."""
+    from wapflow.runs.outbox import LineageOutbox
+
+    engine = RunStore(cfg.run_store_url()).engine
+    try:
+        yield LineageOutbox(engine)
+    finally:
+        engine.dispose()
+
+
+# Missed events one resend pass sends at most (the oldest first), and how long they are kept trying.
+RESEND_LIMIT = 500
+RESEND_WITHIN = timedelta(days=7)
+
+
+def resend(
+    cfg: WapConfig,
+    within: timedelta = RESEND_WITHIN,
+    *,
+    progress: Callable[[str], None],
+    env: Mapping[str, str] | None = None,
+) -> tuple[int, int | None]:
+    """Send again, oldest first, the events [lineage]'s receiver missed in the last `within`: (sent, still
+    waiting; None when the outbox could not be read). A pass stops at the first that fails again (the receiver
+    is still down), said through `progress`; never an exception."""
+    lineage = cfg.lineage
+    if lineage is None:
+        return 0, 0
+    import json
+
+    env = os.environ if env is None else env
+    sent = 0
+    try:
+        with _outbox(cfg) as outbox, _quiet_libraries():
+            rows = outbox.waiting(datetime.now(UTC) - within, RESEND_LIMIT)
+            if not rows:
+                return 0, 0
+            client = client_for(cfg, env)
+            for row in rows:
+                try:
+                    client.transport.emit(json.loads(row["event_json"]))  # a dict: the transport serialises it
+                except Exception as e:  # noqa: BLE001 - said below; the rest waits for the next pass
+                    text = redact(f"{type(e).__name__}: {e}", _secrets(lineage, env))
+                    outbox.failed_again(row["id"], text)
+                    progress(
+                        f"warning: lineage event {row['event_type']} of run {row['run_id']} still not sent "
+                        f"({len(rows) - sent} waiting): {text[:300]}"
+                    )
+                    return sent, len(rows) - sent
+                outbox.sent(row["id"])
+                sent += 1
+            client.close(timeout=0)
+    except Exception as e:  # noqa: BLE001 - lineage never stops what sends it
+        text = redact(f"{type(e).__name__}: {e}", _secrets(lineage, env))
+        progress(f"warning: missed lineage events not sent again: {text[:300]}")
+        return sent, None
+    progress(f"{sent} missed lineage event(s) sent")
+    return sent, 0
