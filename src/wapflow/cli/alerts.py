@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from wapflow.cli.common import ConfigOpt, JsonOpt
+from wapflow.cli.common import ConfigOpt, JsonOpt, WithinOpt, window
 from wapflow.cli.output import Output, out, rows_table
 from wapflow.errors import EXIT_PUBLISHED, EXIT_RUNTIME, ConfigError, WapError, did_you_mean
 
@@ -135,9 +135,7 @@ def check(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
 
 @alerts_app.command("resend")
 def resend(
-    within: Annotated[
-        str, typer.Option("--within", help="Deliveries that failed this recently (a duration: 6h, 1d, 2d12h).")
-    ] = "1d",
+    within: WithinOpt = "1d",
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -145,21 +143,14 @@ def resend(
     --within, to each sink as wap.toml has it now (`wap watch` does it every few minutes). Never one that may have
     arrived: claimed but not finished, or unanswered in time. Exit 0: all sent (or none to send); 3: one failed
     again."""
-    from datetime import timedelta
-
     from wapflow.alerts import resend_failed
     from wapflow.runs.store import RunStore
-    from wapflow.vocabulary import parse_duration
 
     o = Output(as_json)
     try:
         cfg = _load(config)
-        try:
-            window = parse_duration(within)
-        except ValueError as e:
-            raise ConfigError(f"--within {within!r}: {e}", hint="a duration such as 6h, 1d or 2d12h") from None
         store = RunStore(cfg.run_store_url())
-        deliveries = resend_failed(cfg, store.engine, timedelta(seconds=window))
+        deliveries = resend_failed(cfg, store.engine, window(within))
     except WapError as e:
         o.fail(e)
     rows = [d.to_dict() for d in deliveries]

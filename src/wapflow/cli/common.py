@@ -6,6 +6,7 @@ Opening is lazy (imports inside the functions) so that `wap runs` and `wap --hel
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
@@ -23,6 +24,20 @@ ConfigOpt = Annotated[
     str | None, typer.Option("--config", "-c", help="wap.toml to use (default: $WAP_CONFIG, then ./wap.toml).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of tables.")]
+WithinOpt = Annotated[
+    str, typer.Option("--within", help="What failed this recently is sent again (a duration: 12h, 1d, 7d, 2w).")
+]
+
+
+def window(within: str) -> timedelta:
+    """A `--within` duration (wapflow.vocabulary's grammar); a ConfigError (exit 2) naming it otherwise."""
+    from wapflow.errors import ConfigError
+    from wapflow.vocabulary import parse_duration
+
+    try:
+        return timedelta(seconds=parse_duration(within))
+    except ValueError as e:
+        raise ConfigError(f"--within {within!r}: {e}", hint="a duration such as 12h, 1d or 7d") from None
 
 
 def open_lakehouse(config: str | None, output: Output) -> Lakehouse:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from wapflow.cli.common import ConfigOpt, JsonOpt
+from wapflow.cli.common import ConfigOpt, JsonOpt, WithinOpt, window
 from wapflow.cli.output import Output, out
 from wapflow.errors import EXIT_PUBLISHED, EXIT_RUNTIME, ConfigError, WapError
 
@@ -15,20 +13,15 @@ lineage_app = typer.Typer(help="OpenLineage events ([lineage] in wap.toml).", no
 
 @lineage_app.command("resend")
 def resend(
-    within: Annotated[
-        str, typer.Option("--within", help="Events missed this recently (a duration: 12h, 7d, 2w).")
-    ] = "7d",
+    within: WithinOpt = "7d",
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Send again, oldest first, the lineage events the receiver missed (down, an error answered) within --within
     (`wap watch` does it every few minutes). A pass stops at the first that fails again. Exit 0: all sent (or
     none waiting); 3: some still waiting."""
-    from datetime import timedelta
-
     from wapflow.config import load_config
     from wapflow.pipeline import lineage
-    from wapflow.vocabulary import parse_duration
 
     o = Output(as_json)
     said: list[str] = []
@@ -39,11 +32,7 @@ def resend(
                 f"no [lineage] section in {cfg.source or 'the configuration'}",
                 hint='declare one: [lineage] transport = "http", url_env = "OPENLINEAGE_URL"',
             )
-        try:
-            window = timedelta(seconds=parse_duration(within))
-        except ValueError as e:
-            raise ConfigError(f"--within {within!r}: {e}", hint="a duration such as 12h, 7d or 2w") from None
-        sent, waiting = lineage.resend(cfg, window, progress=said.append)
+        sent, waiting = lineage.resend(cfg, window(within), progress=said.append)
     except WapError as e:
         o.fail(e)
     code = EXIT_PUBLISHED if waiting == 0 else EXIT_RUNTIME
