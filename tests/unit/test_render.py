@@ -24,8 +24,17 @@ from wapflow.writing.modes import Changes
 NOW = datetime(2026, 11, 28, 14, 34, 35, tzinfo=UTC)  # a Saturday
 # What the audit gathers for check c0 (counts, a max, a metric, a sum and count, a schema): a batch that passes
 # its checks, one that fails them, and one with nothing (an empty batch, a mean of no rows).
-PASSING = {"c0_f": 0, "c0_n": 480, "c0_max": NOW - timedelta(hours=1), "c0_v": 480.25, "c0_s": 480250.0, "c0_c": 1000}
-FAILING = {"c0_f": 370, "c0_n": 1000, "c0_max": NOW - timedelta(days=30), "c0_v": 759.308, "c0_s": 7.6e5, "c0_c": 1000}
+# The newest timestamp (c0_max) is judged by freshness against the clock, not NOW: an hour and 30 days ago.
+CLOCK = datetime.now(UTC)
+PASSING = {"c0_f": 0, "c0_n": 480, "c0_max": CLOCK - timedelta(hours=1), "c0_v": 480.25, "c0_s": 480250.0, "c0_c": 1000}
+FAILING = {
+    "c0_f": 370,
+    "c0_n": 1000,
+    "c0_max": CLOCK - timedelta(days=30),
+    "c0_v": 759.308,
+    "c0_s": 7.6e5,
+    "c0_c": 1000,
+}
 SCHEMA = {"c0_v": {"trip_id": "bigint", "fare_amount": "decimal(10,2)", "tip": "double"}}
 VALUE_SETS = {"passing": PASSING, "failing": FAILING, "empty": {}, "schema": SCHEMA}
 HISTORY = [212.5, 480.0, 455.1, 501.7, 470.0, 390.2, 610.4, 488.8, 430.0, 515.5, 460.0, 1150.0, 475.3, 499.9]
