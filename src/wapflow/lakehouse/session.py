@@ -343,12 +343,18 @@ def gateway_nodelay(spark: SparkSession) -> None:
         field = cls.getDeclaredField("connections")
         field.setAccessible(True)
         conns = field.get(server)
-        for i in range(conns.size()):
-            sock = conns.get(i).getSocket()
-            if not sock.getTcpNoDelay():
-                sock.setTcpNoDelay(True)
+        count = conns.size()
     except Py4JError:
         return
+    for i in range(count):
+        # Other threads and forked children open and close connections meanwhile: one may have no socket yet
+        # or any more (null), be closed (SocketException) or be gone (IndexOutOfBounds); each is skipped.
+        try:
+            sock = conns.get(i).getSocket()
+            if sock is not None and not sock.getTcpNoDelay():
+                sock.setTcpNoDelay(True)
+        except Py4JError:
+            continue
 
 
 def reset_gateway_nodelay() -> None:
