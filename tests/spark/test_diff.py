@@ -56,6 +56,11 @@ def test_diff_of_a_blocked_append_shows_rows_and_the_null_spike_main_vs_batch(sp
     ids = _column(doc, "trip_id")
     assert (ids["main"]["min"], ids["main"]["max"], ids["batch"]["min"], ids["batch"]["max"]) == (1, 200, 1000, 1099)
     assert {c["column"] for c in doc["columns"]} == {f.name for f in main_data.schema}
+    # Times are shown too, the batch's as main's: the same text as the values written.
+    pickup = _column(doc, "pickup_at")
+    for side, data in (("main", main_data), ("batch", batch_data)):
+        col = data.column("pickup_at")
+        assert (pickup[side]["min"], pickup[side]["max"]) == (str(pc.min(col).as_py()), str(pc.max(col).as_py()))
 
     # The kept branch names the same run; people get the change in words and the columns side by side.
     by_branch = as_json(wap("diff", blocked["branch"], "--config", cfg, "--json"))

@@ -82,6 +82,50 @@ def test_side_by_side_main_vs_batch_with_new_and_missing_columns() -> None:
     assert {c["on"] for c in side_by_side(FileMetrics(rows=0), batch)} == {"new"}
 
 
+def test_a_batchs_dates_times_and_strings_are_recorded_as_text_and_shown_beside_mains(tmp_path: Path) -> None:
+    """The batch's min / max of columns that are not numbers: recorded by the audit as text (the history's
+    `text`, never an anomaly series' value), read back and shown as main's are; binary bounds are not shown."""
+    from wapflow.audit.anomaly import file_bound_texts, file_metric_values
+
+    added = summed_file_metrics(
+        [
+            _file(
+                3,
+                day=(3, 0, date(2026, 2, 1), date(2026, 2, 3)),
+                at=(3, 0, datetime(2026, 2, 1, 6, 30), datetime(2026, 2, 3, 23, 0)),
+                city=(3, 1, "Albany", "Yonkers"),
+                blob=(3, 0, bytearray(b"\x00"), bytearray(b"\xff")),
+                fare=(3, 0, 1.5, 9.0),
+            )
+        ]
+    )
+    texts = file_bound_texts(added)
+    assert texts == {
+        ("min", "day"): "2026-02-01",
+        ("max", "day"): "2026-02-03",
+        ("min", "at"): "2026-02-01 06:30:00",
+        ("max", "at"): "2026-02-03 23:00:00",
+        ("min", "city"): "Albany",
+        ("max", "city"): "Yonkers",
+    }
+    history = MetricHistory(RunStore(f"sqlite:///{tmp_path / 'runs.db'}").engine)
+    history.record("r1", "t.x", datetime(2026, 2, 4, tzinfo=UTC), {**file_metric_values(added), **texts})
+    batch = history.of_run("r1", "t.x")
+    assert history.published("t.x", "min", "day", 30) == []  # a run of no status counts as published: none
+    assert history.published("t.x", "min", "fare", 30) == [1.5]
+    main = summed_file_metrics(
+        [_file(5, day=(5, 0, date(2026, 1, 1), date(2026, 1, 31)), city=(5, 0, "Albany", "Troy"))]
+    )
+    cols = {c["column"]: c for c in side_by_side(main, batch)}
+    assert (cols["day"]["main"]["min"], cols["day"]["main"]["max"]) == ("2026-01-01", "2026-01-31")
+    assert (cols["day"]["batch"]["min"], cols["day"]["batch"]["max"]) == ("2026-02-01", "2026-02-03")
+    assert (cols["city"]["batch"]["min"], cols["city"]["batch"]["max"]) == ("Albany", "Yonkers")
+    assert cols["city"]["batch"]["null_fraction"] == pytest.approx(1 / 3)
+    assert (cols["at"]["batch"]["min"], cols["at"]["batch"]["max"]) == ("2026-02-01 06:30:00", "2026-02-03 23:00:00")
+    assert (cols["fare"]["batch"]["min"], cols["fare"]["batch"]["max"]) == (1.5, 9.0)
+    assert "blob" not in {c for (_, c) in texts} and cols["blob"]["batch"]["min"] is None
+
+
 def test_run_rows_from_the_change_line_the_change_metrics_or_the_rows_written() -> None:
     merge = RunRecord(
         run_id="m",

@@ -800,6 +800,27 @@ def as_number(v: Any) -> float | None:
     return None
 
 
+def bound_text(v: Any) -> str | None:
+    """A column bound that is not a number (a date, a time, a string) as `wap diff` shows it, main's and a
+    batch's alike; None for numbers, booleans and bytes (binary bounds say nothing to a reader). Strings are
+    as Iceberg keeps them: their first 16 characters, an upper bound rounded up past that."""
+    if v is None or isinstance(v, (bool, bytes, bytearray)) or as_number(v) is not None:
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+def file_bound_texts(fm: FileMetrics) -> dict[tuple[str, str], str]:
+    """The min and max of the columns that are not numbers (dates, times, strings) of data files, as text: what
+    an audited run records beside file_metric_values for `wap diff` to show (no anomaly check reads them)."""
+    out: dict[tuple[str, str], str] = {}
+    for name, bounds in (("min", fm.lower), ("max", fm.upper)):
+        for col, v in bounds.items():
+            text = bound_text(v)
+            if text is not None:
+                out[(name, col)] = text
+    return out
+
+
 def file_metric_values(fm: FileMetrics) -> dict[tuple[str, str], float]:
     """What the metric history keeps of data files' column metrics (Iceberg metadata, no scan): per column the
     null fraction, and the min and max of numeric columns. An audited run's added files and each append a

@@ -5,7 +5,8 @@ updated, deleted, replaced; a merge's sample keys of each), and per column main 
 fraction, min, max (mean where the batch's metric history has it). Nothing here scans data:
 - the batch side is what the run's audit recorded: its change (the `changes` line of its audit, else its
   change metrics), a merge's sample keys (that line's samples, taken by the audit's own bounded job:
-  wapflow.service.runs.change_keys) and its rows in the metric history (wapflow.runs.metrics);
+  wapflow.service.runs.change_keys) and its rows in the metric history (wapflow.runs.metrics; the bounds of
+  dates, times and strings as text);
 - main's side is Iceberg metadata: the column metrics of main's live data files, summed as the audit sums a
   run's added files (wapflow.audit.metrics.summed_file_metrics), no data file read. Where wapflow reads the
   catalog itself and PyIceberg is installed, main's manifests are read here and no JVM starts
@@ -22,7 +23,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from wapflow.audit.anomaly import SCHEMA_METRIC, as_number
+from wapflow.audit.anomaly import SCHEMA_METRIC, as_number, bound_text
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import NotFound, UsageError, WapError, did_you_mean
 from wapflow.runs.metrics import PUBLISHED, MetricHistory
@@ -47,7 +48,7 @@ class SideDoc(TypedDict):
     """One column on one side (main, or the batch)."""
 
     null_fraction: float | None
-    min: Any  # a number; main's bounds of other types (dates, strings) as Iceberg keeps them
+    min: Any  # a number, or a date's, time's or string's bound as text (strings: as Iceberg keeps them)
     max: Any
     mean: float | None  # the batch's, where an anomaly check measured it; never main's (not in metadata)
 
@@ -98,11 +99,12 @@ def _side(null_fraction: float | None, lo: Any, hi: Any, mean: float | None = No
 
 
 def _shown(v: Any) -> Any:
-    """A bound as JSON can carry it: numbers as floats or ints, other values (dates, strings) as text."""
+    """A bound as JSON can carry it: numbers as floats or ints, other values (dates, strings) as text, main's
+    as a batch's (anomaly.bound_text)."""
     if v is None or isinstance(v, (int, float, str)):  # (bools too)
         return v
     number = as_number(v)
-    return number if number is not None else str(v)
+    return number if number is not None else bound_text(v)
 
 
 def side_by_side(main: FileMetrics, batch: Mapping[tuple[str, str], float | str]) -> list[ColumnDiffDoc]:
@@ -118,6 +120,11 @@ def side_by_side(main: FileMetrics, batch: Mapping[tuple[str, str], float | str]
         v = batch.get((metric, col))
         return float(v) if isinstance(v, (int, float)) else None
 
+    def bound(metric: str, col: str) -> float | str | None:
+        """A number, or the text of a date's, time's or string's bound (anomaly.file_bound_texts)."""
+        v = batch.get((metric, col))
+        return float(v) if isinstance(v, (int, float)) else v
+
     def main_side(col: str) -> SideDoc:
         nulls = main.null_counts.get(col)
         frac = nulls / main.rows if nulls is not None and main.rows else None
@@ -125,7 +132,7 @@ def side_by_side(main: FileMetrics, batch: Mapping[tuple[str, str], float | str]
 
     out: list[ColumnDiffDoc] = []
     for col in batch_cols:
-        mine = _side(num("null_fraction", col), num("min", col), num("max", col), num("mean", col))
+        mine = _side(num("null_fraction", col), bound("min", col), bound("max", col), num("mean", col))
         on_main = col in main.columns
         out.append(
             {

@@ -291,7 +291,11 @@ def trend(src: Sources, table: str, metric: str = "row_count", column: str = "",
     # The shown runs, and behind them the history their recomputed bands are made of (a weekly band: `window`
     # weeks), and the year of runs their tails were learned from.
     depth = runs + max(window, TAIL_MEMORY) * (7 if weekly else 1)
-    rows = [r for r in history.read(table, metric=metric, column=column or None, runs=depth) if r.column == column]
+    rows = [  # numbers only: a date's or string's bounds are recorded as text, for `wap diff`
+        r
+        for r in history.read(table, metric=metric, column=column or None, runs=depth)
+        if r.column == column and r.value is not None
+    ]
     rows.sort(key=lambda r: (r.run_at, r.run_id))
     shown = {(r.run_at, r.run_id) for r in rows[-runs:]}
     recorded = _recorded(src, (run_id for _, run_id in shown), watch.check)

@@ -9,7 +9,14 @@ from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from wapflow.audit.anomaly import CHANGE_METRICS, SCHEMA_METRIC, day_at, file_metric_values, same_day
+from wapflow.audit.anomaly import (
+    CHANGE_METRICS,
+    SCHEMA_METRIC,
+    day_at,
+    file_bound_texts,
+    file_metric_values,
+    same_day,
+)
 from wapflow.audit.batch_checks import schema_of
 from wapflow.audit.calendars import holiday_near
 from wapflow.audit.checks import AuditPlan, FileMetrics, evaluate
@@ -293,6 +300,7 @@ def batch_metrics(
     out: dict[tuple[str, str], float | str] = {("row_count", ""): float(report.rows)}
     if fm is not None:
         out.update(file_metric_values(fm))
+        out.update(file_bound_texts(fm))  # dates, times, strings: text, for `wap diff`
     for m in report.metrics:
         v = m["value"]
         out[(str(m["metric"]), str(m["column"]))] = v if isinstance(v, str) else float(v)
