@@ -268,6 +268,31 @@ def test_notable_column_changes_of_a_diff() -> None:
     first = summary({**doc, "columns": [cols[4]]})  # type: ignore[arg-type,typeddict-item]
     assert first["notable"] == [] and first["text"] == "add 5 row(s)"  # a first batch: every column is new
 
+    # Dates and times (text) are placed on a line as numbers are; other strings never are notable by bounds.
+    def span(lo: str, hi: str) -> dict[str, object]:
+        return {"null_fraction": 0.0, "min": lo, "max": hi, "mean": None}
+
+    dated = [
+        {
+            "column": "day",
+            "on": "both",
+            "main": span("2026-01-01", "2026-01-31"),
+            "batch": span("2026-02-01", "2026-02-02"),
+        },
+        {
+            "column": "at",
+            "on": "both",
+            "main": span("2026-01-01 00:00:00", "2026-01-31 00:00:00"),
+            "batch": span("2036-02-01 00:00:00", "2036-02-01 10:00:00"),
+        },
+        {"column": "city", "on": "both", "main": span("Albany", "Troy"), "batch": span("Zzyzx", "Zzyzx")},
+    ]
+    assert [notable_change(c) for c in dated] == [  # type: ignore[arg-type]
+        None,  # the next days: a batch's worth past main's max
+        "at: max 2026-01-31 00:00:00 → 2036-02-01 10:00:00",
+        None,
+    ]
+
 
 def test_who_may_decide_on_the_dashboard() -> None:
     from wapflow.service.review_queue import token_matches, writes_allowed

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from wapflow.audit.anomaly import SCHEMA_METRIC, as_number, bound_text
@@ -241,6 +242,19 @@ def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def _position(v: Any) -> float | None:
+    """A bound on a line: a number, or a date's or time's text as seconds since 1970 (a batch dated ten years
+    past main's range is as notable as a fare ten times its max); None for other text (strings)."""
+    number = as_number(v)
+    if number is not None or not isinstance(v, str):
+        return number
+    try:
+        at = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+
+
 def notable_change(col: ColumnDiffDoc) -> str | None:
     """What changed notably in one column main → batch, in words (None: nothing notable)."""
     name, main, batch = col["column"], col["main"], col["batch"]
@@ -252,10 +266,10 @@ def notable_change(col: ColumnDiffDoc) -> str | None:
     before, after = main["null_fraction"], batch["null_fraction"]
     if before is not None and after is not None and abs(after - before) >= NOTABLE_NULL_SHIFT:
         parts.append(f"null fraction {_fmt(before)} → {_fmt(after)}")
-    lo, hi = as_number(main["min"]), as_number(main["max"])
+    lo, hi = _position(main["min"]), _position(main["max"])
     if lo is not None and hi is not None:
         width = hi - lo
-        b_lo, b_hi = as_number(batch["min"]), as_number(batch["max"])
+        b_lo, b_hi = _position(batch["min"]), _position(batch["max"])
         if b_lo is not None and b_lo < lo - width:
             parts.append(f"min {_fmt(main['min'])} → {_fmt(batch['min'])}")
         if b_hi is not None and b_hi > hi + width:
