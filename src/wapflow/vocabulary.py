@@ -133,3 +133,12 @@ def parse_duration(value: str | float) -> float:
             "or a plain number of seconds"
         )
     return sum(float(n) * DURATION_UNITS[u] for n, u in parts)
+
+
+def span_text(seconds: float) -> str:
+    """A duration in the grammar above, in its largest whole unit: 30d, 36h, 90m, 45s (2.5s as it is)."""
+    for unit in ("w", "d", "h", "m"):
+        size = DURATION_UNITS[unit]
+        if seconds >= size and float(seconds / size).is_integer():
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:g}s"

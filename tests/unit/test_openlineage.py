@@ -236,6 +236,57 @@ def test_events_a_receiver_missed_are_kept_and_sent_again_in_order(tmp_path: Pat
     assert resend(cfg, progress=up.append, env=env) == (0, 0) and receiver.count == 5
 
 
+def test_events_missed_over_30_days_ago_are_dropped_and_said(tmp_path: Path, receiver: Any) -> None:
+    """The outbox does not grow without end behind a receiver that is gone: a pass drops what was missed over
+    30 days ago (or over its own longer --within ago), says how many, and sends the rest, oldest first."""
+    from datetime import UTC, datetime, timedelta
+
+    import sqlalchemy as sa
+
+    from wapflow.pipeline.lineage import resend
+    from wapflow.runs.outbox import outbox_table
+
+    cfg = _cfg(tmp_path, {"transport": "http", "url_env": "T_OL_URL", "timeout": 1, "max_attempts": 1})
+    env = {"T_OL_URL": receiver.base_url}
+    engine = sa.create_engine(cfg.run_store_url())
+
+    def missed(ages: dict[str, timedelta]) -> list[str]:
+        """START events of these runs missed by a receiver answering 500, `age` ago; their run ids as sent."""
+        receiver.default = "500"
+        before = len(receiver.bodies)
+        for run in ages:
+            assert not emit(cfg, "START", RunRecord(run, "nyc.trips", "running"), progress=lambda _: None, env=env)
+        now = datetime.now(UTC)
+        with engine.begin() as conn:
+            for run, age in ages.items():
+                conn.execute(outbox_table.update().where(outbox_table.c.run_id == run).values(created_at=now - age))
+        receiver.default = "200"
+        return [b["run"]["runId"] for b in receiver.bodies[before:]]
+
+    def sent_since(n: int) -> list[str]:
+        return [b["run"]["runId"] for b in receiver.bodies[n:]]
+
+    old, older, new = missed({"old": timedelta(days=31), "older": timedelta(days=45), "new": timedelta(hours=1)})
+    said: list[str] = []
+    n = len(receiver.bodies)
+    # A pass reaching back 40 days sends the 31-day-old event with the new one; the 45-day-old one is dropped.
+    assert resend(cfg, timedelta(days=40), progress=said.append, env=env) == (2, 0)
+    assert said[0] == "warning: 1 lineage event(s) missed over 40d ago dropped, never sent", said
+    assert sent_since(n) == [old, new]
+
+    # At the default (7 days back), what is over 30 days old is dropped; between 7 and 30 days old is kept.
+    (stale, kept) = missed({"stale": timedelta(days=31), "kept": timedelta(days=8)})
+    said.clear()
+    n = len(receiver.bodies)
+    assert resend(cfg, progress=said.append, env=env) == (0, 0) and sent_since(n) == []
+    assert said[0] == "warning: 1 lineage event(s) missed over 30d ago dropped, never sent", said
+    with engine.connect() as conn:
+        assert [r[0] for r in conn.execute(sa.select(outbox_table.c.run_id))] == ["kept"]
+    assert resend(cfg, timedelta(days=9), progress=said.append, env=env) == (1, 0) and sent_since(n) == [kept]
+    assert older not in sent_since(0)[3:] and stale not in sent_since(n)
+    engine.dispose()
+
+
 def test_cli_lineage_resend(tmp_path: Path, receiver: Any) -> None:
     from support.cli_harness import wap, write_config
     from wapflow.config import load_config

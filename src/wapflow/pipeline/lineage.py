@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 from wapflow.config import LineageConfig, WapConfig
 from wapflow.redact import redact
 from wapflow.runs.store import RunRecord, RunStore
+from wapflow.vocabulary import span_text
 
 if TYPE_CHECKING:
     from openlineage.client.client import OpenLineageClient
@@ -293,6 +294,9 @@ def _outbox(cfg: WapConfig) -> Iterator[LineageOutbox]:
 # Missed events one resend pass sends at most (the oldest first), and how long they are kept trying.
 RESEND_LIMIT = 500
 RESEND_WITHIN = timedelta(days=7)
+# Missed events older than this (or than a pass's longer `within`) are dropped by the next pass: the outbox
+# does not grow without end behind a receiver that is gone.
+OUTBOX_KEEP = timedelta(days=30)
 
 
 def resend(
@@ -304,7 +308,8 @@ def resend(
 ) -> tuple[int, int | None]:
     """Send again, oldest first, the events [lineage]'s receiver missed in the last `within`: (sent, still
     waiting; None when the outbox could not be read). A pass stops at the first that fails again (the receiver
-    is still down), said through `progress`; never an exception."""
+    is still down), said through `progress`; never an exception. Events older than OUTBOX_KEEP (or `within`,
+    if longer) are dropped first, said as a warning."""
     lineage = cfg.lineage
     if lineage is None:
         return 0, 0
@@ -314,7 +319,13 @@ def resend(
     sent = 0
     try:
         with _outbox(cfg) as outbox, _quiet_libraries():
-            rows = outbox.waiting(datetime.now(UTC) - within, RESEND_LIMIT)
+            now = datetime.now(UTC)
+            keep = max(within, OUTBOX_KEEP)
+            dropped = outbox.forget(now - keep)
+            if dropped:
+                ago = span_text(keep.total_seconds())
+                progress(f"warning: {dropped} lineage event(s) missed over {ago} ago dropped, never sent")
+            rows = outbox.waiting(now - within, RESEND_LIMIT)
             if not rows:
                 return 0, 0
             client = client_for(cfg, env)

@@ -1,7 +1,8 @@
 """Lineage events a receiver missed (wap_lineage_outbox, in the run store's database): kept as sent, to be sent
 again (wapflow.pipeline.lineage.resend: `wap lineage resend`, and `wap watch` every few minutes).
 
-A row is written when sending an event failed, and deleted once a later try is answered. Delivery stays at
+A row is written when sending an event failed, and deleted once a later try is answered, or given up after
+OUTBOX_KEEP (wapflow.pipeline.lineage.resend drops older rows). Delivery stays at
 least once, as OpenLineage receivers expect (they key on run id and event type): a resend that was answered
 after its row was read by another resend may send the event twice, never zero times.
 """
@@ -58,6 +59,12 @@ class LineageOutbox:
     def sent(self, row_id: int) -> None:
         with self.engine.begin() as conn:
             conn.execute(outbox_table.delete().where(outbox_table.c.id == row_id))
+
+    def forget(self, before: datetime) -> int:
+        """Drop the events missed before `before` (given up: a receiver down that long has been told by its
+        operator, or was replaced); how many were dropped."""
+        with self.engine.begin() as conn:
+            return conn.execute(outbox_table.delete().where(outbox_table.c.created_at < before)).rowcount or 0
 
     def failed_again(self, row_id: int, error: str) -> None:
         t = outbox_table.c
