@@ -699,3 +699,55 @@ def test_maintain_on_nessie_compacts_on_main_and_leaves_gc_to_nessie_gc(nessie_l
     for action in ("properties", "expire_snapshots", "remove_orphans"):
         assert recs[action].status == "skipped" and "nessie-gc" in recs[action].figures["skipped"]
     assert recs["compact"].status == "done" and recs["compact"].figures["rewritten_data_files"] == 4
+
+
+def _nessie_main_ids(lh: Lakehouse, table: str) -> list[int]:
+    """trip ids on main of a Nessie table, read by PyIceberg from the metadata Nessie's main points at."""
+    from pyiceberg.table import StaticTable
+
+    t = TableName.parse(table)
+    content = lh.nessie.content("main", (*t.namespace, t.name))
+    if content is None:
+        return []
+    return sorted(StaticTable.from_metadata(content["metadataLocation"]).scan().to_arrow()["trip_id"].to_pylist())
+
+
+def test_review_on_nessie_holds_a_run_on_its_branch_then_approve_merges_it_and_reject_drops_it(nessie_lh, landing, ns):
+    """review = "always" on a Nessie catalog: a passed run waits on its Nessie branch (main's hash unchanged),
+    `approve` merges it (one commit on main carrying the run id; who and why in the run store and on the table's
+    snapshot), `reject` deletes the branch; main read back by PyIceberg from Nessie's content API."""
+    from wapflow import api
+    from wapflow.lakehouse.model import APPROVAL_REASON_PROP, APPROVED_BY_PROP
+    from wapflow.service.diff import diff
+
+    table = f"{ns}.trips"
+    lh = nessie_lh({table: {"checks": TRIPS_CHECKS, "review": "always"}})
+    before = main_hash(lh)
+    held = run_wap(lh, table, [str(trips_file(landing, "a.parquet", 120))])
+    assert held.status == "awaiting_review" and held.branch_kept, held.message
+    assert main_hash(lh) == before and _nessie_main_ids(lh, table) == []
+    assert lh.nessie.get_reference(held.branch) is not None
+    shown = diff(lh, held.run_id)  # what approving would change, read while the run waits
+    assert shown["rows"] is not None and shown["rows"]["added"] == 120 and shown["status"] == "awaiting_review"
+
+    done = api.approve(lh, held.run_id, reason="counts match the export", by="alice")
+    assert done.status == "published", done.message
+    assert _nessie_main_ids(lh, table) == list(range(1, 121))
+    assert lh.nessie.get_reference(held.branch) is None and main_hash(lh) != before
+    assert lh.nessie.log("main", limit=5)[0].run_id == held.run_id
+    rec = lh.store.get(held.run_id)
+    assert rec is not None and (rec.status, rec.review, rec.review_by) == ("published", "approved", "alice")
+    snap = lh.tables.snapshots(TableName.parse(table))[lh.tables.head(TableName.parse(table))]
+    assert snap.summary[APPROVED_BY_PROP] == "alice"
+    assert snap.summary[APPROVAL_REASON_PROP] == "counts match the export"
+
+    # A second run held, then rejected: its Nessie branch is deleted, main keeps only the first run's rows.
+    second = run_wap(lh, table, [str(trips_file(landing, "b.parquet", 50, start_id=1000, seed=4))])
+    assert second.status == "awaiting_review" and lh.nessie.get_reference(second.branch) is not None
+    after_first = main_hash(lh)
+    dropped = api.reject(lh, second.run_id, reason="wrong export", by="bob")
+    assert dropped["status"] == "rejected" and dropped["dropped"] is True
+    assert lh.nessie.get_reference(second.branch) is None and main_hash(lh) == after_first
+    assert _nessie_main_ids(lh, table) == list(range(1, 121))
+    rec = lh.store.get(second.run_id)
+    assert rec is not None and (rec.status, rec.review_by, rec.review_reason) == ("rejected", "bob", "wrong export")
