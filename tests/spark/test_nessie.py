@@ -751,3 +751,51 @@ def test_review_on_nessie_holds_a_run_on_its_branch_then_approve_merges_it_and_r
     assert _nessie_main_ids(lh, table) == list(range(1, 121))
     rec = lh.store.get(second.run_id)
     assert rec is not None and (rec.status, rec.review_by, rec.review_reason) == ("rejected", "bob", "wrong export")
+
+
+def test_review_of_a_multi_table_run_on_nessie_holds_both_and_one_approval_merges_both_in_one_commit(
+    nessie_lh, landing, ns
+):
+    """review = "always" on one table of a Nessie multi-table run holds the whole run on its one Nessie branch;
+    approving the run's id merges both tables in one commit on main; a second held run rejected deletes its
+    branch and leaves main as it was."""
+    from wapflow import api
+
+    shop = _shop(ns)
+    shop[f"{ns}.orders"]["review"] = "always"
+    lh = nessie_lh(shop)
+    before = main_hash(lh)
+    orders_t, items_t = TableName.parse(f"{ns}.orders"), TableName.parse(f"{ns}.items")
+
+    def run(tag: str, order_ids: list[int]) -> Any:
+        return MultiWapRun(
+            lh,
+            [
+                (f"{ns}.orders", [str(_orders(landing / f"o{tag}.parquet", order_ids))]),
+                (f"{ns}.items", [str(_items(landing / f"i{tag}.parquet", order_ids))]),
+            ],
+        ).run()
+
+    held = run("1", [1, 2, 3])
+    assert held.status == "awaiting_review" and held.exit_code == 6, held.message
+    assert main_hash(lh) == before and lh.nessie.get_reference(held.branch) is not None
+    assert {m.status for m in lh.store.group(held.run_id)} == {"awaiting_review"}
+
+    done = api.approve(lh, held.run_id, reason="both tables checked", by="alice")
+    assert done.status == "published", done.message
+    log = lh.nessie.log("main", limit=10, with_keys=True)
+    new = list(log[: [c.hash for c in log].index(before)])
+    assert len(new) == 1 and new[0].run_id == held.run_id  # both tables in one merge
+    assert {orders_t.dotted, items_t.dotted} <= set(new[0].keys)
+    assert lh.tables.row_count(orders_t) == 3 and lh.tables.row_count(items_t) == 3
+    assert lh.nessie.get_reference(held.branch) is None
+    assert {(m.status, m.review_by) for m in lh.store.group(held.run_id)} == {("published", "alice")}
+
+    second = run("2", [4, 5])
+    assert second.status == "awaiting_review", second.message
+    after_first = main_hash(lh)
+    doc = api.reject(lh, second.run_id, reason="wrong day", by="bob")
+    assert doc["status"] == "rejected" and len(doc["tables"]) == 2, doc
+    assert lh.nessie.get_reference(second.branch) is None and main_hash(lh) == after_first
+    assert lh.tables.row_count(orders_t) == 3 and lh.tables.row_count(items_t) == 3
+    assert {m.status for m in lh.store.group(second.run_id)} == {"rejected"}
