@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from datetime import time as dtime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from wapflow.audit.metrics import FileMetrics
 
@@ -800,6 +800,9 @@ def as_number(v: Any) -> float | None:
     return None
 
 
+_V = TypeVar("_V", float, str)
+
+
 def bound_text(v: Any) -> str | None:
     """A column bound that is not a number (a date, a time, a string) as `wap diff` shows it, main's and a
     batch's alike; None for numbers, booleans and bytes (binary bounds say nothing to a reader). Strings are
@@ -812,12 +815,17 @@ def bound_text(v: Any) -> str | None:
 def file_bound_texts(fm: FileMetrics) -> dict[tuple[str, str], str]:
     """The min and max of the columns that are not numbers (dates, times, strings) of data files, as text: what
     an audited run records beside file_metric_values for `wap diff` to show (no anomaly check reads them)."""
-    out: dict[tuple[str, str], str] = {}
+    return _bounds(fm, bound_text)
+
+
+def _bounds(fm: FileMetrics, convert: Callable[[Any], _V | None]) -> dict[tuple[str, str], _V]:
+    """("min" | "max", column) -> each bound `convert` keeps (not None)."""
+    out: dict[tuple[str, str], _V] = {}
     for name, bounds in (("min", fm.lower), ("max", fm.upper)):
         for col, v in bounds.items():
-            text = bound_text(v)
-            if text is not None:
-                out[(name, col)] = text
+            kept = convert(v)
+            if kept is not None:
+                out[(name, col)] = kept
     return out
 
 
@@ -829,9 +837,5 @@ def file_metric_values(fm: FileMetrics) -> dict[tuple[str, str], float]:
     for col, nulls in fm.null_counts.items():
         if nulls is not None and fm.rows:
             out[("null_fraction", col)] = nulls / fm.rows
-    for name, bounds in (("min", fm.lower), ("max", fm.upper)):
-        for col, v in bounds.items():
-            number = as_number(v)
-            if number is not None:
-                out[(name, col)] = number
+    out.update(_bounds(fm, as_number))
     return out
