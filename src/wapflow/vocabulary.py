@@ -95,8 +95,9 @@ def quarantine_table_name(table: str) -> str:
 
 
 def staging_table_name(table: str, run_id: str) -> str:
-    """Where a run's batch waits under schema = "add_columns" until publish (a bare table name)."""
-    return f"{table}{STAGING_INFIX}{run_id}"
+    """Where a run's batch waits under schema = "add_columns" until publish (a bare table name; a group member's
+    run id, `<run id>-<n>`, with an underscore for the dash, so the name is a plain identifier)."""
+    return f"{table}{STAGING_INFIX}{run_id.replace('-', '_')}"
 
 
 # --- Durations ----------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
     from wapflow.config import WapConfig
-    from wapflow.lakehouse.branches import RunSlice
+    from wapflow.lakehouse.refs import RunSlice
 
 T = TypeVar("T")
 _THREADS = 8  # tables planned and staged side by side

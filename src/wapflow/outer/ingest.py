@@ -532,7 +532,7 @@ class Ingest:
         if res.branch:
             tables = [TableName.parse(t) for t in [self.src.table, *self.models]]
             try:
-                self.lh.branches.discard(res.branch, [*tables, *(quarantine_of(t) for t in tables)])
+                self.lh.iceberg.discard(res.branch, [*tables, *(quarantine_of(t) for t in tables)])
             except Exception as e:  # noqa: BLE001 - a leftover branch is clutter, not a reason to stop
                 self.lh.progress(f"warning: could not drop branch {res.branch} of the split batch: {e}")
             rec = self.lh.store.get(res.run_id)
@@ -565,7 +565,7 @@ def check_consent(lh: Lakehouse, source: Source, *, no_checks: bool, flag: str |
     for name in models:
         own = len(lh.config.table(name).checks) + len(lh.config.models[name].checks)
         lh.config.audit_consent(name, checks=own, no_checks=no_checks, flag=flag)
-    why = lh.why_not_together() if models else None
+    why = lh.iceberg.why_not_together() if models else None
     if why is not None:
         raise ConfigError(
             f"source {source.name}'s batches run the models that read {source.table} ({', '.join(models)}) and "
