@@ -156,14 +156,14 @@ class TableBranchCatalog(CatalogReads):
 
     def create(self, table: TableName, branch: str) -> int | None:
         """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
-        return self._committing(table, lambda: self.tables.create_branch(table, branch))
+        return self._committing(table, lambda: self.tables.commits.create_branch(table, branch))
 
     def exists(self, table: TableName, branch: str) -> bool:
         ref = self.tables.refs(table).get(branch)
         return ref is not None and ref.type == "BRANCH"
 
     def drop(self, table: TableName, branch: str) -> None:
-        self._committing(table, lambda: self.tables.drop_branch(table, branch))
+        self._committing(table, lambda: self.tables.commits.drop_branch(table, branch))
 
     def write_target(self, table: TableName, branch: str) -> str:
         """The branch in the identifier (`t`.`branch_b`), which must exist. Not `writeTo(t).option("branch", b)`:
@@ -238,7 +238,7 @@ class TableBranchCatalog(CatalogReads):
         concurrent run's rows are kept."""
         try:
             moved_to, dropped = self._committing(
-                table, lambda: self.tables.fast_forward(table, branch, drop=True), _PUBLISH_RETRIES
+                table, lambda: self.tables.commits.fast_forward(table, branch, drop=True), _PUBLISH_RETRIES
             )
             return Published(moved_to, "fast_forward", branch_dropped=dropped)
         except Exception as e:
@@ -284,7 +284,7 @@ class TableBranchCatalog(CatalogReads):
         return Published(current, "cherry_pick")
 
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
-        return self.tables.cherry_pick(table, snapshot_id)  # the session's commit layer (lakehouse.commits)
+        return self.tables.commits.cherry_pick(table, snapshot_id)  # the session's commit layer (lakehouse.commits)
 
     def audit_view(self, table: TableName, branch: str, base: int | None, group: Sequence[TableName] = ()) -> AuditView:
         """main of any table at its head when first read; the heads are pinned, and publish re-checks

@@ -122,7 +122,7 @@ class Lakehouse:
         )
 
     def _pyiceberg_catalog(self) -> PyIcebergCatalog:
-        """The catalog through PyIceberg, for what a Spark Connect session cannot commit (Tables.remove_added_files);
+        """The catalog through PyIceberg, for what a Spark Connect session cannot commit (Commits.remove_added_files);
         opened once."""
         from wapflow.lakehouse.pyiceberg_client import open_catalog
 
