@@ -31,6 +31,7 @@ from wapflow.pipeline.steps import audit as audit_step
 from wapflow.pipeline.steps import prepare as prepare_step
 from wapflow.pipeline.steps import write as write_step
 from wapflow.pipeline.steps.context import Run
+from wapflow.pipeline.steps.publish import publish
 from wapflow.pipeline.steps.record import fail, result_of
 from wapflow.runs.store import current_owner
 from wapflow.spark import errors as spark_errors
@@ -107,8 +108,6 @@ class Group:
     def step(self, name: Step, only: Sequence[Run] | None = None) -> WapError | None:
         """Step `name` over every member (`only`: over these, the ones a filling group just added), publish once
         over all; the first failure fails the whole group (returned, and recorded on every member)."""
-        from wapflow.pipeline.steps.publish import publish
-
         members = list(only) if only is not None else (self.ordered() if name == "write" else self.members)
         current: Run | None = None
         try:

@@ -11,7 +11,7 @@ main only cleans up."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from wapflow.errors import CommitConflict, PublishConflict, UsageError
 from wapflow.faults import crash_point
@@ -24,7 +24,32 @@ from wapflow.runs.store import APPROVED
 from wapflow.writing.modes import Changes
 
 if TYPE_CHECKING:
-    from wapflow.pipeline.group import Group
+    from wapflow.lakehouse.lakehouse import Lakehouse
+    from wapflow.sql.identifiers import TableName
+
+
+class Group(Protocol):
+    """What publish reads and sets of a run: its tables (`members`), sandbox and outcome (wapflow.pipeline.group)."""
+
+    lh: Lakehouse
+    run_id: str
+    branch: str
+    members: list[Run]
+    reapplied: int
+
+    @property
+    def several(self) -> bool:
+        """Tables published in one atomic commit (not a run of one table)."""
+        ...
+
+    def tables(self) -> list[TableName]:
+        """Every table the run writes."""
+        ...
+
+    def end(self, message: str, *, announce: bool | None = None) -> None:
+        """The run has ended: records saved, lineage told."""
+        ...
+
 
 # A merge or replace re-applied this many times on a main that kept moving fails as a transient conflict.
 MAX_REAPPLY = 3
