@@ -21,10 +21,11 @@ from wapflow.lakehouse.model import (
     Snapshot,
     refs_of,
     row_change_properties,
+    snapshot_property_confs,
     snapshots_of,
 )
 from wapflow.lakehouse.reads import SnapshotReads
-from wapflow.spark.shared_session import sql_with_properties
+from wapflow.spark.shared_session import sql_with_confs
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ class Tables(SnapshotReads):
         """The table's Iceberg format version: its metadata JSON's, or Spark's `format-version` property."""
         meta = self._metadata(table)
         if meta is not None:
-            return int(meta.get("format-version", 1))
+            return int(meta.get(FORMAT_VERSION_PROP, 1))
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.ident(table)} ({sql_string(FORMAT_VERSION_PROP)})").collect()
         value = str(rows[0]["value"]) if rows else "1"
         return int(value) if value.isdigit() else 1
@@ -173,11 +174,11 @@ class Tables(SnapshotReads):
         and stable in v3) through a subquery, which Spark evaluates itself."""
         ident = self.ident(table)
         seqs = ", ".join(str(int(n)) for n in sequence_numbers)
-        sql_with_properties(
+        sql_with_confs(
             self.spark,
             f"DELETE FROM {ident} WHERE _row_id IN "
             f"(SELECT _row_id FROM {ident} WHERE _last_updated_sequence_number IN ({seqs}))",
-            properties,
+            snapshot_property_confs(properties),
         )
         self.refresh(table)
         head = self.head(table, "main")

@@ -57,6 +57,7 @@ from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity
+from wapflow.vocabulary import DISCARDED
 
 
 def files_exit_code(states: set[str]) -> int:
@@ -541,7 +542,7 @@ class Ingest:
                 recs = self.lh.store.group(rec.group_id) or recs  # the models' records went with the batch
             for r in recs:
                 r.branch_kept = False
-                r.status = "discarded" if r.status == "blocked" else r.status
+                r.status = DISCARDED if r.status == "blocked" else r.status
                 self.lh.store.save(r)
         why = "blocked" if res.status == "blocked" else "failed on its input"
         half = (len(batch) + 1) // 2

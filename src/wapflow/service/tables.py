@@ -22,6 +22,7 @@ from wapflow.runs.store import RunRecord
 from wapflow.service.runs import failed_checks
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
+from wapflow.vocabulary import DISCARDED
 
 
 def require_table(tables: TableMetadata, table: TableName) -> None:
@@ -141,7 +142,7 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
             r.branch_kept = False
             aborted = r.status == "blocked"
             if aborted:
-                r.status = "discarded"
+                r.status = DISCARDED
             lh.store.save(r)
             if aborted:  # lineage: the run ends without publishing (a failed run's FAIL was its end already)
                 lineage.emit(lh.config, "ABORT", r, progress=lh.progress)

@@ -16,6 +16,7 @@ from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import layout as table_layout
 from wapflow.lakehouse.lineage import find_published
+from wapflow.lakehouse.model import FORMAT_VERSION_PROP
 from wapflow.pipeline import frames
 from wapflow.pipeline.steps import adopt
 from wapflow.pipeline.steps.context import Run
@@ -317,7 +318,7 @@ def _staged(run: Run, plan: WritePlan, batch: _Batch) -> None:
     out = batch.df.observe(observation, *run.plan.observable()) if observation else batch.df
     try:
         run.write_options(
-            out.writeTo(run.lh.tables.ident(run.staging)).using("iceberg").tableProperty("format-version", "2")
+            out.writeTo(run.lh.tables.ident(run.staging)).using("iceberg").tableProperty(FORMAT_VERSION_PROP, "2")
         ).create()
     except Exception as e:
         run.lh.tables.drop(run.staging)
