@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, TypeVar
 
 from wapflow.errors import PublishConflict
@@ -50,13 +50,8 @@ class TableBranchCatalog(CatalogReads):
     def __init__(
         self, cfg: WapConfig, storage: Storage, tables: Callable[[], Tables], *, progress: Callable[[str], None]
     ) -> None:
-        from wapflow.lakehouse.session import catalog_caches_tables
-
         super().__init__(cfg, storage, tables)
         self.progress = progress
-        # Spark's catalog keeps loaded tables (cache-enabled): a commit made outside it is followed by a refresh
-        # of the tables it changed.
-        self.name_cache = catalog_caches_tables(cfg)
         self._group: GroupCommit | str | None = None
         # Spark Connect (master sc://): the catalog and warehouse may answer its server only, not this machine.
         self.connect_client = is_connect_url(cfg.lakehouse.master)
@@ -64,6 +59,14 @@ class TableBranchCatalog(CatalogReads):
     @property
     def spark(self) -> SparkSession:
         return self.tables.spark
+
+    @cached_property
+    def catalog_cache(self) -> bool:
+        """Spark's catalog keeps loaded tables (cache-enabled): a commit made outside it is followed by a refresh
+        of the tables it changed. Read on first need (the catalog's settings make the warehouse folder)."""
+        from wapflow.lakehouse.session import catalog_caches_tables
+
+        return catalog_caches_tables(self.cfg)
 
     def _source(self, ref: str) -> MetadataSource | None:
         return source_for(self.cfg, self.storage)
@@ -111,7 +114,7 @@ class TableBranchCatalog(CatalogReads):
             done = publish_group(group, branch, run_id, slices, progress=self.progress)
         except MainMovedUnder as e:
             raise MainMoved(e.message, hint=e.hint) from e
-        if self.name_cache:
+        if self.catalog_cache:
             for sl in slices:  # committed outside Spark: a cached table must load the new metadata
                 self.tables.refresh(sl.table)
         return PublishedRun(done["method"], done["heads"])
