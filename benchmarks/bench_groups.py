@@ -7,7 +7,7 @@ Run from the repo root:
 In ONE process with ONE SparkSession, for each catalog (the embedded SQLite JDBC catalog, and a JDBC catalog on
 a local PostgreSQL server started the way the tests start theirs when its programs are installed):
 
-- the publish step alone: a group of N small tables published by `MultiWapRun` (one catalog commit for all of
+- the publish step alone: a group of N small tables published by one run (one catalog commit for all of
   them) against the publish step of a one-table run (`drive`/`run_wap`'s steps), both timed around the whole
   step (locks, the commit, the run records); target: a group of 10 publishes in <= 1.5x one table's time;
 - a group's whole run (write, audit, publish every table) against the same tables as N separate `run_wap`
@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from wapflow.config import parse_config
 from wapflow.lakehouse import jvm
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.pipeline import MultiWapRun, drive, new_state, result, run_wap
+from wapflow.pipeline import drive, group_result, new_state, result, run_wap, tables_group
 from wapflow.pipeline.driver import in_process
 
 ROWS = 100
@@ -111,11 +111,9 @@ def one_table_run(lh: Lakehouse, table: str, batches: Batches) -> dict[str, floa
 
 def group_run(lh: Lakehouse, tables: Sequence[str], batches: Batches) -> dict[str, float]:
     """A multi-table run over `tables`, its steps timed: {"publish": s, "total": s}."""
-    run = MultiWapRun(lh, [(t, [batches.new()]) for t in tables])
-    timed = Timed(run._step)  # the step function MultiWapRun.run hands the driver
-    run._step = timed  # type: ignore[method-assign]
+    timed = Timed(in_process(lh))  # the one step function, over the group's tables
     t0 = time.perf_counter()
-    res = run.run()
+    res = group_result(lh, drive(lh, tables_group(lh, [(t, [batches.new()]) for t in tables]), run_step=timed))
     total = time.perf_counter() - t0
     if res.status != "published":
         raise BenchError(f"the group of {len(tables)} tables ended {res.status}: {res.message}")

@@ -49,7 +49,7 @@ from wapflow.config import LakehouseConfig, MaintenanceConfig, TableConfig, WapC
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.maintain import maintain
 from wapflow.pipeline import run_wap
-from wapflow.spark.shared_session import CO_PARTITIONED_JOIN, sql_with_properties
+from wapflow.spark.shared_session import CO_PARTITIONED_JOIN, sql_with_confs
 from wapflow.sql.identifiers import TableName
 from wapflow.writing.modes import write_mode
 
@@ -141,13 +141,12 @@ def plain_merge(lh: Lakehouse, batch: Path, table: TableName = TABLE, *, spj: bo
     spark.sql(f"ALTER TABLE {ident} CREATE BRANCH plain")
     spark.read.parquet(str(batch)).createOrReplaceTempView("batch")
     t0 = time.perf_counter()
-    sql_with_properties(
+    sql_with_confs(
         spark,
         f"MERGE INTO {table.branch_sql(lh.catalog, 'plain')} t USING batch s ON t.id = s.id "
         "WHEN MATCHED AND s.op = 'D' THEN DELETE WHEN MATCHED THEN UPDATE SET * "
         "WHEN NOT MATCHED AND s.op <> 'D' THEN INSERT *",
-        {},
-        CO_PARTITIONED_JOIN if spj else None,
+        CO_PARTITIONED_JOIN if spj else {},
     )
     took = time.perf_counter() - t0
     spark.sql(f"ALTER TABLE {ident} DROP BRANCH plain")

@@ -106,7 +106,7 @@ class Side:
         self.lh = lh
         self.spark: SparkSession = lh.spark
         self.tables = lh.tables
-        self.branches = lh.branches
+        self.branches = lh.iceberg
         self.tables.ensure_namespace(TableName.parse(f"{NAMESPACE}.x"))
 
     def create_table(self, name: str, seed: "DataFrame") -> TableName:

@@ -147,10 +147,11 @@ def run_tables(
     every table published in one atomic commit, or none (`wap run-tables`). Refused (ConfigError, exit 2) before
     anything is written on a catalog that cannot commit several tables at once. A blocked or failed group is
     alerted once per table whose own checks or step failed (not for the tables it held back)."""
-    from wapflow.pipeline.multi import MultiWapRun
+    from wapflow.pipeline.driver import drive
+    from wapflow.pipeline.group import group_result, tables_group
 
     specs = [(t, [str(f) for f in files]) for t, files in tables]
-    res = MultiWapRun(lh, specs, branch=branch, run_id=run_id, no_checks=no_checks).run()
+    res = group_result(lh, drive(lh, tables_group(lh, specs, branch=branch, run_id=run_id, no_checks=no_checks)))
     _alert_group(lh, res)
     return res
 
@@ -238,13 +239,13 @@ def transaction(
     wrote as staged, others at main. An exception in the block publishes nothing, records the run as failed, and
     propagates. `name` prefixes the run id; the same `run_id` again (after a crash, say) resumes the run and
     publishes it once, or reports it published. Needs a catalog that commits several tables at once."""
-    from wapflow.pipeline.multi import MultiWapRun
+    from wapflow.pipeline.opengroup import OpenGroup
     from wapflow.pipeline.state import new_run_id
     from wapflow.pipeline.transaction import Transaction
     from wapflow.sql.identifiers import validate_part
 
     rid = run_id or (f"{validate_part(name, what='transaction name')}_{new_run_id()}" if name else new_run_id())
-    tx = Transaction(MultiWapRun(lh, [], run_id=rid, no_checks=no_checks, transaction=True))
+    tx = Transaction(OpenGroup(lh, run_id=rid, no_checks=no_checks))
     try:
         yield tx
     except BaseException as e:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from wapflow.errors import EXIT_STOPPED, TerminalError, UsageError
+from wapflow.lakehouse.model import BATCHES_PROP, EPOCH_ID_PROP, QUERY_ID_PROP, snapshot_property_confs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,13 +51,6 @@ if TYPE_CHECKING:
 # Spark sets these on the thread that runs a streaming query's batches (StreamExecution.QUERY_ID_KEY: the query's
 # id, kept in its checkpoint; MicroBatchExecution.BATCH_ID_KEY).
 _QUERY_ID_KEY = "sql.streaming.queryId"
-# What Iceberg's own streaming sink records in a batch's snapshot summary (SparkWrite.BaseStreamingWrite), through
-# the session's snapshot-property settings (Iceberg's SparkWriteConf reads them).
-_SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
-QUERY_ID_PROP = "spark.sql.streaming.queryId"
-EPOCH_ID_PROP = "spark.sql.streaming.epochId"
-# publish_every: the batches one run published (first-last); EPOCH_ID_PROP is the last of them.
-BATCHES_PROP = "wapflow.stream.batches"
 
 OnBlocked = Literal["stop", "skip"]
 _ON_BLOCKED = ("stop", "skip")
@@ -174,14 +168,14 @@ class _BatchSink:
 def _snapshot_properties(session: SparkSession, props: dict[str, str]) -> Iterator[None]:
     """Snapshot summary properties for every Iceberg commit of `session` inside the block (the stream's own
     session: a clone Spark makes per query, no one else's)."""
-    conf = session.conf
-    for k, v in props.items():
-        conf.set(_SNAPSHOT_PROPERTY + k, v)
+    conf, confs = session.conf, snapshot_property_confs(props)
+    for k, v in confs.items():
+        conf.set(k, v)
     try:
         yield
     finally:
-        for k in props:
-            conf.unset(_SNAPSHOT_PROPERTY + k)
+        for k in confs:
+            conf.unset(k)
 
 
 class StreamSink(_BatchSink):

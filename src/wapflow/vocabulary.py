@@ -30,6 +30,25 @@ KEPT_STATUSES: tuple[str, ...] = ("blocked", "failed")
 # run under this key (its own message says only "not published: ...").
 FAILED_WITH: Final = "failed_with"
 
+# Statuses a run is shown with that no step records as its outcome: a run recorded as running whose process is
+# gone (interrupted), and a blocked run whose branch was dropped since (discarded: `wap discard`, an ingest's split).
+DerivedStatus = Literal["interrupted", "discarded"]
+DERIVED_STATUSES: tuple[str, ...] = get_args(DerivedStatus)
+INTERRUPTED: Final = "interrupted"
+DISCARDED: Final = "discarded"
+# A run over several tables shown as one: its status when its tables' differ (one interrupted, one since taken
+# off main by a revert...), the first of these that applies.
+GROUP_STATUS_ORDER: tuple[str, ...] = (
+    INTERRUPTED,
+    "running",
+    "failed",
+    "blocked",
+    AWAITING_REVIEW,
+    "rejected",
+    DISCARDED,
+    "reverted",
+)
+
 # A person's decision on a run held for review (the run store's `review`).
 Decision = Literal["approved", "rejected"]
 APPROVED: Final = "approved"
@@ -73,9 +92,39 @@ AlertEventName = Literal[
 ALERT_EVENTS: tuple[str, ...] = get_args(AlertEventName)
 REVIEW_EVENT: Final = "awaiting_review"
 REVIEW_EXPIRED_EVENT: Final = "review_expired"
+TEST_ALERT_EVENT: Final = "test"  # `wap alerts test`: sent to every sink, whatever its `events`
+# Each event as an alert titles it: one title per event, and none for a word that is not one.
+ALERT_TITLES: Final[dict[str, str]] = {
+    "blocked": "Run blocked by its audit",
+    "failed": "Run failed",
+    "retries_exhausted": "Retries exhausted",
+    "quarantine_rate": "Quarantine rate above threshold",
+    "file_failed": "File failed",
+    "branch_kept": "Branch kept too long",
+    "recovered": "Recovered after a crash",
+    "maintenance_failed": "Table maintenance failed",
+    "awaiting_review": "Run awaiting review",
+    "review_expired": "Run rejected: its review timed out",
+    TEST_ALERT_EVENT: "Test alert",
+}
+if set(ALERT_TITLES) != {*ALERT_EVENTS, TEST_ALERT_EVENT}:
+    raise RuntimeError(
+        f"alert titles and events differ: {sorted(set(ALERT_TITLES) ^ {*ALERT_EVENTS, TEST_ALERT_EVENT})}"
+    )
+
+# --- Deliveries (an alert to a sink, a lineage event to its receiver) --------------------------------------
+# pending: claimed by a process to send (perhaps sent: never sent again); sent: the sink answered 2xx; failed: it
+# answered an error, or nothing in time after an answer was possible (sent again by `wap alerts resend`).
+DeliveryState = Literal["pending", "sent", "failed"]
+DELIVERY_STATES: tuple[str, ...] = get_args(DeliveryState)
+DELIVERY_PENDING: Final = "pending"
+DELIVERY_SENT: Final = "sent"
+DELIVERY_FAILED: Final = "failed"
 
 # Every word above: what tests/unit/test_vocabulary.py looks for elsewhere.
-TERMS: frozenset[str] = frozenset(RUN_STATUSES + CHECK_STATUSES + FILE_STATES + ALERT_EVENTS + get_args(Decision))
+TERMS: frozenset[str] = frozenset(
+    RUN_STATUSES + DERIVED_STATUSES + CHECK_STATUSES + FILE_STATES + ALERT_EVENTS + DELIVERY_STATES + get_args(Decision)
+)
 
 # --- Names wapflow gives --------------------------------------------------------------------------------
 RUN_BRANCH_PREFIX: Final = "wap_"  # a run's branch: wap_<run id>, unless the run names its own
@@ -95,8 +144,9 @@ def quarantine_table_name(table: str) -> str:
 
 
 def staging_table_name(table: str, run_id: str) -> str:
-    """Where a run's batch waits under schema = "add_columns" until publish (a bare table name)."""
-    return f"{table}{STAGING_INFIX}{run_id}"
+    """Where a run's batch waits under schema = "add_columns" until publish (a bare table name; a group member's
+    run id, `<run id>-<n>`, with an underscore for the dash, so the name is a plain identifier)."""
+    return f"{table}{STAGING_INFIX}{run_id.replace('-', '_')}"
 
 
 # --- Durations ----------------------------------------------------------------------------------------------

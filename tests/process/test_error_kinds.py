@@ -463,7 +463,7 @@ def test_unreplayable_publish_is_a_terminal_conflict(trips_lakehouse: Any, landi
     b.prepare()
     b.write()
     # B's branch gets an overwrite (not an append), then A moves main: B cannot be re-applied.
-    lh.tables.read(table, b.branch).where("trip_id >= 210").writeTo(lh.branches.write_target(table, b.branch)).option(
+    lh.tables.read(table, b.branch).where("trip_id >= 210").writeTo(lh.iceberg.write_target(table, b.branch)).option(
         "snapshot-property.wapflow.run-id", b.run_id
     ).overwritePartitions()
     a.audit()

@@ -297,33 +297,36 @@ def test_on_a_rest_catalog_a_moved_main_is_cherry_picked_and_a_refused_commit_is
     from wapflow.config import load_config
     from wapflow.lakehouse.group_commit import RestGroupCommit, publish_group
     from wapflow.lakehouse.lakehouse import Lakehouse
-    from wapflow.pipeline import MultiWapRun
+    from wapflow.pipeline import group_result, tables_group
+    from wapflow.pipeline.driver import drive
+    from wapflow.pipeline.group import Group, apply
     from wapflow.pipeline.steps.publish import slices
 
     ns = "grp_moved"
     cfg = config(tmp_path / "project", unique_catalog("restmoved"), rest_lines(rest_catalog.url), ns)
     lh = Lakehouse(load_config(cfg), spark=spark)
     reader = RestCatalog("reader", uri=rest_catalog.url)
-    seed = MultiWapRun(
+    seed_state = tables_group(
         lh,
         [
             (f"{ns}.orders", [orders(landing, "o0.parquet", [100])]),
             (f"{ns}.lines", [lines(landing, "l0.parquet", [100])]),
         ],
-    ).run()
+    )
+    seed = group_result(lh, drive(lh, seed_state))
     assert seed.status == "published", seed.message
 
-    run = MultiWapRun(
+    state = tables_group(
         lh,
         [
             (f"{ns}.orders", [orders(landing, "o1.parquet", [1, 2])]),
             (f"{ns}.lines", [lines(landing, "l1.parquet", [1, 2])]),
         ],
     )
-    group: Any = type("G", (), {"status": "running", "done": []})()
     for step in ("prepare", "write", "audit"):
-        run._step(step, group)
-        assert group.status == "running", run.outcome
+        state = apply(lh, state, step)
+        assert state.status == "running", state.message
+    run = Group(lh, state)
     reader.load_table(f"{ns}.orders").append(
         pa.table({"order_id": pa.array([7], pa.int64()), "total": pa.array([70.0])})
     )
@@ -355,7 +358,7 @@ def test_on_a_rest_catalog_a_moved_main_is_cherry_picked_and_a_refused_commit_is
                 assert attempts[0] == before  # the refused commit moved no table: orders neither
 
     committer.commit = commit_after_another_writer  # type: ignore[method-assign]
-    done = publish_group(committer, run.branch, run.run_id, [sl for r in run.runs for sl in slices(r)])
+    done = publish_group(committer, run.branch, run.run_id, [sl for r in run.members for sl in slices(r)])
     assert len(attempts) == 2 and done["method"] == "cherry_pick"
     # Every writer's rows once: the seed, the other writer's and the run's.
     for name, want in (("orders", [1, 2, 7, 100]), ("lines", [1, 2, 100, 100])):

@@ -515,7 +515,7 @@ def test_strict_blocks_new_column_and_keeps_main(orders_lakehouse, landing):
     (schema,) = [c for c in res.checks if c["status"] == "failed"]
     assert schema["check"] == "schema" and "+ extra column 'coupon' (string)" in schema["observed"]
     assert lh.tables.head(T) == head and _schema_names(lh) == names
-    assert lh.branches.list(T) == []
+    assert lh.iceberg.list(T) == []
 
 
 def test_ignore_extra_drops_and_reports(orders_lakehouse, landing):
@@ -601,7 +601,7 @@ def test_quarantine_publishes_good_rows_and_diverts_bad_ones_exactly(lakehouse_f
     }
     q = lh.tables.read(Q).first()
     assert q["_wap_run_id"] == res.run_id and q["_wap_quarantined_at"] is not None
-    assert lh.branches.list(T) == [] and lh.branches.list(Q) == []
+    assert lh.iceberg.list(T) == [] and lh.iceberg.list(Q) == []
 
 
 def test_quarantine_rate_limit_blocks_and_leaves_both_tables(lakehouse_factory, landing):

@@ -32,7 +32,7 @@ def _assert_failed_cleanly(lh, res, *, code: int, words: list[str], main_before,
     assert res.run_id in res.message  # a failed step names its run
     if main_before is not None:
         assert lh.tables.head(T) == main_before
-        assert [b.name for b in lh.branches.list(T)] == []  # a failed write leaves no branch behind
+        assert [b.name for b in lh.iceberg.list(T)] == []  # a failed write leaves no branch behind
     for f in files:
         assert f.exists()
     rec = lh.store.get(res.run_id)
@@ -86,7 +86,7 @@ def test_csv_that_does_not_parse(lakehouse_factory, landing):
     assert "bad.csv" in res.message
     assert lh.tables.head(t) == before
     assert lh.tables.row_count(t) == 1
-    assert [b.name for b in lh.branches.list(t)] == []
+    assert [b.name for b in lh.iceberg.list(t)] == []
     assert bad.exists()
 
 
@@ -115,7 +115,7 @@ def _assert_blocked_by_schema(lh, res, *, words: list[str], main_before, files: 
         assert w in res.message, (w, res.message)
         assert w in failed[0]["observed"], (w, failed[0])
     assert lh.tables.head(T) == main_before
-    assert [b.name for b in lh.branches.list(T)] == []  # nothing was written anywhere
+    assert [b.name for b in lh.iceberg.list(T)] == []  # nothing was written anywhere
     for f in files:
         assert f.exists()
     rec = lh.store.get(res.run_id)

@@ -159,7 +159,7 @@ def test_the_catalog_read_directly_gives_what_pyiceberg_gives(lake: Lake):
         lake.config,
         """
         from wapflow.lakehouse.lakehouse import Lakehouse
-        direct = svc.Sources(src.cfg, src.store, src.ledger, None, "note", Lakehouse(src.cfg).catalog_metadata)
+        direct = svc.Sources(src.cfg, src.store, src.ledger, None, "note", Lakehouse(src.cfg).iceberg.direct)
         out = {}
         for name, s in (("pyiceberg", src), ("direct", direct)):
             t, o = svc.table_detail(s, "nyc.trips"), svc.overview(s)

@@ -90,7 +90,7 @@ def test_an_exception_in_the_block_publishes_nothing_and_records_the_run_failed(
     assert rows(lh, "silver.trips") == []
     (member,) = lh.store.group(tx.run_id)
     assert member.status == "failed" and "ZeroDivisionError" in str(member.error)
-    assert "silver.trips" not in {b.table.dotted for b in lh.list_branches() if b.table is not None}
+    assert "silver.trips" not in {b.table.dotted for b in lh.iceberg.list_branches() if b.table is not None}
 
 
 def test_a_dataframe_run_resumed_in_another_process_is_told_to_run_the_job_again(lh, spark):

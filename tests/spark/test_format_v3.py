@@ -21,7 +21,8 @@ from wapflow.cli import app
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.maintain import maintain
 from wapflow.outer.revert import revert
-from wapflow.pipeline import MultiWapRun, run_wap
+from wapflow.pipeline import group_result, run_group, run_wap, tables_group
+from wapflow.pipeline.group import apply
 from wapflow.runs.maintenance import MaintenanceLog
 from wapflow.runs.metrics import metrics_table
 from wapflow.sql.identifiers import TableName
@@ -184,33 +185,33 @@ def test_run_tables_group_commit_on_v3_tables_fast_forward_and_on_a_moved_main(l
     (on v2 the group's files are added again on top, a new snapshot that PyIceberg cannot write for v3, so the
     group is applied again on fresh branches). Spark and PyIceberg both read every row afterwards."""
     lh = lakehouse_factory(SHOP)
-    res = MultiWapRun(
+    res = run_group(
         lh,
         [("shop.orders", [_orders(landing, "o.parquet", [1, 2])]), ("shop.lines", [_lines(landing, "l.parquet", [1])])],
-    ).run()
+    )
     assert res.status == "published", res.message
     assert _version(lh, "shop.orders") == 3 and _version(lh, "shop.lines") == 3
     assert _ids(lh, "shop.orders", "order_id") == [1, 2] == _spark_ids(lh, "shop.orders", "order_id")
 
-    run = MultiWapRun(
+    state = tables_group(
         lh,
         [
             ("shop.orders", [_orders(landing, "o2.parquet", [3, 4])]),
             ("shop.lines", [_lines(landing, "l2.parquet", [3])]),
         ],
     )
-    group: Any = type("G", (), {"status": "running", "done": []})()
     for step in ("prepare", "write", "audit"):
-        run._step(step, group)
-        assert group.status == "running", run.outcome
+        state = apply(lh, state, step)
+        assert state.status == "running", state.message
     _published(run_wap(lh, "shop.orders", [_orders(landing, "alone.parquet", [7])]))
-    run._step("publish", group)
+    state = apply(lh, state, "publish")
     # Not added again on top (a new v3 snapshot PyIceberg 0.12 cannot write): applied again on fresh branches.
-    assert run.outcome is None and group.done == ["prepare"] and run.reapplied == 1
+    assert state.status == "running" and state.done == ["prepare"] and state.reapplied == 1
     for step in ("write", "audit", "publish"):
-        run._step(step, group)
-    assert run.outcome is not None and run.outcome.status == "published", run.outcome
-    assert {r.published_via for r in run.outcome.tables} == {"fast_forward"}
+        state = apply(lh, state, step)
+    outcome = group_result(lh, state)
+    assert outcome.status == "published", outcome
+    assert {r.published_via for r in outcome.tables} == {"fast_forward"}
     assert _ids(lh, "shop.orders", "order_id") == [1, 2, 3, 4, 7] == _spark_ids(lh, "shop.orders", "order_id")
     assert _ids(lh, "shop.lines", "order_id") == [1, 3] == _spark_ids(lh, "shop.lines", "order_id")
     # A Spark write after PyIceberg's commit: the table's row lineage still adds up.

@@ -55,7 +55,7 @@ def test_a_state_older_than_its_branch_writes_again_and_publishes_once(lakehouse
     written = run.write()  # the state a durable workflow recorded after the write step
     assert written.run_snapshots
     # Meanwhile the run's branch went (another process reset it, as a takeover of an unfinished write does).
-    lh.branches.reset(T, run.branch, [])
+    lh.iceberg.reset(T, run.branch, [])
     assert run.branch not in lh.tables.refs(T)
 
     resumed = WapRun(lh, T.dotted, [str(f)], run_id=run.run_id)

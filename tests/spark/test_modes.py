@@ -84,7 +84,7 @@ def test_merge_inserts_updates_and_deletes_row_by_row(lakehouse_factory, landing
     # One commit on main, carrying the run id; fast-forwarded from the branch made at `before`.
     snap = lh.tables.snapshots(TN)[lh.tables.head(TN)]
     assert snap.run_id == "merge_one" and snap.parent_id == before
-    assert lh.branches.list(TN) == []
+    assert lh.iceberg.list(TN) == []
     # The same run again: found on main, nothing merged twice.
     again = run_wap(lh, T, [f], run_id="merge_one")
     assert again.status == "published" and lh.tables.head(TN) == snap.snapshot_id
@@ -134,7 +134,7 @@ def test_duplicate_keys_without_order_by_block_naming_sample_keys(lakehouse_fact
     assert "id=7" in res.message and "id=1" in res.message and "order_by" in failed["threshold"]
     assert "nothing was written" in res.message
     assert lh.tables.head(TN) == head and main_rows(lh) == rows
-    assert lh.branches.list(TN) == []
+    assert lh.iceberg.list(TN) == []
 
 
 def test_null_keys_block_with_sample_rows(lakehouse_factory, landing):
@@ -167,7 +167,7 @@ def test_a_key_missing_from_the_table_is_a_config_error(lakehouse_factory, landi
     res = run_wap(lh2, T, [str(write_parquet(landing / "k.parquet", batch))])
     assert res.status == "failed" and res.exit_code == 2, res.message
     assert f"key column 'customer_id' is not a column of {T}" in res.message
-    assert lh.tables.head(TN) == head and lh.branches.list(TN) == []
+    assert lh.tables.head(TN) == head and lh.iceberg.list(TN) == []
 
 
 @pytest.mark.parametrize(
@@ -263,7 +263,7 @@ def test_a_merge_is_applied_again_when_main_moved_before_publish(lakehouse_facto
     assert {r["id"]: r["name"] for r in rows}[50] == "from merge" and rows[0]["name"] == "merged"
     c = change_of(res)
     assert (c["rows_updated"], c["rows_inserted"], c["main_rows"]) == (2, 0, 7)
-    assert lh.branches.list(TN) == []
+    assert lh.iceberg.list(TN) == []
 
 
 def test_a_merge_resumed_after_its_write_merges_once(lakehouse_factory, landing):

@@ -22,7 +22,7 @@ from wapflow.config import LineageConfig, TableConfig
 from wapflow.demo.generate import generate_trips
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.nessie import NessieClient
-from wapflow.pipeline import MultiWapRun, WapRun, run_wap
+from wapflow.pipeline import WapRun, run_group, run_wap
 from wapflow.pipeline.lineage import run_uuid
 from wapflow.sql.identifiers import TableName
 
@@ -97,7 +97,7 @@ def test_single_table_wap_on_a_nessie_branch(nessie_lh, landing, ns):
     assert main_hash(lh) == before
     assert lh.tables.row_count(t) == 300
     assert lh.nessie.get_reference(bad.branch) is not None
-    on_branch = lh.branches.tables_for(bad.branch)
+    on_branch = lh.iceberg.tables_for(bad.branch)
     assert on_branch.row_count(t) == 500
     # The reproduction SQL printed in the report reads the kept branch from a plain session.
     failed = next(c for c in bad.checks if c["status"] == "failed")
@@ -136,7 +136,7 @@ def test_a_landed_file_is_adopted_on_the_nessie_branch_and_reaches_main_with_the
     assert bad.status == "blocked", bad.message
     on_main = files(lh, lh.tables, t)
     assert len(on_main) == 2 and lh.tables.row_count(t) == 400
-    on_branch = files(lh, lh.branches.tables_for(bad.branch), t)
+    on_branch = files(lh, lh.iceberg.tables_for(bad.branch), t)
     assert on_branch[f"{bad.run_id}-adopted-00000.parquet"] == hashlib.sha256(dirty.read_bytes()).hexdigest()
 
 
@@ -179,13 +179,13 @@ def test_multi_table_run_publishes_both_tables_in_one_nessie_commit(nessie_lh, l
     lh = nessie_lh(_shop(ns))
     before = main_hash(lh)
     # items listed first: the run writes orders first because items' foreign key references it.
-    res = MultiWapRun(
+    res = run_group(
         lh,
         [
             (f"{ns}.items", [str(_items(landing / "i.parquet", [1, 2, 2, 3]))]),
             (f"{ns}.orders", [str(_orders(landing / "o.parquet", [1, 2, 3]))]),
         ],
-    ).run()
+    )
     assert res.status == "published", res.message
     assert res.exit_code == 0
     assert [r.status for r in res.tables] == ["published", "published"]
@@ -206,33 +206,33 @@ def test_one_failing_audit_blocks_every_table(nessie_lh, landing, ns, tmp_path):
     lh = nessie_lh(_shop(ns))
     events_file = tmp_path / "lineage.jsonl"  # lineage of multi-table runs: one OpenLineage run per table
     lh.config.lineage = LineageConfig(transport="file", path=str(events_file))
-    first = MultiWapRun(
+    first = run_group(
         lh,
         [
             (f"{ns}.orders", [str(_orders(landing / "o1.parquet", [1, 2]))]),
             (f"{ns}.items", [str(_items(landing / "i1.parquet", [1, 2]))]),
         ],
-    ).run()
+    )
     assert first.status == "published", first.message
     before = main_hash(lh)
     # orders is clean; items references order 99, which exists nowhere: the foreign key fails.
-    res = MultiWapRun(
+    res = run_group(
         lh,
         [
             (f"{ns}.orders", [str(_orders(landing / "o2.parquet", [3, 4]))]),
             (f"{ns}.items", [str(_items(landing / "i2.parquet", [3, 99]))]),
         ],
-    ).run()
+    )
     assert res.status == "blocked" and res.exit_code == 1
     assert "foreign_key" in res.message
     assert [r.status for r in res.tables] == ["blocked", "blocked"]
     assert main_hash(lh) == before
     assert lh.tables.row_count(TableName.parse(f"{ns}.orders")) == 2
     assert lh.tables.row_count(TableName.parse(f"{ns}.items")) == 2
-    kept = lh.branches.tables_for(res.branch)
+    kept = lh.iceberg.tables_for(res.branch)
     assert kept.row_count(TableName.parse(f"{ns}.orders")) == 4
     # `wap discard` drops the whole branch.
-    lh.branches.discard(res.branch, [])
+    lh.iceberg.discard(res.branch, [])
     assert lh.nessie.get_reference(res.branch) is None
     # Lineage: START then COMPLETE (first run) / FAIL (the blocked one) for each table, the group as parent.
     events = [json.loads(line) for line in events_file.read_text().splitlines()]
@@ -434,7 +434,7 @@ def test_add_columns_on_a_nessie_branch(nessie_lh, landing, ns):
     assert [c["name"] for c in bad.checks if c["status"] == "failed"] == ["not_null(tip)"]
     assert bad.staging_table is None and f"rows kept on Nessie branch {bad.branch}" in bad.message
     assert main_hash(lh) == before and lh.tables.schema(t).fieldNames() == names
-    kept = lh.branches.tables_for(bad.branch)
+    kept = lh.iceberg.tables_for(bad.branch)
     assert kept.schema(t).fieldNames() == [*names, "tip"] and kept.row_count(t) == 50
     assert not any(x.name.startswith("trips__wap_") for x in lh.tables.list_tables())
 
@@ -447,7 +447,7 @@ def test_add_columns_on_a_nessie_branch(nessie_lh, landing, ns):
     assert (rows["n"], rows["tips"]) == (50, 30)
     assert lh.nessie.get_reference(res.branch) is None
     # The blocked run's branch is still there, and discarding it leaves main alone.
-    assert lh.branches.discard(bad.branch, []).found and lh.nessie.get_reference(bad.branch) is None
+    assert lh.iceberg.discard(bad.branch, []).found and lh.nessie.get_reference(bad.branch) is None
 
 
 def test_quarantine_on_a_nessie_branch(nessie_lh, landing, ns):
@@ -476,7 +476,7 @@ def test_quarantine_on_a_nessie_branch(nessie_lh, landing, ns):
     assert bad.status == "blocked", bad.message
     assert [c["check"] for c in bad.checks if c["status"] == "failed"] == ["max_quarantine_rate"]
     assert main_hash(lh) == before and (lh.tables.row_count(t), lh.tables.row_count(q)) == rows
-    kept = lh.branches.tables_for(bad.branch)
+    kept = lh.iceberg.tables_for(bad.branch)
     assert kept.row_count(t) + kept.row_count(q) == sum(rows) + 100
 
 
@@ -768,13 +768,13 @@ def test_review_of_a_multi_table_run_on_nessie_holds_both_and_one_approval_merge
     orders_t, items_t = TableName.parse(f"{ns}.orders"), TableName.parse(f"{ns}.items")
 
     def run(tag: str, order_ids: list[int]) -> Any:
-        return MultiWapRun(
+        return run_group(
             lh,
             [
                 (f"{ns}.orders", [str(_orders(landing / f"o{tag}.parquet", order_ids))]),
                 (f"{ns}.items", [str(_items(landing / f"i{tag}.parquet", order_ids))]),
             ],
-        ).run()
+        )
 
     held = run("1", [1, 2, 3])
     assert held.status == "awaiting_review" and held.exit_code == 6, held.message

@@ -106,7 +106,7 @@ def test_landing_bucket_to_s3_warehouse_publish_block_and_pyiceberg(spark, s3env
     assert blocked.status == "blocked" and blocked.exit_code == 1
     assert "not_null(passenger_count)" in [c["name"] for c in blocked.checks if c["status"] == "failed"]
     assert lh.tables.head(TABLE) == main and lh.tables.row_count(TABLE) == 500
-    assert blocked.branch in [b.name for b in lh.branches.list(TABLE)]
+    assert blocked.branch in [b.name for b in lh.iceberg.list(TABLE)]
     assert lh.tables.row_count(TABLE, blocked.branch) == 900
     assert etags(s3env, landing) == landed  # the landing files are read, never moved or changed
 
@@ -346,7 +346,7 @@ def test_main_is_unchanged_after_the_bad_inputs(spark, published_on_s3, s3env):
     lh = lakehouse(spark, p["tmp"], s3env, lake=p["lake"], catalog="s3_bad", keys=s3env.admin)
     assert lh.tables.head(TABLE) == p["snapshot"]
     assert lh.tables.row_count(TABLE) == 50
-    assert lh.branches.list(TABLE) == []
+    assert lh.iceberg.list(TABLE) == []
 
 
 # --- real processes: the standard AWS credential chain, and `wap demo --s3` ------------------

@@ -117,7 +117,7 @@ def refused(
     if existed:
         assert lh.tables.head(t) == before
         assert main_rows(lh, table) == rows_before
-        assert [b.name for b in lh.branches.list(t)] == []
+        assert [b.name for b in lh.iceberg.list(t)] == []
     for p, b in content.items():
         assert p.read_bytes() == b  # the file is left as it was
     return res

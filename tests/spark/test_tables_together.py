@@ -13,7 +13,8 @@ from support.data import write_parquet
 from support.embedded_reader import reader
 from wapflow.lakehouse.group_commit import SqlGroupCommit, publish_group
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.pipeline import MultiWapRun, run_wap
+from wapflow.pipeline import group_result, run_group, run_wap, tables_group
+from wapflow.pipeline.group import Group, apply
 from wapflow.pipeline.steps.publish import slices
 from wapflow.sql.identifiers import TableName
 
@@ -66,13 +67,13 @@ def shop(lakehouse_factory: Any) -> Lakehouse:
 
 def test_two_tables_publish_in_one_commit_on_the_embedded_catalog(shop, landing):
     lh = shop
-    res = MultiWapRun(
+    res = run_group(
         lh,
         [
             ("shop.lines", [lines(landing, "l.parquet", [1, 1, 2])]),
             ("shop.orders", [orders(landing, "o.parquet", [1, 2])]),
         ],
-    ).run()
+    )
     assert res.status == "published", res.message
     assert res.exit_code == 0
     assert "in one commit" in res.message
@@ -90,18 +91,18 @@ def test_two_tables_publish_in_one_commit_on_the_embedded_catalog(shop, landing)
 
 def test_a_failing_check_of_one_table_leaves_every_main_unchanged(shop, landing):
     lh = shop
-    first = MultiWapRun(
+    first = run_group(
         lh, [("shop.orders", [orders(landing, "o1.parquet", [1])]), ("shop.lines", [lines(landing, "l1.parquet", [1])])]
-    ).run()
+    )
     assert first.status == "published", first.message
     heads = {t: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id for t in (ORDERS, LINES)}
-    res = MultiWapRun(
+    res = run_group(
         lh,
         [
             ("shop.orders", [orders(landing, "o2.parquet", [2, 3])]),
             ("shop.lines", [lines(landing, "l2.parquet", [2, 9])]),  # order 9 is in neither main nor the run
         ],
-    ).run()
+    )
     assert res.status == "blocked" and res.exit_code == 1, res.message
     assert "foreign_key" in res.message and "no table changed on main" in res.message
     after = {t: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id for t in (ORDERS, LINES)}
@@ -113,22 +114,21 @@ def test_a_one_table_run_publishing_between_audit_and_publish_keeps_both_runs_ro
     """main of orders moves after the group's audit: the group's rows are added on top of it (as a cherry-pick),
     and the one-table run's rows stay."""
     lh = shop
-    run = MultiWapRun(
+    state = tables_group(
         lh,
         [
             ("shop.orders", [orders(landing, "o1.parquet", [1, 2])]),
             ("shop.lines", [lines(landing, "l1.parquet", [1, 2])]),
         ],
     )
-    group: Any = type("G", (), {"status": "running", "done": []})()
     for step in ("prepare", "write", "audit"):
-        run._step(step, group)
-        assert group.status == "running", run.outcome
+        state = apply(lh, state, step)
+        assert state.status == "running", state.message
     alone = run_wap(lh, "shop.orders", [orders(landing, "o_alone.parquet", [7])])
     assert alone.status == "published", alone.message
-    run._step("publish", group)
-    assert run.outcome is not None and run.outcome.status == "published", run.outcome
-    assert {r.published_via for r in run.outcome.tables} == {"cherry_pick"}
+    outcome = group_result(lh, apply(lh, state, "publish"))
+    assert outcome.status == "published", outcome
+    assert {r.published_via for r in outcome.tables} == {"cherry_pick"}
     assert main_rows(lh, ORDERS) == 3 and main_rows(lh, LINES) == 2
     assert refs(lh, ORDERS) == {"main"} and refs(lh, LINES) == {"main"}
 
@@ -138,20 +138,20 @@ def test_a_table_committed_to_between_plan_and_commit_rolls_the_whole_commit_bac
     (no table moved, checked inside the attempt by the independent reader), then the group is planned on the
     new heads and committed."""
     lh = shop
-    seed = MultiWapRun(
+    seed = run_group(
         lh,
         [
             ("shop.orders", [orders(landing, "o0.parquet", [100])]),
             ("shop.lines", [lines(landing, "l0.parquet", [100])]),
         ],
-    ).run()
+    )
     assert seed.status == "published", seed.message
-    run = MultiWapRun(
+    state = tables_group(
         lh, [("shop.orders", [orders(landing, "o1.parquet", [1])]), ("shop.lines", [lines(landing, "l1.parquet", [1])])]
     )
-    group: Any = type("G", (), {"status": "running", "done": []})()
     for step in ("prepare", "write", "audit"):
-        run._step(step, group)
+        state = apply(lh, state, step)
+    run = Group(lh, state)
     committer = SqlGroupCommit(reader(lh))
     real_commit = committer.commit
     seen: list[dict[str, int | None]] = []
@@ -185,7 +185,7 @@ def test_a_table_committed_to_between_plan_and_commit_rolls_the_whole_commit_bac
                 assert after == heads  # the refused attempt moved no table: not orders either
 
     committer.commit = commit_after_another_writer  # type: ignore[method-assign]
-    done = publish_group(committer, run.branch, run.run_id, [sl for r in run.runs for sl in slices(r)])
+    done = publish_group(committer, run.branch, run.run_id, [sl for r in run.members for sl in slices(r)])
     assert len(seen) == 2
     assert main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 3  # seed + run, and the other writer's line
     assert done["heads"][LINES.dotted] == reader(lh).load_table(("shop", "lines")).metadata.current_snapshot_id
@@ -195,9 +195,9 @@ def test_new_columns_on_table_branches_fail_the_group_with_every_main_unchanged(
     """A table's new columns wait in a staging table until main's schema changes: two commits, which a group
     cannot make one. The group fails (exit 2) naming the table and what to do; nothing reaches main."""
     lh = lakehouse_factory({**TABLES, "shop.lines": {**TABLES["shop.lines"], "schema": "add_columns"}})
-    first = MultiWapRun(
+    first = run_group(
         lh, [("shop.orders", [orders(landing, "o1.parquet", [1])]), ("shop.lines", [lines(landing, "l1.parquet", [1])])]
-    ).run()
+    )
     assert first.status == "published", first.message
     wide = pa.table(
         {
@@ -207,13 +207,13 @@ def test_new_columns_on_table_branches_fail_the_group_with_every_main_unchanged(
             "note": pa.array(["gift"]),
         }
     )
-    res = MultiWapRun(
+    res = run_group(
         lh,
         [
             ("shop.orders", [orders(landing, "o2.parquet", [2])]),
             ("shop.lines", [str(write_parquet(landing / "l2.parquet", wide))]),
         ],
-    ).run()
+    )
     assert res.status == "failed" and res.exit_code == 2, res.message
     assert "shop.lines adds new column(s)" in res.message
     assert main_rows(lh, ORDERS) == 1 and main_rows(lh, LINES) == 1

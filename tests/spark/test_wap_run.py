@@ -26,7 +26,7 @@ def test_clean_file_is_published_and_branch_dropped(trips_lakehouse, landing):
     assert res.rows_written == 300
     assert lh.tables.row_count(T) == 300
     assert lh.tables.head(T) == res.snapshot_id
-    assert [b.name for b in lh.branches.list(T)] == []
+    assert [b.name for b in lh.iceberg.list(T)] == []
     assert {c["status"] for c in res.checks} == {"passed"}
     assert len(res.checks) == 6
     # The published snapshot carries the run id and the source file.
@@ -72,7 +72,7 @@ def test_dirty_file_is_blocked_main_untouched_branch_kept(trips_lakehouse, landi
     assert failed[0]["failing_rows"] == 10
     assert lh.tables.head(T) == main_before
     assert lh.tables.row_count(T) == 200
-    assert res.branch in [b.name for b in lh.branches.list(T)]
+    assert res.branch in [b.name for b in lh.iceberg.list(T)]
     assert res.branch_kept
     # The failing rows are readable on the kept branch.
     branch_df = lh.tables.read(T, res.branch)
@@ -90,7 +90,7 @@ def test_on_failure_drop_removes_the_branch(lakehouse_factory, landing):
     res = run_wap(lh, "nyc.trips", [str(trips_file(landing, "bad.parquet", 50, null_rate=0.1, start_id=99))])
     assert ok.status == "published" and res.status == "blocked"
     assert lh.tables.head(T) == main_before
-    assert lh.branches.list(T) == []
+    assert lh.iceberg.list(T) == []
     assert not res.branch_kept
 
 
@@ -140,7 +140,7 @@ def test_two_runs_interleaved_both_land_on_main(trips_lakehouse, landing):
     assert lh.tables.row_count(T) == 180
     ids = {r[0] for r in lh.tables.read(T).select("trip_id").collect()}
     assert {100, 199, 1000, 1069} <= ids
-    assert lh.branches.list(T) == []
+    assert lh.iceberg.list(T) == []
     # Publishing rewrote no data files: main holds exactly the files the branches held.
     assert _data_files(lh, "main") == files_before
 
@@ -190,15 +190,15 @@ def test_crash_between_publish_and_branch_drop_only_cleans_up(trips_lakehouse, l
     other.audit()
     other.publish()
     crashed.audit()
-    lh.branches.move_main(
+    lh.iceberg.move_main(
         T, crashed.branch, [snapshot_from_data(d) for d in crashed.state.run_snapshots]
     )  # published, then the crash
-    assert lh.branches.exists(T, crashed.branch)
+    assert lh.iceberg.exists(T, crashed.branch)
     rows = lh.tables.row_count(T)
     res = run_wap(lh, "nyc.trips", [str(f)], run_id=crashed.run_id)
     assert res.status == "published" and res.published_via == "already"
     assert lh.tables.row_count(T) == rows == 75
-    assert not lh.branches.exists(T, crashed.branch)
+    assert not lh.iceberg.exists(T, crashed.branch)
 
 
 def test_csv_and_json_sources_and_globs(lakehouse_factory, landing):
@@ -280,7 +280,7 @@ def test_unresolvable_publish_conflict_exits_4_and_keeps_everything(trips_lakeho
     b.prepare()
     b.write()
     # Someone rewrites B's branch (an overwrite, tagged with B's run id), then A publishes.
-    lh.tables.read(T, b.branch).where("trip_id >= 210").writeTo(lh.branches.write_target(T, b.branch)).option(
+    lh.tables.read(T, b.branch).where("trip_id >= 210").writeTo(lh.iceberg.write_target(T, b.branch)).option(
         "snapshot-property.wapflow.run-id", b.run_id
     ).overwritePartitions()
     a.audit()
@@ -291,7 +291,7 @@ def test_unresolvable_publish_conflict_exits_4_and_keeps_everything(trips_lakeho
     assert "not appends" in res.message and b.branch in res.message
     assert lh.tables.head(T) == main_after_a
     assert lh.tables.row_count(T) == 30
-    assert lh.branches.exists(T, b.branch) and res.branch_kept
+    assert lh.iceberg.exists(T, b.branch) and res.branch_kept
 
 
 def test_table_metadata_through_the_gateway_equals_the_metadata_tables(trips_lakehouse, landing):

@@ -35,9 +35,9 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
-from wapflow.lakehouse.branches import RunSlice
 from wapflow.lakehouse.group_commit import SqlGroupCommit, publish_group
 from wapflow.lakehouse.model import Snapshot
+from wapflow.lakehouse.refs import RunSlice
 from wapflow.sql.identifiers import TableName
 
 RUN_ID = "wapflow.run-id"

@@ -57,7 +57,7 @@ def test_the_embedded_catalog_and_a_jdbc_one_commit_groups_and_no_jvm_is_needed_
     )
     assert isinstance(group_commit_for(pg), SqlGroupCommit)
     lh = Lakehouse(embedded)
-    assert lh.why_not_together() is None
+    assert lh.iceberg.why_not_together() is None
     assert lh._spark is None
     assert not (tmp_path / "wh").exists()  # the catalog's database is not opened (Iceberg's JdbcCatalog makes it)
 
@@ -75,8 +75,8 @@ def test_a_check_naming_a_table_outside_the_run_and_the_catalog_is_refused(tmp_p
 
 
 def test_a_table_twice_is_refused(tmp_path):
-    from wapflow.pipeline.multi import MultiWapRun
+    from wapflow.pipeline.group import tables_group
 
     lh = Lakehouse(parse_config({"lakehouse": {"warehouse": str(tmp_path / "wh")}}))
     with pytest.raises(UsageError, match="appears twice"):
-        MultiWapRun(lh, [("shop.orders", ["a.parquet"]), ("shop.orders", ["b.parquet"])])
+        tables_group(lh, [("shop.orders", ["a.parquet"]), ("shop.orders", ["b.parquet"])])

@@ -162,7 +162,7 @@ def test_the_scan_finds_each_kind_of_definition(tmp_path):
     (pkg / "uses.py").write_text(
         'COLUMNS = ["pid", "running", "memory_mb"]\n'
         'Written = Literal["append", "staged", "blocked"]\n'
-        'ORDER = ("interrupted", "running", "failed", "discarded")\n'
+        'ORDER = ("running", "failed", "then the rest")\n'
         'COLORS = {"published": "green", "failed": "red"}\n'
         "def show(status):\n"
         '    if status in ("published", "blocked"):\n'

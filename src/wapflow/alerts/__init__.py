@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from wapflow.alerts.deliver import Delivery, dispatch, resend
 from wapflow.alerts.event import AlertEvent, commands_for, events_for_run, from_run
 from wapflow.redact import redact
+from wapflow.vocabulary import DELIVERY_SENT
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -88,7 +89,7 @@ def resend_failed(
         progress(f"warning: failed alerts not sent again (a bug in wapflow): {redact(str(e), _secrets(cfg))[:300]}")
         return []
     for d in out:
-        if d.status == "sent":
+        if d.status == DELIVERY_SENT:
             progress(f"alert {d.event} to sink {d.sink} sent on a later try")
         else:
             progress(f"warning: alert {d.event} to sink {d.sink} still not delivered: {d.error}")

@@ -31,6 +31,7 @@ from wapflow.faults import crash_point
 from wapflow.pipeline.retry import backoff
 from wapflow.redact import redact
 from wapflow.runs.alerts import AlertLog
+from wapflow.vocabulary import DELIVERY_FAILED, DELIVERY_SENT, TEST_ALERT_EVENT
 
 if TYPE_CHECKING:
     import httpx
@@ -101,16 +102,16 @@ def post(
             else:
                 status = resp.status_code
                 if 200 <= status < 300:
-                    return "sent", attempt, status, None
+                    return DELIVERY_SENT, attempt, status, None
                 text = redact(resp.text.strip(), url)[:200]
                 error = f"HTTP {status}" + (f": {text}" if text else "")
                 if status == 429:
                     wait = _retry_after(resp.headers.get("Retry-After"))
                 elif status < 500:
-                    return "failed", attempt, status, error  # not retryable: the same request fails again
+                    return DELIVERY_FAILED, attempt, status, error  # not retryable: the same request fails again
             if attempt < max_attempts:
                 sleep(wait)
-    return "failed", max_attempts, status, error
+    return DELIVERY_FAILED, max_attempts, status, error
 
 
 def sink_url(name: str, sink: AlertSinkConfig, env: Mapping[str, str] | None = None) -> str | None:
@@ -132,7 +133,7 @@ def dispatch(
     second call with the same occurrence sends nothing (status 'duplicate')."""
     out: list[Delivery] = []
     sinks = {n: s for n, s in cfg.sinks.items() if (only is None or n == only)}
-    wanted = {n: s for n, s in sinks.items() if ev.event == "test" or ev.event in s.events}
+    wanted = {n: s for n, s in sinks.items() if ev.event == TEST_ALERT_EVENT or ev.event in s.events}
     if not wanted:
         return out
     log = AlertLog(engine)
@@ -197,6 +198,6 @@ def resend(
         attempts += row["attempts"]
         log.finish(row["id"], status=status, attempts=attempts, http_status=http, error=error)
         out.append(Delivery(name, ev.event, status, attempts, http, error))
-        if status != "sent":
+        if status != DELIVERY_SENT:
             down.add(name)
     return out

@@ -11,21 +11,7 @@ from typing import Any, cast
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.retry import retryable
 from wapflow.runs.store import RunRecord
-
-# The events (wapflow.vocabulary.ALERT_EVENTS) as an alert titles them; "test" is `wap alerts test`'s.
-TITLES: dict[str, str] = {
-    "blocked": "Run blocked by its audit",
-    "failed": "Run failed",
-    "retries_exhausted": "Retries exhausted",
-    "quarantine_rate": "Quarantine rate above threshold",
-    "file_failed": "File failed",
-    "branch_kept": "Branch kept too long",
-    "recovered": "Recovered after a crash",
-    "maintenance_failed": "Table maintenance failed",
-    "awaiting_review": "Run awaiting review",
-    "review_expired": "Run rejected: its review timed out",
-    "test": "Test alert",
-}
+from wapflow.vocabulary import ALERT_TITLES, TEST_ALERT_EVENT
 
 MAX_SAMPLES = 3
 
@@ -78,7 +64,7 @@ class AlertEvent:
 
     @property
     def title(self) -> str:
-        return TITLES.get(self.event, self.event)
+        return ALERT_TITLES.get(self.event, self.event)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -237,7 +223,7 @@ def events_for_run(
 def sample_event() -> AlertEvent:
     """What `wap alerts test` sends: a realistic blocked run, marked as a test."""
     return AlertEvent(
-        event="test",
+        event=TEST_ALERT_EVENT,
         table="nyc.trips",
         run_id="test_" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f"),
         status="blocked",

@@ -10,6 +10,7 @@ import typer
 from wapflow.cli.common import ConfigOpt, JsonOpt, WithinOpt, window
 from wapflow.cli.output import Output, out, rows_table
 from wapflow.errors import EXIT_PUBLISHED, EXIT_RUNTIME, ConfigError, WapError, did_you_mean
+from wapflow.vocabulary import DELIVERY_SENT
 
 alerts_app = typer.Typer(help="Alerts to Slack or a JSON webhook ([alerts] in wap.toml).", no_args_is_help=True)
 
@@ -73,13 +74,13 @@ def test(
     except WapError as e:
         o.fail(e)
     rows = [d.to_dict() | {"type": cfg.alerts.sinks[d.sink].type} for d in deliveries]
-    code = EXIT_PUBLISHED if all(d.status == "sent" for d in deliveries) else EXIT_RUNTIME
+    code = EXIT_PUBLISHED if all(d.status == DELIVERY_SENT for d in deliveries) else EXIT_RUNTIME
 
     def show() -> None:
         for r in rows:
             how = f"HTTP {r['http_status']}" if r["http_status"] else "no answer"
             line = f"sink {r['sink']} ({r['type']}): {r['status']} ({how}, {r['attempts']} attempt(s))"
-            out.print(line + (f": {r['error']}" if r["error"] and r["status"] != "sent" else ""), markup=False)
+            out.print(line + (f": {r['error']}" if r["error"] and r["status"] != DELIVERY_SENT else ""), markup=False)
 
     o.result({"deliveries": rows, "exit_code": code}, show)
     raise typer.Exit(code)
@@ -154,14 +155,14 @@ def resend(
     except WapError as e:
         o.fail(e)
     rows = [d.to_dict() for d in deliveries]
-    code = EXIT_PUBLISHED if all(d.status == "sent" for d in deliveries) else EXIT_RUNTIME
+    code = EXIT_PUBLISHED if all(d.status == DELIVERY_SENT for d in deliveries) else EXIT_RUNTIME
 
     def show() -> None:
         if not rows:
             out.print(f"no failed delivery within {within} to send again")
         for r in rows:
             line = f"{r['event']} to sink {r['sink']}: {r['status']} ({r['attempts']} attempt(s) in all)"
-            out.print(line + (f": {r['error']}" if r["error"] and r["status"] != "sent" else ""), markup=False)
+            out.print(line + (f": {r['error']}" if r["error"] and r["status"] != DELIVERY_SENT else ""), markup=False)
 
     o.result({"deliveries": rows, "exit_code": code}, show)
     raise typer.Exit(code)

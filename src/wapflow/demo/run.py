@@ -116,7 +116,7 @@ def run_pair(
     r2 = run_wap(lh, TABLE, [dirty])
     after = lh.tables.head(table) if lh.tables.exists(table) else None
     rows_after = lh.tables.row_count(table) if after is not None else 0
-    branches = [b.name for b in lh.branches.list(table)] if after is not None else []
+    branches = [b.name for b in lh.iceberg.list(table)] if after is not None else []
     dirty_rows = lh.tables.row_count(table, r2.branch) if r2.branch in branches else None
     by_type: list[dict[str, Any]] = []
     if after is not None:

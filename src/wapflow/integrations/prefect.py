@@ -148,10 +148,10 @@ def _clean_up(lh: Lakehouse, state: RunState) -> None:
     if rec is None or branch is None or rec.status == "published":
         return
     table = TableName.parse(state.table)
-    if not lh.tables.exists(table) or not lh.branches.exists(table, branch):
+    if not lh.tables.exists(table) or not lh.iceberg.exists(table, branch):
         return
     if lh.config.table(state.table).on_failure == "drop":
-        lh.branches.discard(branch, [table])
+        lh.iceberg.discard(branch, [table])
         rec.branch_kept = False
         _log(f"run {state.run_id}: branch {branch} dropped (on_failure = drop)")
     else:
@@ -180,8 +180,8 @@ def write_task(lh: Lakehouse, state: RunState) -> RunState:
 def _discard_failed_write(lh: Lakehouse, state: RunState) -> None:
     table = TableName.parse(state.table)
     branch = state.branch
-    if branch and lh.tables.exists(table) and lh.branches.exists(table, branch):
-        lh.branches.discard(branch, [table])
+    if branch and lh.tables.exists(table) and lh.iceberg.exists(table, branch):
+        lh.iceberg.discard(branch, [table])
         _log(f"run {state.run_id}: the write failed; branch {branch} dropped")
 
 

@@ -1,210 +1,85 @@
-"""Where a run's rows wait for their audit: a branch backend, the run's sandbox.
+"""Iceberg table branches: the catalog (wapflow.lakehouse.catalog) of every catalog kind but Nessie.
 
-One seam, because branching really varies: Iceberg table-level branches (this module) sandbox one
-table at a time; catalog-level branches (Project Nessie, wapflow.lakehouse.nessie) sandbox the whole
-catalog, schema changes included, and publish every table of a run in one commit. The pipeline speaks
-only the BranchBackend protocol below; what differs is answered by the backend (where rows are written,
-whether new columns fit in the sandbox, how main is moved), never by asking which backend it is.
+A table branch sandboxes one table at a time and shares its schema with main; main is moved by fast-forward,
+or by cherry-picking a run's appends when main moved meanwhile (a merge or replace is applied again instead).
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, TypeVar
 
 from wapflow.errors import PublishConflict
+from wapflow.lakehouse.catalog_reads import CatalogReads
 from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lineage import find_published
-from wapflow.lakehouse.model import RUN_ID_PROP, Snapshot
-from wapflow.lakehouse.tables import Tables
+from wapflow.lakehouse.metadata import MetadataSource, source_for
+from wapflow.lakehouse.model import Snapshot
+from wapflow.lakehouse.refs import AuditView, BranchInfo, Discarded, MainMoved, Published, PublishedRun, RunSlice
 from wapflow.spark import errors as spark_errors
+from wapflow.spark.kind import is_connect_url
 from wapflow.sql.identifiers import TableName, validate_branch
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructField
 
+    from wapflow.config import WapConfig
     from wapflow.lakehouse.group_commit import GroupCommit
     from wapflow.lakehouse.reads import TableMetadata
+    from wapflow.lakehouse.tables import Tables
+    from wapflow.storage import Storage
 
 _RETRIES = 5
 _PUBLISH_RETRIES = 4
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class BranchInfo:
-    """A branch other than main. table None: a catalog-level branch (it may hold any table)."""
+class TableBranchCatalog(CatalogReads):
+    """A catalog of Iceberg table branches (ALTER TABLE ... CREATE BRANCH; main moved by fast_forward or
+    cherrypick): every catalog kind but Nessie. A table branch shares its table's schema with main, so new columns
+    are staged elsewhere. One table's commit goes through this process's commit layer (Iceberg's Java API, or a
+    Spark Connect server's statements: wapflow.lakehouse.commits); several tables' in one commit of the catalog
+    where it can make one (a JDBC transaction, a REST `transactions/commit`: wapflow.lakehouse.group_commit)."""
 
-    table: TableName | None
-    name: str
-    head: int | None
-    hash: str | None = None  # the Nessie commit hash of a catalog-level branch
+    # Whether one branch holds every table of the catalog (a failed group write drops it only if it made it).
+    spans_catalog = False
 
-
-@dataclass(frozen=True)
-class RunSlice:
-    """One table's part of a run on its branch: what publishing moves onto main."""
-
-    table: TableName
-    base: int | None  # the table's snapshot the run's rows were written on top of
-    snapshots: tuple[Snapshot, ...]  # the run's snapshots on the branch, oldest first (may be none)
-    properties: Mapping[str, str] = field(default_factory=dict)  # snapshot properties of the run's commits
-    # False for a merge or replace: on a moved main it is applied again, never cherry-picked (MainMoved)
-    cherry_pick: bool = True
+    def __init__(
+        self, cfg: WapConfig, storage: Storage, tables: Callable[[], Tables], *, progress: Callable[[str], None]
+    ) -> None:
+        super().__init__(cfg, storage, tables)
+        self.progress = progress
+        self._group: GroupCommit | str | None = None
+        # Spark Connect (master sc://): the catalog and warehouse may answer its server only, not this machine.
+        self.connect_client = is_connect_url(cfg.lakehouse.master)
 
     @property
-    def run_id(self) -> str:
-        return self.properties.get(RUN_ID_PROP, "")
+    def spark(self) -> SparkSession:
+        return self.tables.spark
 
+    @cached_property
+    def catalog_cache(self) -> bool:
+        """Spark's catalog keeps loaded tables (cache-enabled): a commit made outside it is followed by a refresh
+        of the tables it changed. Read on first need (the catalog's settings make the warehouse folder)."""
+        from wapflow.lakehouse.session import catalog_caches_tables
 
-class MainMoved(PublishConflict):
-    """main moved since the branch was made, and the run's change must be applied again on a fresh branch of
-    it (a merge or replace), not cherry-picked."""
+        return catalog_caches_tables(self.cfg)
 
+    def _source(self, ref: str) -> MetadataSource | None:
+        return source_for(self.cfg, self.storage)
 
-@dataclass(frozen=True)
-class Published:
-    """One table's main moved to a run's rows."""
-
-    snapshot_id: int
-    method: str  # "fast_forward" | "cherry_pick"
-    branch_dropped: bool = False  # the branch went in the same commit (a fast-forward through the Java API)
-
-
-@dataclass(frozen=True)
-class PublishedRun:
-    method: str  # fast_forward | cherry_pick | merge | merge_reapplied | already
-    heads: dict[str, int | None]  # main's snapshot of each table of the run, after the publish
-    leftover: str | None = None  # main moved, but cleaning the sandbox up failed: what is left and why
-
-
-@dataclass(frozen=True)
-class Discarded:
-    found: bool  # the sandbox existed
-    whole_branch: bool  # every table of the branch went with it (catalog-level), not only the named ones
-
-
-class AuditView:
-    """How an audit sees the world from a run's sandbox: SQL naming the run's table on its branch, and
-    `main` of any table. Heads of main read here and `pin`ned are re-checked under the publish lock when
-    the backend's publish would not notice main moving by itself (table branches)."""
-
-    def __init__(
-        self,
-        branch_sql: str,
-        read_main: Callable[[TableName], DataFrame],
-        pin: Callable[[TableName], None] | None = None,
-        pinned: dict[str, int | None] | None = None,
-    ) -> None:
-        self.branch_sql = branch_sql
-        self.read_main = read_main
-        self._pin = pin
-        self.pinned: dict[str, int | None] = pinned if pinned is not None else {}
-
-    def pin(self, table: TableName) -> None:
-        if self._pin is not None:
-            self._pin(table)
-
-
-class BranchBackend(Protocol):
-    """A run's sandbox: every operation the pipeline and the service need, for either kind of branch."""
-
-    def why_not_together(self) -> str | None:
-        """None when several tables can be published in one atomic commit (a multi-table run needs it); else
-        why not. Raises UsageError when the catalog was asked and refuses (before anything is written)."""
-        ...
-
-    def publish_together(self, branch: str, run_id: str, slices: Sequence[RunSlice]) -> PublishedRun:
-        """Move main of every slice's table to the run's audited rows in one atomic commit, or none."""
-        ...
-
-    def describe(self, branch: str) -> str:
-        """How messages name the branch ("branch x", "Nessie branch x")."""
-        ...
-
-    def open(self, branch: str) -> bool:
-        """Make sure the sandbox exists before anything is written in it; True when this call created it."""
-        ...
-
-    def exists(self, table: TableName, branch: str) -> bool: ...
-
-    def create(self, table: TableName, branch: str) -> int | None:
-        """The table's branch, ready for the run's appends; returns the snapshot they go on top of."""
-        ...
-
-    def tables_for(self, branch: str) -> Tables:
-        """The tables as the sandbox sees them."""
-        ...
-
-    def iceberg_ref(self, branch: str) -> str:
-        """The Iceberg ref of a table, inside tables_for(branch), that holds the run's rows."""
-        ...
-
-    def write_target(self, table: TableName, branch: str) -> str: ...
-
-    def add_columns(self, table: TableName, branch: str, columns: list[StructField]) -> bool:
-        """Add columns inside the sandbox only; False when the backend cannot (the caller stages the batch)."""
-        ...
-
-    def reset(self, table: TableName, branch: str, mine: Sequence[Snapshot]) -> None:
-        """Take an unfinished write's snapshots `mine` (maybe none) of `table` out of the sandbox."""
-        ...
-
-    def discard(self, branch: str, tables: Sequence[TableName]) -> Discarded:
-        """Drop the sandbox of these tables (a catalog-level branch goes with every table on it)."""
-        ...
-
-    def publish(
-        self,
-        branch: str,
-        run_id: str,
-        slices: Sequence[RunSlice],
-        after_each: Callable[[RunSlice], None] | None = None,
-    ) -> PublishedRun:
-        """Move main to the run's audited rows for every slice (in order), then drop the sandbox."""
-        ...
-
-    def audit_view(self, table: TableName, branch: str, base: int | None, group: Sequence[TableName] = ()) -> AuditView:
-        """`group`: the other tables of a multi-table run, read as the sandbox holds them."""
-        ...
-
-    def list(self, table: TableName) -> list[BranchInfo]:
-        """Branches holding changes to this table."""
-        ...
-
-    def all_branches(self) -> builtins.list[BranchInfo]: ...
-
-
-class IcebergTableBranches:
-    """Branches of single Iceberg tables (ALTER TABLE ... CREATE BRANCH; main moved by fast_forward or
-    cherrypick). A table branch shares its table's schema with main, so new columns are staged elsewhere."""
-
-    def __init__(
-        self,
-        tables: Tables,
-        group: Callable[[], GroupCommit | str] | None = None,
-        *,
-        catalog_cache: bool = True,
-        progress: Callable[[str], None] | None = None,
-    ) -> None:
-        """`group`: how the catalog commits several tables at once, or why it cannot (asked on first need).
-        `catalog_cache`: Spark's catalog keeps loaded tables (cache-enabled), so a commit made outside it is
-        followed by a refresh of the tables it changed."""
-        self.tables = tables
-        self.catalog_cache = catalog_cache
-        self.progress = progress
-        self.spark = tables.spark
-        self.catalog = tables.catalog
-        self._group_source = group
-        self._group: GroupCommit | str | None = None
+    def check(self) -> None:
+        """Nothing to ask before Spark starts: Spark's catalog reports its own errors."""
 
     def _group_commit(self) -> GroupCommit | str:
+        """How the catalog commits several tables at once (or why not): chosen once, on first need."""
         if self._group is None:
-            self._group = self._group_source() if self._group_source is not None else "no catalog client here"
+            from wapflow.lakehouse.group_commit import group_commit_for
+
+            self._group = group_commit_for(self.cfg)
         return self._group
 
     def why_not_together(self) -> str | None:
@@ -214,7 +89,20 @@ class IcebergTableBranches:
         group.check()
         return None
 
-    def publish_together(self, branch: str, run_id: str, slices: Sequence[RunSlice]) -> PublishedRun:
+    def commit(
+        self,
+        branch: str,
+        run_id: str,
+        slices: Sequence[RunSlice],
+        *,
+        atomic: bool,
+        after_each: Callable[[RunSlice], None] | None = None,
+    ) -> PublishedRun:
+        if atomic:
+            return self._commit_together(branch, run_id, slices)
+        return self._commit_each(branch, run_id, slices, after_each)
+
+    def _commit_together(self, branch: str, run_id: str, slices: Sequence[RunSlice]) -> PublishedRun:
         """Every table's main in one catalog commit (wapflow.lakehouse.group_commit); each table's branch goes in
         it too. A merge or replace on a moved main raises MainMoved: nothing committed."""
         from wapflow.lakehouse.group_commit import MainMovedUnder, publish_group
@@ -230,6 +118,29 @@ class IcebergTableBranches:
             for sl in slices:  # committed outside Spark: a cached table must load the new metadata
                 self.tables.refresh(sl.table)
         return PublishedRun(done["method"], done["heads"])
+
+    def list_branches(self, table: TableName | None = None) -> builtins.list[BranchInfo]:
+        view = self.direct()
+        if view is None:
+            return self.list(table) if table is not None else self.all_branches()
+        tables = [table] if table is not None else view.list_tables()
+        return [b for t in tables for b in table_branches(view, t)]
+
+    def sandbox_left(self, branch: str, tables: Sequence[TableName], staging: TableName | None) -> bool:
+        """Answered False only from the catalog's metadata read with no JVM; a Spark Connect client (its catalog
+        may answer its server only), a catalog only Spark reads here, or a direct read that fails: it may be
+        left, Spark looks."""
+        if self.connect_client:
+            return True
+        view = self.direct()
+        if view is None:
+            return True
+        try:
+            if staging is not None and view.exists(staging):
+                return True
+            return any(view.exists(t) and branch in view.refs(t) for t in tables)
+        except Exception:  # noqa: BLE001 - Spark's view then looks, and reports what is wrong
+            return True
 
     def _committing(self, table: TableName, fn: Callable[[], T], attempts: int = _RETRIES) -> T:
         """Run a metadata commit; when another process committed to the table since this process cached its
@@ -248,20 +159,20 @@ class IcebergTableBranches:
 
     def create(self, table: TableName, branch: str) -> int | None:
         """Branch from main's current snapshot; returns that snapshot (the audit's start point)."""
-        return self._committing(table, lambda: self.tables.create_branch(table, branch))
+        return self._committing(table, lambda: self.tables.commits.create_branch(table, branch))
 
     def exists(self, table: TableName, branch: str) -> bool:
         ref = self.tables.refs(table).get(branch)
         return ref is not None and ref.type == "BRANCH"
 
     def drop(self, table: TableName, branch: str) -> None:
-        self._committing(table, lambda: self.tables.drop_branch(table, branch))
+        self._committing(table, lambda: self.tables.commits.drop_branch(table, branch))
 
     def write_target(self, table: TableName, branch: str) -> str:
         """The branch in the identifier (`t`.`branch_b`), which must exist. Not `writeTo(t).option("branch", b)`:
         on wapflow's tables, with Spark 4.1 and Iceberg 1.11, that option is ignored and the append lands on
         main (measured 2026-11-27, for an existing branch and a new one alike)."""
-        return table.branch_sql(self.catalog, branch)
+        return table.branch_sql(self.name, branch)
 
     def tables_for(self, branch: str) -> Tables:
         """Table branches live in the catalog itself."""
@@ -287,7 +198,7 @@ class IcebergTableBranches:
                 found = True
         return Discarded(found=found, whole_branch=False)
 
-    def publish(
+    def _commit_each(
         self,
         branch: str,
         run_id: str,
@@ -330,7 +241,7 @@ class IcebergTableBranches:
         concurrent run's rows are kept."""
         try:
             moved_to, dropped = self._committing(
-                table, lambda: self.tables.fast_forward(table, branch, drop=True), _PUBLISH_RETRIES
+                table, lambda: self.tables.commits.fast_forward(table, branch, drop=True), _PUBLISH_RETRIES
             )
             return Published(moved_to, "fast_forward", branch_dropped=dropped)
         except Exception as e:
@@ -376,7 +287,7 @@ class IcebergTableBranches:
         return Published(current, "cherry_pick")
 
     def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
-        return self.tables.cherry_pick(table, snapshot_id)  # the session's commit layer (lakehouse.commits)
+        return self.tables.commits.cherry_pick(table, snapshot_id)  # the session's commit layer (lakehouse.commits)
 
     def audit_view(self, table: TableName, branch: str, base: int | None, group: Sequence[TableName] = ()) -> AuditView:
         """main of any table at its head when first read; the heads are pinned, and publish re-checks

@@ -30,7 +30,7 @@ from wapflow.faults import crash_point
 from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lineage import find_published
 from wapflow.lakehouse.metadata import CatalogTables
-from wapflow.lakehouse.model import METADATA_PREVIOUS_VERSIONS_MAX_PROP
+from wapflow.lakehouse.model import FORMAT_VERSION_PROP, METADATA_PREVIOUS_VERSIONS_MAX_PROP
 from wapflow.sql.identifiers import TableName
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
     from wapflow.config import WapConfig
-    from wapflow.lakehouse.branches import RunSlice
+    from wapflow.lakehouse.refs import RunSlice
 
 T = TypeVar("T")
 _THREADS = 8  # tables planned and staged side by side
@@ -130,7 +130,7 @@ def _plan_one(catalog: Catalog, branch: str, run_id: str, sl: RunSlice) -> Table
 
     tbl = catalog.load_table(_ident(sl.table))
     meta = metadata_json(tbl)
-    v3 = int(meta.get("format-version", 2)) >= 3
+    v3 = int(meta.get(FORMAT_VERSION_PROP, 2)) >= 3
     view = CatalogTables(_Loaded({sl.table.dotted: meta}), catalog.name)
     refs = tbl.metadata.refs
     main = refs["main"].snapshot_id if "main" in refs else None

@@ -10,7 +10,8 @@ model.refs_of). One seam, a MetadataSource per catalog kind:
   too);
 - `catalog = "rest"` (or a custom catalog whose type is rest): the REST catalog's loadTable (httpx), with the
   token, client credential and `header.*` properties Iceberg's own client would send;
-- `catalog = "nessie"`: Nessie's v2 content API (the table's metadataLocation at a ref), then the file.
+- `catalog = "nessie"`: Nessie's v2 content API (the table's metadataLocation at a ref), then the file
+  (wapflow.lakehouse.nessie.NessieSource).
 
 Hive, Glue, Hadoop, other JDBC databases and custom catalogs have no source here: they are read through
 Spark as before (`source_for` returns None). `WAP_METADATA=spark` forces that path for every catalog (to
@@ -34,9 +35,6 @@ from wapflow.errors import ConfigError, EnvironmentProblem, ServiceError, Unreac
 from wapflow.lakehouse.catalog_props import REST_TOKEN_SETTING
 from wapflow.lakehouse.model import Ref, Snapshot, refs_of, snapshots_of
 from wapflow.lakehouse.reads import SnapshotReads
-
-# Re-exported for wapflow.lakehouse.lakehouse until it imports it from its owner, wapflow.lakehouse.reads.
-from wapflow.lakehouse.reads import TableMetadata as TableMetadata
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName
 
@@ -46,7 +44,6 @@ if TYPE_CHECKING:
 
     from wapflow.config import WapConfig
     from wapflow.lakehouse.manifests import ManifestMetrics
-    from wapflow.lakehouse.nessie import NessieClient
     from wapflow.storage import Storage
 
 # "spark": read table metadata through Spark even where the catalog can be read directly.
@@ -97,7 +94,7 @@ class CatalogTables(SnapshotReads):
 
     def added_file_metrics(self, table: TableName, branch: str, snapshot_ids: list[int]) -> FileMetrics:
         """Column metrics summed over the data files the given snapshots added, from the manifests with no JVM
-        (as Tables.added_file_metrics; Lakehouse.file_metrics offers this view only where PyIceberg is
+        (as Tables.added_file_metrics; Lakehouse.iceberg.file_metrics offers this view only where PyIceberg is
         installed). `branch` is the one the snapshots are on: a snapshot's own manifests say what it added."""
         meta = self.metadata(table)
         if meta is None:
@@ -116,11 +113,9 @@ def direct_reads() -> bool:
     return os.environ.get(FORCE_ENV, "").strip().lower() != "spark"
 
 
-def source_for(
-    cfg: WapConfig, storage: Storage, *, nessie: NessieClient | None = None, ref: str = "main"
-) -> MetadataSource | None:
-    """The catalog's metadata without Spark, or None for a catalog only Spark reads here (or WAP_METADATA=spark).
-    `nessie`: the client of a Nessie catalog; `ref`: the Nessie ref to read at."""
+def source_for(cfg: WapConfig, storage: Storage) -> MetadataSource | None:
+    """A table-branch catalog's metadata without Spark, or None for a catalog only Spark reads here (or
+    WAP_METADATA=spark). Nessie's is read by its catalog (wapflow.lakehouse.nessie.NessieSource)."""
     if not direct_reads():
         return None
     lh = cfg.lakehouse
@@ -129,8 +124,6 @@ def source_for(
 
         url = jdbc_catalog_url(cfg)
         return JdbcSource(url, lh.catalog_name, storage) if url is not None else None
-    if lh.catalog == "nessie":
-        return NessieSource(nessie, ref, storage) if nessie is not None else None
     from wapflow.lakehouse.catalog_props import catalog_properties
 
     if lh.catalog in ("rest", "custom"):
@@ -355,24 +348,3 @@ class RestSource:
                 for ident in self._pages(path, "identifiers", f"list the tables of {'.'.join(child)}"):
                     found.append(TableName(tuple(ident["namespace"]), str(ident["name"])))
         return found
-
-
-# --- Nessie -----------------------------------------------------------------------------------------------
-
-
-class NessieSource:
-    """Nessie's API v2: a table's metadataLocation at a ref (/trees/{ref}/contents/{key}), then the file."""
-
-    def __init__(self, client: NessieClient, ref: str, storage: Storage) -> None:
-        self.client = client
-        self.ref = ref
-        self.storage = storage
-
-    def load(self, table: TableName) -> dict[str, Any] | None:
-        content = self.client.content(self.ref, (*table.namespace, table.name))
-        if content is None or content.get("type") != "ICEBERG_TABLE" or not content.get("metadataLocation"):
-            return None
-        return read_metadata_file(self.storage, str(content["metadataLocation"]), table)
-
-    def list_tables(self) -> list[TableName]:
-        return [TableName(tuple(k[:-1]), k[-1]) for k in self.client.table_keys(self.ref) if len(k) >= 2]

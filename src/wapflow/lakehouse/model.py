@@ -26,6 +26,20 @@ APPROVAL_REASON_PROP = "wapflow.approval-reason"
 MAINTENANCE_PROP = "wapflow.maintenance-pass"  # on the snapshot maintenance commits on main
 # On a model's commits, one per table it read: the snapshot of that table it read up to (incremental models).
 MODEL_INPUT_PROP_PREFIX = "wapflow.model-input."
+# A stream's batch (wapflow.streams), as Iceberg's own streaming sink records it (SparkWrite.BaseStreamingWrite):
+# the query's id and the batch's; publish_every: the batches one run published (first-last), the last of them
+# in EPOCH_ID_PROP. SNAPSHOT_PROPERTY_CONF: the session settings Iceberg's SparkWriteConf adds to each snapshot.
+QUERY_ID_PROP = "spark.sql.streaming.queryId"
+EPOCH_ID_PROP = "spark.sql.streaming.epochId"
+BATCHES_PROP = "wapflow.stream.batches"
+SNAPSHOT_PROPERTY_CONF = "spark.sql.iceberg.snapshot-property."
+
+
+def snapshot_property_confs(properties: dict[str, str] | Any) -> dict[str, str]:
+    """Session settings that give the next SQL write's commit these snapshot properties (SQL commands take them
+    from the session's conf; a DataFrame writer's own options win over it, so concurrent appends keep theirs)."""
+    return {SNAPSHOT_PROPERTY_CONF + k: v for k, v in dict(properties).items()}
+
 
 # --- snapshot summary keys Iceberg writes -----------------------------------------------------------------
 

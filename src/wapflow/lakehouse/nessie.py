@@ -30,10 +30,12 @@ from wapflow.errors import (
     UsageError,
     WapError,
 )
-from wapflow.lakehouse.branches import AuditView, BranchInfo, Discarded, PublishedRun, RunSlice
+from wapflow.lakehouse.catalog_reads import CatalogReads
 from wapflow.lakehouse.lineage import merge_properties, with_properties
+from wapflow.lakehouse.metadata import MetadataSource, read_metadata_file
 from wapflow.lakehouse.model import RUN_ID_PROP, Snapshot
 from wapflow.lakehouse.nessie_config import TOKEN_SETTING, normalize_uri
+from wapflow.lakehouse.refs import AuditView, BranchInfo, Discarded, PublishedRun, RunSlice
 from wapflow.lakehouse.tables import Tables
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch, validate_part
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
     from wapflow.config import WapConfig
     from wapflow.lakehouse.reads import TableMetadata
+    from wapflow.storage import Storage
 
 
 @dataclass(frozen=True)
@@ -391,25 +394,67 @@ def register_branch_catalog(spark: SparkSession, cfg: WapConfig, branch: str) ->
     return name
 
 
-class NessieBranches:
-    """The branch backend for catalog = "nessie": one Nessie branch holds every table a run writes, schema
-    changes included, and one merge publishes them all (or none)."""
+class NessieCatalog(CatalogReads):
+    """The catalog of catalog = "nessie": one Nessie branch holds every table a run writes, schema changes
+    included, and one merge publishes them all (or none); metadata read through Nessie's content API."""
+
+    # Whether one branch holds every table of the catalog (a failed group write drops it only if it made it).
+    spans_catalog = True
 
     def why_not_together(self) -> str | None:
         """A Nessie branch spans the catalog: one merge publishes every table of it."""
         return None
 
-    def publish_together(self, branch: str, run_id: str, slices: Sequence[RunSlice]) -> PublishedRun:
-        return self.publish(branch, run_id, slices)
-
-    def __init__(self, cfg: WapConfig, tables: Tables, client: NessieClient) -> None:
-        self.cfg = cfg
-        self.tables = tables
-        self.spark = tables.spark
-        self.catalog = tables.catalog
+    def __init__(self, cfg: WapConfig, storage: Storage, tables: Callable[[], Tables], client: NessieClient) -> None:
+        super().__init__(cfg, storage, tables)
         self.client = client
         self._bases: dict[str, str] = {}
         self._views: dict[str, Tables] = {}
+        self._checked = False
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.tables.spark
+
+    def check(self) -> None:
+        """Nessie down, wrong URL or token: one clear error before Spark starts or anything is written."""
+        if not self._checked:
+            self.client.config()
+            self._checked = True
+
+    def _source(self, ref: str) -> MetadataSource:
+        self.check()  # the same error as before Spark starts
+        return NessieSource(self.client, ref, self.storage)
+
+    def list_branches(self, table: TableName | None = None) -> builtins.list[BranchInfo]:
+        view = self.direct()
+        if view is None:
+            return self.list(table) if table is not None else self.all_branches()
+        if table is None:
+            return catalog_branches(self.client)
+
+        def at(ref: str) -> TableMetadata:
+            found = self.direct(ref)
+            assert found is not None
+            return found
+
+        return branches_changing(self.client, view, at, table)
+
+    def sandbox_left(self, branch: str, tables: Sequence[TableName], staging: TableName | None) -> bool:
+        """A catalog-level branch may hold anything: Spark looks."""
+        return True
+
+    def commit(
+        self,
+        branch: str,
+        run_id: str,
+        slices: Sequence[RunSlice],
+        *,
+        atomic: bool,
+        after_each: Callable[[RunSlice], None] | None = None,
+    ) -> PublishedRun:
+        """One merge, atomic whatever is asked (a Nessie branch is one commit on main)."""
+        return self._merge_published(branch, run_id, slices, after_each)
 
     def describe(self, branch: str) -> str:
         return f"Nessie branch {branch}"
@@ -484,12 +529,12 @@ class NessieBranches:
         self._bases.pop(branch, None)
         return Discarded(found=self.client.delete_branch(branch), whole_branch=True)
 
-    def publish(
+    def _merge_published(
         self,
         branch: str,
         run_id: str,
         slices: Sequence[RunSlice],
-        after_each: Callable[[RunSlice], None] | None = None,
+        after_each: Callable[[RunSlice], None] | None,
     ) -> PublishedRun:
         """Merge the branch into main in one Nessie commit, then delete it. When main changed one of the same
         tables since the fork (Nessie refuses such a merge: both sides changed the table's metadata pointer),
@@ -641,3 +686,24 @@ def _retry_branch(branch: str) -> str:
 def _slice_tables(slices: Sequence[RunSlice]) -> list[TableName]:
     """The tables a publish changes (a table without rows of the run, e.g. an unused quarantine, is left out)."""
     return [sl.table for sl in slices if sl.snapshots] or [sl.table for sl in slices]
+
+
+# --- Nessie -----------------------------------------------------------------------------------------------
+
+
+class NessieSource:
+    """Nessie's API v2: a table's metadataLocation at a ref (/trees/{ref}/contents/{key}), then the file."""
+
+    def __init__(self, client: NessieClient, ref: str, storage: Storage) -> None:
+        self.client = client
+        self.ref = ref
+        self.storage = storage
+
+    def load(self, table: TableName) -> dict[str, Any] | None:
+        content = self.client.content(self.ref, (*table.namespace, table.name))
+        if content is None or content.get("type") != "ICEBERG_TABLE" or not content.get("metadataLocation"):
+            return None
+        return read_metadata_file(self.storage, str(content["metadataLocation"]), table)
+
+    def list_tables(self) -> list[TableName]:
+        return [TableName(tuple(k[:-1]), k[-1]) for k in self.client.table_keys(self.ref) if len(k) >= 2]

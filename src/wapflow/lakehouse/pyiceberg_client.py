@@ -108,7 +108,7 @@ def remove_added_files(
     catalog: Catalog, table: TableName, snapshot_ids: Sequence[int], properties: Mapping[str, str]
 ) -> int:
     """One new snapshot on main deleting exactly the data files these snapshots added, carrying `properties`
-    (what Tables.remove_added_files does through Java). Returns its id. A file no longer on main fails with
+    (what JvmCommits.remove_added_files does through Java). Returns its id. A file no longer on main fails with
     MISSING_FILES; a commit that lands on main meanwhile is kept: the removal is planned again on the new head."""
     from pyiceberg.exceptions import ValidationException
 
@@ -183,7 +183,7 @@ def add_files(
     catalog: Catalog, table: TableName, ref: str, locations: Sequence[str], properties: Mapping[str, str]
 ) -> None:
     """Commit parquet files already at these locations to `ref` in one append carrying `properties` (what
-    Tables.append_parquet does through Java): PyIceberg reads each footer for the file's metrics and
+    JvmCommits.append_files does through Java): PyIceberg reads each footer for the file's metrics and
     partition, and gives the table a name mapping when it has none. A concurrent commit on the table (another
     run's branch) is kept: the append is made again on the new head. The files' names are the run's own, so
     they are not looked for among the table's files first (a scan of every manifest)."""

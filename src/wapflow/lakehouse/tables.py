@@ -21,10 +21,11 @@ from wapflow.lakehouse.model import (
     Snapshot,
     refs_of,
     row_change_properties,
+    snapshot_property_confs,
     snapshots_of,
 )
 from wapflow.lakehouse.reads import SnapshotReads
-from wapflow.spark.shared_session import sql_with_properties
+from wapflow.spark.shared_session import sql_with_confs
 from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch, validate_part
 
 if TYPE_CHECKING:
@@ -63,7 +64,8 @@ class Tables(SnapshotReads):
         self._snapshots_seen: dict[str, tuple[dict[str, Any], dict[int, Snapshot]]] = {}
         # Iceberg's Java API in the driver's JVM: a classic session only (Spark Connect has no gateway to one).
         self._gateway = IcebergGateway(spark, catalog) if _has_gateway(spark) else None
-        # How this process commits to table metadata, chosen once (wapflow.lakehouse.commits).
+        # How this process commits to table metadata (refs moved, files added or removed), chosen once for the
+        # session's kind (wapflow.lakehouse.commits): the catalog's commits go through it.
         self.commits: Commits = commits_for(
             spark,
             catalog,
@@ -155,7 +157,7 @@ class Tables(SnapshotReads):
         """The table's Iceberg format version: its metadata JSON's, or Spark's `format-version` property."""
         meta = self._metadata(table)
         if meta is not None:
-            return int(meta.get("format-version", 1))
+            return int(meta.get(FORMAT_VERSION_PROP, 1))
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.ident(table)} ({sql_string(FORMAT_VERSION_PROP)})").collect()
         value = str(rows[0]["value"]) if rows else "1"
         return int(value) if value.isdigit() else 1
@@ -172,11 +174,11 @@ class Tables(SnapshotReads):
         and stable in v3) through a subquery, which Spark evaluates itself."""
         ident = self.ident(table)
         seqs = ", ".join(str(int(n)) for n in sequence_numbers)
-        sql_with_properties(
+        sql_with_confs(
             self.spark,
             f"DELETE FROM {ident} WHERE _row_id IN "
             f"(SELECT _row_id FROM {ident} WHERE _last_updated_sequence_number IN ({seqs}))",
-            properties,
+            snapshot_property_confs(properties),
         )
         self.refresh(table)
         head = self.head(table, "main")
@@ -190,59 +192,10 @@ class Tables(SnapshotReads):
             f"table => {table.procedure_arg(self.catalog)}, snapshot_id => {int(snapshot_id)})"
         )
 
-    def check_remove_files(self) -> None:
-        """Raise (UsageError, EnvironmentProblem) when this session cannot remove files: before any change."""
-        self.commits.check_remove_files()
-
-    def remove_added_files(self, table: TableName, snapshot_ids: list[int], properties: dict[str, str]) -> int:
-        """One new snapshot on main that deletes exactly the data files these snapshots added (metadata only:
-        no file is read or rewritten, other runs' files are untouched). Returns the new snapshot id. A file no
-        longer on main (compacted by `wap maintain`) fails the commit with pyiceberg_client.MISSING_FILES
-        instead of being skipped; a concurrent commit on main is kept (Iceberg's commit retries).
-
-        Spark SQL cannot name files (a DELETE on `_file` is refused): through Iceberg's Java API in this
-        process, or, on a Spark Connect client (no gateway to it), through PyIceberg on the same catalog."""
-        return self.commits.remove_added_files(table, snapshot_ids, properties)
-
     def metadata(self, table: TableName) -> dict[str, Any] | None:
         """The table's current metadata as Iceberg's JSON (schemas, specs, sort orders, properties, location);
         None where no gateway reaches Iceberg's Java API (Spark Connect)."""
         return self._metadata(table)
-
-    def commit_metadata(self, table: TableName) -> dict[str, Any] | None:
-        """The table's current metadata as Iceberg's JSON, where this process can commit files to it (see
-        append_parquet): through Iceberg's Java API on a classic session, through PyIceberg on the same catalog
-        on a Spark Connect client; None when neither reaches it (a catalog PyIceberg is not opened for)."""
-        return self.commits.commit_metadata(table)
-
-    def data_locations(self, table: TableName, names: Sequence[str]) -> list[str]:
-        """Where the table's location provider puts new data files of these names (as Spark's writes do)."""
-        return self.commits.data_locations(table, names)
-
-    def append_parquet(
-        self,
-        table: TableName,
-        ref: str,
-        locations: Sequence[str],
-        properties: Mapping[str, str],
-        *,
-        spec_id: int | None = None,
-        partitions: Sequence[Sequence[str | None]] = (),
-    ) -> None:
-        """Commit parquet files already at these locations (written by another tool, copied there by the caller)
-        to `ref` in one append that carries `properties`. Into a partitioned table, under partition spec
-        `spec_id`, each file's partition is given: its values as Iceberg's partition strings, in the order of
-        `locations` (the caller read them from the files' footers).
-
-        Through Iceberg's Java API in this process, as its add_files procedure does (which cannot target a
-        branch): each file's metrics come from its footer, and columns are found by name through the table's
-        name mapping (`schema.name-mapping.default`, set from the table's schema first when it has none), since
-        such files carry no Iceberg field ids. The caller checked that their columns are the table's.
-
-        On a Spark Connect client (no gateway to Iceberg's Java API), PyIceberg commits the files on the same
-        catalog (its add_files, which reads the same footers for the metrics and partitions), and the server's
-        cached table is refreshed to see the commit."""
-        self.commits.append_files(table, ref, locations, properties, spec_id=spec_id, partitions=partitions)
 
     def java_table(self, table: TableName) -> Any:
         """The table in Iceberg's Java API, through PySpark's gateway (a classic session only): the object the
@@ -253,28 +206,6 @@ class Tables(SnapshotReads):
                 hint="run this command with a config whose master is local (same catalog and warehouse)",
             )
         return self._gateway.java_table(table)
-
-    def create_branch(self, table: TableName, branch: str) -> int | None:
-        """Branch at main's current head; returns that snapshot (None: a table without snapshots, whose branch
-        starts at a new empty one). Through Iceberg's Java API on a classic session, as CREATE BRANCH does
-        without its SQL's plan (~10 ms of a small run), on the table refreshed first: this process's catalog
-        may cache it from before another process's commit, and the head the branch starts at is the audit's
-        base. The statement on Spark Connect."""
-        return self.commits.create_branch(table, branch)
-
-    def drop_branch(self, table: TableName, branch: str) -> None:
-        """DROP BRANCH IF EXISTS; through the Java API on a classic session (no commit when there is none)."""
-        self.commits.drop_branch(table, branch)
-
-    def fast_forward(self, table: TableName, branch: str, *, drop: bool) -> tuple[int, bool]:
-        """Move main to `branch`'s head (Iceberg refuses unless main is its ancestor); returns main's new head
-        and whether the branch went in the same commit. On a classic session one Java API commit does both
-        (`drop`); Spark Connect calls the fast_forward procedure and the caller drops the branch after."""
-        return self.commits.fast_forward(table, branch, drop=drop)
-
-    def cherry_pick(self, table: TableName, snapshot_id: int) -> int:
-        """Apply an append snapshot again on top of main (Iceberg's cherry-pick); returns main's new head."""
-        return self.commits.cherry_pick(table, snapshot_id)
 
     def schema(self, table: TableName) -> StructType:
         """The table's columns as Spark reads them. From the catalog's table object on a classic session (the

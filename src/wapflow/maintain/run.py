@@ -483,7 +483,7 @@ class TableMaintenance:
     def drop_branches(self) -> dict[str, Any]:
         from wapflow.service.tables import discard
 
-        names = [b.name for b in self.lh.list_branches(self.t)]  # Nessie branches on Nessie
+        names = [b.name for b in self.lh.iceberg.list_branches(self.t)]  # Nessie branches on Nessie
         leftovers = [n for n in names if n.startswith(MAINTAIN_BRANCH_PREFIX)]
         stale: list[tuple[str, Any]] = []
         if self.cfg.keep_blocked_for is not None:

@@ -57,6 +57,7 @@ from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity
+from wapflow.vocabulary import DISCARDED
 
 
 def files_exit_code(states: set[str]) -> int:
@@ -532,7 +533,7 @@ class Ingest:
         if res.branch:
             tables = [TableName.parse(t) for t in [self.src.table, *self.models]]
             try:
-                self.lh.branches.discard(res.branch, [*tables, *(quarantine_of(t) for t in tables)])
+                self.lh.iceberg.discard(res.branch, [*tables, *(quarantine_of(t) for t in tables)])
             except Exception as e:  # noqa: BLE001 - a leftover branch is clutter, not a reason to stop
                 self.lh.progress(f"warning: could not drop branch {res.branch} of the split batch: {e}")
             rec = self.lh.store.get(res.run_id)
@@ -541,7 +542,7 @@ class Ingest:
                 recs = self.lh.store.group(rec.group_id) or recs  # the models' records went with the batch
             for r in recs:
                 r.branch_kept = False
-                r.status = "discarded" if r.status == "blocked" else r.status
+                r.status = DISCARDED if r.status == "blocked" else r.status
                 self.lh.store.save(r)
         why = "blocked" if res.status == "blocked" else "failed on its input"
         half = (len(batch) + 1) // 2
@@ -565,7 +566,7 @@ def check_consent(lh: Lakehouse, source: Source, *, no_checks: bool, flag: str |
     for name in models:
         own = len(lh.config.table(name).checks) + len(lh.config.models[name].checks)
         lh.config.audit_consent(name, checks=own, no_checks=no_checks, flag=flag)
-    why = lh.why_not_together() if models else None
+    why = lh.iceberg.why_not_together() if models else None
     if why is not None:
         raise ConfigError(
             f"source {source.name}'s batches run the models that read {source.table} ({', '.join(models)}) and "

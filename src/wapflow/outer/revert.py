@@ -37,7 +37,7 @@ from wapflow.sql.identifiers import TableName
 def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     validate_run_id(run_id)
     # The files go through Iceberg's Java API in this process (a local master: a `wap serve` server is not
-    # used), or through PyIceberg on the same catalog with master = "sc://..." (Tables.remove_added_files).
+    # used), or through PyIceberg on the same catalog with master = "sc://..." (Commits.remove_added_files).
     session.use_server = False
     rec = lh.store.get(run_id)
     if rec is None:
@@ -60,7 +60,7 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         if snaps:
             plan.append((t, snaps, _how(lh, t, snaps)))
     if any(how == FILES for _, _, how in plan):
-        lh.tables.check_remove_files()  # this session cannot remove files: say so before either table changes
+        lh.tables.commits.check_remove_files()  # this session cannot remove files: say so before either table changes
     done: dict[str, int] = {}
     removed: dict[str, int] = {}
     kept: dict[str, int] = {}
@@ -212,7 +212,7 @@ def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) ->
     """An append's exact files off main (one new snapshot); refused when maintenance rewrote them since."""
     lh.progress(f"removing run {run_id}'s files from main of {t}")
     try:
-        return lh.tables.remove_added_files(t, snaps, revert_properties(run_id))
+        return lh.tables.commits.remove_added_files(t, snaps, revert_properties(run_id))
     except Exception as e:
         if MISSING_FILES not in str(e):
             raise

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from wapflow.config.models import ModelConfig, downstream_models, model_order
 from wapflow.errors import ConfigError, InputError, UsageError, WapError
 from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
-from wapflow.pipeline.multi import MultiWapRun
+from wapflow.pipeline.opengroup import OpenGroup
 from wapflow.pipeline.state import new_run_id, validate_run_id
 from wapflow.pipeline.transaction import Transaction, query_over
 from wapflow.spark import errors as spark_errors
@@ -45,7 +45,7 @@ def run_models(
         )
     order = model_order(models, names)
     rid = validate_run_id(run_id) if run_id else new_run_id()
-    tx = Transaction(MultiWapRun(lh, [], run_id=rid, no_checks=no_checks, transaction=True))
+    tx = Transaction(OpenGroup(lh, run_id=rid, no_checks=no_checks))
     return _run_in(tx, order)
 
 
@@ -54,7 +54,7 @@ def run_batch(
 ) -> MultiRunResult:
     """A source's landed batch and every model downstream of its table, in one transaction: the files written
     first, each model then reading them staged, all audited, and published in one commit or none."""
-    group = MultiWapRun(lh, [], run_id=run_id, no_checks=no_checks, transaction=True)
+    group = OpenGroup(lh, run_id=run_id, no_checks=no_checks)
     try:
         group.add_files(table, uris, source=source)
     except WapError:

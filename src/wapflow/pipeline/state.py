@@ -31,6 +31,7 @@ from wapflow.storage.files import FileIdentity, SkippedFile
 from wapflow.vocabulary import AWAITING_REVIEW as AWAITING_REVIEW
 from wapflow.vocabulary import HALTED as HALTED
 from wapflow.vocabulary import RUN_REJECTED as RUN_REJECTED
+from wapflow.vocabulary import run_branch
 from wapflow.writing.plan import WriteOutcome
 
 # A run's statuses (HALTED: those at which its steps stop) are wapflow.vocabulary's; imported here for the steps.
@@ -320,3 +321,86 @@ def _untag(v: object) -> object:
     if tag == "$bytes":
         return base64.b64decode(text)
     return text
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """A run, as data: the tables it writes to one sandbox (`members`, one RunState each) and what the group
+    itself carries. Every run is a group: `wap run` is a group of one (its member's run id is the group's), a
+    multi-table run, a transaction, models or a pipeline a group of several (members `<run id>-<n>`), published
+    together by one publish step (wapflow.pipeline.steps.publish) or not at all.
+
+    A group's status and done steps are its members': every step is applied to all of them, and the outcome
+    (published, blocked, awaiting review, failed) is recorded on each."""
+
+    run_id: str
+    branch: str
+    members: list[RunState] = field(default_factory=list)
+    # merge / replace: times publish found main moved and sent the group back to write on fresh branches
+    reapplied: int = 0
+    # Nessie: the group's write created its catalog branch (a failed write then drops it)
+    created_branch: bool = False
+    message: str = ""  # the group's outcome in words (a group of one: its member's)
+    # A group with no member at all: a transaction whose block wrote nothing ("published", nothing written).
+    empty_status: str = "running"
+
+    @property
+    def several(self) -> bool:
+        """More than one table: published in one atomic commit, its members' records name the group."""
+        return len(self.members) > 1 or (bool(self.members) and self.members[0].run_id != self.run_id)
+
+    @property
+    def status(self) -> str:
+        return self.members[0].status if self.members else self.empty_status
+
+    @property
+    def done(self) -> list[str]:
+        return list(self.members[0].done) if self.members else ["prepare", "write", "audit", "publish"]
+
+    @classmethod
+    def of(cls, state: RunState) -> GroupState:
+        """A one-table run as the group of one it is."""
+        return cls(
+            run_id=state.run_id,
+            branch=state.branch or run_branch(state.run_id),
+            members=[state],
+            reapplied=state.reapplied,
+            message=state.message,
+        )
+
+    def evolve(self, **changes: Any) -> GroupState:
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "group": True,
+            "run_id": self.run_id,
+            "branch": self.branch,
+            "members": [m.to_dict() for m in self.members],
+            "reapplied": self.reapplied,
+            "created_branch": self.created_branch,
+            "message": self.message,
+            "empty_status": self.empty_status,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GroupState:
+        if not d.get("group"):
+            return cls.of(RunState.from_dict(d))  # a one-table run's state
+        return cls(
+            run_id=str(d["run_id"]),
+            branch=str(d["branch"]),
+            members=[RunState.from_dict(m) for m in d.get("members") or []],
+            reapplied=int(d.get("reapplied") or 0),
+            created_branch=bool(d.get("created_branch")),
+            message=str(d.get("message") or ""),
+            empty_status=str(d.get("empty_status") or "running"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> GroupState:
+        return cls.from_dict(json.loads(text))

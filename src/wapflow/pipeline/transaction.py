@@ -7,7 +7,7 @@
         tx.sql("SELECT day, count(*) FROM silver.trips GROUP BY day")  # read-only SQL, the same view
     tx.result.status   # published | blocked | awaiting_review | failed
 
-Each `write` goes to the run's branch at once (a multi-table run, wapflow.pipeline.multi, one table at a time),
+Each `write` goes to the run's branch at once (a run that fills as it goes, wapflow.pipeline.opengroup),
 so a later `read` or `sql` sees it staged. Leaving the block audits every table and publishes all in one commit;
 an exception inside it publishes nothing, records every table's run as failed and propagates.
 
@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from wapflow.errors import WapError
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.lakehouse.tables import Tables
-    from wapflow.pipeline.multi import MultiWapRun
+    from wapflow.pipeline.opengroup import OpenGroup
     from wapflow.pipeline.result import MultiRunResult
-    from wapflow.pipeline.steps.context import Run
+    from wapflow.pipeline.state import RunState
 
 SQL_HINT = (
     "tx.sql only reads: write one SELECT over the tables, e.g. SELECT day, count(*) FROM silver.trips GROUP BY day"
@@ -46,7 +46,7 @@ SQL_HINT = (
 class Transaction:
     """The tables a `with wapflow.transaction(...)` block writes, and what it reads."""
 
-    def __init__(self, group: MultiWapRun) -> None:
+    def __init__(self, group: OpenGroup) -> None:
         self._group = group
         self.result: MultiRunResult | None = None  # set when the block ends
 
@@ -112,9 +112,8 @@ class Transaction:
                 "wapflow.read reads main), or start a new transaction",
             )
 
-    def _run_of(self, table: str) -> Run | None:
-        name = TableName.parse(table).dotted
-        return next((r for r in self._group.runs if TableName.parse(r.table).dotted == name), None)
+    def _run_of(self, table: str) -> RunState | None:
+        return self._group.member(table)
 
     def has_written(self, table: str) -> bool:
         return self._run_of(table) is not None
@@ -124,7 +123,7 @@ class Transaction:
         main of the catalog (also for a table this run id published before: its rows are on main, no branch)."""
         run = self._run_of(table)
         if run is not None and run.already_published is None:
-            branches = self.lh.branches
+            branches = self.lh.iceberg
             return branches.tables_for(self._group.branch), branches.iceberg_ref(self._group.branch)
         return self.lh.tables, "main"
 

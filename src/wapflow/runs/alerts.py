@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
+from wapflow.vocabulary import DELIVERY_FAILED, DELIVERY_PENDING, DELIVERY_SENT
 
 alerts_table = sa.Table(
     "wap_alerts",
@@ -87,7 +88,7 @@ class AlertLog:
             "event": event,
             "sink": sink,
             "table_name": table,
-            "status": "pending",
+            "status": DELIVERY_PENDING,
             "attempts": 0,
             "message": message[:1000],
             "created_at": datetime.now(UTC),
@@ -117,7 +118,7 @@ class AlertLog:
                     attempts=attempts,
                     http_status=http_status,
                     error=error,
-                    sent_at=datetime.now(UTC) if status == "sent" else None,
+                    sent_at=datetime.now(UTC) if status == DELIVERY_SENT else None,
                 )
             )
 
@@ -128,7 +129,7 @@ class AlertLog:
         t = alerts_table.c
         q = (
             sa.select(t.id, t.sink, t.event, t.attempts, t.http_status, t.error, t.event_json)
-            .where(t.status == "failed", t.event_json.is_not(None), t.created_at >= since)
+            .where(t.status == DELIVERY_FAILED, t.event_json.is_not(None), t.created_at >= since)
             .order_by(t.id)
             .limit(limit)
         )
@@ -141,7 +142,7 @@ class AlertLog:
         t = alerts_table.c
         with self.engine.begin() as conn:
             done = conn.execute(
-                alerts_table.update().where(t.id == row_id, t.status == "failed").values(status="pending")
+                alerts_table.update().where(t.id == row_id, t.status == DELIVERY_FAILED).values(status=DELIVERY_PENDING)
             )
             return done.rowcount == 1
 

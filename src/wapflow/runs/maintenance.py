@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.runs.store import current_owner, owner_alive, upsert
+from wapflow.vocabulary import INTERRUPTED
 
 maintenance_table = sa.Table(
     "wap_maintenance",
@@ -52,7 +53,7 @@ class MaintenanceRecord:
     @property
     def shown_status(self) -> str:
         """`interrupted` for an action whose process died while running it."""
-        return "interrupted" if self.status == "running" and owner_alive(self.owner) is False else self.status
+        return INTERRUPTED if self.status == "running" and owner_alive(self.owner) is False else self.status
 
     def to_dict(self) -> dict[str, Any]:
         return {

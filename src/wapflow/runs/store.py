@@ -23,9 +23,9 @@ import sqlalchemy as sa
 
 from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.vocabulary import APPROVED as APPROVED
+from wapflow.vocabulary import INTERRUPTED, run_branch
 from wapflow.vocabulary import REJECTED as REJECTED
 from wapflow.vocabulary import Decision as Decision
-from wapflow.vocabulary import run_branch
 
 runs_table = sa.Table(
     "wap_runs",
@@ -141,7 +141,7 @@ class RunRecord:
 
     @property
     def shown_status(self) -> str:
-        return "interrupted" if self.interrupted else self.status
+        return INTERRUPTED if self.interrupted else self.status
 
     def resume_command(self) -> str:
         """The command that completes this run exactly once (same run id, same files)."""

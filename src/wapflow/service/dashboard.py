@@ -97,13 +97,13 @@ def _direct_catalog(cfg: WapConfig, note: str | None) -> tuple[Callable[[], Cata
     """The catalog's metadata without PyIceberg or Spark (JDBC, REST, Nessie), and the note that goes with it."""
     from wapflow.lakehouse.lakehouse import Lakehouse
 
-    lh = Lakehouse(cfg)  # never starts Spark: only catalog_metadata is used
+    lh = Lakehouse(cfg)  # never starts Spark: only the catalog read directly is used
     try:
-        if lh.catalog_metadata() is None:
+        if lh.iceberg.direct() is None:
             return None, note
     except WapError as e:
         return None, f'catalog metadata is not readable for catalog = "{cfg.lakehouse.catalog}" now: {e.message}'
-    return lh.catalog_metadata, (
+    return lh.iceberg.direct, (
         "main's history and rows come from the catalog's metadata; schema changes and a branch's nulls per column "
         f'need PyIceberg, which opens only the embedded SQLite catalog here (catalog = "{cfg.lakehouse.catalog}")'
     )

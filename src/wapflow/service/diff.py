@@ -205,7 +205,7 @@ def main_file_metrics(lh: Lakehouse, table: TableName) -> FileMetrics:
     from wapflow.lakehouse.manifests import pyiceberg_installed
     from wapflow.lakehouse.model import refs_of
 
-    direct = lh.catalog_metadata() if pyiceberg_installed() else None
+    direct = lh.iceberg.direct() if pyiceberg_installed() else None
     if direct is not None and direct.manifests is not None:
         meta = direct.metadata(table)
         if meta is None:

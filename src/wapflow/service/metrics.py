@@ -115,7 +115,7 @@ def backfill_metrics(lh: Lakehouse, table: str) -> BackfillDoc:
         at, n, ids = runs.get(rid, (s.committed_at, 0, []))
         runs[rid] = (at, n + s.added_records, [*ids, s.snapshot_id])
     audited = history.audited(name.dotted)
-    files = lh.file_metrics if any(rid not in audited for rid in runs) else None
+    files = lh.iceberg.file_metrics() if any(rid not in audited for rid in runs) else None
     values: dict[str, tuple[datetime, dict[tuple[str, str], float]]] = {}
     for rid, (at, n, ids) in runs.items():
         got: dict[tuple[str, str], float] = {("row_count", ""): float(n)}

@@ -91,13 +91,13 @@ def run_query(
     spark = lh.spark
     catalog = lh.catalog
     if branch and branch != "main":
-        view = lh.branches.tables_for(validate_branch(branch))
+        view = lh.iceberg.tables_for(validate_branch(branch))
         if view.catalog != catalog:
             # A branch spanning the catalog (Nessie) is read through a catalog bound to it.
             if as_of:
                 raise UsageError("--branch and --as-of cannot be combined", hint="pick one")
             catalog = view.catalog
-        ref = lh.branches.iceberg_ref(branch)
+        ref = lh.iceberg.iceberg_ref(branch)
         branch = None if ref == "main" else ref
     final = rewrite(sql, branch=branch, as_of=as_of)
     read_only(final, spark)  # the exact text Spark will run, both layers

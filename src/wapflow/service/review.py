@@ -195,7 +195,8 @@ def _not_a_member(rec: RunRecord, verb: str) -> None:
 def _approve_group(lh: Lakehouse, group_id: str, members: list[RunRecord], why: str, who: str) -> MultiRunResult:
     """Approve every table of a multi-table run held for review, then audit them all again and publish them in
     one commit (or block them all). Of two racing decisions, the one that decides the first table wins."""
-    from wapflow.pipeline.multi import MultiWapRun
+    from wapflow.pipeline.driver import drive
+    from wapflow.pipeline.group import group_result, tables_group
 
     for rec in members:
         if rec.status != AWAITING_REVIEW:
@@ -213,7 +214,8 @@ def _approve_group(lh: Lakehouse, group_id: str, members: list[RunRecord], why: 
         c.get("check") == "no_checks" and c.get("observed") == NO_CHECKS_FLAG for r in members for c in r.checks
     )
     specs = [(r.table_name, [f["uri"] for f in r.file_ids] or r.files) for r in members]
-    res = MultiWapRun(lh, specs, branch=members[0].branch, run_id=group_id, no_checks=unchecked).run()
+    state = tables_group(lh, specs, branch=members[0].branch, run_id=group_id, no_checks=unchecked)
+    res = group_result(lh, drive(lh, state))
     if res.status == "blocked":
         res.message = f"approval refused: run {group_id} no longer passes its error checks; {res.message}"
     return res
@@ -267,12 +269,12 @@ def _reject(lh: Lakehouse, rec: RunRecord, who: str, why: str) -> dict[str, Any]
     where = f"branch {rec.branch} dropped"
     if rec.branch and rec.branch_kept:
         try:
-            dropped = lh.branches.discard(rec.branch, [TableName.parse(rec.table_name)]).found
+            dropped = lh.iceberg.discard(rec.branch, [TableName.parse(rec.table_name)]).found
         except NotFound:
             dropped = False  # gone already (dropped by hand): nothing left to drop
         quarantine = quarantine_of(TableName.parse(rec.table_name))
         if lh.tables.exists(quarantine):
-            lh.branches.discard(rec.branch, [quarantine])
+            lh.iceberg.discard(rec.branch, [quarantine])
         staging = staging_of(TableName.parse(rec.table_name), run_id)  # schema = "add_columns": no branch
         if lh.tables.exists(staging):
             lh.tables.drop(staging)

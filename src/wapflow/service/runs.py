@@ -20,7 +20,7 @@ from wapflow.errors import NotFound, did_you_mean
 from wapflow.runs.metrics import PUBLISHED
 from wapflow.runs.store import RunRecord, RunStore, runs_table
 from wapflow.vocabulary import AWAITING_REVIEW as AWAITING_REVIEW
-from wapflow.vocabulary import FAILED_WITH, run_branch
+from wapflow.vocabulary import FAILED_WITH, GROUP_STATUS_ORDER, run_branch
 
 
 class RunRow(TypedDict):
@@ -28,7 +28,7 @@ class RunRow(TypedDict):
 
     run_id: str
     table: str
-    status: str  # the stored status, or "interrupted" when its process is gone
+    status: str  # the stored status, or interrupted when its process is gone (vocabulary.INTERRUPTED)
     resume: str | None  # the command that completes an interrupted run exactly once
     rows: int | None
     branch: str | None  # only while the branch is kept for inspection
@@ -195,11 +195,9 @@ def list_runs(store: RunStore, table: str | None = None, limit: int = 20) -> lis
 # Each table of one has its own record (`<group id>-1`, `-2`, ... in the order the run named its tables), all with
 # the group's id in wap_runs.group_id; the group itself has no record of its own: what it shows is read from them.
 
-# The words wapflow.pipeline.multi records for a table that another table of its group failed (MultiWapRun._fail):
+# The words wapflow.pipeline.group records for a table that another table of its group failed (Group.fail):
 # its run is failed too, but not by anything of its own.
 HELD_BACK = "not published:"
-# A group's status when its tables' differ (a run since taken off main, one still running): the first that applies.
-_GROUP_STATUS = ("interrupted", "running", "failed", "blocked", AWAITING_REVIEW, "rejected", "discarded", "reverted")
 _GENERATED_ID = re.compile(r"^(?P<name>.+)_[0-9]{8}t[0-9]{6}_[0-9a-f]{6}$")
 
 
@@ -265,11 +263,11 @@ def held_back(error: Mapping[str, Any] | None) -> bool:
 
 
 def group_status(members: list[RunRecord]) -> str:
-    """The whole run's status: its tables' when they agree, else the first of _GROUP_STATUS among them."""
+    """The whole run's status: its tables' when they agree, else the first of GROUP_STATUS_ORDER among them."""
     statuses = [m.shown_status for m in members]
     if len(set(statuses)) == 1:
         return statuses[0]
-    return next((s for s in _GROUP_STATUS if s in statuses), sorted(statuses)[0])
+    return next((s for s in GROUP_STATUS_ORDER if s in statuses), sorted(statuses)[0])
 
 
 def blocked_by(members: list[RunRecord]) -> list[RunRecord]:

@@ -22,6 +22,7 @@ from wapflow.runs.store import RunRecord
 from wapflow.service.runs import failed_checks
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
+from wapflow.vocabulary import DISCARDED
 
 
 def require_table(tables: TableMetadata, table: TableName) -> None:
@@ -88,7 +89,7 @@ def list_branches(lh: Lakehouse, table_text: str | None = None) -> list[dict[str
     with reading(f"listing the branches of {table or 'the catalog'}"):
         if table is not None:
             require_table(lh.metadata, table)
-        found = lh.list_branches(table)
+        found = lh.iceberg.list_branches(table)
     out: list[dict[str, Any]] = []
     for b in found:
         runs = [r for r in lh.store.by_branch(b.name) if b.table is None or r.table_name == b.table.dotted]
@@ -126,12 +127,12 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
     held = [r for r in runs if r.status == AWAITING_REVIEW and r.table_name in names]
     if held:
         return _reject_held(lh, branch, held)
-    dropped = lh.branches.discard(branch, tables)
+    dropped = lh.iceberg.discard(branch, tables)
     if not dropped.found:
         if table_text:
             require_table(lh.tables, tables[0])  # (a table a run created on its Nessie branch is not on main)
         where = tables[0] if len(tables) == 1 else "the lakehouse"
-        kept = [b.name for b in (lh.branches.list(tables[0]) if len(tables) == 1 else lh.branches.all_branches())]
+        kept = [b.name for b in (lh.iceberg.list(tables[0]) if len(tables) == 1 else lh.iceberg.all_branches())]
         hint = "see kept branches with `wap branches`"
         if not tables and not dropped.whole_branch:
             hint = f"no recorded run used branch {branch}; name its table: wap discard {branch} --table ns.table"
@@ -141,7 +142,7 @@ def discard(lh: Lakehouse, branch: str, table_text: str | None = None) -> dict[s
             r.branch_kept = False
             aborted = r.status == "blocked"
             if aborted:
-                r.status = "discarded"
+                r.status = DISCARDED
             lh.store.save(r)
             if aborted:  # lineage: the run ends without publishing (a failed run's FAIL was its end already)
                 lineage.emit(lh.config, "ABORT", r, progress=lh.progress)

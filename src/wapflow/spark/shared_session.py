@@ -22,9 +22,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# SQL commands take snapshot properties from the session's conf (a writer's own options win over it, so
-# concurrent DataFrame appends keep theirs); one SQL write with properties at a time (session_change).
-_SESSION_PROPERTY = "spark.sql.iceberg.snapshot-property."
 _in_process = threading.Lock()
 _across: int | None = None  # a descriptor forked children inherit, once share_with_children() ran
 
@@ -64,22 +61,16 @@ CO_PARTITIONED_JOIN = {
 }
 
 
-def sql_with_properties(
-    spark: SparkSession, sql: str, properties: Mapping[str, str], confs: Mapping[str, str] | None = None
-) -> None:
-    """Run one SQL write whose commit carries these snapshot properties (session conf, set and unset here);
-    `confs`: Spark settings for this statement alone (each put back as it was after it)."""
+def sql_with_confs(spark: SparkSession, sql: str, confs: Mapping[str, str]) -> None:
+    """Run one SQL statement with these Spark settings for it alone (each put back as it was after it): a write's
+    snapshot properties (lakehouse.model.snapshot_property_confs), join settings. One such statement at a time."""
     with session_change():
-        for k, v in properties.items():
-            spark.conf.set(_SESSION_PROPERTY + k, v)
-        before = {k: spark.conf.get(k, None) for k in confs or {}}
-        for k, v in (confs or {}).items():
+        before = {k: spark.conf.get(k, None) for k in confs}
+        for k, v in confs.items():
             spark.conf.set(k, v)
         try:
             spark.sql(sql)
         finally:
-            for k in properties:
-                spark.conf.unset(_SESSION_PROPERTY + k)
             for k, old in before.items():
                 if old is None:
                     spark.conf.unset(k)

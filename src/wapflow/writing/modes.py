@@ -25,8 +25,8 @@ from wapflow.audit import sqlguard
 from wapflow.audit.checks import boolean_condition
 from wapflow.audit.report import CheckResult
 from wapflow.errors import ConfigError, did_you_mean
-from wapflow.lakehouse.model import ADDED_RECORDS, DELETED_RECORDS
-from wapflow.spark.shared_session import sql_with_properties
+from wapflow.lakehouse.model import ADDED_RECORDS, DELETED_RECORDS, snapshot_property_confs
+from wapflow.spark.shared_session import sql_with_confs
 from wapflow.sql.identifiers import quote
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ class MergeMode(WriteMode):
             + f"WHEN NOT MATCHED AND NOT {flag} THEN INSERT ({names}) VALUES ({values})"
         )
         try:
-            sql_with_properties(spark, sql, properties, self.join_confs)
+            sql_with_confs(spark, sql, snapshot_property_confs(properties) | dict(self.join_confs))
         finally:
             spark.catalog.dropTempView(view)
 
@@ -351,12 +351,12 @@ class ReplaceMode(WriteMode):
         view = f"wap_replace_{uuid.uuid4().hex}"
         source.createOrReplaceTempView(view)
         try:
-            sql_with_properties(
+            sql_with_confs(
                 spark,
                 f"MERGE INTO {target} t USING {quote(view)} s ON FALSE "
                 f"WHEN NOT MATCHED THEN INSERT ({cols}) VALUES ({values}) "
                 f"WHEN NOT MATCHED BY SOURCE AND ({self.cfg.replace_where}) THEN DELETE",
-                properties,
+                snapshot_property_confs(properties),
             )
         finally:
             spark.catalog.dropTempView(view)

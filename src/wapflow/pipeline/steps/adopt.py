@@ -90,7 +90,7 @@ def check(run: Run, mode: WriteMode, df: DataFrame) -> Adoptable | str:
         return "read_options are set"
     if len(run.files) > 1 and any((f.size or 0) < MIN_FILE_BYTES for f in run.files):
         return "several files, some small (a rewrite packs them into fewer data files)"
-    meta = run.wt().commit_metadata(run.target)
+    meta = run.wt().commits.commit_metadata(run.target)
     if meta is None:
         return (
             "no commit of files reaches the table from here (on Spark Connect, PyIceberg opens JDBC and REST catalogs)"
@@ -120,7 +120,7 @@ def adopt(run: Run, how: Adoptable, df: DataFrame, observation: Any) -> Literal[
         # Every value decoded once (the noop sink reads all columns): what the write's read would have found.
         out.write.format("noop").mode("overwrite").save()
     names = [f"{run.run_id}-adopted-{i:05d}.parquet" for i in range(len(run.files))]
-    locations = run.wt().data_locations(run.target, names)
+    locations = run.wt().commits.data_locations(run.target, names)
     copied: list[str] = []
     try:
         for f, location in zip(run.files, locations, strict=True):
@@ -133,7 +133,7 @@ def adopt(run: Run, how: Adoptable, df: DataFrame, observation: Any) -> Literal[
         _remove(run, copied)
         raise
     try:
-        run.wt().append_parquet(
+        run.wt().commits.append_files(
             run.target, run.ref(), locations, run.snapshot_properties(), spec_id=how.spec_id, partitions=how.partitions
         )
     except Exception as e:

@@ -97,7 +97,7 @@ def audit(run: Run) -> AuditReport:
                 run.plan = AuditPlan.for_batch(
                     run.checks, added.columns, table=run.target.dotted, key=run.table_cfg.sample_key()
                 )
-            view = run.lh.branches.audit_view(run.target, run.branch, run.base, _group_tables(run))
+            view = run.lh.iceberg.audit_view(run.target, run.branch, run.base, _group_tables(run))
             branch_sql = tables.ident(run.staging) if run.staging is not None else view.branch_sql
             # Checks that depend on main read it at a head pinned here (re-checked at publish, where the
             # backend's publish would not notice main moving by itself).
@@ -432,7 +432,7 @@ def recheck_main(run: Run) -> None:
         return
     where = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in moved.items())
     run.lh.progress(f"main moved since the audit ({where}): re-checking {len(idx)} check(s)")
-    view = run.lh.branches.audit_view(run.target, run.branch, run.base, _group_tables(run))
+    view = run.lh.iceberg.audit_view(run.target, run.branch, run.base, _group_tables(run))
     written = run.outcome()
     with _batch_inputs(run, written):
         added = added_rows(run)

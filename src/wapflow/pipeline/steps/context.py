@@ -186,12 +186,12 @@ class Run:
     def wt(self) -> Any:
         """Tables as the run's sandbox sees them (for a Nessie branch, a catalog bound to it)."""
         if self._sandbox is None:
-            self._sandbox = self.lh.branches.tables_for(self.branch)
+            self._sandbox = self.lh.iceberg.tables_for(self.branch)
         return self._sandbox
 
     def ref(self) -> str:
         """The Iceberg ref holding the run's rows (its table branch, or main within a Nessie branch)."""
-        return self.lh.branches.iceberg_ref(self.branch)
+        return self.lh.iceberg.iceberg_ref(self.branch)
 
     def run_tables(self) -> list[TableName]:
         """The tables the run writes: its own and its quarantine table."""
@@ -284,12 +284,12 @@ class Run:
         recorded = [s.snapshot_id for s in self.run_snapshots]
         if (
             self.wt().exists(self.target)
-            and self.lh.branches.exists(self.target, self.branch)
+            and self.lh.iceberg.exists(self.target, self.branch)
             and [s.snapshot_id for s in self.branch_snapshots()] == recorded
         ):
             return True
         self.lh.progress(
-            f"run {self.run_id}: {self.lh.branches.describe(self.branch)} no longer holds the snapshots this "
+            f"run {self.run_id}: {self.lh.iceberg.describe(self.branch)} no longer holds the snapshots this "
             "state recorded (another process went on with the run); continuing from what the branch holds"
         )
         self.back_to_write()

@@ -37,7 +37,7 @@ def prepare(run: Run) -> None:
             run.record_owned = previous is None  # a refused call leaves an earlier attempt's record as it was
             raise
         # Nessie down, wrong URL or token: fail here, before any file is read or anything written.
-        run.lh.check_catalog()
+        run.lh.iceberg.check()
         run.branch = validate_branch(run.branch)
         run.record.branch = run.branch
         if previous is not None:
@@ -108,7 +108,7 @@ def _view(run: Run, previous: RunRecord | None) -> TableMetadata:
     its server only) and a direct read that fails get Spark's view, which names any problem as it always did."""
     if previous is None or run.lh.connect_client:
         return run.lh.tables
-    direct = run.lh.catalog_metadata()
+    direct = run.lh.iceberg.direct()
     if direct is None:
         return run.lh.tables
     try:

@@ -58,7 +58,7 @@ def fail(run: Run, e: WapError, step: str) -> None:
     if step in ("audit", "publish") and run.branch:
         # Recording the failure matters more than this detail.
         with contextlib.suppress(Exception):
-            run.record.branch_kept = run.lh.branches.exists(run.target, run.branch)
+            run.record.branch_kept = run.lh.iceberg.exists(run.target, run.branch)
     run.message = str(e)
     run.record.finished_at = datetime.now(UTC)
     run.save()

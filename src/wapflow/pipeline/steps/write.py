@@ -16,6 +16,7 @@ from wapflow.faults import crash_point
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import layout as table_layout
 from wapflow.lakehouse.lineage import find_published
+from wapflow.lakehouse.model import FORMAT_VERSION_PROP
 from wapflow.pipeline import frames
 from wapflow.pipeline.steps import adopt
 from wapflow.pipeline.steps.context import Run
@@ -73,7 +74,7 @@ def _write(run: Run) -> None:
     strategy; the outcome goes into the run's state for the audit and publish."""
     with run.timer("write"):
         # A sandbox spanning the catalog (Nessie) exists before anything, table creation included, happens in it.
-        run.opened_branch = run.lh.branches.open(run.branch)
+        run.opened_branch = run.lh.iceberg.open(run.branch)
         exists = run.wt().exists(run.target)
         mode = write_mode(run.table_cfg)
         if exists and not run.opened_branch and _resume(run):
@@ -148,7 +149,7 @@ def _prepared(run: Run, mode: WriteMode, exists: bool) -> _Batch | None:
 def _settle_table(run: Run, batch: _Batch, exists: bool) -> None:
     """The table as every case writes into it: created (a new table), its layout evolved, its mode checked
     against it, and new columns added inside a sandbox that isolates schema changes (a Nessie branch)."""
-    tables, branches, layout = run.wt(), run.lh.branches, batch.layout
+    tables, branches, layout = run.wt(), run.lh.iceberg, batch.layout
     if not exists:
         run.lh.progress(f"creating table {run.target}" + (f" ({layout.describe()})" if layout.describe() else ""))
         try:
@@ -218,7 +219,7 @@ def _on_branch(body: _OnBranch) -> Strategy:
     failed write leaves nothing behind."""
 
     def strategy(run: Run, plan: WritePlan, batch: _Batch) -> None:
-        run.base = run.lh.branches.create(run.target, run.branch)
+        run.base = run.lh.iceberg.create(run.target, run.branch)
         run.record.base_snapshot_id = run.base
         run.save()
         crash_point("write:branch-created")
@@ -260,7 +261,7 @@ def _change(run: Run, plan: WritePlan, batch: _Batch) -> Any:
     if plan.quarantine:
         _split(run, mode.source(batch.df), mode, None)
     else:
-        target = run.lh.branches.write_target(run.target, run.branch)
+        target = run.lh.iceberg.write_target(run.target, run.branch)
         mode.write(run.lh.spark, mode.source(batch.df), target, run.snapshot_properties())
     return None
 
@@ -304,7 +305,7 @@ def _rewrite(run: Run, plan: WritePlan, batch: _Batch) -> Any:
     types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     # An append: the audit reads its files' Iceberg counts, so what they answer is not observed.
     out = df.observe(observation, *run.plan.observable(counted=True, bounds=types)) if observation else df
-    run.write_options(out.writeTo(run.lh.branches.write_target(run.target, run.branch))).append()
+    run.write_options(out.writeTo(run.lh.iceberg.write_target(run.target, run.branch))).append()
     return observation
 
 
@@ -317,7 +318,7 @@ def _staged(run: Run, plan: WritePlan, batch: _Batch) -> None:
     out = batch.df.observe(observation, *run.plan.observable()) if observation else batch.df
     try:
         run.write_options(
-            out.writeTo(run.lh.tables.ident(run.staging)).using("iceberg").tableProperty("format-version", "2")
+            out.writeTo(run.lh.tables.ident(run.staging)).using("iceberg").tableProperty(FORMAT_VERSION_PROP, "2")
         ).create()
     except Exception as e:
         run.lh.tables.drop(run.staging)
@@ -398,7 +399,7 @@ def _resume(run: Run) -> bool:
     that holds nothing beyond main, or only this run's partial write (quarantined rows without the
     good ones), is this run's own unfinished write: it is dropped and the write starts over.
     """
-    tables, branches = run.wt(), run.lh.branches
+    tables, branches = run.wt(), run.lh.iceberg
     staging = run.staging_name()
     if tables.exists(staging):
         if any(s.run_id == run.run_id for s in tables.snapshots(staging).values()):
@@ -434,7 +435,7 @@ def _reset_quarantine_branch(run: Run) -> None:
     """Quarantined rows of an unfinished write (the good rows never landed) are written again: drop them."""
     if run.quarantine is None:
         return
-    tables, branches = run.wt(), run.lh.branches
+    tables, branches = run.wt(), run.lh.iceberg
     if not (tables.exists(run.quarantine) and branches.exists(run.quarantine, run.branch)):
         return
     if not run.only_this_run_beyond_main(run.quarantine):
@@ -453,7 +454,7 @@ def _split(run: Run, df: Any, mode: WriteMode, observation: Any) -> None:
     from pyspark.sql import functions as F
 
     assert run.plan is not None and run.quarantine is not None
-    tables, branches = run.wt(), run.lh.branches
+    tables, branches = run.wt(), run.lh.iceberg
     marked = df.withColumn(QUARANTINE_COLUMN, run.plan.quarantine_flags())
     failing = (F.size(QUARANTINE_COLUMN) > 0) & mode.judged()
     source = marked.observe(observation, *run.plan.observable()) if observation is not None else marked
@@ -486,7 +487,7 @@ def _join_confs(run: Run, mode: MergeMode) -> dict[str, str]:
 def _undo_write(run: Run, since: float | None = None) -> None:
     """A failed write leaves nothing behind: the sandbox it opened, or its part of it, a table this run
     created, and (`since`: when its Spark write began) the data files it left unreferenced."""
-    branches, tables = run.lh.branches, run.wt()
+    branches, tables = run.lh.iceberg, run.wt()
     if since is not None:
         _remove_partial_files(run, since)
     try:
