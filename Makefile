@@ -40,6 +40,16 @@ $(AIRFLOW_STAMP): pyproject.toml
 
 airflow-venv: $(AIRFLOW_STAMP)
 
+# examples/airflow and examples/dagster end to end in EXAMPLE_DIR (a clean file published, a dirty one blocked and
+# what is downstream of it not run); the lakehouse stays there: `wap runs --config EXAMPLE_DIR/wap.toml`.
+airflow-example: EXAMPLE_DIR ?= ./example-airflow
+airflow-example: setup $(AIRFLOW_STAMP)
+	$(BIN)/python examples/airflow/run_example.py $(EXAMPLE_DIR) $(AIRFLOW_VENV)/bin/airflow
+
+dagster-example: EXAMPLE_DIR ?= ./example-dagster
+dagster-example: setup
+	$(BIN)/python examples/dagster/run_example.py $(EXAMPLE_DIR)
+
 # Java check + Iceberg runtime and SQLite JDBC jars from Maven Central, cached in ~/.cache/wapflow/jars.
 setup: $(STAMP)
 	$(BIN)/wap setup
