@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 
 def main(folder: Path) -> int:
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("wap.toml", "definitions.py", "defs"):
+    for name in ("wap.toml", "definitions.py", "wap_defs"):
         src, dst = HERE / name, folder / name
         shutil.copytree(src, dst, dirs_exist_ok=True) if src.is_dir() else shutil.copy(src, dst)
     clean = write_trips(folder / "landing" / "clean.parquet", 200)

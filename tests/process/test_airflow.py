@@ -91,9 +91,10 @@ def _airflow_env(home: Path, dags: Path, **extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> tuple[Path, Path, LazyReader, Path]:
+def lake(tmp_path: Path, receiver: Any) -> tuple[Path, Path, LazyReader, Path]:
     catalog = f"af{os.getpid()}"
-    cfg = write_config(tmp_path, TABLES, lakehouse="publish_lock_timeout = 1\n", catalog=catalog)
+    lineage = f'\n[lineage]\ntransport = "http"\nurl = "{receiver.base_url}"\n'
+    cfg = write_config(tmp_path, TABLES + lineage, lakehouse="publish_lock_timeout = 1\n", catalog=catalog)
     clean = trips_file(tmp_path / "landing", "clean.parquet", 30)
     dirty = trips_file(tmp_path / "landing", "dirty.parquet", 30, null_rate=0.2, start_id=100)
     dags = tmp_path / "dags"
@@ -163,7 +164,7 @@ def test_dags_test_published_blocked_retried_and_lineage(lake, receiver):
 
     # What is on main: the clean rows and the locked run's once; nothing of the dirty file (its branch kept).
     assert len(reader.rows("raw.trips")) == 30 and len(reader.rows("raw.locked")) == 30
-    assert reader.main("raw.dirty") is None and len(reader.branches("raw.dirty")) == 1
+    assert reader.rows("raw.dirty") == [] and len(reader.branches("raw.dirty")) == 1
     locked = store.list("raw.locked")
     assert len(locked) == 1 and locked[0].status == "published"  # the retry resumed the same run id
 
@@ -178,6 +179,10 @@ def test_dags_test_published_blocked_retried_and_lineage(lake, receiver):
     assert [a["success"] for a in out["facets"]["dataQualityAssertions"]["assertions"]] == [True]
     assert complete["inputs"][0]["name"].endswith("clean.parquet")
     assert complete["run"]["facets"]["wapflow_run"]["runId"] == run_id
+    # wapflow's own events ([lineage]) name the Airflow task's run as their parent.
+    (own,) = [b for b in receiver.bodies if b["job"]["name"] == "raw.trips" and b["eventType"] == "COMPLETE"]
+    parent = own["run"]["facets"]["parent"]
+    assert parent["job"]["name"] == "wap_plain.clean" and parent["run"]["runId"] == complete["run"]["runId"]
     (failed,) = _ol(receiver, "wap_plain.dirty", "FAIL")
     assert failed["outputs"][0]["facets"]["dataQualityAssertions"]["assertions"][0]["success"] is False
 
@@ -209,7 +214,7 @@ def test_held_run_defers_until_approved(lake):
         assert state == "deferred", _logs(home)
         assert _tis(home, "wap_held").get("after", ("none",))[0] in ("none", None)
         run_id = _xcom(home, "wap_held", "held", "run_id")
-        assert reader.main("raw.held") is None
+        assert reader.rows("raw.held") == []
         approve = subprocess.run(
             [str(REPO / ".venv" / "bin" / "wap"), "approve", run_id, "--reason", "checked", "--config", str(cfg)],
             capture_output=True, text=True, timeout=300, env=env(), check=False,

@@ -5,6 +5,7 @@ records, and what is on main (read back with PyIceberg)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.spark
 dg = pytest.importorskip("dagster")
 
 _n = iter(range(1000))
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "dagster"
 
 TABLES = """
 [tables."raw.trips"]
@@ -127,22 +129,16 @@ def test_held_review_warns_and_leaves_downstream_pending(spark, tmp_path):
     obs = [e for e in res.all_events if e.event_type_value == "ASSET_OBSERVATION"]
     assert obs and obs[0].asset_observation_data.asset_observation.metadata["status"].value == "awaiting_review"
     assert "wap_models" not in {e.step_key for e in res.all_events if e.event_type_value == "STEP_START"}
-    assert reader.main("raw.trips") is None  # nothing on main until approved
+    assert reader.rows("raw.trips") == []  # nothing on main until approved
 
 
 def test_component_yaml_through_the_dagster_cli(spark, tmp_path):
     """`dagster asset materialize` on a defs folder whose defs.yaml names the Component: a real CLI process."""
     cfg, reader = _lake(tmp_path)
     project = tmp_path / "project"
-    (project / "defs" / "lake").mkdir(parents=True)
-    (project / "defs" / "lake" / "defs.yaml").write_text(
-        f"type: wapflow.integrations.dagster.WapflowComponent\nattributes:\n  config: {cfg}\n  group: lake\n"
-    )
-    (project / "definitions.py").write_text(
-        "from pathlib import Path\nimport dagster as dg\n\n"
-        "defs = dg.load_from_defs_folder(path_within_project=Path(__file__).parent / 'defs', "
-        "project_root=Path(__file__).parent)\n"
-    )
+    shutil.copytree(EXAMPLE / "wap_defs", project / "wap_defs")
+    shutil.copy(EXAMPLE / "definitions.py", project / "definitions.py")
+    shutil.copy(cfg, project / "wap.toml")  # the example's defs.yaml names ../../wap.toml
     f = trips_file(tmp_path / "landing", "a.parquet", 25)
     dagster = Path(sys.executable).with_name("dagster")
     config = f'{{"ops": {{"raw_trips": {{"config": {{"files": ["{f}"]}}}}}}}}'

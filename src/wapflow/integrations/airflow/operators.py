@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -48,6 +49,20 @@ if TYPE_CHECKING:
 _FINAL = frozenset({"blocked", "rejected", "published"})
 _RUN_ID_CHARS = re.compile(r"[^a-z0-9_-]+")
 _TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?([+-]\d{2}:\d{2}|Z)?")
+
+
+def _task_as_parent(context: Context) -> AbstractContextManager[None]:
+    """wapflow's own OpenLineage events ([lineage] in wap.toml) name the Airflow task's run as their parent, as
+    Airflow's OpenLineage provider names it (nothing without the provider)."""
+    try:
+        from airflow.providers.openlineage.conf import namespace
+        from airflow.providers.openlineage.plugins.macros import lineage_run_id
+    except ImportError:
+        return nullcontext()
+    from wapflow.pipeline.lineage import parent_run
+
+    ti = context["ti"]
+    return parent_run(namespace(), f"{ti.dag_id}.{ti.task_id}", lineage_run_id(ti))
 
 
 class WapRunFailed(AirflowException):
@@ -111,7 +126,8 @@ class WapOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         lh = oc.lakehouse(self.config, progress=self.log.info)
         try:
-            out = self.run_wap(lh, self._run_id(context, lh))
+            with _task_as_parent(context):
+                out = self.run_wap(lh, self._run_id(context, lh))
         except WapError as e:
             if e.retryable:
                 raise WapRunFailed(f"wapflow: {e}") from None
