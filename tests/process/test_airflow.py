@@ -212,6 +212,12 @@ def test_held_run_defers_until_approved(lake):
     )
     try:
         deadline = time.monotonic() + 180
+        while True:  # tasks reach Airflow's execution API on the API server: it must listen before one is queued
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, _logs(home)
+            time.sleep(1)
         while subprocess.run([str(AIRFLOW), "dags", "trigger", "wap_held"], env=e, capture_output=True).returncode:
             assert time.monotonic() < deadline, _logs(home)
             time.sleep(3)
