@@ -24,6 +24,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,6 +49,22 @@ ENDS: dict[str, EventType] = {"published": "COMPLETE", "blocked": "FAIL", "faile
 # The namespace of the run UUIDs: uuid5(RUN_UUID_NAMESPACE, wapflow run id), the same on every machine.
 RUN_UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://pypi.org/project/wapflow/openlineage-run")
 PRODUCER = "https://pypi.org/project/wapflow/"
+
+
+# The orchestrator's run a run is part of (an Airflow task, a Dagster step): the parent of the events of every run
+# started in the block of `parent_run`, unless the run is a table's part of a group (whose parent is the group).
+_OUTER: ContextVar[tuple[str, str, str] | None] = ContextVar("wapflow_lineage_parent", default=None)
+
+
+@contextmanager
+def parent_run(namespace: str, job: str, run_id: str) -> Iterator[None]:
+    """In the block, wapflow's own events name this OpenLineage run (an orchestrator's task: its namespace, job
+    name and run UUID) as their parent."""
+    token = _OUTER.set((namespace, job, run_id))
+    try:
+        yield
+    finally:
+        _OUTER.reset(token)
 
 
 def run_uuid(run_id: str) -> str:
@@ -135,6 +152,10 @@ def build_event(
     if parent is not None:
         run_facets["parent"] = parent_run.ParentRunFacet(
             run=parent_run.Run(runId=run_uuid(parent)), job=parent_run.Job(namespace=namespace, name="run-tables")
+        )
+    elif (outer := _OUTER.get()) is not None:
+        run_facets["parent"] = parent_run.ParentRunFacet(
+            run=parent_run.Run(runId=outer[2]), job=parent_run.Job(namespace=outer[0], name=outer[1])
         )
     if (message := _message(event_type, rec)) is not None:
         run_facets["errorMessage"] = error_message_run.ErrorMessageRunFacet(

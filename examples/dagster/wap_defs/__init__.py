@@ -1,0 +1,1 @@
+"""The example's defs folder: each subfolder's defs.yaml is a Component (lakehouse/: wapflow's)."""
