@@ -24,6 +24,9 @@ AWAITING_REVIEW: Final = "awaiting_review"
 RUN_REJECTED: Final = "rejected"
 # The status of runs that are a table's history (and of backfilled rows, which have no run record).
 PUBLISHED: Final = "published"
+# The statuses a run ends at that no later step changes: a retried task with the same run id would only read
+# them back, so an orchestrator's retry of one of these is a new run.
+FINAL_STATUSES: frozenset[str] = frozenset({"blocked", "rejected", PUBLISHED})
 # A run whose audit said no, or that failed, may keep its branch for inspection (`wap maintain` drops it later).
 KEPT_STATUSES: tuple[str, ...] = ("blocked", "failed")
 # In a run over several tables, the error of a table that did not fail itself names the table that failed the

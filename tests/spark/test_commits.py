@@ -31,22 +31,22 @@ def test_a_classic_session_commits_through_the_java_api(lakehouse_factory: Any) 
     lh.spark.sql(f"INSERT INTO {ident} VALUES (1)")
     base = tables.head(T, "main")
 
-    assert tables.create_branch(T, "wap_a") == base
+    assert tables.commits.create_branch(T, "wap_a") == base
     lh.spark.sql(f"INSERT INTO {T.branch_sql(lh.catalog, 'wap_a')} VALUES (2)")
     picked = tables.head(T, "wap_a")
     lh.spark.sql(f"INSERT INTO {ident} VALUES (3)")  # main moved: no fast-forward now
     assert picked is not None and main_ids(lh) == [1, 3]
 
-    head = tables.cherry_pick(T, picked)
+    head = tables.commits.cherry_pick(T, picked)
     assert head == tables.head(T, "main") and head not in (base, picked)
     assert main_ids(lh) == [1, 2, 3]
 
-    tables.drop_branch(T, "wap_a")
-    tables.drop_branch(T, "wap_a")  # no such branch: nothing to do
+    tables.commits.drop_branch(T, "wap_a")
+    tables.commits.drop_branch(T, "wap_a")  # no such branch: nothing to do
     assert "wap_a" not in tables.refs(T)
 
-    tables.create_branch(T, "wap_b")
+    tables.commits.create_branch(T, "wap_b")
     lh.spark.sql(f"INSERT INTO {T.branch_sql(lh.catalog, 'wap_b')} VALUES (4)")
-    moved, dropped = tables.fast_forward(T, "wap_b", drop=True)
+    moved, dropped = tables.commits.fast_forward(T, "wap_b", drop=True)
     assert dropped and moved == tables.head(T, "main") and "wap_b" not in tables.refs(T)
     assert main_ids(lh) == [1, 2, 3, 4]

@@ -38,15 +38,13 @@ from wapflow import api
 from wapflow.errors import WapError
 from wapflow.integrations import outcome as oc
 from wapflow.integrations.airflow.triggers import ReviewTrigger, statuses
-from wapflow.vocabulary import AWAITING_REVIEW, PUBLISHED, parse_duration
+from wapflow.vocabulary import AWAITING_REVIEW, FINAL_STATUSES, PUBLISHED, parse_duration
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from wapflow.lakehouse.lakehouse import Lakehouse
 
-# Statuses after which a new try starts a new wapflow run (its own id): the old one will not change its mind.
-_FINAL = frozenset({"blocked", "rejected", "published"})
 _RUN_ID_CHARS = re.compile(r"[^a-z0-9_-]+")
 _TIME = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?([+-]\d{2}:\d{2}|Z)?")
 
@@ -168,7 +166,7 @@ class WapOperator(BaseOperator):
         base = _RUN_ID_CHARS.sub("_", "af_" + "_".join(parts).lower()).strip("_-")
         base = re.sub(r"_+", "_", base)[:100] + "_" + digest
         tried = int(getattr(ti, "try_number", 1) or 1)
-        if tried > 1 and statuses(lh.store, [base])[base] in _FINAL:
+        if tried > 1 and statuses(lh.store, [base])[base] in FINAL_STATUSES:
             return f"{base}-t{tried}"
         return base
 
