@@ -68,6 +68,30 @@ def _cli(lh: Lakehouse, folder: Path, *args: str) -> Any:
     return CliRunner().invoke(app, [*args, "--config", str(cfg)])
 
 
+def _shown_rows(lh: Lakehouse, folder: Path, name: str) -> int:
+    """Rows on main as `wap history --json`, the dashboard's table page and its overview show them: one figure,
+    or the test fails naming each."""
+    from wapflow.service import dashboard as svc
+
+    got = _cli(lh, folder, "history", name, "--json")
+    assert got.exit_code == 0, got.output
+    history = json.loads(got.output)
+    src = svc.open_sources(folder / "wap.toml")
+    try:
+        page = svc.table_detail(src, name)
+        (listed,) = [t for t in svc.overview(src)["tables"] if t["table"] == name]
+    finally:
+        src.close()
+    shown = {
+        "history": history["snapshots"][0]["total_rows"],
+        "table page": page["rows_on_main"],
+        "table page history": page["history"][0]["total_rows"],
+        "overview": listed["rows_on_main"],
+    }
+    assert len(set(shown.values())) == 1, shown
+    return int(shown["history"])
+
+
 def _published(res: Any) -> Any:
     assert res.status == "published", res.message
     return res
@@ -366,6 +390,9 @@ def test_a_merge_on_v3_writes_deletion_vectors_audits_exactly_and_compaction_tak
     assert moved.status == "published" and "applied again 1 time(s)" in moved.message, moved.message
     rows = {r["id"]: r["name"] for r in _table(lh, "crm.customers").scan().to_arrow().to_pylist()}
     assert rows[5] == "from m" and rows[50] == "m50" and 7 not in rows and len(rows) == 98
+    # The rows on main wapflow prints and draws are those a reader gets, not the data files' records with the
+    # rows deletion vectors removed counted again (total-records says 105 here).
+    assert _shown_rows(lh, landing, "crm.customers") == len(rows) == 98
 
     # Compaction takes the deletes away now (v3: no wait for revert_window), rows unchanged for both readers.
     res_m = maintain(lh, "crm.customers", now=datetime.now(UTC))
@@ -405,6 +432,7 @@ def test_revert_on_v3_finds_a_runs_rows_by_lineage_after_compaction(lakehouse_fa
     lh.spark.sql(f"UPDATE {ident} SET passenger_count = 7 WHERE trip_id = 4")
     out = revert(lh, runs[0].run_id)
     assert out["rows_removed"]["nyc.trips"] == 9 and out["rows_changed_since"] == {"nyc.trips": 1}, out
+    assert _shown_rows(lh, landing, "nyc.trips") == len(_ids(lh, "nyc.trips")) == 11
     assert "1 row(s) it wrote were since updated or deleted by later runs" in out["message"]
     assert _ids(lh, "nyc.trips") == [4, *range(21, 31)] == _spark_ids(lh, "nyc.trips")
 

@@ -7,6 +7,7 @@ ring. One owner per key: grep here before writing a key's text anywhere else.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -50,6 +51,10 @@ TOTAL_RECORDS = "total-records"
 ADDED_DATA_FILES = "added-data-files"
 DELETED_DATA_FILES = "deleted-data-files"  # files a commit took off (copy-on-write rewrites, replaced partitions)
 ADDED_POSITION_DELETES = "added-position-deletes"  # rows a merge-on-read commit deleted (deletion vectors)
+# Rows the table's live delete files (v3 deletion vectors, v2 position deletes) take off its data files: each names
+# one row, so total-records minus it is what a reader of the snapshot gets (Snapshot.rows). Iceberg drops a data
+# file's deletion vector with the file (compaction, copy-on-write), so it never counts a row twice.
+TOTAL_POSITION_DELETES = "total-position-deletes"
 
 # --- table properties -------------------------------------------------------------------------------------
 
@@ -119,12 +124,27 @@ class Snapshot:
     def added_records(self) -> int:
         return int(self.summary.get(ADDED_RECORDS, "0") or 0)
 
+    @property
+    def rows(self) -> int | None:
+        """The rows a reader of this snapshot gets: total-records less the rows deletion vectors (and v2
+        position deletes) remove; total-records alone counts those again on a merge-on-read (v3) table. None
+        when the summary has no total (a snapshot written without one)."""
+        return rows_of(self.summary)
+
 
 @dataclass(frozen=True)
 class Ref:
     name: str
     type: str
     snapshot_id: int
+
+
+def rows_of(summary: Mapping[str, str] | None) -> int | None:
+    """Snapshot.rows from a summary alone (None without total-records)."""
+    total = (summary or {}).get(TOTAL_RECORDS)
+    if total in (None, ""):
+        return None
+    return int(total) - int((summary or {}).get(TOTAL_POSITION_DELETES) or 0)
 
 
 def snapshots_of(meta: dict[str, Any]) -> dict[int, Snapshot]:

@@ -66,9 +66,10 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     kept: dict[str, int] = {}
     crash_point("revert:planned")
     for t, snaps, how in plan:
-        rows_before = lh.tables.row_count(t)
+        head = lh.tables.head(t)
         done[t.dotted] = _STRATEGIES[how](lh, t, run_id, snaps)
-        removed[t.dotted] = rows_before - lh.tables.row_count(t)
+        # A rollback moves main back to an older snapshot: what it took off is counted from main's head before.
+        removed[t.dotted] = _rows_taken_off(lh, t, done[t.dotted], since=head if how == ROLLBACK else None)
         if how == LINEAGE:
             added = sum(lh.tables.snapshots(t)[s].added_records for s in snaps)
             if added > removed[t.dotted]:
@@ -80,8 +81,7 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
             sid = _revert_commit(lh, t, run_id) if lh.tables.exists(t) else None
             if sid is not None:
                 done[t.dotted] = sid
-                summary = lh.tables.snapshots(t)[sid].summary
-                removed[t.dotted] = int(summary.get(DELETED_RECORDS) or summary.get(ADDED_POSITION_DELETES) or 0)
+                removed[t.dotted] = _rows_taken_off(lh, t, sid)
     if table.dotted not in done and rec.snapshot_id is not None and rec.snapshot_id not in lh.tables.snapshots(table):
         raise UsageError(
             f"run {run_id}'s snapshot {rec.snapshot_id} is no longer in the history of {table}: `wap maintain` "
@@ -224,3 +224,17 @@ def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) ->
 
 
 _STRATEGIES = {FILES: _remove_files, LINEAGE: _delete_by_lineage, ROLLBACK: _roll_back_change}
+
+
+def _rows_taken_off(lh: Lakehouse, table: TableName, snapshot_id: int, *, since: int | None = None) -> int:
+    """The rows the revert's own commit took off main: its parent's live rows (or those of `since`, main's head
+    before a rollback) less its own (Snapshot.rows), so neither a concurrent commit nor the rows deletion vectors
+    had already hidden count in it."""
+    lh.tables.refresh(table)
+    snaps = lh.tables.snapshots(table)
+    snap = snaps[snapshot_id]
+    before = since if since is not None else snap.parent_id
+    parent = snaps.get(before) if before is not None else None
+    if parent is None or parent.rows is None or snap.rows is None:
+        return int(snap.summary.get(DELETED_RECORDS) or snap.summary.get(ADDED_POSITION_DELETES) or 0)
+    return parent.rows - snap.rows

@@ -27,7 +27,7 @@ from wapflow.errors import NotFound, WapError, did_you_mean
 from wapflow.lakehouse import pyiceberg_client
 from wapflow.lakehouse.lineage import run_id_of, run_of
 from wapflow.lakehouse.metadata import CatalogTables
-from wapflow.lakehouse.model import ADDED_RECORDS, TOTAL_RECORDS
+from wapflow.lakehouse.model import ADDED_RECORDS, rows_of
 from wapflow.pipeline.state import STEPS
 from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
@@ -146,10 +146,8 @@ def _iso(t: datetime | None) -> str | None:
 
 
 def _records(snap: Snapshot | None) -> int | None:
-    if snap is None:
-        return None
-    value = snap.summary.get(TOTAL_RECORDS) if snap.summary else None
-    return int(value) if value not in (None, "") else None
+    """Rows on main at a PyIceberg snapshot (its summary a mapping), as wapflow's Snapshot.rows counts them."""
+    return rows_of(snap.summary) if snap is not None else None
 
 
 def _catalog_tables(src: Sources) -> list[str]:
@@ -237,7 +235,7 @@ def _direct_main(direct: CatalogTables, table: TableName) -> tuple[int, int | No
     """Rows on main and main's snapshot, from the catalog's metadata read directly."""
     head = direct.head(table)
     snap = direct.snapshots(table).get(head) if head is not None else None
-    return (int(snap.summary.get(TOTAL_RECORDS) or 0) if snap is not None else 0), head
+    return ((snap.rows or 0) if snap is not None else 0), head
 
 
 def _direct_history(direct: CatalogTables, table: TableName, limit: int) -> tuple[int, list[dict[str, Any]]]:
@@ -251,7 +249,7 @@ def _direct_history(direct: CatalogTables, table: TableName, limit: int) -> tupl
             "operation": s.operation,
             "run_id": run_of(snaps, s),
             "rows_added": s.added_records,
-            "total_rows": int(s.summary[TOTAL_RECORDS]) if s.summary.get(TOTAL_RECORDS) else None,
+            "total_rows": s.rows,
         }
         for s in main[:limit]
     ]

@@ -24,7 +24,7 @@ from wapflow.errors import WapError
 from wapflow.files.spark_paths import SparkInputs
 from wapflow.lakehouse import lineage
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.model import DELETED_RECORDS, TOTAL_RECORDS, Snapshot
+from wapflow.lakehouse.model import DELETED_RECORDS, Snapshot
 from wapflow.pipeline.state import RunState, hydration
 from wapflow.runs.store import APPROVED, RunRecord
 from wapflow.spark import errors as spark_errors
@@ -271,7 +271,7 @@ class Run:
         """Rows main held at the snapshot the run's branch started from (metadata only; 0 without a base)."""
         snaps = self.wt().snapshots(self.target)
         base = snaps.get(self.base) if self.base is not None else None
-        return int(base.summary.get(TOTAL_RECORDS, "0") or 0) if base is not None else 0
+        return (base.rows or 0) if base is not None else 0
 
     def branch_as_recorded(self) -> bool:
         """Whether the run's branch still holds exactly the snapshots its state records. A state handed over
