@@ -89,11 +89,14 @@ def start(
     run_id: str | None = None,
     sources: Sequence[str | os.PathLike[str]] | None = None,
     no_checks: bool = False,
+    again: bool = False,
 ) -> RunState:
     """A run nothing has happened to yet: files (paths, globs, s3:// URIs) into `table`, audited with the
     table's checks from wap.toml plus `checks`. A `run_id` given again resumes (or finds published) that run.
     A table with no checks at all publishes only with `checks = []` in its section or `no_checks=True` (`wap run
     --no-checks`); else its run fails with a ConfigError before anything is written.
+    A file the table published already (the same path, size and version) is refused (UsageError, exit 2, naming
+    the run that published it) unless `again=True` (`wap run --again`); a resumed run id is never refused.
     `sources=` is the deprecated name of `files=` (a [sources.NAME] is a configured landing place)."""
     from wapflow.deprecation import renamed
     from wapflow.pipeline.state import new_state
@@ -102,7 +105,13 @@ def start(
     if named is None:
         raise TypeError("wapflow.start(): files= is required (the paths, globs or URIs to ingest)")
     return new_state(
-        table, [str(f) for f in named], branch=branch, run_id=run_id, extra_checks=list(checks), no_checks=no_checks
+        table,
+        [str(f) for f in named],
+        branch=branch,
+        run_id=run_id,
+        extra_checks=list(checks),
+        no_checks=no_checks,
+        once=not again,
     )
 
 
@@ -116,9 +125,11 @@ def run(
     run_id: str | None = None,
     sources: Sequence[str | os.PathLike[str]] | None = None,
     no_checks: bool = False,
+    again: bool = False,
 ) -> RunResult:
     """Write, audit and publish in one call; the result says which (never raises for a blocked or failed run).
     `no_checks=True`: a table with no checks publishes without (as `checks = []` in its section would allow).
+    `again=True`: publish files this table published already (else refused, exit 2: see start).
     A blocked or terminally failed run, or one held for review, is alerted to the [alerts] sinks after its outcome
     is recorded (a sink that is down never changes the result)."""
     from wapflow.alerts import alert_run
@@ -126,7 +137,8 @@ def run(
     from wapflow.pipeline.driver import drive
 
     named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.run()")
-    res = result(lh, drive(lh, start(table, named, checks=checks, branch=branch, run_id=run_id, no_checks=no_checks)))
+    state = start(table, named, checks=checks, branch=branch, run_id=run_id, no_checks=no_checks, again=again)
+    res = result(lh, drive(lh, state))
     alert_run(lh, res)
     if res.status == "awaiting_review":  # a person is asked to decide, with what publishing would change
         from wapflow.outer.review import alert_held

@@ -198,3 +198,40 @@ def test_a_table_without_checks_publishes_with_no_checks_and_says_so(spark, tmp_
     r = wap("ingest", "orders", "--no-checks", "--config", cfg, "--json")
     assert r.exit_code == 0, r.output
     assert [x["state"] for x in as_json(r)["files"]] == ["published"]
+
+
+def test_a_file_published_already_is_refused_unless_again(spark, tmp_path, landing):
+    """`wap run` of a file this table published already (same path, size and version: the ledger's identity)
+    exits 2 naming the run that published it, main unchanged; a copy under another name and a rewritten file
+    are other files; --again publishes the same file again."""
+    import shutil
+
+    from wapflow.config import load_config
+    from wapflow.lakehouse.pyiceberg_client import open_catalog
+
+    cfg = str(write_config(tmp_path, "cli_once"))
+    f = trips_file(landing, "once.parquet", 50)
+
+    def rows_on_main() -> int:
+        return len(open_catalog(load_config(cfg), why="the test").load_table("nyc.trips").scan().to_arrow())
+
+    first = as_json(wap("run", "nyc.trips", str(f), "--config", cfg, "--json"))
+    assert first["status"] == "published" and rows_on_main() == 50
+
+    r = wap("run", "nyc.trips", str(f), "--config", cfg)
+    assert r.exit_code == 2, r.output
+    assert f"{f} by run {first['run_id']}" in r.stderr and "--again" in r.stderr, r.stderr
+    assert "Traceback" not in r.output and rows_on_main() == 50
+    refused = as_json(wap("run", "nyc.trips", str(f), "--config", cfg, "--json"))
+    assert refused["status"] == "failed" and first["run_id"] in refused["error"]["message"], refused
+
+    copy = landing / "once-copy.parquet"
+    shutil.copy2(f, copy)  # the same bytes and mtime under another name: another file, as the ledger sees it
+    assert as_json(wap("run", "nyc.trips", str(copy), "--config", cfg, "--json"))["status"] == "published"
+    trips_file(landing, "once.parquet", 20, start_id=1000)  # rewritten in place: a new version of the file
+    assert as_json(wap("run", "nyc.trips", str(f), "--config", cfg, "--json"))["status"] == "published"
+    assert rows_on_main() == 120
+
+    again = wap("run", "nyc.trips", str(f), "--again", "--config", cfg, "--json")
+    assert again.exit_code == 0 and as_json(again)["status"] == "published", again.output
+    assert rows_on_main() == 140

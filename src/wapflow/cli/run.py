@@ -32,6 +32,14 @@ def run(
         str | None, typer.Option("--run-id", help="Re-run (or resume) this run id; never publishes twice.")
     ] = None,
     no_checks: NoChecksOpt = False,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again",
+            help="Publish files this table published already (the same path, size and version); without it "
+            "such a run is refused (exit 2) naming the run that published them.",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -51,6 +59,7 @@ def run(
             branch=branch,
             run_id=run_id,
             no_checks=no_checks,
+            again=again,
         ),
     )
     o.result(run_doc(res), lambda: render_run(res))

@@ -81,6 +81,9 @@ class RunState:
     source: str | None = None  # the [sources.NAME] whose files these are (its write mode applies), if any
     # The caller's word that a table without checks may publish unaudited (--no-checks; config.audit_consent).
     no_checks: bool = False
+    # `wap run` without --again: a file this table published already (the same path, size and version, the
+    # ledger's identity) is refused before anything is written (prepare), naming the run that published it.
+    once: bool = False
     # The batch is a DataFrame given in this process (wapflow.write, wapflow.transaction), not files:
     # wapflow.pipeline.frames holds it under the run id.
     frame: bool = False
@@ -199,12 +202,14 @@ def new_state(
     not_null: list[str] | None = None,
     source: str | None = None,
     no_checks: bool = False,
+    once: bool = False,
     frame: bool = False,
     write_settings: dict[str, Any] | None = None,
     properties: dict[str, str] | None = None,
 ) -> RunState:
     """The state of a run nothing has happened to yet (names are validated by prepare). `no_checks`: the
-    caller's word that the table may publish without checks if it has none (--no-checks). `frame`: the batch
+    caller's word that the table may publish without checks if it has none (--no-checks). `once`: refuse files
+    the table published already (`wap run` without --again). `frame`: the batch
     is a DataFrame held by wapflow.pipeline.frames (`files` is then empty); `write_settings`: the write mode
     this run sets for its table (mode, key, ...)."""
     rid = validate_run_id(run_id) if run_id else new_run_id()
@@ -219,6 +224,7 @@ def new_state(
         extra_checks=[c.model_dump(mode="json") for c in checks],
         source=source,
         no_checks=no_checks,
+        once=once,
         frame=frame,
         write_settings=dict(write_settings or {}),
         properties=dict(properties or {}),

@@ -236,6 +236,11 @@ class _Row:
         self._mapping = mapping
 
 
+def _identity(file_id: dict[str, Any]) -> tuple[Any, ...]:
+    """A file's identity in a run record (FileIdentity's equality: uri, size, version; not when it was modified)."""
+    return (file_id.get("uri"), file_id.get("size"), file_id.get("version"))
+
+
 class RunStore:
     """Run records in one database; every `wap` process opens its own and they share the file (WAL)."""
 
@@ -320,6 +325,26 @@ class RunStore:
                 sa.select(runs_table).where(runs_table.c.branch == branch).order_by(runs_table.c.started_at.desc())
             ).all()
         return [RunRecord.from_row(r) for r in rows]
+
+    def published_with(self, table: str, file_ids: list[dict[str, Any]]) -> list[tuple[dict[str, Any], RunRecord]]:
+        """Each of these files (by identity: uri, size, version) that a published run of `table` read, with that
+        run (its latest); the uris narrow the query, the identities decide."""
+        wanted = {_identity(f): f for f in file_ids}
+        if not wanted:
+            return []
+        q = sa.select(runs_table).where(
+            runs_table.c.table_name == table,
+            runs_table.c.status == "published",
+            sa.or_(*(runs_table.c.file_ids.contains(json.dumps(f["uri"]), autoescape=True) for f in file_ids)),
+        )
+        with self.engine.connect() as conn:
+            records = sorted((RunRecord.from_row(r) for r in conn.execute(q).all()), key=lambda r: r.started_at)
+        found: dict[tuple[Any, ...], tuple[dict[str, Any], RunRecord]] = {}
+        for rec in records:
+            for f in rec.file_ids:
+                if _identity(f) in wanted:
+                    found[_identity(f)] = (wanted[_identity(f)], rec)
+        return list(found.values())
 
     def list(self, table: str | None = None, limit: int = 100) -> list[RunRecord]:
         q = sa.select(runs_table).order_by(runs_table.c.started_at.desc()).limit(limit)

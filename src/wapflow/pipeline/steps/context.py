@@ -75,6 +75,7 @@ class Run:
     extra_checks: list[dict[str, Any]]
     source: str | None
     no_checks: bool
+    once: bool
     frame: bool
     write_settings: dict[str, Any]
     properties: dict[str, str]

@@ -70,6 +70,8 @@ def prepare(run: Run) -> None:
             run.record.files, run.record.file_ids = [], []
         else:
             _resolve(run, previous)
+            if run.once and previous is None:
+                _refuse_published_files(run)
         meta = _view(run, previous)
         if meta.exists(run.target):
             run.already_published = find_published(meta, run.target, run.run_id)
@@ -99,6 +101,27 @@ def _resolve(run: Run, previous: RunRecord | None) -> None:
         run.record_owned = False
         _refuse_other_files(run, previous.file_ids)
     run.fmt = detect_format(run.files, run.table_cfg.format)
+
+
+def _refuse_published_files(run: Run) -> None:
+    """A new run of files this table published already (`wap run` of the same file twice): refused, naming the
+    run that published each, unless the caller said --again. The run is recorded failed with this message."""
+    found = run.lh.store.published_with(run.target.dotted, run.record.file_ids)
+    if not found:
+        return
+    shown = [
+        f"{f['uri']} by run {rec.run_id}"
+        + (f" at {rec.finished_at:%Y-%m-%d %H:%M:%S}" if rec.finished_at else "")
+        + (f" (snapshot {rec.snapshot_id})" if rec.snapshot_id is not None else "")
+        for f, rec in found[:5]
+    ]
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    raise UsageError(
+        f"{len(found)} of these file(s) were published to {run.target} already, unchanged (same path, size and "
+        f"version): {'; '.join(shown)}{more}",
+        hint="main is unchanged; to publish them again, add --again (wapflow.run(..., again=True)); "
+        f"`wap report {found[0][1].run_id}` shows that run",
+    )
 
 
 def _view(run: Run, previous: RunRecord | None) -> TableMetadata:
