@@ -136,3 +136,11 @@ def test_help_lists_commands_in_panels_in_the_order_a_new_user_meets_them() -> N
     root = typer.main.get_command(app)
     assert {getattr(c, "rich_help_panel", None) for c in root.commands.values()} == set(PANELS)  # type: ignore[attr-defined]
     assert [p for p, _ in cli_commands()][:4] == ["wap init", "wap setup", "wap doctor", "wap demo"]
+
+
+def test_version_prints_the_installed_version_and_exits_0() -> None:
+    from wapflow import __version__
+
+    r = subprocess.run([WAP, "--version"], capture_output=True, text=True, check=False, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"wapflow {__version__}", (r.stdout, r.stderr)
+    assert "--version" in wap("--help").output

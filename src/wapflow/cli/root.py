@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -50,6 +50,26 @@ app = typer.Typer(
     # docstring's wrapped lines. A `<placeholder>` goes in backticks (markdown drops bare HTML-like tags).
     rich_markup_mode="markdown",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from wapflow import __version__
+
+        typer.echo(f"wapflow {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print wapflow's version and exit."),
+    ] = False,
+) -> None:
+    """Write-Audit-Publish ingestion for Apache Iceberg on Spark."""
+
+
 # `wap --help` lists the commands in panels, in the order a new user meets them: start, run, look, review, fix,
 # operate (the CLI reference page has a section for each).
 START, RUN, LOOK, REVIEW, FIX, OPERATE = PANELS = ("Start", "Run", "Look", "Review", "Fix and undo", "Operate")
