@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from wapflow.config import LakehouseConfig, SourceConfig, TableConfig, WapConfig, load_config
-from wapflow.errors import ConfigError
+from wapflow.errors import ConfigError, WapError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -137,6 +137,8 @@ def run(
     from wapflow.pipeline.driver import drive
 
     named = renamed(files, sources, old_name="sources", new_name="files", where="wapflow.run()")
+    if run_id is None and named:
+        run_id = _interrupted_run(lh, table, named)
     state = start(table, named, checks=checks, branch=branch, run_id=run_id, no_checks=no_checks, again=again)
     res = result(lh, drive(lh, state))
     alert_run(lh, res)
@@ -145,6 +147,25 @@ def run(
 
         alert_held(lh, res.run_id)
     return res
+
+
+def _interrupted_run(lh: Lakehouse, table: str, files: Sequence[str | os.PathLike[str]]) -> str | None:
+    """The run id of an interrupted run (stopped or killed, its process gone) of this table over exactly these
+    files: `wap run` of the same command resumes it, so no new run id and no kept branch to discard by hand. The
+    files are listed here once more (a stat each, an S3 listing); a listing that fails is prepare's to report."""
+    from wapflow.files.resolve import resolve_files
+    from wapflow.sql.identifiers import TableName
+
+    try:
+        found = resolve_files([str(f) for f in files], storage=lh.storage)
+        names = sorted({table, TableName.parse(table).dotted})
+    except WapError:
+        return None
+    rec = lh.store.interrupted_with(names, [f.to_dict() for f in found])
+    if rec is None:
+        return None
+    lh.progress(f"resuming run {rec.run_id}: the same files, interrupted at {rec.started_at:%Y-%m-%d %H:%M:%S}")
+    return rec.run_id
 
 
 def run_tables(

@@ -56,7 +56,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory, spark):
             "add_columns": 'schema = "add_columns"\n',
         }.get(kind, "")
         sections.append(f'[tables."{_table(i)}"]\n{extra}checks = {CHECKS}\n')
-    sections.append(f'[tables."{_table(99)}"]\nchecks = {CHECKS}\n')
+    sections += [f'[tables."{_table(n)}"]\nchecks = {CHECKS}\n' for n in (98, 99)]
     catalog = unique_catalog("crash")  # the seeds run on this process's shared session, which caches catalogs
     cfg = write_config(folder, "\n".join(sections), catalog=catalog)
     for i, kind in enumerate(KINDS):
@@ -167,3 +167,29 @@ def test_sigkill_from_outside_while_spark_writes(lake):
     got = reader.rows(table)
     assert len(got) == 300_000 and len({r["trip_id"] for r in got}) == 300_000
     assert reader.branches(table) == []
+
+
+def test_the_same_command_again_resumes_an_interrupted_run_under_its_own_id(lake):
+    """A `wap run` without --run-id killed after its rows are on its branch: the same command again resumes that
+    run (its id, its branch) and publishes it once; no branch is left to discard, and the run store holds one
+    run of the file. Run once more, the file is refused as published already (exit 2, naming that run)."""
+    folder, cfg, reader = lake
+    table = _table(98)
+    f = write_parquet(folder / "landing" / "resume.parquet", generate_trips(120, start_id=50_000, seed=98))
+    command = ["run", table, str(f), "--config", str(cfg)]
+    killed = wap(*command, WAP_CRASH_AT="write:appended")
+    assert killed.code == -signal.SIGKILL, killed.text
+    (interrupted,) = [r for r in _runs(cfg).values() if r["table"] == table]
+    assert interrupted["status"] == "interrupted" and reader.rows(table) == []
+
+    done = wap(*command, "--json")
+    assert done.code == 0, done.text
+    assert done.doc["run_id"] == interrupted["run_id"] and done.doc["status"] == "published", done.doc
+    assert f"resuming run {interrupted['run_id']}" in done.stderr
+    assert checksum(reader.rows(table), "trip_id") == checksum(pq.read_table(f).to_pylist(), "trip_id")
+    assert reader.branches(table) == []
+    assert [r["status"] for r in _runs(cfg).values() if r["table"] == table] == ["published"]
+
+    again = wap(*command)
+    assert again.code == 2 and f"by run {interrupted['run_id']}" in again.stderr, again.text
+    assert len(reader.rows(table)) == 120

@@ -346,6 +346,22 @@ class RunStore:
                     found[_identity(f)] = (wanted[_identity(f)], rec)
         return list(found.values())
 
+    def interrupted_with(self, tables: list[str], file_ids: list[dict[str, Any]]) -> RunRecord | None:
+        """The latest run of one of `tables` over exactly these files (by identity) whose process is gone while
+        it was running (shown interrupted): the run `wap run` of the same files resumes."""
+        if not file_ids:
+            return None
+        q = sa.select(runs_table).where(
+            runs_table.c.table_name.in_(tables),
+            runs_table.c.status == "running",
+            *(runs_table.c.file_ids.contains(json.dumps(f["uri"]), autoescape=True) for f in file_ids),
+        )
+        with self.engine.connect() as conn:
+            records = [RunRecord.from_row(r) for r in conn.execute(q).all()]
+        wanted = sorted(map(_identity, file_ids), key=repr)
+        same = [r for r in records if r.interrupted and sorted(map(_identity, r.file_ids), key=repr) == wanted]
+        return max(same, key=lambda r: r.started_at) if same else None
+
     def list(self, table: str | None = None, limit: int = 100) -> list[RunRecord]:
         q = sa.select(runs_table).order_by(runs_table.c.started_at.desc()).limit(limit)
         if table:
