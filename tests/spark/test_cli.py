@@ -42,6 +42,10 @@ def test_cli_round_trip(spark, tmp_path, landing):
 
     r = wap("query", "SELECT count(*) AS n FROM nyc.trips", "--config", cfg, "--json")
     assert as_json(r)["rows"] == [[100]]
+    r = wap("query", "SELECT trip_id FROM nyc.trips", "--limit", "10", "--config", cfg, "--json")
+    assert len(as_json(r)["rows"]) == 10 and as_json(r)["total_rows"] == 100, r.output
+    r = wap("query", "SELECT trip_id FROM nyc.trips", "--limit", "10", "--config", cfg)
+    assert "10 of 100 rows (--limit N shows more, --limit 0 all)" in r.stdout, r.stdout
     r = wap(
         "query",
         "SELECT count(*) AS n FROM nyc.trips WHERE passenger_count IS NULL",

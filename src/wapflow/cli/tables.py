@@ -86,8 +86,14 @@ def query(
     as_json: JsonOpt = False,
 ) -> None:
     """Run SQL against the lakehouse, on main, a branch, or as of a snapshot/time."""
-    from wapflow.service.query import run_query
+    from wapflow.service.query import query_page
 
     o = Output(as_json)
-    cols, rows = on_lakehouse(config, o, lambda lh: run_query(lh, sql, branch=branch, as_of=as_of, limit=limit))
-    o.result({"columns": cols, "rows": rows}, lambda: out.print(grid(cols, rows)))
+    cols, rows, total = on_lakehouse(config, o, lambda lh: query_page(lh, sql, branch=branch, as_of=as_of, limit=limit))
+
+    def shown() -> None:
+        out.print(grid(cols, rows))
+        if total > len(rows):
+            out.print(f"{len(rows):,} of {total:,} rows (--limit N shows more, --limit 0 all)")
+
+    o.result({"columns": cols, "rows": rows, "total_rows": total}, shown)

@@ -87,6 +87,16 @@ def read_only(sql: str, spark: SparkSession | None = None) -> None:
 def run_query(
     lh: Lakehouse, sql: str, *, branch: str | None = None, as_of: str | None = None, limit: int = 100
 ) -> tuple[list[str], list[list[Any]]]:
+    """The query's columns and its first `limit` rows (0: all)."""
+    cols, rows, _ = query_page(lh, sql, branch=branch, as_of=as_of, limit=limit)
+    return cols, rows
+
+
+def query_page(
+    lh: Lakehouse, sql: str, *, branch: str | None = None, as_of: str | None = None, limit: int = 100
+) -> tuple[list[str], list[list[Any]], int]:
+    """The query's columns, its first `limit` rows (0: all) and how many rows it has in all (counted by Spark
+    only when there are more than `limit`: `wap query` says "100 of 102,000 rows")."""
     read_only(sql)  # before anything else, Spark included
     spark = lh.spark
     catalog = lh.catalog
@@ -105,8 +115,9 @@ def run_query(
         with session_change():  # the current catalog is the session's; the analysed plan keeps what it named
             spark.catalog.setCurrentCatalog(catalog)
             df = spark.sql(final)
-        rows = df.limit(limit).collect() if limit > 0 else df.collect()
+        rows = df.limit(limit + 1).collect() if limit > 0 else df.collect()
+        total = int(df.count()) if limit > 0 and len(rows) > limit else len(rows)
     except Exception as e:  # noqa: BLE001 - AnalysisException etc.: the user's SQL is wrong
         first = next((ln for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
         raise UsageError(f"query failed: {first}", hint="table names are namespace.table, e.g. nyc.trips") from None
-    return list(df.columns), [list(r) for r in rows]
+    return list(df.columns), [list(r) for r in rows[: limit or None]], total
