@@ -174,6 +174,12 @@ def test_a_run_that_failed_before_it_had_a_branch_names_no_branch(monkeypatch) -
     text = console.export_text()
     assert "FAILED shop.orders  run r1" in text
     assert_for_people(text, "a run without a branch")
+    # A missing file fails prepare after the branch's name was chosen: the branch never existed, so not named.
+    output.render_run(RunResult(run_id="r2", table="shop.orders", status="failed", branch="wap_r2", message="x"))
+    output.render_run(RunResult(run_id="r3", table="shop.orders", status="blocked", branch="wap_r3", message="y"))
+    text = console.export_text()
+    assert "run r2  branch" not in text and "FAILED shop.orders  run r2" in text
+    assert "BLOCKED shop.orders  run r3  branch wap_r3" in text
 
 
 def test_data_prints_exactly_as_stored() -> None:

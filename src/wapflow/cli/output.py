@@ -286,7 +286,9 @@ def render_failures(checks: list[dict[str, Any]], limit: int = 20) -> None:
 def render_run(res: RunResult) -> None:
     """One run's outcome for people: status line, schema notes, audit, failures, rows, message."""
     color = STATUS_COLOR.get(res.status, "white")
-    branch = f"  branch {res.branch}" if res.branch else ""  # none yet: the run failed before it had one
+    # A failed run's branch is named only when it is kept: before write it never existed, and a failed write drops it.
+    shown = res.branch and (res.status != "failed" or res.branch_kept)
+    branch = f"  branch {res.branch}" if shown else ""
     out.print(f"[bold {color}]{res.status.upper()}[/] {res.table}  run {res.run_id}{branch}")
     for note in res.schema_changes or []:
         out.print(f"schema: {note}")
