@@ -103,6 +103,11 @@ def test_one_bad_file_does_not_hold_back_the_others(source, landing):
     assert len(res.runs) == 12
     # The blocked file keeps its branch for inspection; the split batches left none.
     assert reader.branches("nyc.trips") == [f"wap_{bad['f09.parquet'].run_id}"]
+    # The next ingest runs nothing, and says which file failed and the command that puts it back in line.
+    again = ingest(lh, "trips")
+    assert again.files == [] and again.exit_code == 0
+    assert again.failed_before == [bad["f02.parquet"].uri], again.failed_before
+    assert "1 of them failed before" in again.message() and f"`wap retry {bad['f02.parquet'].uri}`" in again.message()
 
 
 def _claimed_by_a_dead_process(lh: Lakehouse) -> tuple[Any, str]:

@@ -89,6 +89,7 @@ class IngestResult:
     runs: list[RunResult] = field(default_factory=list)
     planned: list[list[str]] = field(default_factory=list)  # --dry-run: the batches that would run, in order
     files: list[LedgerRow] = field(default_factory=list)  # every file this call ran, as the ledger has it now
+    failed_before: list[str] = field(default_factory=list)  # listed files an earlier run failed (not run again)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -129,12 +130,24 @@ class IngestResult:
         if not self.files:
             if still:
                 return f"nothing published from source {self.source}: {still}"
-            return f"nothing new in source {self.source} ({self.listed} file(s) listed, all known)"
+            return f"nothing new in source {self.source} ({self.listed} file(s) listed, all known)" + self._failed()
         parts = [f"{n} {state}" for state, n in sorted(self.counts.items())]
         return (
             f"source {self.source} -> {self.table}: {len(self.files)} file(s) in {len(self.runs)} run(s): "
             + ", ".join(parts)
             + (f"; {still}" if still else "")
+        )
+
+    def _failed(self) -> str:
+        """Listed files that failed before and wait for a person: which, and the command that runs them again."""
+        if not self.failed_before:
+            return ""
+        shown = ", ".join(self.failed_before[:3]) + (" ..." if len(self.failed_before) > 3 else "")
+        first = self.failed_before[0]
+        return (
+            f"; {len(self.failed_before)} of them failed before and are not run again by themselves ({shown}): "
+            f"`wap retry {first}` puts a file back in line once its cause is fixed (`wap files --state failed` "
+            "lists them)"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,6 +161,7 @@ class IngestResult:
             "new": self.new,
             "unsettled": self.unsettled,
             "counts": self.counts,
+            "failed_before": self.failed_before,
             "runs": [r.to_dict() for r in self.runs],
             "planned": self.planned,
             "files": [f.to_dict() for f in self.files],
@@ -218,6 +232,8 @@ class Ingest:
         fresh: list[tuple[str, FileIdentity]] = []
         for f in listing.files:
             k = self.key(f)
+            if known.get(k) == "failed" and f.uri not in self.out.failed_before:
+                self.out.failed_before.append(f.uri)
             if k in known or not self.in_window(f.modified):
                 continue
             if f.bucket is None and f.modified is not None and f.modified > cutoff:
