@@ -50,7 +50,8 @@ _EXIT_CODES: tuple[tuple[int, str, str], ...] = (
         "usage",
         "bad wap.toml or option, unknown check, column, table, branch or run, invalid name; a source file or "
         "pattern that names nothing (a missing file, a glob matching no file); `wap run` of a file the table "
-        "published already, unchanged, without --again; a table without checks run "
+        "published already, unchanged, without --again; for ingest, backfill and watch --once: every failed file "
+        "failed on wap.toml (a model's SQL); a table without checks run "
         "without `checks = []` or --no-checks; approve or reject of a run that is not awaiting review "
         "(published, blocked, failed), or with a blank --reason",
     ),

@@ -35,10 +35,16 @@ MODELS = {"silver.trips": {"sql": SILVER}, "gold.by_passengers": {"sql": GOLD}}
 
 
 def lakehouse(
-    factory: Any, landing: Path, tmp_path: Path, *, tables: dict[str, Any] = TABLES, **src: Any
+    factory: Any,
+    landing: Path,
+    tmp_path: Path,
+    *,
+    tables: dict[str, Any] = TABLES,
+    models: dict[str, Any] = MODELS,
+    **src: Any,
 ) -> tuple[Lakehouse, LazyReader]:
     lh = factory(tables)
-    cfg = lh.config.model_copy(update={"models": lh.config.model_validate({"models": MODELS}).models})
+    cfg = lh.config.model_copy(update={"models": lh.config.model_validate({"models": models}).models})
     cfg.sources["trips"] = SourceConfig(table="nyc.trips", location=str(landing), settle_seconds=0, **src)
     return Lakehouse(cfg, spark=lh.spark), LazyReader(tmp_path, cfg.lakehouse.catalog_name)
 
@@ -162,3 +168,22 @@ def test_a_batch_a_model_blocks_is_split_and_the_good_file_published_with_its_mo
     kept = [reader.branches(t) for t in ("nyc.trips", "silver.trips", "gold.by_passengers")]
     assert kept == [[f"wap_{blocked.run_id.rsplit('-', 1)[0]}"]] * 3, kept
     assert res.exit_code == 1
+
+
+def test_a_model_whose_sql_does_not_run_fails_its_files_with_exit_2_and_says_how_to_go_on(
+    lakehouse_factory, landing, tmp_path
+):
+    """A misspelt column in a model's SQL under ingest: the batch's file fails with the run's own exit code 2
+    (wap.toml is the cause), its message names the model and Spark's suggestion; main is unchanged; the next
+    ingest says the file failed and the command that puts it back in line."""
+    broken = {**MODELS, "gold.by_passengers": {"sql": GOLD.replace("count(*) AS trips", "count(fare_amout) AS trips")}}
+    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path, models=broken)
+    trips_file(landing, "day1.parquet", rows=50)
+    res = ingest(lh, "trips")
+    (row,) = res.files
+    assert row.state == "failed" and res.exit_code == 2 and res.status == "failed", res.to_dict()
+    assert row.error is not None and "model gold.by_passengers" in row.error["message"], row.error
+    assert "fare_amount" in row.error["message"] and row.error["message"].count("UNRESOLVED_COLUMN") == 1
+    assert not reader.exists("nyc.trips") or reader.rows("nyc.trips") == []  # main unchanged
+    again = ingest(lh, "trips")
+    assert again.files == [] and f"`wap retry {row.uri}`" in again.message(), again.message()

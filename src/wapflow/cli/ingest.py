@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_lakehouse
-from wapflow.cli.output import Output, out, rows_table
+from wapflow.cli.output import Output, out, print_error, rows_table
 from wapflow.cli.run import NoChecksOpt
 from wapflow.errors import UsageError, WapError
 
@@ -26,7 +26,8 @@ def ingest(
 ) -> None:
     """List SOURCE's location, skip files the ledger knows, run the new ones in batches, record each file.
 
-    Exit 0: every new file published (or nothing new); 1: a file was blocked; 3: a file failed; 2: bad usage.
+    Exit 0: every new file published (or nothing new); 1: a file was blocked; 3: a file failed; 2: bad usage, or
+    every failed file failed on wap.toml (a model's SQL).
     """
     from wapflow import api
 
@@ -44,6 +45,11 @@ def _show_ingest(res: IngestResult) -> None:
     if res.files:
         out.print(rows_table(None, [f.to_dict() for f in res.files], FILE_COLUMNS))
     out.print(res.message())
+    # Each failed file's error whole, as one run's would be: the table's cell is cut to fit the terminal.
+    for f in res.files:
+        if f.state == "failed" and f.error:
+            hint = f"\n  hint: {f.error['hint']}" if f.error.get("hint") else ""
+            print_error(f"{f.uri}: {f.error.get('message') or f.reason}{hint}")
 
 
 def backfill(

@@ -43,6 +43,26 @@ def log_file() -> Path | None:
     return _log_file if _log_pid == os.getpid() else None
 
 
+# PySpark's own Python loggers that print a failed query's whole error (a JSON line with the Java stack) on
+# stderr when the exception is made: wapflow names the error itself, in one line.
+_PYSPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def _pyspark_logs_to(path: Path) -> None:
+    """PySpark's error loggers write to Spark's log file of this process, not the terminal (`--verbose` keeps
+    them there). Made through PySparkLogger.getLogger, as PySpark makes them: they take its own arguments."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    for name in _PYSPARK_ERROR_LOGGERS:
+        logger = PySparkLogger.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.addHandler(logging.FileHandler(path, delay=True))
+        logger.propagate = False
+
+
 def _new_log_file(cfg: WapConfig) -> Path:
     import time
 
@@ -163,6 +183,8 @@ def build_session(cfg: WapConfig, progress: jvm.Progress | None = None) -> Spark
         global _log_file, _log_pid
         log_conf = resources.files("wapflow.lakehouse").joinpath("log4j2.properties")
         _log_file, _log_pid = _new_log_file(cfg), os.getpid()
+        if not verbose:
+            _pyspark_logs_to(_log_file)
         java_opts = [
             f"-Dlog4j2.configurationFile=file:{log_conf}",
             f"-Dwap.log.file={_log_file}",

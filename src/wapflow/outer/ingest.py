@@ -43,6 +43,7 @@ from wapflow.errors import (
     EXIT_REVIEW,
     EXIT_RUNTIME,
     EXIT_TRANSIENT,
+    EXIT_USAGE,
     ConfigError,
     RunInProgress,
     UsageError,
@@ -60,11 +61,13 @@ from wapflow.storage.files import FileIdentity
 from wapflow.vocabulary import DISCARDED
 
 
-def files_exit_code(states: set[str]) -> int:
+def files_exit_code(states: set[str], failed: Sequence[LedgerRow] = ()) -> int:
     """The exit code of a pass over files, by the ledger states they ended in: failed before blocked, blocked
-    before awaiting review."""
+    before awaiting review. Files that all failed on wap.toml (a model's SQL: exit 2 as the run's own) exit 2,
+    as `wap run-models` does: fixing wap.toml is the way on, not trying the files again."""
     if "failed" in states:
-        return EXIT_RUNTIME
+        codes = {(f.error or {}).get("exit_code") for f in failed if f.state == "failed"}
+        return EXIT_USAGE if codes == {EXIT_USAGE} else EXIT_RUNTIME
     if "blocked" in states:
         return EXIT_BLOCKED
     if "awaiting_review" in states:
@@ -102,7 +105,7 @@ class IngestResult:
     def exit_code(self) -> int:
         """0: every file run was published (or nothing new); 1: some blocked; 3: some failed; 5: files left
         that were still being written, so a one-off job (cron, CI) must run again (a retry helps)."""
-        code = files_exit_code({f.state for f in self.files})
+        code = files_exit_code({f.state for f in self.files}, self.files)
         if code == EXIT_PUBLISHED and self.unsettled and not self.planned:
             return EXIT_TRANSIENT
         return code
@@ -113,6 +116,7 @@ class IngestResult:
             EXIT_PUBLISHED: "ok",
             EXIT_BLOCKED: "blocked",
             EXIT_RUNTIME: "failed",
+            EXIT_USAGE: "failed",
             EXIT_TRANSIENT: "unsettled",
             EXIT_REVIEW: "awaiting_review",
         }[self.exit_code]

@@ -79,7 +79,7 @@ class WatchResult:
 
     @property
     def exit_code(self) -> int:
-        return files_exit_code({f.state for f in self.files})
+        return files_exit_code({f.state for f in self.files}, self.files)
 
     def to_dict(self) -> dict[str, Any]:
         counts: dict[str, int] = {}

@@ -76,9 +76,12 @@ def describe(e: BaseException) -> str:
     useful = [u for i, u in enumerate(useful) if u and u not in useful[:i]]
     if not useful:
         return _short(msgs[0]) if msgs else type(e).__name__
-    if len(useful) == 1:
+    # A cause that says what the first message says already (Java's `AnalysisException: X` and Python's `X`)
+    # is not repeated.
+    causes = [u for u in useful[1:] if u not in useful[0] and useful[0] not in u]
+    if not causes:
         return useful[0]
-    return f"{useful[0]} (cause: {useful[-1] if useful[-1] != useful[0] else useful[1]})"
+    return f"{useful[0]} (cause: {causes[-1]})"
 
 
 def full_text(e: BaseException) -> str:
