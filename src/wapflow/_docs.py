@@ -183,7 +183,7 @@ def config_reference_markdown() -> str:
     out = [
         "# wap.toml reference",
         "",
-        "Generated from the configuration models in `wapflow/config.py` at build time. Unknown keys and",
+        "Generated from the configuration models in `wapflow/config/` at build time. Unknown keys and",
         "wrong types are errors (exit 2) that name the file, the section and the key. See the",
         "[configuration guide](../guides/configuration.md) for how the pieces fit together.",
         "",
