@@ -160,7 +160,7 @@ def test_the_runs_own_lines_and_bands_read_as_words() -> None:
     assert render.observed(band) == "value 759.3, band [212.5, 1150], 2.4 MADs above the median 480, 12 runs"
     short = {"value": None, "history": 2, "min_history": 7, "seasonality": "same weekday: 2 Saturdays"}
     assert render.observed(short) == "no value, 2 of 7 runs of history (same weekday: 2 Saturdays)"
-    assert render.observed(None) == "—" and render.text([]) == "" and render.number(1234567.0) == "1235000"
+    assert render.observed(None) == "—" and render.text([]) == "" and render.number(1234567.0) == "1234567"
 
 
 def test_a_run_that_failed_before_it_had_a_branch_names_no_branch(monkeypatch) -> None:

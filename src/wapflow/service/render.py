@@ -3,17 +3,19 @@ maintenance figure into text, for the CLI and the dashboard alike.
 
 The run store and --json keep the values as they are (dicts, lists, None); what a person sees never shows a
 Python repr: no `None` (an absent value is `—`, or the field is left out), no `{...}` or quoted keys, numbers
-to at most 4 significant digits (counts exact), a band as `[212.5, 1150]`. Pure Python, no imports of the
-project: the CLI and the dashboard (which may import wapflow.service only) both use it.
+as wapflow.display words them (counts exact, others to at most 4 significant digits, no exponent), a band as
+`[212.5, 1150]`. Pure Python on wapflow.display alone: the CLI and the dashboard (which may import wapflow.service
+only) both use it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
+
+from wapflow.display import number, when
 
 NONE = "—"  # an absent value
 NULL = "null"  # a SQL NULL in a row of data (a failing row's column)
@@ -29,24 +31,6 @@ _CHANGE_KINDS = ("rows_inserted", "rows_updated", "rows_deleted", "rows_replaced
 _QUIET_FIGURES = ("seconds", "snapshot_ids", "sample")
 
 
-def number(v: float | int | Decimal) -> str:
-    """A number for people: an integer exactly, anything else to at most 4 significant digits, no exponent
-    below 1e15 (1150, 212.5, 0.003, 1235000)."""
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, int):
-        return str(v)
-    f = float(v)
-    if math.isnan(f):
-        return "NaN"
-    if math.isinf(f):
-        return "∞" if f > 0 else "-∞"
-    r = float(f"{f:.4g}")
-    if r.is_integer() and abs(r) < 1e15:
-        return str(int(r))
-    return f"{r:.4g}"
-
-
 def text(v: Any, none: str = NONE) -> str:
     """Any value of a report for people: None as `none`, numbers (number), times to the second, a pair of
     numbers as `[a, b]`, other lists comma-separated, mappings as `key value` pairs."""
@@ -56,10 +40,8 @@ def text(v: Any, none: str = NONE) -> str:
         return v
     if isinstance(v, bool | int | float | Decimal):
         return number(v)
-    if isinstance(v, datetime):
-        return v.isoformat(sep=" ", timespec="seconds")
-    if isinstance(v, date):
-        return v.isoformat()
+    if isinstance(v, datetime | date):
+        return when(v)
     if isinstance(v, Mapping):
         return ", ".join(f"{_label(k)} {text(x, none)}" for k, x in v.items())
     if isinstance(v, Sequence | set | frozenset):
