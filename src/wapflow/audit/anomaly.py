@@ -23,6 +23,7 @@ from datetime import time as dtime
 from decimal import Decimal
 from typing import Any, Literal, TypeVar
 
+from wapflow import display
 from wapflow.audit.metrics import FileMetrics
 
 MAD_SCALE = 1.4826  # MAD x this estimates the standard deviation of normally distributed values
@@ -788,7 +789,7 @@ def _short(v: float) -> float:
 
 
 def _num(v: float) -> str:
-    return f"{v:.0f}" if float(v).is_integer() and abs(v) >= 1 else f"{v:.4g}"
+    return display.number(v)
 
 
 def as_number(v: Any) -> float | None:

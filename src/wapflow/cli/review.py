@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from wapflow import display
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse
 from wapflow.cli.output import Output, out, render_group, render_run, rows_table, run_doc
 from wapflow.pipeline.result import MultiRunResult
@@ -152,4 +153,5 @@ def _stat(side: SideDoc | None, stat: str) -> str:
     v = side.get(stat)
     if v is None:
         return "?"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    # A number as every table shows one (wapflow.display): 12001.0 recorded by the audit is 12,001, not 1.2e+04.
+    return display.number(v, grouped=True) if isinstance(v, int | float) else str(v)

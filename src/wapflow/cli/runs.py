@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from wapflow import display
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse, open_store
 from wapflow.cli.output import (
     STATUS_COLOR,
@@ -290,4 +291,4 @@ def _value(r: MetricRowDoc) -> str:
             except (ValueError, TypeError):
                 return text
         return text
-    return f"{v:.0f}" if v.is_integer() else f"{v:.6g}"
+    return display.number(v, grouped=True)

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from wapflow import display
 from wapflow.audit.anomaly import SCHEMA_METRIC, as_number, bound_text
 from wapflow.audit.metrics import FileMetrics
 from wapflow.errors import NotFound, UsageError, WapError, did_you_mean
@@ -239,7 +240,9 @@ class SummaryDoc(TypedDict):
 
 
 def _fmt(v: Any) -> str:
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
+    """A fraction or bound on a line: numbers as wapflow.display words them (a whole number exactly: an id
+    recorded as a float, 12001.0, is 12001), text as it is."""
+    return display.number(v) if isinstance(v, int | float) else str(v)
 
 
 def _position(v: Any) -> float | None:
