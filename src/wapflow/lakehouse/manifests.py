@@ -21,10 +21,10 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Iterable, Iterator
-from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit.metrics import FileMetrics, summed_file_metrics
+from wapflow.display import time_bound
 from wapflow.storage.settings import is_s3_uri
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
 
     from wapflow.storage import Storage
-
-_EPOCH = date(1970, 1, 1)
 
 
 _asked = False
@@ -167,27 +165,25 @@ def _readable(f: DataFile, columns: list[tuple[int, str, Any]]) -> dict[str, dic
             "value_count": values.get(fid),
             "null_value_count": nulls.get(fid),
             "nan_value_count": nans.get(fid),
-            "lower_bound": _bound(t, lower.get(fid)),
-            "upper_bound": _bound(t, upper.get(fid)),
+            "lower_bound": bound(t, lower.get(fid)),
+            "upper_bound": bound(t, upper.get(fid)),
         }
         for fid, name, t in columns
     }
 
 
-def _bound(t: Any, raw: bytes | None) -> Any:
-    """A bound's bytes (Iceberg's single-value serialization) as PySpark returns a value of the column's type."""
+def bound(t: Any, raw: bytes | None) -> Any:
+    """A bound's bytes (Iceberg's single-value serialization) as PySpark returns a value of the column's type:
+    a date column's days and a timestamp's microseconds as times (wapflow.display.time_bound: Spark's TIMESTAMP
+    as naive local time, as pyspark TimestampType.fromInternal gives it; TIMESTAMP_NTZ the wall time written)."""
     if raw is None:
         return None
     from pyiceberg.conversions import from_bytes
-    from pyiceberg.types import BinaryType, DateType, FixedType, TimestampType, TimestamptzType, UUIDType
+    from pyiceberg.types import BinaryType, FixedType, PrimitiveType, UUIDType
 
     v: Any = from_bytes(t, raw)
-    if isinstance(t, DateType):
-        return _EPOCH + timedelta(days=int(v))
-    if isinstance(t, TimestamptzType):  # Spark's TIMESTAMP: naive local time (pyspark TimestampType.fromInternal)
-        return datetime.fromtimestamp(int(v) // 1_000_000).replace(microsecond=int(v) % 1_000_000)
-    if isinstance(t, TimestampType):  # Spark's TIMESTAMP_NTZ: the wall time as written
-        return datetime(1970, 1, 1) + timedelta(microseconds=int(v))
+    if isinstance(t, PrimitiveType) and isinstance(v, int):
+        v = time_bound(str(t), v)
     if isinstance(t, UUIDType):
         import uuid
 

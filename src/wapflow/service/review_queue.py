@@ -62,7 +62,7 @@ class QueueRow(TypedDict):
 
 def _main_metrics(tbl: Table) -> FileMetrics:
     """main's live data files' metrics (rows, nulls, bounds per column) from the table's metadata (PyIceberg)."""
-    from pyiceberg.conversions import from_bytes
+    from wapflow.lakehouse.manifests import bound
 
     schema = tbl.schema()
     names = {f.field_id: f.name.lower() for f in schema.fields}
@@ -84,7 +84,7 @@ def _main_metrics(tbl: Table) -> FileMetrics:
                 if raw is None:
                     into[name] = None
                     continue
-                value = from_bytes(types[fid], raw)  # type: ignore[arg-type]
+                value = bound(types[fid], raw)  # dates and times as times, not days and microseconds
                 into[name] = value if name not in into else (None if into[name] is None else pick(into[name], value))
     return out
 
