@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from wapflow import display
 from wapflow.audit import sqlguard
 from wapflow.audit.anomaly import (
     APPEAR_SHARE,
@@ -529,10 +530,10 @@ class ReconcileCheck(CheckType):
         mine, theirs = 0 if mine is None else mine, 0 if theirs is None else theirs
         ok, diff = reconciles(mine, theirs, self.tolerance, self.abs_tolerance)
         this = ctx.this_table.dotted if ctx.this_table else "this table"
-        share = f" ({float(diff) / abs(float(theirs)):.2%})" if theirs else ""  # of the other's figure
+        share = f" ({display.percent(float(diff) / abs(float(theirs)))})" if theirs else ""  # of the other's figure
         observed = (
             f"{this} {self._figure(self.column)} = {_shown(mine)}; {self.against} {self._figure(self.other_column)} "
-            f"= {_shown(theirs)}; difference {_shown(diff)}{share}"
+            f"= {_shown(theirs)}; difference {_difference(diff)}{share}"
         )
         return Verdict(ok, observed, 0)
 
@@ -553,8 +554,15 @@ def reconciles(mine: Any, theirs: Any, tolerance: float, abs_tolerance: float) -
 
 
 def _shown(v: Any) -> str:
-    """A figure as reports print it: counts and decimals as they are, floats to 12 significant digits."""
+    """A figure as reports print it: counts and decimals as they are, floats to 12 significant digits (a float
+    sum is compared to FLOAT_SLACK of itself, so its digits matter)."""
     return format(v, ".12g") if isinstance(v, float) else str(v)
+
+
+def _difference(v: Any) -> str:
+    """|mine - theirs| as reports print it: a count or decimal exactly, a float's as wapflow.display words it
+    (a float sum's rounding noise, 4.4e-10, is `< 0.000001`, not an exponent)."""
+    return display.number(v) if isinstance(v, float) else str(v)
 
 
 class FreshnessCheck(ColumnCheck):
