@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -21,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from wapflow import display
 from wapflow.errors import WapError
 from wapflow.service import render
 
@@ -222,16 +224,26 @@ def id_table(
     return t
 
 
-def cell(v: Any) -> str:
-    """A value as a table cell (wapflow.service.render.text): nothing for None, lists comma-separated."""
+def is_id(column: str, ids: Iterable[str] = ()) -> bool:
+    """Whether a column holds ids (ID_COLUMNS, `ids`, any `..._id`): their numbers print as they are, never grouped
+    (a snapshot id is copied into the next command; 12001 is an order id, not twelve thousand of something)."""
+    return column in ID_COLUMNS or column in set(ids) or column.endswith("_id")
+
+
+def cell(v: Any, *, grouped: bool = True) -> str:
+    """A value as a table cell (wapflow.service.render.text): nothing for None, lists comma-separated, a number
+    with thousands separated (wapflow.display.number: `1,234,567`; not `grouped`: an id's, `1234567`; --json
+    keeps the number)."""
+    if isinstance(v, int | float | Decimal) and not isinstance(v, bool):
+        return display.number(v, grouped=grouped)
     return render.text(v, none="")
 
 
 def rows_table(title: str | None, rows: Sequence[Any], columns: Sequence[str], ids: Iterable[str] = ()) -> Table:
     """Rows (dicts, e.g. from wapflow.service) as a table of the named columns, ids whole (id_table)."""
-    return id_table(
-        title, columns, [[escape(_short(c, cell(r.get(c)))) for c in columns] for r in rows], ids, words=True
-    )
+    ids = list(ids)
+    cells = [[escape(_short(c, cell(r.get(c), grouped=not is_id(c, ids)))) for c in columns] for r in rows]
+    return id_table(title, columns, cells, ids, words=True)
 
 
 def _short(column: str, text: str) -> str:

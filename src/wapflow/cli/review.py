@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from wapflow import display
 from wapflow.cli.common import ConfigOpt, JsonOpt, on_lakehouse
-from wapflow.cli.output import Output, out, render_group, render_run, rows_table, run_doc
+from wapflow.cli.output import Output, is_id, out, render_group, render_run, rows_table, run_doc
 from wapflow.pipeline.result import MultiRunResult
 from wapflow.service.runs import keys_lines
 
@@ -142,16 +142,17 @@ def _show_diff(doc: DiffDoc) -> None:
     for c in doc["columns"]:
         line: dict[str, Any] = {"column": c["column"], "on": c["on"]}
         for stat in stats:
-            line[stat] = f"{_stat(c['main'], stat)} → {_stat(c['batch'], stat)}"
+            grouped = stat not in ("min", "max") or not is_id(c["column"])  # an id column's bounds are ids
+            line[stat] = f"{_stat(c['main'], stat, grouped)} → {_stat(c['batch'], stat, grouped)}"
         shown.append(line)
     out.print(rows_table("columns (main → batch; ? not recorded, - no such column)", shown, ["column", "on", *stats]))
 
 
-def _stat(side: SideDoc | None, stat: str) -> str:
+def _stat(side: SideDoc | None, stat: str, grouped: bool = True) -> str:
     if side is None:
         return "-"
     v = side.get(stat)
     if v is None:
         return "?"
     # A number as every table shows one (wapflow.display): 12001.0 recorded by the audit is 12,001, not 1.2e+04.
-    return display.number(v, grouped=True) if isinstance(v, int | float) else str(v)
+    return display.number(v, grouped=grouped) if isinstance(v, int | float) else str(v)
