@@ -253,10 +253,10 @@ def test_spark_connect_over_tls_with_a_token(
     assert ids(reader.rows(table)) == ids(pq.read_table(src).to_pylist())
 
     # A wrong token (in the URL), then none at all: the server refuses it; exit 3 "unauthorised" with the URL.
-    bad = wap("run", table, str(src), "--config", str(wrong), "--json")
+    bad = wap("run", table, str(src), "--again", "--config", str(wrong), "--json")
     assert bad.code == 3, bad.text
     assert_unauthorised(error(bad), f"{url};token=***", "$SPARK_CONNECT_AUTHENTICATE_TOKEN")
-    missing = wap("run", table, str(src), "--config", str(good), "--json")
+    missing = wap("run", table, str(src), "--again", "--config", str(good), "--json")
     assert missing.code == 3, missing.text
     assert_unauthorised(error(missing), url, "$SPARK_CONNECT_AUTHENTICATE_TOKEN")
 
@@ -264,7 +264,14 @@ def test_spark_connect_over_tls_with_a_token(
     forwarded_before = proxy.forwarded
     t0 = time.monotonic()
     tls = wap(
-        "run", table, str(src), "--config", str(untrusted), "--json", SPARK_CONNECT_AUTHENTICATE_TOKEN=CONNECT_TOKEN
+        "run",
+        table,
+        str(src),
+        "--again",
+        "--config",
+        str(untrusted),
+        "--json",
+        SPARK_CONNECT_AUTHENTICATE_TOKEN=CONNECT_TOKEN,
     )
     took = time.monotonic() - t0
     assert tls.code == 3, tls.text

@@ -40,11 +40,11 @@ def lakehouse(
     tmp_path: Path,
     *,
     tables: dict[str, Any] = TABLES,
-    models: dict[str, Any] = MODELS,
+    model_defs: dict[str, Any] = MODELS,
     **src: Any,
 ) -> tuple[Lakehouse, LazyReader]:
     lh = factory(tables)
-    cfg = lh.config.model_copy(update={"models": lh.config.model_validate({"models": models}).models})
+    cfg = lh.config.model_copy(update={"models": lh.config.model_validate({"models": model_defs}).models})
     cfg.sources["trips"] = SourceConfig(table="nyc.trips", location=str(landing), settle_seconds=0, **src)
     return Lakehouse(cfg, spark=lh.spark), LazyReader(tmp_path, cfg.lakehouse.catalog_name)
 
@@ -177,7 +177,7 @@ def test_a_model_whose_sql_does_not_run_fails_its_files_with_exit_2_and_says_how
     (wap.toml is the cause), its message names the model and Spark's suggestion; main is unchanged; the next
     ingest says the file failed and the command that puts it back in line."""
     broken = {**MODELS, "gold.by_passengers": {"sql": GOLD.replace("count(*) AS trips", "count(fare_amout) AS trips")}}
-    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path, models=broken)
+    lh, reader = lakehouse(lakehouse_factory, landing, tmp_path, model_defs=broken)
     trips_file(landing, "day1.parquet", rows=50)
     res = ingest(lh, "trips")
     (row,) = res.files

@@ -374,7 +374,8 @@ def test_cli_exit_codes_for_layouts_that_do_not_parse_or_do_not_fit(spark, tmp_p
     assert r.exit_code == 2
     assert '[tables."nyc.trips"] partition_by' in r.output and "did you mean 'day'" in r.output
 
-    r = wap("run", "nyc.trips", f, "--config", config('partition_by = ["day(passenger_count)"]'), "--json")
+    # The same file again (--again: not refused as published already), now under a layout that does not fit.
+    r = wap("run", "nyc.trips", f, "--again", "--config", config('partition_by = ["day(passenger_count)"]'), "--json")
     assert r.exit_code == 2, r.output
     doc = json.loads(r.stdout)
     assert doc["status"] == "failed" and doc["error"]["kind"] == "config"
