@@ -27,6 +27,8 @@ _EXPORTS = {
     "StreamStopped": "wapflow.streams",
     "run_tables": "wapflow.api",
     "run_models": "wapflow.api",
+    "run_pipeline": "wapflow.api",
+    "expect": "wapflow.sdp.expectations",
     "start": "wapflow.api",
     "result": "wapflow.api",
     "report": "wapflow.api",
@@ -84,6 +86,7 @@ __all__ = [
     "checks",
     "connect",
     "diff",
+    "expect",
     "ingest",
     "metrics",
     "read",
@@ -92,6 +95,7 @@ __all__ = [
     "result",
     "run",
     "run_models",
+    "run_pipeline",
     "run_tables",
     "start",
     "start_stream",
@@ -116,12 +120,14 @@ if TYPE_CHECKING:
         result,
         run,
         run_models,
+        run_pipeline,
         run_tables,
         start,
         transaction,
         write,
     )
     from wapflow.config import WapConfig
+    from wapflow.sdp.expectations import expect
     from wapflow.errors import (
         AlreadyDecided,
         BugError,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from wapflow.pipeline.result import MultiRunResult, RunResult
     from wapflow.pipeline.state import RunState
     from wapflow.pipeline.transaction import Transaction
+    from wapflow.sdp.run import DryRun
     from wapflow.service.diff import DiffDoc
     from wapflow.service.metrics import MetricRowDoc
     from wapflow.service.runs import GroupReport, RunReport
@@ -212,6 +213,38 @@ def run_models(
 
     res = _run_models(lh, list(names) if names else None, run_id=run_id, no_checks=no_checks)
     _alert_group(lh, res)
+    return res
+
+
+def run_pipeline(
+    lh: Lakehouse,
+    spec: str | os.PathLike[str] | None = None,
+    *,
+    refresh: Sequence[str] = (),
+    full_refresh: Sequence[str] = (),
+    full_refresh_all: bool = False,
+    dry: bool = False,
+    run_id: str | None = None,
+    no_checks: bool = False,
+) -> MultiRunResult | DryRun:
+    """Run a Spark Declarative Pipelines project (its spark-pipeline.yml, or the one found from the working
+    folder) unchanged, every dataset written on one branch, audited, and all published in one commit or none
+    (`wap pipelines run`). `dry`: the engine checks the graph, nothing is written (`wap pipelines dry-run`)."""
+    from wapflow.sdp.run import DryRun
+    from wapflow.sdp.run import run_pipeline as _run_pipeline
+
+    res = _run_pipeline(
+        lh,
+        None if spec is None else Path(spec),
+        refresh=refresh,
+        full_refresh=full_refresh,
+        full_refresh_all=full_refresh_all,
+        dry=dry,
+        run_id=run_id,
+        no_checks=no_checks,
+    )
+    if not isinstance(res, DryRun):
+        _alert_group(lh, res)
     return res
 
 

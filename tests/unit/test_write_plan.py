@@ -65,6 +65,11 @@ def test_new_columns_main_cannot_hold_are_staged_before_anything_else() -> None:
     assert plan.case == "staged" and plan.observe
 
 
+def test_rows_a_pipeline_engine_wrote_are_recorded_whatever_else_the_facts_say() -> None:
+    plan = plan_write(WriteFacts(mode="append", change=False, engine_wrote=True, adoptable=True, quarantine=True))
+    assert plan.case == "engine" and not plan.quarantine
+
+
 def test_every_case_has_a_strategy() -> None:
     pytest.importorskip("pyspark")
     from wapflow.pipeline.steps.write import STRATEGIES
@@ -77,6 +82,7 @@ def test_every_case_has_a_strategy() -> None:
         MERGE,
         REPLACE,
         WriteFacts(mode="append", change=False, new_columns=("x",)),
+        WriteFacts(mode="append", change=False, engine_wrote=True, new_columns=("x",), quarantine=True),
     ]
     assert {plan_write(f).case for f in facts} == set(CASES)
 

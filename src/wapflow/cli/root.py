@@ -25,6 +25,7 @@ from wapflow.cli import (
     lineage,
     maintain,
     nessie,
+    pipelines,
     review,
     run,
     runs,
@@ -104,6 +105,7 @@ for name, command, panel in (
 ):
     app.command(name, rich_help_panel=panel)(command)
 app.add_typer(demo.demo_app, name="demo", rich_help_panel=START)
+app.add_typer(pipelines.pipelines_app, name="pipelines", rich_help_panel=RUN)
 for group, sub in (
     ("engine", engine.engine_app),
     ("alerts", alerts.alerts_app),

@@ -25,6 +25,10 @@ BRANCH_PROP = "wapflow.branch"
 APPROVED_BY_PROP = "wapflow.approved-by"
 APPROVAL_REASON_PROP = "wapflow.approval-reason"
 MAINTENANCE_PROP = "wapflow.maintenance-pass"  # on the snapshot maintenance commits on main
+# On every commit a Spark Declarative Pipelines run made (wapflow.sdp): the wapflow run it belongs to.
+PIPELINE_RUN_PROP = "wapflow.pipeline-run-id"
+# A table created in a session with this catalog setting gets the property (write.wap.enabled for SDP's tables).
+TABLE_DEFAULT_PREFIX = "table-default."
 # On a model's commits, one per table it read: the snapshot of that table it read up to (incremental models).
 MODEL_INPUT_PROP_PREFIX = "wapflow.model-input."
 # A stream's batch (wapflow.streams), as Iceberg's own streaming sink records it (SparkWrite.BaseStreamingWrite):

@@ -78,6 +78,20 @@ class OpenGroup:
             )
         )
 
+    def add_written(self, table: str, *, base: int | None, engine: str, checks: Sequence[Check] = ()) -> None:
+        """A table an engine wrote on the run's branch already, on top of main's `base` (wapflow.sdp): recorded
+        as this run's write (its commits, as they are), then audited and published with the rest."""
+        rid = self._member_id(table)
+        name = TableName.parse(table)
+        tables = self.lh.tables
+        tables.refresh(name)
+        head = tables.head(name, self.branch)
+        frames.hold(rid, tables.read(name, self.branch if head is not None else None))
+        state = new_state(
+            table, [], branch=self.branch, run_id=rid, no_checks=self.no_checks, frame=True, extra_checks=list(checks)
+        )
+        self._write(state.evolve(written_by=engine, base=base))
+
     def add_files(self, table: str, uris: Sequence[str], *, source: str | None = None) -> None:
         """A table read from files (a source's landed batch, with the source's write settings): prepared and
         written now, like `add`."""

@@ -87,6 +87,9 @@ class RunState:
     # The batch is a DataFrame given in this process (wapflow.write, wapflow.transaction), not files:
     # wapflow.pipeline.frames holds it under the run id.
     frame: bool = False
+    # The rows are on the run's branch already, written there by this engine ("sdp": Spark Declarative
+    # Pipelines, wapflow.sdp) on top of `base`: the write step records them instead of writing.
+    written_by: str | None = None
     # The write mode and its keys this run sets for its table (config.WRITE_KEYS), over its wap.toml section.
     write_settings: dict[str, Any] = field(default_factory=dict)
     # More properties for every snapshot the run commits (a model's input snapshots), beside the run's own.

@@ -12,6 +12,7 @@ its mode, its rows, where it waits), never the write mode again.
 | quarantine_split | an append whose failing rows go to the quarantine table   | two branches, failing first   |
 | adopt            | landed parquet files that are the table's rows as they are | copied, committed as they are |
 | append           | anything else                                             | a Spark append                |
+| engine           | a pipeline engine (Spark Declarative Pipelines) wrote it  | recorded as it is on the branch |
 
 A change with a quarantine splits its failing changes off within the change case (WritePlan.quarantine).
 """
@@ -27,11 +28,11 @@ if TYPE_CHECKING:
     from wapflow.config import TableConfig
     from wapflow.writing.modes import WriteMode
 
-WriteCase = Literal["staged", "change", "quarantine_split", "adopt", "append"]
+WriteCase = Literal["staged", "change", "quarantine_split", "adopt", "append", "engine"]
 # What a write step ended in: one of the cases, or a write that found its rows already on the run's branch
 # (resumed after a crash, or a state stored by a wapflow that did not record outcomes), or none written
 # (blocked before writing: the schema contract, a merge's keys, replace_where).
-Written = Literal["staged", "change", "quarantine_split", "adopt", "append", "resumed", "blocked"]
+Written = Literal["staged", "change", "quarantine_split", "adopt", "append", "engine", "resumed", "blocked"]
 CASES: tuple[WriteCase, ...] = get_args(WriteCase)
 
 
@@ -52,6 +53,8 @@ class WriteFacts:
     fmt: str | None = None  # the files' format ("dataframe": a DataFrame)
     adopt_parquet: bool = True
     reapplied: int = 0  # times publish found main moved and sent this change back to write
+    # The rows are on the run's branch already, written by a pipeline engine (wapflow.sdp): nothing to write.
+    engine_wrote: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class WritePlan:
 def plan_write(f: WriteFacts) -> WritePlan:
     """The one decision of the write: which case, from the facts alone."""
     base = WritePlan("append", f.mode, f.change, keys_after_write=f.keys_after_write, reapplied=f.reapplied)
+    if f.engine_wrote:
+        return replace(base, case="engine")
     if f.new_columns:
         return replace(base, case="staged", observe=f.checks)
     if f.change:

@@ -77,6 +77,7 @@ class Run:
     no_checks: bool
     once: bool
     frame: bool
+    written_by: str | None
     write_settings: dict[str, Any]
     properties: dict[str, str]
     record: RunRecord
@@ -210,6 +211,9 @@ class Run:
         t = table or self.target
         tables = self.wt()
         snaps = tables.snapshots(t)
+        if self.written_by is not None and t == self.target:
+            # An engine's commits carry no wapflow run id: the run's are those on its branch since its base.
+            return list(reversed(tables.ancestry(snaps, tables.head(t, self.ref()), stop=self.base)))
         chain = tables.ancestry(snaps, tables.head(t, self.ref()))
         mine = [s for s in chain if s.run_id == self.run_id]
         return list(reversed(mine))

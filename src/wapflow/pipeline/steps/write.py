@@ -77,7 +77,7 @@ def _write(run: Run) -> None:
         run.opened_branch = run.lh.iceberg.open(run.branch)
         exists = run.wt().exists(run.target)
         mode = write_mode(run.table_cfg)
-        if exists and not run.opened_branch and _resume(run):
+        if exists and not run.opened_branch and run.written_by is None and _resume(run):
             run.write_outcome = run.outcome_of("resumed", mode)
             return
         batch = _prepared(run, mode, exists)
@@ -203,6 +203,7 @@ def _facts(run: Run, batch: _Batch) -> WriteFacts:
         fmt=run.fmt,
         adopt_parquet=run.table_cfg.adopt_parquet,
         reapplied=run.reapplied,
+        engine_wrote=run.written_by is not None,
     )
 
 
@@ -328,12 +329,22 @@ def _staged(run: Run, plan: WritePlan, batch: _Batch) -> None:
         run.observed = dict(observation.get)
 
 
+def _engine(run: Run, plan: WritePlan, batch: _Batch) -> None:
+    """Rows a pipeline engine wrote on the run's branch (RunState.written_by): its commits since `base` (main's
+    head when the engine started) are the run's snapshots, as they are. Nothing is written."""
+    run.wt().refresh(run.target)
+    run.run_snapshots = run.branch_snapshots()
+    run.record.base_snapshot_id = run.base
+    run.lh.progress(f"{run.target}: {len(run.run_snapshots)} commit(s) by {run.written_by} on branch {run.branch}")
+
+
 STRATEGIES: dict[WriteCase, Strategy] = {
     "staged": _staged,
     "change": _on_branch(_change),
     "quarantine_split": _on_branch(_quarantine_split),
     "adopt": _on_branch(_adopt),
     "append": _on_branch(_append),
+    "engine": _engine,
 }
 
 
