@@ -127,7 +127,6 @@ if TYPE_CHECKING:
         write,
     )
     from wapflow.config import WapConfig
-    from wapflow.sdp.expectations import expect
     from wapflow.errors import (
         AlreadyDecided,
         BugError,
@@ -147,6 +146,7 @@ if TYPE_CHECKING:
     from wapflow.outer.ingest import IngestResult
     from wapflow.pipeline.result import RunResult
     from wapflow.pipeline.state import RunState
+    from wapflow.sdp.expectations import expect
     from wapflow.streams import StreamStopped, start_stream, stream_to
 
 

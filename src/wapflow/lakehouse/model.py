@@ -151,6 +151,30 @@ def rows_of(summary: Mapping[str, str] | None) -> int | None:
     return int(total) - int((summary or {}).get(TOTAL_POSITION_DELETES) or 0)
 
 
+def rows_at(snapshots: Mapping[int, Snapshot], snapshot_id: int | None) -> int | None:
+    """Snapshot.rows, also for a snapshot whose summary has no total: Iceberg leaves total-records out after a
+    delete of every file (a Spark Declarative Pipelines refresh truncates, then appends). Then the nearest
+    ancestor's total, plus the records each commit since added, less those it deleted; None if none has one."""
+    chain: list[Snapshot] = []
+    cur = snapshot_id
+    while cur is not None and cur in snapshots:
+        snap = snapshots[cur]
+        if snap.rows is not None:
+            total = snap.rows
+            break
+        chain.append(snap)
+        cur = snap.parent_id
+    else:
+        total = 0 if chain and chain[-1].parent_id is None else None  # the first snapshot starts from nothing
+    if total is None:
+        return None
+    for snap in reversed(chain):
+        sm = snap.summary
+        total += int(sm.get(ADDED_RECORDS) or 0) - int(sm.get(DELETED_RECORDS) or 0)
+        total -= int(sm.get(ADDED_POSITION_DELETES) or 0)
+    return total
+
+
 def snapshots_of(meta: dict[str, Any]) -> dict[int, Snapshot]:
     """The snapshots of a table's metadata as Iceberg writes it (TableMetadataParser's JSON): the one parser of
     it, for Spark's view (Tables) and the catalog's own (wapflow.lakehouse.metadata)."""

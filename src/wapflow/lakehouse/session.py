@@ -102,18 +102,26 @@ def catalog_caches_tables(cfg: WapConfig) -> bool:
 _registered: weakref.WeakKeyDictionary[SparkSession, dict[str, dict[str, str]]] = weakref.WeakKeyDictionary()
 
 
-def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
-    """Catalogs load lazily by name, so they can be registered on a running session."""
+def catalog_confs(cfg: WapConfig) -> dict[str, str]:
+    """The session settings that make the config's catalog: its Spark catalog class and properties."""
     name = cfg.lakehouse.catalog_name
     props = _catalog_properties(cfg)
     name_endpoints(cfg, props)
+    return {f"spark.sql.catalog.{name}": SPARK_CATALOG_CLASS} | {
+        f"spark.sql.catalog.{name}.{k}": v for k, v in props.items()
+    }
+
+
+def register_catalog(spark: SparkSession, cfg: WapConfig) -> None:
+    """Catalogs load lazily by name, so they can be registered on a running session."""
+    name = cfg.lakehouse.catalog_name
+    confs = catalog_confs(cfg)
     done = _registered.setdefault(spark, {})
-    if done.get(name) == props:
+    if done.get(name) == confs:
         return
-    spark.conf.set(f"spark.sql.catalog.{name}", SPARK_CATALOG_CLASS)
-    for k, v in props.items():
-        spark.conf.set(f"spark.sql.catalog.{name}.{k}", v)
-    done[name] = dict(props)
+    for k, v in confs.items():
+        spark.conf.set(k, v)
+    done[name] = dict(confs)
 
 
 def _is_local_master(master: str) -> bool:

@@ -55,9 +55,12 @@ def session(lh: Lakehouse, confs: dict[str, str]) -> Any:
     """A new Spark Connect session for one pipeline run, with these session settings."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    builder = ConnectSession.builder.remote(endpoint(lh))
-    cs = builder.create()
-    for k, v in confs.items():
+    from wapflow.lakehouse.session import catalog_confs
+
+    cs = ConnectSession.builder.remote(endpoint(lh)).create()
+    # The lakehouse's catalog as its own session has it (registered at run time, so not in a new session's
+    # defaults), then the run's settings.
+    for k, v in (catalog_confs(lh.config) | confs).items():
         cs.conf.set(k, v)
     return cs
 

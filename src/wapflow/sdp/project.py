@@ -94,7 +94,8 @@ def load(spec_path: Path) -> Project:
     if "://" not in storage:
         # SDP wants a URI; a relative folder means one beside the spec (as a user writes it in a project).
         storage = (spec_path.parent / storage).resolve().as_uri()
-        spec = replace(spec, storage=storage)
+        # Not dataclasses.replace: PipelineSpec's __post_init__ would refuse the globs it normalized itself.
+        object.__setattr__(spec, "storage", storage)
     return Project(
         spec_path=spec_path,
         name=spec.name,

@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,7 @@ def _define_and_run(
         raise _project_error(proj, e) from None
     if not dry:
         _enable_wap(lh, proj, database)
+    failures: list[str] = []
     try:
         events = start_run(
             cs,
@@ -170,9 +172,13 @@ def _define_and_run(
         )
         for result in events:
             if "pipeline_event_result" in result:
-                lh.progress(str(result["pipeline_event_result"].event.message))
+                message = str(result["pipeline_event_result"].event.message)
+                lines = [ln for ln in message.splitlines() if ln.strip()]
+                lh.progress(" ".join(lines[:2]))  # the rest is the query plan: in Spark's log
+                if _FLOW_FAILED.search(lines[0] if lines else ""):
+                    failures.append(" ".join(lines[:2]))
     except Exception as e:  # noqa: BLE001 - the engine refused the graph or a flow failed: nothing is published
-        raise _project_error(proj, e) from None
+        raise _project_error(proj, e, failures) from None
 
 
 @contextlib.contextmanager
@@ -188,8 +194,13 @@ def _said(lh: Lakehouse) -> Iterator[None]:
                 lh.progress(line.split(": ", 1)[-1])
 
 
-def _project_error(proj: project.Project, e: BaseException) -> UsageError:
-    """One clear error for a project that does not run: the engine's message, where it points."""
+_FLOW_FAILED = re.compile(r"^Failed to resolve flow|^Flow .* has FAILED|^Failed to analyze flow")
+_FLOW_NAME = re.compile(r"flow:? '?`?([\w.`]+?)'?`?[.:]?(?:\s|$)", re.IGNORECASE)
+
+
+def _project_error(proj: project.Project, e: BaseException, failures: Sequence[str] = ()) -> UsageError:
+    """One clear error for a project that does not run: the engine's own reason (the first flow that failed,
+    where it is declared), not its summary; a Python file's error at its line."""
     import traceback
 
     text = project._one_line(str(e)) or type(e).__name__
@@ -198,6 +209,14 @@ def _project_error(proj: project.Project, e: BaseException) -> UsageError:
         if frame.filename.startswith(str(proj.root)):
             where = f"{frame.filename}:{frame.lineno}: "
             break
+    if failures:
+        text = failures[0].replace(" Error: ", " ").replace(".: ", ": ")
+        m = _FLOW_NAME.search(failures[0])
+        if m:
+            flow = m.group(1).replace("`", "").split(".")[-1]
+            ds = next((d for d in proj.datasets.values() if d.name.split(".")[-1] == flow), None)
+            if ds is not None:
+                where = f"{ds.where}: "
     return UsageError(
         f"pipeline {proj.name} ({proj.spec_path}) does not run: {where}{text}",
         hint="nothing was published; fix the project (`wap pipelines dry-run` checks it) and run it again",

@@ -27,7 +27,7 @@ from wapflow.errors import NotFound, WapError, did_you_mean
 from wapflow.lakehouse import pyiceberg_client
 from wapflow.lakehouse.lineage import run_id_of, run_of
 from wapflow.lakehouse.metadata import CatalogTables
-from wapflow.lakehouse.model import ADDED_RECORDS, rows_of
+from wapflow.lakehouse.model import ADDED_RECORDS, rows_at, rows_of
 from wapflow.pipeline.state import STEPS
 from wapflow.runs.ledger import Ledger, files_table
 from wapflow.runs.store import RunStore, runs_table
@@ -234,8 +234,7 @@ def overview(src: Sources) -> dict[str, Any]:
 def _direct_main(direct: CatalogTables, table: TableName) -> tuple[int, int | None]:
     """Rows on main and main's snapshot, from the catalog's metadata read directly."""
     head = direct.head(table)
-    snap = direct.snapshots(table).get(head) if head is not None else None
-    return ((snap.rows or 0) if snap is not None else 0), head
+    return (rows_at(direct.snapshots(table), head) or 0), head
 
 
 def _direct_history(direct: CatalogTables, table: TableName, limit: int) -> tuple[int, list[dict[str, Any]]]:
@@ -249,7 +248,7 @@ def _direct_history(direct: CatalogTables, table: TableName, limit: int) -> tupl
             "operation": s.operation,
             "run_id": run_of(snaps, s),
             "rows_added": s.added_records,
-            "total_rows": s.rows,
+            "total_rows": rows_at(snaps, s.snapshot_id),
         }
         for s in main[:limit]
     ]

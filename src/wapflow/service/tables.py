@@ -14,7 +14,7 @@ from typing import Any
 from wapflow.errors import NotFound, WapError, did_you_mean
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.lineage import origin, picked_from, run_of
-from wapflow.lakehouse.model import SOURCES_PROP
+from wapflow.lakehouse.model import SOURCES_PROP, rows_at
 from wapflow.lakehouse.reads import TableMetadata
 from wapflow.pipeline import lineage
 from wapflow.pipeline.state import AWAITING_REVIEW
@@ -74,7 +74,7 @@ def history(lh: Lakehouse, table_text: str, *, limit: int = 50) -> list[dict[str
                 "operation": s.operation,
                 "run_id": run_of(snaps, s),
                 "rows_added": s.added_records,
-                "total_rows": s.rows or 0,
+                "total_rows": rows_at(snaps, s.snapshot_id),
                 "cherry_picked_from": picked_from(s.summary),
                 "files": files.split(",") if files else [],
             }

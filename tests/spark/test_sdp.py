@@ -1,0 +1,147 @@
+"""Spark Declarative Pipelines projects run by `wap pipelines run`: Spark's own engine writes every dataset on the
+run's branch, wapflow audits them and publishes all in one commit or none. Read back by PyIceberg's own client of
+the embedded catalog (main's pointer and history, which a reader between commits would see)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import wapflow
+from support.embedded_reader import reader, rows
+from wapflow.errors import EXIT_BLOCKED, EXIT_USAGE, UsageError
+from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.lakehouse.model import PIPELINE_RUN_PROP
+from wapflow.sdp.run import DryRun
+
+pytestmark = pytest.mark.spark
+
+TABLES = {
+    "sales.orders": {"checks": [{"check": "not_null", "column": "id"}]},
+    "sales.big_orders": {"checks": [{"check": "row_count", "min": 1}]},
+}
+ORDERS_PY = """
+from pyspark import pipelines as dp
+from pyspark.sql import SparkSession
+
+import wapflow
+
+spark = SparkSession.active()
+
+
+@dp.materialized_view
+@wapflow.expect("positive_amount", "amount >= 0")
+def orders():
+    n = int(spark.conf.get("demo.rows"))
+    shift = int(spark.conf.get("demo.shift"))
+    return spark.range(n).selectExpr("id", f"(id - {shift}) * 10 AS amount")
+"""
+BIG_SQL = """CREATE TEMPORARY VIEW big AS SELECT * FROM orders WHERE amount >= 100;
+CREATE MATERIALIZED VIEW big_orders AS SELECT id, amount FROM big;
+"""
+
+
+def project(root: Path, *, rows_: int = 20, shift: int = 0, extra_sql: str = "") -> Path:
+    (root / "transformations").mkdir(parents=True, exist_ok=True)
+    (root / "transformations" / "orders.py").write_text(ORDERS_PY)
+    (root / "transformations" / "big.sql").write_text(BIG_SQL + extra_sql)
+    spec = root / "spark-pipeline.yml"
+    spec.write_text(
+        textwrap.dedent(
+            f"""\
+            name: shop
+            storage: storage
+            database: sales
+            configuration:
+              demo.rows: "{rows_}"
+              demo.shift: "{shift}"
+            libraries:
+              - glob:
+                  include: transformations/**
+            """
+        )
+    )
+    return spec
+
+
+def main_of(lh: Lakehouse, table: str) -> Any:
+    return reader(lh).load_table(tuple(table.split(".")))
+
+
+def refs(lh: Lakehouse, table: str) -> set[str]:
+    return set(main_of(lh, table).metadata.refs)
+
+
+def test_a_pipeline_publishes_every_dataset_in_one_commit_and_a_refresh_never_shows_an_empty_view(
+    lakehouse_factory: Any, tmp_path: Path
+) -> None:
+    lh = lakehouse_factory(TABLES)
+    spec = project(tmp_path / "shop")
+    res = wapflow.run_pipeline(lh, spec)
+    assert not isinstance(res, DryRun)
+    assert res.status == "published", res.message
+    assert [r.table for r in res.tables] == ["sales.big_orders", "sales.orders"]
+    assert len(rows(lh, "sales.orders")) == 20
+    assert sorted(r["id"] for r in rows(lh, "sales.big_orders")) == list(range(10, 20))
+    assert refs(lh, "sales.orders") == {"main"} and refs(lh, "sales.big_orders") == {"main"}  # branch dropped
+    orders = main_of(lh, "sales.orders").current_snapshot()
+    assert orders.summary[PIPELINE_RUN_PROP] == res.run_id  # the engine's commit, named by the run
+
+    # The refresh is a delete then an append on the branch; main moves once, from the old rows to the new.
+    project(tmp_path / "shop", rows_=30)
+    again = wapflow.run_pipeline(lh, spec)
+    assert again.status == "published", again.message
+    assert len(rows(lh, "sales.orders")) == 30 and len(rows(lh, "sales.big_orders")) == 20
+    tbl = main_of(lh, "sales.orders")
+    heads = [e.snapshot_id for e in tbl.metadata.snapshot_log]  # every snapshot main ever pointed at
+    assert heads == [orders.snapshot_id, tbl.current_snapshot().snapshot_id]
+    assert tbl.snapshot_by_id(heads[-1]).parent_snapshot_id != heads[0]  # the delete between them: never main
+    assert wapflow.run_pipeline(lh, spec, dry=True).datasets[0]["dataset"] in ("sales.orders", "sales.big_orders")
+
+
+def test_a_failing_expectation_in_the_code_blocks_every_dataset_and_main_stays(
+    lakehouse_factory: Any, tmp_path: Path
+) -> None:
+    lh = lakehouse_factory(TABLES)
+    spec = project(tmp_path / "shop")
+    assert wapflow.run_pipeline(lh, spec).status == "published"
+    before = {t: main_of(lh, t).metadata.current_snapshot_id for t in TABLES}
+    project(tmp_path / "shop", shift=3)  # three negative amounts
+    res = wapflow.run_pipeline(lh, spec)
+    assert res.status == "blocked" and res.exit_code == EXIT_BLOCKED
+    orders = next(r for r in res.tables if r.table == "sales.orders")
+    failed = [c for c in orders.checks if c["status"] == "failed"]
+    assert [(c["name"], c["failing_rows"]) for c in failed] == [("positive_amount", 3)]
+    assert {t: main_of(lh, t).metadata.current_snapshot_id for t in TABLES} == before  # neither moved
+    assert res.branch in refs(lh, "sales.big_orders")  # kept for `wap diff`, with the passing dataset too
+
+
+def test_a_broken_project_exits_2_naming_the_file_and_line_and_publishes_nothing(
+    lakehouse_factory: Any, tmp_path: Path
+) -> None:
+    lh = lakehouse_factory(TABLES)
+    spec = project(tmp_path / "shop")
+    assert wapflow.run_pipeline(lh, spec).status == "published"
+    before = {t: main_of(lh, t).metadata.current_snapshot_id for t in TABLES}
+    project(tmp_path / "shop", extra_sql="CREATE MATERIALIZED VIEW broken AS SELECT nope FROM orders;\n")
+    with pytest.raises(UsageError) as e:
+        wapflow.run_pipeline(lh, spec)
+    assert e.value.exit_code == EXIT_USAGE
+    text = str(e.value)
+    assert "big.sql:3" in text and "`nope`" in text and "Traceback" not in text, text
+    assert {t: main_of(lh, t).metadata.current_snapshot_id for t in TABLES} == before
+    assert refs(lh, "sales.orders") == {"main"}  # what the failed run wrote on its branch is gone
+    with pytest.raises(UsageError):
+        wapflow.run_pipeline(lh, spec, dry=True)
+
+
+def test_a_dataset_without_checks_is_refused_and_nothing_is_published(lakehouse_factory: Any, tmp_path: Path) -> None:
+    lh = lakehouse_factory({"sales.orders": TABLES["sales.orders"]})  # big_orders has no section
+    spec = project(tmp_path / "shop")
+    res = wapflow.run_pipeline(lh, spec)
+    assert res.status == "failed" and res.exit_code == EXIT_USAGE, res.message
+    assert "sales.big_orders" in res.message + str([r.error for r in res.tables]), res.message
+    assert rows(lh, "sales.orders") == []
