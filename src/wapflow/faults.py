@@ -25,6 +25,7 @@ PAUSE_ENV = "WAP_PAUSE_AT"
 # Every point, in the order a run passes them (docs/guides/crashes.md: what a crash at each leaves behind).
 POINTS = (
     "ingest:claimed",  # wap ingest: a batch's files are claimed by this process in the ledger; no run yet
+    "pipeline:ran",  # wap pipelines run: the engine wrote every dataset on the run's branch; nothing recorded
     "prepare",  # the run is recorded as running; nothing written
     "write:table-created",  # a new table exists (empty); no branch yet
     "write:branch-created",  # the run's branch exists at main's head; no rows on it

@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from wapflow.config import Check
 from wapflow.errors import UsageError, WapError
+from wapflow.faults import crash_point
 from wapflow.lakehouse.model import (
     PIPELINE_RUN_PROP,
     SNAPSHOT_PROPERTY_CONF,
@@ -114,6 +115,7 @@ def run_pipeline(
         cs.stop()
     if dry:
         return DryRun(str(proj.spec_path), [_dataset_doc(d, database) for d in proj.datasets.values()])
+    crash_point("pipeline:ran")
     written = _written(lh, branch, namespace, proj, database)
     _main_unchanged(lh, heads, written, rid)
     group = OpenGroup(lh, run_id=rid, no_checks=no_checks)
