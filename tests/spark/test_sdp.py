@@ -145,3 +145,45 @@ def test_a_dataset_without_checks_is_refused_and_nothing_is_published(lakehouse_
     assert res.status == "failed" and res.exit_code == EXIT_USAGE, res.message
     assert "sales.big_orders" in res.message + str([r.error for r in res.tables]), res.message
     assert rows(lh, "sales.orders") == []
+
+
+EVENTS_PY = """
+from pyspark import pipelines as dp
+from pyspark.sql import SparkSession
+
+spark = SparkSession.active()
+
+
+@dp.table
+def events():
+    return spark.readStream.format("json").schema("id long, v long").load(spark.conf.get("demo.landing"))
+"""
+TOTALS_SQL = "CREATE MATERIALIZED VIEW totals AS SELECT count(*) AS n, sum(v) AS v FROM events;\n"
+
+
+def test_a_streaming_table_is_refused_before_anything_runs(lakehouse_factory: Any, tmp_path: Path) -> None:
+    """Iceberg's streaming sink commits to main whatever spark.wap.branch says: refused, nothing written."""
+    lh = lakehouse_factory(
+        {
+            "sales.events": {"checks": [{"check": "not_null", "column": "id"}]},
+            "sales.totals": {"checks": [{"check": "row_count", "min": 1}]},
+        }
+    )
+    root, landing = tmp_path / "stream", tmp_path / "landing"
+    (root / "transformations").mkdir(parents=True)
+    landing.mkdir()
+    (root / "transformations" / "events.py").write_text(EVENTS_PY)
+    (root / "transformations" / "totals.sql").write_text(TOTALS_SQL)
+    spec = root / "spark-pipeline.yml"
+    spec.write_text(
+        f'name: stream\nstorage: storage\ndatabase: sales\nconfiguration:\n  demo.landing: "{landing}"\n'
+        "libraries:\n  - glob:\n      include: transformations/**\n"
+    )
+    (landing / "a.json").write_text('{"id": 1, "v": 10}\n')
+    with pytest.raises(UsageError) as e:
+        wapflow.run_pipeline(lh, spec)
+    assert e.value.exit_code == EXIT_USAGE and "sales.events (" in str(e.value) and "events.py:" in str(e.value)
+    assert not (root / "storage").exists()  # no checkpoint: nothing ran
+    assert rows(lh, "sales.events") == [] and rows(lh, "sales.totals") == []
+    kinds = {d["dataset"]: d["kind"] for d in wapflow.run_pipeline(lh, spec, dry=True).datasets}
+    assert kinds == {"sales.events": "streaming_table", "sales.totals": "materialized_view"}

@@ -116,8 +116,8 @@ def run_pipeline(
     if dry:
         return DryRun(str(proj.spec_path), [_dataset_doc(d, database) for d in proj.datasets.values()])
     crash_point("pipeline:ran")
+    _main_unchanged(lh, heads, _tables(lh, namespace, proj, database), rid)
     written = _written(lh, branch, namespace, proj, database)
-    _main_unchanged(lh, heads, written, rid)
     group = OpenGroup(lh, run_id=rid, no_checks=no_checks)
     try:
         for t in written:
@@ -160,6 +160,7 @@ def _define_and_run(
     except Exception as e:  # noqa: BLE001 - the user's files: said as what is wrong, where
         raise _project_error(proj, e) from None
     if not dry:
+        _refuse_streaming(proj, database)
         _enable_wap(lh, proj, database)
     failures: list[str] = []
     try:
@@ -249,6 +250,21 @@ def _parts(name: str, database: str) -> list[str]:
     return parts if len(parts) > 1 else [database, parts[0]]
 
 
+def _refuse_streaming(proj: project.Project, database: str) -> None:
+    """Iceberg 1.11's streaming sink commits to main whatever `spark.wap.branch` says (tried: a `writeStream` of
+    a WAP-enabled table lands on main): a streaming table's rows would reach readers unaudited. Refused before
+    anything runs, until the sink writes branches."""
+    streaming = [d for d in proj.datasets.values() if d.kind == "streaming_table"]
+    if streaming:
+        names = ", ".join(f"{'.'.join(_parts(d.name, database))} ({d.where})" for d in streaming)
+        raise UsageError(
+            f"pipeline {proj.name} has streaming table(s) {names}: Iceberg's streaming sink writes them on main, "
+            "not on the run's branch, so their rows cannot be audited before readers see them",
+            hint="nothing ran; write a stream with wapflow.stream_to (each micro-batch audited), or make the "
+            "dataset a materialized view; `wap pipelines dry-run` still checks the whole graph",
+        )
+
+
 def _enable_wap(lh: Lakehouse, proj: project.Project, database: str) -> None:
     """A dataset's table that exists without write.wap.enabled (made by a plain `spark-pipelines run`) gets it:
     Iceberg writes a table's `spark.wap.branch` writes to main otherwise."""
@@ -261,6 +277,11 @@ def _enable_wap(lh: Lakehouse, proj: project.Project, database: str) -> None:
 
 def _written(lh: Lakehouse, branch: str, namespace: TableName, proj: project.Project, database: str) -> list[TableName]:
     """Every table that has the run's branch: the datasets this run wrote, in name order."""
+    return [t for t in _tables(lh, namespace, proj, database) if lh.tables.head(t, branch) is not None]
+
+
+def _tables(lh: Lakehouse, namespace: TableName, proj: project.Project, database: str) -> list[TableName]:
+    """The tables a run may have written: the spec's namespace's and every declared dataset's, in name order."""
     tables = lh.tables
     names = {t.dotted: t for t in tables.list_tables() if t.namespace == namespace.namespace}
     for ds in proj.datasets.values():
@@ -271,15 +292,14 @@ def _written(lh: Lakehouse, branch: str, namespace: TableName, proj: project.Pro
         t = names[dotted]
         if tables.exists(t):
             tables.refresh(t)
-            if tables.head(t, branch) is not None:
-                out.append(t)
+            out.append(t)
     return out
 
 
-def _main_unchanged(lh: Lakehouse, heads: dict[str, int | None], written: list[TableName], rid: str) -> None:
+def _main_unchanged(lh: Lakehouse, heads: dict[str, int | None], candidates: list[TableName], rid: str) -> None:
     """Never on main first: a main that holds this run's commit is a table Iceberg did not write on the branch."""
     tables = lh.tables
-    for t in written:
+    for t in candidates:
         head = tables.head(t, "main")
         if head is None or head == heads.get(t.dotted):
             continue
