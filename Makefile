@@ -143,9 +143,13 @@ bench-groups: setup
 	$(BIN)/python benchmarks/bench_groups.py
 # A raw -> silver -> gold pipeline of 10M rows through wapflow (write + models, 3 checks a table) vs the same PySpark
 # job with plain Iceberg appends, one session on local[2], medians of 5. ~2 minutes. --rows, --style transaction.
-.PHONY: bench-pipeline
+.PHONY: bench-pipeline bench-sdp
 bench-pipeline: setup
 	$(BIN)/python benchmarks/bench_pipeline.py
+# A three-dataset Spark Declarative Pipelines project of 10M rows: `wap pipelines run` (3 checks a dataset, one
+# publish) vs Spark's SDP engine alone, one session on local[2], medians of 3. --rows, --reps.
+bench-sdp: setup
+	$(BIN)/python benchmarks/bench_sdp.py
 
 # WAP / plain append at 1M and 10M rows on local[2] and on a two-worker standalone cluster (127.0.0.1).
 bench-cluster: setup

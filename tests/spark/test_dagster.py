@@ -152,3 +152,43 @@ def test_component_yaml_through_the_dagster_cli(spark, tmp_path):
     assert got.returncode == 0, got.stderr[-3000:]
     assert "RUN_SUCCESS" in got.stderr + got.stdout
     assert len(reader.rows("raw.trips")) == 25 and reader.main("gold.daily") is not None
+
+
+SDP_TABLES = """
+[tables."sales.orders"]
+checks = [{ check = "not_null", column = "id" }, { check = "between", column = "amount", min = 0 }]
+
+[tables."sales.big_orders"]
+checks = [{ check = "row_count", min = 1 }]
+"""
+
+
+def test_an_sdp_pipeline_is_one_multi_asset_its_datasets_checked_and_a_block_materializes_none(spark, tmp_path):
+    from support.sdp_project import project
+    from wapflow.integrations.dagster import WapflowResource, wap_assets
+
+    catalog = f"dg{next(_n)}_{os.getpid()}"
+    cfg = write_config(tmp_path, SDP_TABLES, catalog=catalog)
+    reader = LazyReader(tmp_path, catalog)
+    spec = project(tmp_path / "shop")
+    assets = wap_assets(cfg, pipelines={str(spec): ["sales.orders", "sales.big_orders"]})
+    (pipe,) = [a for a in assets if ("sales", "orders") in {tuple(k.path) for k in a.keys}]
+    assert {tuple(k.path) for k in pipe.keys} == {("sales", "orders"), ("sales", "big_orders")}
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"wapflow": WapflowResource(config=str(cfg))}
+    ok = dg.materialize([pipe], resources=resources, instance=instance, raise_on_error=False)
+    assert ok.success
+    assert {tuple(e.asset_key.path) for e in ok.get_asset_materialization_events()} == {
+        ("sales", "orders"),
+        ("sales", "big_orders"),
+    }
+    assert all(passed for passed, _ in _checks(ok).values()) and len(_checks(ok)) == 3
+    before = reader.main("sales.orders")
+    assert len(reader.rows("sales.orders")) == 20
+
+    project(tmp_path / "shop", shift=3)  # three negative amounts: the between check fails
+    bad = dg.materialize([pipe], resources=resources, instance=instance, raise_on_error=False)
+    assert not bad.success
+    assert _checks(bad)["sales.orders:between_amount_min_0"] == (False, "ERROR")
+    assert bad.get_asset_materialization_events() == []  # neither dataset: one commit or none
+    assert reader.main("sales.orders") == before

@@ -4,7 +4,6 @@ the embedded catalog (main's pointer and history, which a reader between commits
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -12,60 +11,13 @@ import pytest
 
 import wapflow
 from support.embedded_reader import reader, rows
+from support.sdp_project import TABLES, project
 from wapflow.errors import EXIT_BLOCKED, EXIT_USAGE, UsageError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import PIPELINE_RUN_PROP
 from wapflow.sdp.run import DryRun
 
 pytestmark = pytest.mark.spark
-
-TABLES = {
-    "sales.orders": {"checks": [{"check": "not_null", "column": "id"}]},
-    "sales.big_orders": {"checks": [{"check": "row_count", "min": 1}]},
-}
-ORDERS_PY = """
-from pyspark import pipelines as dp
-from pyspark.sql import SparkSession
-
-import wapflow
-
-spark = SparkSession.active()
-
-
-@dp.materialized_view
-@wapflow.expect("positive_amount", "amount >= 0")
-def orders():
-    n = int(spark.conf.get("demo.rows"))
-    shift = int(spark.conf.get("demo.shift"))
-    return spark.range(n).selectExpr("id", f"(id - {shift}) * 10 AS amount")
-"""
-BIG_SQL = """CREATE TEMPORARY VIEW big AS SELECT * FROM orders WHERE amount >= 100;
-CREATE MATERIALIZED VIEW big_orders AS SELECT id, amount FROM big;
-"""
-
-
-def project(root: Path, *, rows_: int = 20, shift: int = 0, extra_sql: str = "") -> Path:
-    (root / "transformations").mkdir(parents=True, exist_ok=True)
-    (root / "transformations" / "orders.py").write_text(ORDERS_PY)
-    (root / "transformations" / "big.sql").write_text(BIG_SQL + extra_sql)
-    spec = root / "spark-pipeline.yml"
-    spec.write_text(
-        textwrap.dedent(
-            f"""\
-            name: shop
-            storage: storage
-            database: sales
-            configuration:
-              demo.rows: "{rows_}"
-              demo.shift: "{shift}"
-            libraries:
-              - glob:
-                  include: transformations/**
-            """
-        )
-    )
-    return spec
-
 
 def main_of(lh: Lakehouse, table: str) -> Any:
     return reader(lh).load_table(tuple(table.split(".")))
@@ -91,7 +43,7 @@ def test_a_pipeline_publishes_every_dataset_in_one_commit_and_a_refresh_never_sh
     assert orders.summary[PIPELINE_RUN_PROP] == res.run_id  # the engine's commit, named by the run
 
     # The refresh is a delete then an append on the branch; main moves once, from the old rows to the new.
-    project(tmp_path / "shop", rows_=30)
+    project(tmp_path / "shop", rows=30)
     again = wapflow.run_pipeline(lh, spec)
     assert again.status == "published", again.message
     assert len(rows(lh, "sales.orders")) == 30 and len(rows(lh, "sales.big_orders")) == 20

@@ -204,19 +204,12 @@ def config_text(config: str | os.PathLike[str] | None) -> str | None:
 
 # --- the seam to `wap pipelines run` (an SDP project audited and published as one group) -------------------------
 
-PIPELINE_FUNCTION = "run_pipeline"  # wapflow.api's function for `wap pipelines run`
-
-
 def run_pipeline(lh: Lakehouse, spec: str | None, **options: Any) -> MultiRunResult:
     """`wap pipelines run` from Python: the SDP project of `spec` (a spark-pipeline.yml, or its folder) run on
     the run's branch, audited, published in one commit or not at all. The one place the orchestrators call it."""
     from wapflow import api
+    from wapflow.sdp.run import DryRun
 
-    fn = getattr(api, PIPELINE_FUNCTION, None)
-    if fn is None:
-        raise EnvironmentProblem(
-            "this wapflow has no `wap pipelines run` (Spark Declarative Pipelines) yet",
-            hint="upgrade wapflow to a release with `wap pipelines run`, or run the project's tables with run-tables",
-        )
-    result: MultiRunResult = fn(lh, spec, **options)
+    result = api.run_pipeline(lh, spec, **options)
+    assert not isinstance(result, DryRun)  # dry is never asked for here
     return result

@@ -417,21 +417,27 @@ class WapPipelineOperator(WapOperator):
     kind = "pipeline"
 
     def __init__(
-        self, *, spec: str | None = None, refresh: Sequence[str] | None = None, full_refresh: bool = False,
+        self, *, spec: str | None = None, refresh: Sequence[str] | None = None,
+        full_refresh: Sequence[str] | None = None, full_refresh_all: bool = False, no_checks: bool = False,
         **kwargs: Any,
     ) -> None:  # fmt: skip
         super().__init__(**kwargs)
         self.spec = spec
-        self.refresh = list(refresh) if refresh else None
-        self.full_refresh = full_refresh
+        self.refresh = list(refresh or [])
+        self.full_refresh = list(full_refresh or [])
+        self.full_refresh_all = full_refresh_all
+        self.no_checks = no_checks
 
     def run_wap(self, lh: Lakehouse, run_id: str) -> oc.Outcome:
-        options: dict[str, Any] = {"run_id": run_id}
-        if self.refresh:
-            options["refresh"] = self.refresh
-        if self.full_refresh:
-            options["full_refresh"] = True
-        res = oc.run_pipeline(lh, self.spec, **options)
+        res = oc.run_pipeline(
+            lh,
+            self.spec,
+            run_id=run_id,
+            refresh=self.refresh,
+            full_refresh=self.full_refresh,
+            full_refresh_all=self.full_refresh_all,
+            no_checks=self.no_checks,
+        )
         return oc.from_group(res, oc.config_text(self.config), kind="pipeline")
 
 
