@@ -19,6 +19,7 @@ from wapflow.sdp.run import DryRun
 
 pytestmark = pytest.mark.spark
 
+
 def main_of(lh: Lakehouse, table: str) -> Any:
     return reader(lh).load_table(tuple(table.split(".")))
 

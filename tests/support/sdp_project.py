@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-ORDERS_PY = '''
+ORDERS_PY = """
 from pyspark import pipelines as dp
 from pyspark.sql import SparkSession
 
@@ -21,7 +21,7 @@ def orders():
     n = int(spark.conf.get("demo.rows"))
     shift = int(spark.conf.get("demo.shift"))
     return spark.range(n).selectExpr("id", f"(id - {shift}) * 10 AS amount")
-'''
+"""
 BIG_SQL = """CREATE TEMPORARY VIEW big AS SELECT * FROM orders WHERE amount >= 100;
 CREATE MATERIALIZED VIEW big_orders AS SELECT id, amount FROM big;
 """

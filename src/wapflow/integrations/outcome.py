@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_TRANSIENT, EnvironmentProblem
+from wapflow.errors import EXIT_BLOCKED, EXIT_PUBLISHED, EXIT_REVIEW, EXIT_TRANSIENT
 from wapflow.vocabulary import AWAITING_REVIEW, PUBLISHED
 
 if TYPE_CHECKING:
@@ -203,6 +203,7 @@ def config_text(config: str | os.PathLike[str] | None) -> str | None:
 
 
 # --- the seam to `wap pipelines run` (an SDP project audited and published as one group) -------------------------
+
 
 def run_pipeline(lh: Lakehouse, spec: str | None, **options: Any) -> MultiRunResult:
     """`wap pipelines run` from Python: the SDP project of `spec` (a spark-pipeline.yml, or its folder) run on
