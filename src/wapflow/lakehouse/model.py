@@ -157,6 +157,7 @@ def rows_at(snapshots: Mapping[int, Snapshot], snapshot_id: int | None) -> int |
     ancestor's total, plus the records each commit since added, less those it deleted; None if none has one."""
     chain: list[Snapshot] = []
     cur = snapshot_id
+    total: int | None = None
     while cur is not None and cur in snapshots:
         snap = snapshots[cur]
         if snap.rows is not None:
