@@ -34,7 +34,9 @@ def expect(
             )
         fields: dict[str, Any] = {"check": "expression", "name": check, "sql": condition, "severity": severity}
     elif hasattr(check, "model_dump"):
-        fields = check.model_dump(mode="json", exclude_defaults=True) | {"check": check.check}
+        fields = check.model_dump(mode="json", by_alias=True, exclude_defaults=True) | {"check": check.check}
+        if severity != "error":
+            fields["severity"] = severity
     else:
         raise UsageError(
             f"wapflow.expect takes a name and a condition, or a check from wapflow.checks; got {check!r}",
