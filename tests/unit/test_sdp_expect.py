@@ -31,7 +31,7 @@ def test_expect_marks_the_function_in_the_order_written_and_takes_any_built_chec
 
 
 def test_expect_above_the_dataset_decorator_or_without_a_condition_says_what_to_do() -> None:
-    with pytest.raises(UsageError, match="below @dp.materialized_view"):
+    with pytest.raises(UsageError, match=r"below @dp\.materialized_view"):
         wapflow.expect("positive", "amount > 0")(None)  # what @dp.materialized_view returns
     with pytest.raises(UsageError, match="needs a condition"):
         wapflow.expect("positive")
