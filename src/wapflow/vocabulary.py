@@ -136,6 +136,10 @@ QUARANTINE_SUFFIX: Final = "__quarantine"  # <table>__quarantine: rows failing r
 STAGING_INFIX: Final = "__wap_"  # <table>__wap_<run id>: a batch with new columns, staged until publish
 
 
+# The pipeline engine a run's rows were written by, when not wapflow's own write (RunState.written_by).
+ENGINE_SDP = "sdp"  # Spark Declarative Pipelines (`wap pipelines run`)
+
+
 def run_branch(run_id: str) -> str:
     """The branch a run writes to when it names none."""
     return f"{RUN_BRANCH_PREFIX}{run_id}"

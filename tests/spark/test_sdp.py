@@ -12,7 +12,7 @@ import pytest
 import wapflow
 from support.embedded_reader import reader, rows
 from support.sdp_project import TABLES, project
-from wapflow.errors import EXIT_BLOCKED, EXIT_USAGE, UsageError
+from wapflow.errors import EXIT_BLOCKED, EXIT_REVIEW, EXIT_USAGE, UsageError
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import PIPELINE_RUN_PROP
 from wapflow.sdp.run import DryRun
@@ -140,3 +140,23 @@ def test_a_streaming_table_is_refused_before_anything_runs(lakehouse_factory: An
     assert rows(lh, "sales.events") == [] and rows(lh, "sales.totals") == []
     kinds = {d["dataset"]: d["kind"] for d in wapflow.run_pipeline(lh, spec, dry=True).datasets}
     assert kinds == {"sales.events": "streaming_table", "sales.totals": "materialized_view"}
+
+
+def test_a_held_pipeline_run_is_approved_or_rejected_as_a_whole(lakehouse_factory: Any, tmp_path: Path) -> None:
+    tables = {**TABLES, "sales.orders": {**TABLES["sales.orders"], "review": "always"}}
+    lh = lakehouse_factory(tables)
+    spec = project(tmp_path / "shop")
+    held = wapflow.run_pipeline(lh, spec)
+    assert held.status == "awaiting_review" and held.exit_code == EXIT_REVIEW, held.message
+    assert rows(lh, "sales.orders") == [] and rows(lh, "sales.big_orders") == []  # neither before the decision
+    approved = wapflow.approve(lh, held.run_id, reason="checked the totals", by="ana")
+    assert approved.status == "published", approved.message
+    assert len(rows(lh, "sales.orders")) == 20 and len(rows(lh, "sales.big_orders")) == 10
+    before = {t: main_of(lh, t).metadata.current_snapshot_id for t in TABLES}
+
+    project(tmp_path / "shop", rows=30)
+    again = wapflow.run_pipeline(lh, spec)
+    assert again.status == "awaiting_review"
+    wapflow.reject(lh, again.run_id, reason="not today", by="ana")
+    assert {t: main_of(lh, t).metadata.current_snapshot_id for t in TABLES} == before
+    assert refs(lh, "sales.orders") == {"main"} and refs(lh, "sales.big_orders") == {"main"}

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from wapflow.errors import ConfigError, UsageError, WapError
 from wapflow.lakehouse.lakehouse import Lakehouse
-from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX
-from wapflow.pipeline import lineage
+from wapflow.lakehouse.model import MODEL_INPUT_PROP_PREFIX, PIPELINE_RUN_PROP
+from wapflow.pipeline import frames, lineage
 from wapflow.pipeline.result import MultiRunResult
 from wapflow.pipeline.state import HALTED, STEPS, GroupState, Step, new_run_id, new_state, validate_run_id
 from wapflow.pipeline.steps import audit as audit_step
@@ -33,10 +33,10 @@ from wapflow.pipeline.steps import write as write_step
 from wapflow.pipeline.steps.context import Run
 from wapflow.pipeline.steps.publish import publish
 from wapflow.pipeline.steps.record import fail, result_of
-from wapflow.runs.store import current_owner
+from wapflow.runs.store import RunRecord, current_owner
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, validate_branch
-from wapflow.vocabulary import FAILED_WITH, run_branch
+from wapflow.vocabulary import ENGINE_SDP, FAILED_WITH, run_branch
 
 if TYPE_CHECKING:
     pass
@@ -283,6 +283,29 @@ def tables_group(
         for i, (t, srcs) in enumerate(specs)
     ]
     return GroupState(run_id=rid, branch=where, members=members)
+
+
+def held_group(lakehouse: Lakehouse, members: list[RunRecord], *, no_checks: bool = False) -> GroupState:
+    """A multi-table run held for review, as its records say, to be audited again and published: each member
+    with its files; one whose rows came as a DataFrame (a transaction, models) or from a pipeline engine (its
+    branch's commits name the pipeline run: PIPELINE_RUN_PROP) resumes from what the branch holds."""
+    first = members[0]
+    assert first.group_id is not None and first.branch is not None
+    states = []
+    for rec in members:
+        files = [f["uri"] for f in rec.file_ids] or list(rec.files)
+        state = new_state(rec.table_name, files, branch=first.branch, run_id=rec.run_id, no_checks=no_checks)
+        if not files:
+            state = state.evolve(frame=True)
+            table = TableName.parse(rec.table_name)
+            tables = lakehouse.tables
+            head = tables.head(table, first.branch) if tables.exists(table) else None
+            snap = tables.snapshots(table).get(head) if head is not None else None
+            if snap is not None and PIPELINE_RUN_PROP in snap.summary:
+                state = state.evolve(written_by=ENGINE_SDP, base=rec.base_snapshot_id)
+                frames.hold(rec.run_id, tables.read(table, first.branch))  # its batch: what the branch holds
+        states.append(state)
+    return GroupState(run_id=first.group_id, branch=first.branch, members=states)
 
 
 def refuse_unknown_tables(lakehouse: Lakehouse, names: list[str]) -> None:

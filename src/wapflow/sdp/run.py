@@ -39,13 +39,12 @@ from wapflow.pipeline.opengroup import OpenGroup
 from wapflow.pipeline.state import new_run_id
 from wapflow.sdp import engine, project
 from wapflow.sql.identifiers import TableName
-from wapflow.vocabulary import run_branch
+from wapflow.vocabulary import ENGINE_SDP, run_branch
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.pipeline.result import MultiRunResult
 
-ENGINE = "sdp"
 _CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
 
 
@@ -123,7 +122,7 @@ def run_pipeline(
         for t in written:
             ds = _declared(proj, t, database)
             checks = _checks(ds) if ds is not None else []
-            group.add_written(t.dotted, base=heads.get(t.dotted), engine=ENGINE, checks=checks)
+            group.add_written(t.dotted, base=heads.get(t.dotted), engine=ENGINE_SDP, checks=checks)
     except WapError:
         assert group.outcome is not None  # the member's prepare or write failed: recorded, nothing published
         marker.clear()

@@ -196,7 +196,7 @@ def _approve_group(lh: Lakehouse, group_id: str, members: list[RunRecord], why: 
     """Approve every table of a multi-table run held for review, then audit them all again and publish them in
     one commit (or block them all). Of two racing decisions, the one that decides the first table wins."""
     from wapflow.pipeline.driver import drive
-    from wapflow.pipeline.group import group_result, tables_group
+    from wapflow.pipeline.group import group_result, held_group
 
     for rec in members:
         if rec.status != AWAITING_REVIEW:
@@ -213,8 +213,7 @@ def _approve_group(lh: Lakehouse, group_id: str, members: list[RunRecord], why: 
     unchecked = any(
         c.get("check") == "no_checks" and c.get("observed") == NO_CHECKS_FLAG for r in members for c in r.checks
     )
-    specs = [(r.table_name, [f["uri"] for f in r.file_ids] or r.files) for r in members]
-    state = tables_group(lh, specs, branch=members[0].branch, run_id=group_id, no_checks=unchecked)
+    state = held_group(lh, members, no_checks=unchecked)
     res = group_result(lh, drive(lh, state))
     if res.status == "blocked":
         res.message = f"approval refused: run {group_id} no longer passes its error checks; {res.message}"
