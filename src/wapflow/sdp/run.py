@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from wapflow.config import Check
 from wapflow.errors import UsageError, WapError
@@ -37,6 +37,7 @@ from wapflow.lakehouse.model import (
 )
 from wapflow.pipeline.opengroup import OpenGroup
 from wapflow.pipeline.state import new_run_id
+from wapflow.pipeline.steps.context import CHECKS
 from wapflow.sdp import engine, project
 from wapflow.sql.identifiers import TableName
 from wapflow.vocabulary import ENGINE_SDP, run_branch
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
     from wapflow.pipeline.result import MultiRunResult
 
-_CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
 
 
 @dataclass
@@ -320,7 +320,7 @@ def _checks(ds: project.Dataset) -> list[Check]:
     out = []
     for fields in ds.checks:
         try:
-            out.append(_CHECKS.validate_python(fields))
+            out.append(CHECKS.validate_python(fields))
         except ValidationError as e:
             first = e.errors()[0]
             raise UsageError(

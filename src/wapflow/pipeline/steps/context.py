@@ -34,7 +34,7 @@ from wapflow.vocabulary import quarantine_table_name, run_branch, staging_table_
 from wapflow.writing.modes import WriteMode, write_mode
 from wapflow.writing.plan import WriteOutcome, Written
 
-_CHECKS: TypeAdapter[Check] = TypeAdapter(Check)
+CHECKS: TypeAdapter[Check] = TypeAdapter(Check)  # a check as wap.toml writes it (a dict) -> its Check
 
 
 def _check(data: dict[str, Any]) -> Check:
@@ -42,7 +42,7 @@ def _check(data: dict[str, Any]) -> Check:
     model_construct, or edited into a state) is kept as given: the write step's validate_checks then
     refuses it with the table named and nothing written, as it did before runs were data."""
     try:
-        return _CHECKS.validate_python(data)
+        return CHECKS.validate_python(data)
     except (ValidationError, WapError):
         model = CHECK_MODELS.get(str(data.get("check")))
         if model is None:
