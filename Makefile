@@ -35,7 +35,7 @@ $(AIRFLOW_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(AIRFLOW_VENV)
 	$(AIRFLOW_VENV)/bin/python -m pip install --quiet uv
 	$(AIRFLOW_VENV)/bin/python -m uv pip install --quiet --compile-bytecode --python $(AIRFLOW_VENV)/bin/python \
-		-e ".[airflow,readers]"
+		-e ".[airflow,readers,pipelines]"
 	@touch $(AIRFLOW_STAMP)
 
 airflow-venv: $(AIRFLOW_STAMP)

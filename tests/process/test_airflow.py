@@ -19,6 +19,7 @@ import pytest
 
 from support.cli_harness import LazyReader, env, write_config
 from support.data import trips_file
+from support.sdp_project import project
 
 REPO = Path(__file__).resolve().parents[2]
 VENV = Path(os.environ.get("WAP_AIRFLOW_VENV", REPO / ".venv-airflow"))
@@ -45,6 +46,12 @@ checks = [{ check = "not_null", column = "passenger_count" }]
 review = "always"
 checks = [{ check = "not_null", column = "passenger_count" }]
 
+[tables."sales.orders"]
+checks = [{ check = "not_null", column = "id" }]
+
+[tables."sales.big_orders"]
+checks = [{ check = "row_count", min = 1 }]
+
 [models."gold.daily"]
 sql = "SELECT to_date(pickup_at) AS day, count(*) AS trips FROM raw.trips GROUP BY 1"
 mode = "merge"
@@ -56,7 +63,7 @@ DAG = """
 from datetime import timedelta
 from airflow.sdk import DAG
 from airflow.providers.standard.operators.empty import EmptyOperator
-from wapflow.integrations.airflow import WapModelsOperator, WapRunOperator
+from wapflow.integrations.airflow import WapModelsOperator, WapPipelineOperator, WapRunOperator
 
 CFG = {cfg!r}
 with DAG("wap_plain", schedule=None, default_args={{"retries": 1, "retry_delay": timedelta(seconds=1)}}):
@@ -65,6 +72,7 @@ with DAG("wap_plain", schedule=None, default_args={{"retries": 1, "retry_delay":
     dirty = WapRunOperator(task_id="dirty", table="raw.dirty", files=[{dirty!r}], config=CFG)
     after_dirty = EmptyOperator(task_id="after_dirty")
     locked = WapRunOperator(task_id="locked", table="raw.locked", files=[{clean!r}], config=CFG)
+    pipe = WapPipelineOperator(task_id="pipe", spec={spec!r}, config=CFG)
     clean >> daily
     dirty >> after_dirty
 
@@ -99,7 +107,8 @@ def lake(tmp_path: Path, receiver: Any) -> tuple[Path, Path, LazyReader, Path]:
     dirty = trips_file(tmp_path / "landing", "dirty.parquet", 30, null_rate=0.2, start_id=100)
     dags = tmp_path / "dags"
     dags.mkdir()
-    (dags / "wap_dags.py").write_text(DAG.format(cfg=str(cfg), clean=str(clean), dirty=str(dirty)))
+    spec = project(tmp_path / "shop")  # a Spark Declarative Pipelines project: wap pipelines run
+    (dags / "wap_dags.py").write_text(DAG.format(cfg=str(cfg), clean=str(clean), dirty=str(dirty), spec=str(spec)))
     home = tmp_path / "airflow"
     subprocess.run([str(AIRFLOW), "db", "migrate"], env=_airflow_env(home, dags), capture_output=True, check=True)
     return cfg, dags, LazyReader(tmp_path, catalog), home
@@ -153,6 +162,10 @@ def test_dags_test_published_blocked_retried_and_lineage(lake, receiver):
     assert tis["after_dirty"][0] == "upstream_failed"
     assert tis["locked"] == ("success", 2), log[-4000:]  # failed transiently once, retried, published
     assert "blocked by raw.dirty: not_null(passenger_count)" in log and "wap report" in log
+    # The SDP project: both datasets published by one task, in one commit.
+    assert tis["pipe"] == ("success", 1), log[-4000:]
+    assert _xcom(home, "wap_plain", "pipe", "status") == "published"
+    assert len(reader.rows("sales.orders")) == 20 and len(reader.rows("sales.big_orders")) == 10
 
     # XComs: the run id, status and the command that shows the report.
     run_id = _xcom(home, "wap_plain", "clean", "run_id")

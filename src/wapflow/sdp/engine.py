@@ -23,6 +23,17 @@ HOST = "127.0.0.1"
 _SERVED: dict[str, int] = {}  # the SparkContext's application id -> the port its Connect service listens on
 
 
+def require_client() -> None:
+    """SDP's client is Spark Connect's: its libraries (grpc, protobuf, pandas) are an extra of wapflow's."""
+    try:
+        import pyspark.pipelines.cli  # noqa: F401 - imports Spark Connect's client and what it needs
+    except ImportError as e:
+        raise EnvironmentProblem(
+            f"wap pipelines run needs Spark Connect's client libraries, and {e.name or e} is not installed",
+            hint='pip install "wapflow[pipelines]"',
+        ) from None
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from wapflow.pipeline.result import MultiRunResult
 
 
-
 @dataclass
 class DryRun:
     """`wap pipelines dry-run`: the graph checked by the engine, nothing written."""
@@ -77,7 +76,9 @@ def run_pipeline(
             "--full-refresh-all refreshes every dataset: it does not go with --refresh or --full-refresh",
             hint="give --full-refresh-all alone, or name the datasets",
         )
-    proj = project.load(project.find_spec(spec))
+    path = project.find_spec(spec)
+    engine.require_client()
+    proj = project.load(path)
     if proj.catalog is not None and proj.catalog != lh.catalog:
         raise UsageError(
             f"{proj.spec_path} names catalog {proj.catalog!r}; this lakehouse's catalog is {lh.catalog!r}",
