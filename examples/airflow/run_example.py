@@ -19,7 +19,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def main(folder: Path, airflow: Path) -> int:
-    folder = folder.resolve()
+    folder, airflow = folder.resolve(), airflow.absolute()  # the commands below run in `folder`
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(HERE / "wap.toml", folder / "wap.toml")
     shutil.copytree(HERE / "dags", folder / "dags", dirs_exist_ok=True)
