@@ -2,7 +2,8 @@
 command, proven from outside: a reader reads both datasets' pointers in ONE query of the catalog database
 (`iceberg_tables`) in a loop the whole time, and every state it sees is a whole pipeline run (the orders view and
 the view derived from it from the same run), never an empty view or a half-published pipeline. At the end each
-run's rows are on main exactly once and no branch is left. WAP_SDP_KILL_SEED replays the random kills."""
+run's rows are on main exactly once and no branch is left. WAP_SDP_KILL_SEED replays the random kills;
+WAP_SDP_KILLS sets how many (default 1)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from support.cli_harness import WAP, Reader, env, wap, write_config
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SEED = int(os.environ.get("WAP_SDP_KILL_SEED", "5801"))
+RANDOM_KILLS = int(os.environ.get("WAP_SDP_KILLS", "1"))  # at random moments, after the one at each step
 CATALOG = "sk"
 TABLES = """[tables."sales.orders"]
 checks = [{ check = "not_null", column = "id" }]
@@ -131,7 +133,7 @@ def test_a_pipeline_killed_at_each_step_and_at_random_publishes_whole_runs_exact
         done = wap("pipelines", "run", "--spec", str(spec), "--config", str(cfg))
         assert done.code == 0, done.text
         cmd = [WAP, "pipelines", "run", "--spec", str(spec), "--config", str(cfg)]
-        for rows in (40, 50):
+        for rows in range(40, 40 + 10 * RANDOM_KILLS, 10):
             _spec(tmp_path / "shop", rows)
             _kill_after(cmd, rng.uniform(3.0, 12.0))
             again = wap("pipelines", "run", "--spec", str(spec), "--config", str(cfg))
@@ -140,9 +142,10 @@ def test_a_pipeline_killed_at_each_step_and_at_random_publishes_whole_runs_exact
         watcher.stop.set()
         watcher.join(timeout=30)
     assert watcher.error is None, watcher.error
-    whole = {(n, max(n - 10, 0)) for n in (20, 30, 40, 50)}
+    last = 30 + 10 * RANDOM_KILLS
+    whole = {(n, max(n - 10, 0)) for n in range(20, last + 1, 10)}
     assert watcher.seen <= whole, sorted(watcher.seen - whole)  # never an empty view, never half a pipeline
-    assert (50, 40) in watcher.seen
+    assert (last, last - 10) in watcher.seen
     reader = Reader(folder, CATALOG)
-    assert sorted(r["id"] for r in reader.rows("sales.orders")) == list(range(50))  # once, not twice
+    assert sorted(r["id"] for r in reader.rows("sales.orders")) == list(range(last))  # once, not twice
     assert reader.branches("sales.orders") == [] and reader.branches("sales.big_orders") == []
