@@ -381,7 +381,8 @@ def group_diff(lh: Lakehouse, group_id: str) -> list[DiffDoc]:
 
 
 def approve(lh: Lakehouse, run_id: str, *, reason: str, by: str | None = None) -> RunResult | MultiRunResult:
-    """Publish a run awaiting review (its table's `review` held it): audited again against main as it is now,
+    """Publish a run awaiting review (its table's `review` held it), or a blocked run whose failed checks are all
+    history-based (anomaly, volume: they then warn, naming who and why): audited again against main as it is now,
     then published, or blocked if it no longer passes its error checks (the result says which). A multi-table
     run's id approves every table of it: a MultiRunResult, all published in one commit or none. `by`: who
     approves (default: the OS user); `reason` is required. Raises UsageError (a blank reason, a run not

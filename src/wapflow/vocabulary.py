@@ -24,6 +24,12 @@ AWAITING_REVIEW: Final = "awaiting_review"
 RUN_REJECTED: Final = "rejected"
 # The status of runs that are a table's history (and of backfilled rows, which have no run record).
 PUBLISHED: Final = "published"
+# The one blocked-run status a person may still publish (`wap approve` of a blocked run: its failed verdicts are
+# only history-based judgements it overrides, OVERRIDABLE_CHECKS).
+RUN_BLOCKED: Final = "blocked"
+# Check types whose verdict judges a batch against the table's own history (a band learnt from past runs): a
+# person who knows the day was real may override them. Never a rule about the rows themselves (not_null, ...).
+OVERRIDABLE_CHECKS: frozenset[str] = frozenset({"anomaly", "volume"})
 # The statuses a run ends at that no later step changes: a retried task with the same run id would only read
 # them back, so an orchestrator's retry of one of these is a new run.
 FINAL_STATUSES: frozenset[str] = frozenset({"blocked", "rejected", PUBLISHED})

@@ -32,8 +32,11 @@ def approve(
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Publish a run awaiting review: audited again against main as it is now, then published (exit 0), or blocked
-    if it no longer passes its error checks (exit 1). Exit 4 when another approve or reject decided it first."""
+    """Publish a run awaiting review, or a blocked run whose failed checks all judge it against the table's history
+    (anomaly, volume: a real day the band did not expect): audited again against main as it is now (those
+    verdicts then warn, naming you and the reason), then published (exit 0), or blocked if it no longer passes
+    its error checks (exit 1). Exit 2 for a run blocked by any other check; exit 4 when another approve or reject
+    decided it first."""
     from wapflow import api
 
     o = Output(as_json)

@@ -87,6 +87,9 @@ class RunState:
     # The batch is a DataFrame given in this process (wapflow.write, wapflow.transaction), not files:
     # wapflow.pipeline.frames holds it under the run id.
     frame: bool = False
+    # A blocked run a person approved (`wap approve` of a blocked run): its checks of these names, history-based
+    # (vocabulary.OVERRIDABLE_CHECKS), warn instead of block when audited again; who and why go in the report.
+    overridden: list[str] = field(default_factory=list)
     # The rows are on the run's branch already, written there by this engine ("sdp": Spark Declarative
     # Pipelines, wapflow.sdp) on top of `base`: the write step records them instead of writing.
     written_by: str | None = None

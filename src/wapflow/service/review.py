@@ -27,6 +27,7 @@ from wapflow.errors import AlreadyDecided, NotFound, UsageError
 from wapflow.pipeline.state import AWAITING_REVIEW, RUN_REJECTED, new_state
 from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner, runs_table
 from wapflow.service.runs import find_run
+from wapflow.vocabulary import OVERRIDABLE_CHECKS, RUN_BLOCKED
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
@@ -155,6 +156,9 @@ def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = 
     members = lh.store.group(run_id) if lh.store.get(run_id) is None else []
     if members:
         return _approve_group(lh, run_id, members, why, who)
+    found = find_run(lh.store, run_id)
+    if found.status == RUN_BLOCKED and found.review is None:
+        return _approve_blocked(lh, found, why, who)
     rec = awaiting(lh.store, run_id, "approve")
     _not_a_member(rec, "approve")
     table = lh.config.table(rec.table_name)
@@ -179,6 +183,47 @@ def approve(lh: Lakehouse, run_id: str, *, reason: str | None, by: str | None = 
     if res.status == "blocked":
         res.message = f"approval refused: run {run_id} no longer passes its error checks; {res.message}"
     _settle_files(lh, run_id, res)
+    return res
+
+
+def _approve_blocked(lh: Lakehouse, rec: RunRecord, why: str, who: str) -> RunResult:
+    """A blocked run a person judges real (a storm, a holiday the band never saw): published in one command,
+    recorded who and why. Only when every check that failed judges the batch against the table's history
+    (OVERRIDABLE_CHECKS); those warn when it is audited again, everything else must pass again. Published, the
+    day enters the history the next runs are judged against."""
+    from wapflow.pipeline.driver import drive
+    from wapflow.pipeline.steps.record import result
+
+    _not_a_member(rec, "approve")
+    failed = [c for c in rec.checks if c.get("status") == "failed"]
+    rules = [str(c.get("name")) for c in failed if c.get("check") not in OVERRIDABLE_CHECKS]
+    if rules or not failed:
+        raise UsageError(
+            f"run {rec.run_id} was blocked by {', '.join(rules) or 'no check'}: no approval overrides that (only "
+            f"checks that judge a batch against the table's history: {', '.join(sorted(OVERRIDABLE_CHECKS))})",
+            hint="fix the data and run it again (a new run); `wap report " + rec.run_id + "` shows what failed",
+        )
+    if not rec.branch_kept or rec.branch is None:
+        raise UsageError(
+            f'run {rec.run_id}\'s branch is gone (on_failure = "drop", or `wap discard`): nothing left to publish',
+            hint='run its files again with --again; keep blocked runs\' branches with on_failure = "keep"',
+        )
+    won = lh.store.transition(
+        rec.run_id, RUN_BLOCKED, status="running", owner=current_owner(), review=APPROVED, review_by=who,
+        review_reason=why, reviewed_at=datetime.now(UTC),
+    )  # fmt: skip
+    if not won:
+        raise decided(lh.store.get(rec.run_id) or rec)
+    names = [str(c.get("name")) for c in failed]
+    lh.progress(f"blocked run {rec.run_id} approved by {who} ({', '.join(names)} overridden): auditing it again")
+    files = [f["uri"] for f in rec.file_ids] or rec.files
+    source = next((r.source for r in lh.ledger.rows(run_id=rec.run_id)), None)
+    state = new_state(rec.table_name, files, run_id=rec.run_id, branch=rec.branch, source=source)
+    res = result(lh, drive(lh, state.evolve(overridden=names)))
+    if res.status == "published":
+        keys = [r.key for r in lh.ledger.rows(run_id=rec.run_id, state="blocked")]
+        if keys:
+            lh.ledger.settle(keys, "published", run_id=rec.run_id, snapshot_id=res.snapshot_id)
     return res
 
 

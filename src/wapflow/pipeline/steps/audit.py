@@ -33,6 +33,7 @@ from wapflow.pipeline.steps.record import unexpected
 from wapflow.runs.metrics import MetricHistory
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, quote
+from wapflow.vocabulary import OVERRIDABLE_CHECKS
 from wapflow.writing.modes import Changes, WriteMode, changes_result
 from wapflow.writing.plan import WriteOutcome
 
@@ -130,6 +131,7 @@ def audit(run: Run) -> AuditReport:
             except Exception as e:
                 raise unexpected(e, run.run_id, "audit", f"auditing {run.target}") from e
             _apply_quarantine(run, quarantined)
+            _apply_overrides(run)
         if written.change and changes is not None:
             mode = written.applied_mode(run.table_cfg)
             run.report.checks.append(changes_result(mode, changes, change_keys(run, mode)))
@@ -462,6 +464,18 @@ def recheck_main(run: Run) -> None:
     run.main_heads = view.pinned
     run.record.checks = [c.to_dict() for c in run.report.checks]
     run.save()
+
+
+def _apply_overrides(run: Run) -> None:
+    """A blocked run a person approved: its history-based checks they overrode warn instead of failing, saying
+    who and why (the approval's own record holds both too)."""
+    if not run.overridden or run.report is None:
+        return
+    rec = run.record
+    for c in run.report.checks:
+        if c.name in run.overridden and c.check in OVERRIDABLE_CHECKS and c.status == "failed":
+            c.status = "warned"
+            c.threshold = f"{c.threshold}; overridden by {rec.review_by}: {rec.review_reason}".lstrip("; ")
 
 
 def _apply_quarantine(run: Run, quarantined: int) -> None:

@@ -78,6 +78,7 @@ class Run:
     once: bool
     frame: bool
     written_by: str | None
+    overridden: list[str]
     write_settings: dict[str, Any]
     properties: dict[str, str]
     record: RunRecord
