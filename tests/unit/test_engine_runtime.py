@@ -140,3 +140,20 @@ def test_engine_limits_are_read_from_the_environment() -> None:
     for bad in ({"WAP_ENGINE_MAX": "0"}, {"WAP_ENGINE_MAX": "many"}, {"WAP_ENGINE_MIN_FREE": "lots"}):
         with pytest.raises(EngineUnavailable, match="WAP_ENGINE_M"):
             engine_limits(bad)
+
+
+def test_a_run_of_a_misspelt_table_section_is_not_handed_to_an_engine(tmp_path: Path, monkeypatch) -> None:
+    """The typo is said from wap.toml alone, in this process, at once: no engine (12.7 s) is started for it."""
+    from wapflow.engine import client
+
+    cfg = toml(tmp_path, '[lakehouse]\nengine = "auto"\n\n[tables."shop.ordrs"]\nchecks = []\n')
+    assert client._misspelt_table(["run", "--branch", "b", "shop.orders", "f.parquet"], cfg)
+    assert not client._misspelt_table(["run", "shop.ordrs", "f.parquet"], cfg)
+    assert not client._misspelt_table(["run", "other.table", "f.parquet"], cfg)  # not close: its own question
+
+    def no_engine(*_a: object, **_k: object) -> None:
+        raise AssertionError("an engine was asked for")
+
+    monkeypatch.setattr(client, "Client", no_engine)
+    monkeypatch.delenv("WAP_ENGINE", raising=False)
+    assert client.handoff(["run", "shop.orders", "f.parquet", "--config", str(cfg)], "wap") is None

@@ -141,15 +141,9 @@ class WapConfig(_Strict):
         section = f'[tables."{name}"]'
         where = str(self.source) if self.source is not None else "wap.toml"
         tbl = self.tables.get(name)
-        if tbl is None:
-            near = self._misspelt(name)
-            if near:
-                raise ConfigError(
-                    f"no {section} section in {where}{near}: a run of {name} would have none of that section's "
-                    "checks and policies",
-                    hint=f"fix the section's name in {where}; if {name} is another table, declare {section} "
-                    "with its own checks",
-                )
+        typo = self.misspelt_section(name)
+        if typo is not None:
+            raise typo
         if checks:
             return None
         if tbl is not None and "checks" in tbl.model_fields_set:
@@ -162,6 +156,24 @@ class WapConfig(_Strict):
             f"{name} has no checks ({has}): wapflow publishes nothing unaudited unless told to",
             hint=f'add checks to {section} (e.g. checks = [{{ check = "not_null", column = "id" }}]); '
             f"to publish without checks, {ways}",
+        )
+
+    def misspelt_section(self, name: str) -> ConfigError | None:
+        """The error for a run of `name`, which has no section while a declared one's name is close to it: a typo
+        in a section name would turn its audit (and its policies) off, whatever the caller says. Read from
+        wap.toml alone, so it is said before Spark (or the warm engine) starts."""
+        if name in self.tables:
+            return None
+        near = self._misspelt(name)
+        if not near:
+            return None
+        section = f'[tables."{name}"]'
+        where = str(self.source) if self.source is not None else "wap.toml"
+        return ConfigError(
+            f"no {section} section in {where}{near}: a run of {name} would have none of that section's "
+            "checks and policies",
+            hint=f"fix the section's name in {where}; if {name} is another table, declare {section} "
+            "with its own checks",
         )
 
     def _misspelt(self, name: str) -> str:

@@ -72,6 +72,34 @@ def _command(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+# `wap run`'s options that take a value (the table is the first argument that is neither one nor its value).
+_RUN_VALUE_OPTIONS = frozenset({"--branch", "--not-null", "--run-id", "--config", "-c"})
+
+
+def _misspelt_table(argv: list[str], path: Any) -> bool:
+    """`wap run TABLE ...` of a table whose section's name is misspelt in wap.toml (WapConfig.misspelt_section)."""
+    from wapflow.config import load_config
+    from wapflow.sql.identifiers import TableName
+
+    args = argv[argv.index("run") + 1 :]
+    table = None
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in _RUN_VALUE_OPTIONS:
+            skip = True
+        elif not a.startswith("-"):
+            table = a
+            break
+    if table is None:
+        return False
+    try:
+        return load_config(path).misspelt_section(TableName.parse(table).dotted) is not None
+    except Exception:  # noqa: BLE001 - a wap.toml or a name that does not load: the command itself says what
+        return False
+
+
 def handoff(argv: list[str], prog: str) -> int | None:
     """The exit code of the command `argv` run by the engine, or None: this process runs it (with one line on
     stderr when the engine was asked for but cannot serve it)."""
@@ -94,6 +122,8 @@ def handoff(argv: list[str], prog: str) -> int | None:
         return None  # `wap serve` runs for this configuration: the command is its client, as it says
     if command in METADATA_COMMANDS and not metadata_needs_spark(command, data, os.environ):
         return None  # it reads the catalog itself, no JVM
+    if command == "run" and _misspelt_table(argv[:cut], path):
+        return None  # the command says so from wap.toml alone, before any JVM: no engine to start for it
     for _ in range(2):  # an engine that was stopping as we came: once more, with a new one
         try:
             return Client(argv, prog, cwd, path, data).run()
