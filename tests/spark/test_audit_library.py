@@ -644,3 +644,19 @@ def test_resumed_quarantine_run_audits_both_branches(lakehouse_factory, landing)
     res = run_wap(lh, "shop.orders", [str(f)], run_id=crashed.run_id)
     assert res.status == "published" and res.quarantined_rows == 3
     assert lh.tables.row_count(T) == 7 and lh.tables.row_count(Q) == 3
+
+
+def test_a_not_null_sample_of_a_table_without_a_key_carries_its_first_columns(lakehouse_factory, landing):
+    lh = lakehouse_factory({"shop.orders": {"checks": [{"check": "not_null", "column": "amount"}]}})
+    table = pa.table(
+        {
+            "order_id": pa.array([1, 2, 3], pa.int64()),
+            "customer": ["c1", "c2", "c3"],
+            "day": ["mon", "tue", "wed"],
+            "amount": pa.array([1.0, None, 3.0], pa.float64()),
+        }
+    )
+    res = run_wap(lh, "shop.orders", [str(write_parquet(landing / "nulls.parquet", table))])
+    assert res.status == "blocked"
+    (sample,) = res.checks[0]["samples"]
+    assert sample == {"order_id": 2, "customer": "c2", "day": "tue", "amount": None}  # found by its first columns

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 SAMPLE_ROWS = 20
+SAMPLE_ID_COLUMNS = 3  # a table without a key: its first columns go with a failing row's sample
 QUARANTINE_COLUMN = "_wap_failed_checks"
 
 
@@ -350,9 +351,11 @@ def _reproduce_sql(c: Compiled, ctx: AuditContext) -> str | None:
 
 
 def _samples(added: DataFrame, c: Compiled, plan: AuditPlan, ctx: AuditContext) -> list[dict[str, Any]]:
-    """Up to 20 offending rows: the check's columns plus the table's key."""
+    """Up to 20 offending rows: the check's columns plus what finds the row: the table's key, or without one
+    its first columns (SAMPLE_ID_COLUMNS), so a NULL is never shown alone."""
     chk = c.check
-    cols = list(dict.fromkeys([*plan.key, *[c.mapping[x] for x in chk.columns() if x in c.mapping]]))
+    found_by = list(plan.key) or [x for x in added.columns if not x.startswith("_")][:SAMPLE_ID_COLUMNS]
+    cols = list(dict.fromkeys([*found_by, *[c.mapping[x] for x in chk.columns() if x in c.mapping]]))
     try:
         df: DataFrame | None
         if c.fail is not None:
