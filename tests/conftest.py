@@ -36,6 +36,7 @@ pytest_plugins = [
     "support.receiver",
     "support.oidc_provider",
     "support.s3_server",
+    "support.seaweed",
     "support.pg_server",
     "support.rest_server",
     "support.tls_proxy",
