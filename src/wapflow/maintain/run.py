@@ -40,41 +40,33 @@ rows (a rewrite not committed leaves only unreferenced files, removed later as o
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from wapflow.config import MaintenanceConfig
 from wapflow.errors import EXIT_PUBLISHED, LockTimeout, NotFound, UsageError, WapError, did_you_mean
 from wapflow.faults import crash_point
 from wapflow.lakehouse import session
-from wapflow.lakehouse.conflicts import retry_on_conflict
 from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import (
     FORMAT_VERSION_PROP,
     FORMAT_VERSIONS,
-    LINEAGE_FROM_VERSION,
-    MAINTENANCE_PROP,
     METADATA_DELETE_AFTER_COMMIT_PROP,
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
     row_change_properties,
 )
-from wapflow.maintain.plan import DELETE_RATIO, DataFile, plan_compaction, plan_expiry, stale_branches
+from wapflow.maintain.compaction import Compaction
+from wapflow.maintain.plan import plan_expiry, stale_branches
 from wapflow.runs.locks import publish_lock
 from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
 from wapflow.spark import errors as spark_errors
-from wapflow.spark.kind import is_connect
-from wapflow.sql.identifiers import TableName, quote, sql_string, validate_branch
+from wapflow.sql.identifiers import TableName, sql_string
 from wapflow.vocabulary import MAINTAIN_BRANCH_PREFIX
 
-T = TypeVar("T")
-
-CONFLICT_ATTEMPTS = 6
 EXPIRE_CHUNK = 500  # snapshot ids per expiry commit: each commit holds the publish lock briefly
 ACTIONS = ("properties", "drop_branches", "compact", "rewrite_manifests", "expire_snapshots", "remove_orphans")
 # Iceberg treats older_than as "strictly before": nothing is older than this, so only the ids named expire.
@@ -224,13 +216,7 @@ def _usable(lh: Lakehouse) -> None:
     session.use_server = False
 
 
-def _iterate(java_iterable: Any) -> Iterator[Any]:
-    it = java_iterable.iterator()
-    while it.hasNext():
-        yield it.next()
-
-
-class TableMaintenance:
+class TableMaintenance(Compaction):
     """One table's pass: its actions in order, each recorded; a failed action does not stop the others."""
 
     def __init__(
@@ -244,29 +230,9 @@ class TableMaintenance:
         pass_id: str,
         log: MaintenanceLog | None,
     ) -> None:
-        self.lh = lh
-        self.t = table
-        self.cfg = cfg
-        self.dry_run = dry_run
-        self._now = now.astimezone(UTC) if now is not None else None
-        self.pass_id = pass_id
+        super().__init__(lh, table, cfg, dry_run=dry_run, now=now, pass_id=pass_id)
         self.log = log
         self.out = TableOutcome(table.dotted, "dry_run" if dry_run else "done")
-        self.spark = lh.spark
-        self.ident = lh.tables.ident(table)
-        self.conflicts = 0
-        self.on_nessie = lh.config.lakehouse.catalog == "nessie"
-        self.java = not is_connect(self.spark)  # Iceberg's Java API in this process (not a Connect client)
-
-    @property
-    def now_utc(self) -> datetime:
-        """The clock the policy reads: the one given (tests, what-if), else the time of each action."""
-        return self._now if self._now is not None else datetime.now(UTC)
-
-    @property
-    def now_local(self) -> datetime:
-        """now_utc as Tables.snapshots gives snapshot times: naive local time."""
-        return self.now_utc.astimezone().replace(tzinfo=None)
 
     # --- the pass ----------------------------------------------------------------------------
 
@@ -353,81 +319,6 @@ class TableMaintenance:
         )
         notify(cfg, self.lh.store.engine, [ev], progress=self.lh.progress)
 
-    # --- commits -----------------------------------------------------------------------------
-
-    def _retrying(self, fn: Callable[[], T]) -> T:
-        """A commit that lost to another writer (a publish) is tried again on the refreshed table."""
-
-        def lost() -> None:
-            self.conflicts += 1
-            self.lh.tables.refresh(self.t)
-
-        return retry_on_conflict(
-            fn,
-            what=f"a maintenance commit to {self.t}",
-            on_conflict=lost,
-            attempts=CONFLICT_ATTEMPTS,
-            hint=f"main is unchanged by this commit; run `wap maintain {self.t.dotted}` again",
-        )
-
-    def _short_commit(self, fn: Callable[[], T]) -> T:
-        """A metadata commit under the table's publish lock (held for this commit only)."""
-        timeout = self.lh.config.lakehouse.publish_lock_timeout
-        with self.lh.store.publish_lock(self.t.dotted, timeout=timeout):
-            self.lh.tables.refresh(self.t)
-            return self._retrying(fn)
-
-    def _jtable(self) -> Any:
-        """Iceberg's table API: only for the file swap on main (no SQL form); never on a Connect client."""
-        return self.lh.tables.java_table(self.t)
-
-    def _table_arg(self) -> str:
-        return self.t.procedure_arg(self.lh.catalog)
-
-    def _call(self, procedure: str, args: str) -> list[Any]:
-        return self.spark.sql(f"CALL {quote(self.lh.catalog)}.system.{procedure}({args})").collect()
-
-    # --- figures -----------------------------------------------------------------------------
-
-    def stats(self) -> dict[str, Any]:
-        """Files, bytes, snapshots and manifests of main; metadata files of a local table."""
-        self.lh.tables.refresh(self.t)
-        files = self.t.metadata_sql(self.lh.catalog, "data_files")
-        row = self.spark.sql(f"SELECT count(*) AS n, coalesce(sum(file_size_in_bytes), 0) AS b FROM {files}").collect()
-        manifests = self.spark.sql(f"SELECT count(*) AS n FROM {self.t.metadata_sql(self.lh.catalog, 'manifests')}")
-        out: dict[str, Any] = {
-            "snapshots": len(self.lh.tables.snapshots(self.t)),
-            "data_files": int(row[0]["n"]),
-            "data_bytes": int(row[0]["b"]),
-            "manifests": int(manifests.collect()[0]["n"]),
-        }
-        folder = self._local_metadata_folder()
-        if folder is not None and folder.is_dir():
-            sizes = [e.stat().st_size for e in os.scandir(folder) if e.is_file()]
-            out["metadata_files"] = len(sizes)
-            out["metadata_bytes"] = sum(sizes)
-        return out
-
-    def _table_properties(self) -> dict[str, str]:
-        """The table's properties as Iceberg's Spark table gives them (with `sort-order` when it has one)."""
-        rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.ident}").collect()
-        return {str(r["key"]): str(r["value"]) for r in rows}
-
-    def _local_metadata_folder(self) -> Path | None:
-        """The folder of the table's current metadata.json, when it is on this machine's filesystem."""
-        log = self.t.metadata_sql(self.lh.catalog, "metadata_log_entries")
-        rows = self.spark.sql(f"SELECT file FROM {log} ORDER BY timestamp DESC LIMIT 1").collect()
-        if not rows:
-            return None
-        loc = str(rows[0]["file"]).rsplit("/", 1)[0]
-        if loc.startswith("file:"):
-            loc = loc[len("file:") :]
-            while loc.startswith("//"):
-                loc = loc[1:]
-        elif "://" in loc:
-            return None
-        return Path(loc)
-
     # --- the actions ------------------------------------------------------------------------
 
     def properties(self) -> dict[str, Any]:
@@ -502,151 +393,6 @@ class TableMaintenance:
         for b in leftovers:
             self._drop(b)
         return figures
-
-    def _drop(self, branch: str) -> None:
-        validate_branch(branch)
-        self._short_commit(lambda: self.spark.sql(f"ALTER TABLE {self.ident} DROP BRANCH IF EXISTS {quote(branch)}"))
-
-    def _edge(self) -> tuple[int | None, int | None]:
-        """(main's head, main's newest snapshot before the revert window): files added after the edge
-        belong to runs that must stay revertable and are not compacted. On a v3 table the edge is the head:
-        `wap revert` finds a run's rows by row lineage wherever compaction moved them."""
-        tables = self.lh.tables
-        snaps = tables.snapshots(self.t)
-        head = tables.head(self.t, "main")
-        if head is not None and tables.current_format_version(self.t) >= LINEAGE_FROM_VERSION:
-            return head, head
-        window = timedelta(seconds=self.cfg.seconds("revert_window") or 0)
-        start = self.now_local - window
-        for s in tables.ancestry(snaps, head):
-            if s.committed_at < start or window.total_seconds() == 0:
-                return head, s.snapshot_id
-        return head, None
-
-    def _data_files(self, as_of: int) -> list[DataFile]:
-        """main's data files as of a snapshot: size, partition, rows, and rows its deletion vector deletes (v3:
-        a DV names its data file; v2 position delete files may span several and are not counted)."""
-        df = self.spark.sql(f"SELECT * FROM {self.t.metadata_sql(self.lh.catalog, 'data_files')} VERSION AS OF {as_of}")
-        part = "partition" in df.columns
-        cols = ["file_path", "file_size_in_bytes", "record_count"] + (["partition"] if part else [])
-        deletes = self.spark.sql(
-            f"SELECT * FROM {self.t.metadata_sql(self.lh.catalog, 'delete_files')} VERSION AS OF {as_of}"
-        )
-        deleted: dict[str, int] = {}
-        if "referenced_data_file" in deletes.columns:
-            for r in (
-                deletes.where("referenced_data_file IS NOT NULL")
-                .select("referenced_data_file", "record_count")
-                .collect()
-            ):
-                deleted[str(r[0])] = deleted.get(str(r[0]), 0) + int(r[1])
-        return [
-            DataFile(
-                int(r["file_size_in_bytes"]),
-                str(r["partition"]) if part else "",
-                rows=int(r["record_count"]),
-                deleted=deleted.get(str(r["file_path"]), 0),
-            )
-            for r in df.select(*cols).collect()
-        ]
-
-    def compact(self) -> dict[str, Any]:
-        self.lh.tables.refresh(self.t)
-        head, edge = self._edge()
-        if head is None:
-            return {"skipped": "the table has no snapshot yet"}
-        if edge is None:
-            return {"skipped": "every snapshot of main is within revert_window: its runs stay revertable"}
-        strategy = "sort" if "sort-order" in self._table_properties() else "binpack"
-        plan = plan_compaction(
-            self._data_files(edge), target=self.cfg.target_file_size, min_input_files=self.cfg.min_input_files
-        )
-        figures: dict[str, Any] = {
-            "strategy": strategy,
-            "as_of": edge,
-            "planned_files": plan["files"],
-            "planned_bytes": plan["bytes"],
-            "planned_files_after": plan["files_after"],
-        }
-        if edge != head:
-            figures["left_for_revert_window"] = f"files added after snapshot {edge} (runs within revert_window)"
-            why_not = self._no_swap_on_main()
-            if why_not:
-                return {**figures, "skipped": why_not, "rewritten_data_files": 0}
-        if plan["files"] == 0:
-            return {**figures, "skipped": "no small files to compact", "rewritten_data_files": 0}
-        if self.dry_run:
-            return figures
-        options = {
-            "target-file-size-bytes": str(self.cfg.target_file_size),
-            "min-input-files": str(self.cfg.min_input_files),
-            "delete-ratio-threshold": str(DELETE_RATIO),
-        }
-        opts = ", ".join(f"{sql_string(k)}, {sql_string(v)}" for k, v in options.items())
-        args = f"table => {self._table_arg()}, strategy => {sql_string(strategy)}, options => map({opts})"
-        if edge == head:
-            row = self._retrying(lambda: self._call("rewrite_data_files", args))[0]
-        else:
-            row = self._compact_before_window(edge, args)
-        figures.update(
-            rewritten_data_files=int(row["rewritten_data_files_count"]),
-            added_data_files=int(row["added_data_files_count"]),
-            rewritten_bytes=int(row["rewritten_bytes_count"]),
-            conflicts_retried=self.conflicts,
-        )
-        return figures
-
-    def _no_swap_on_main(self) -> str | None:
-        """Why main's files before the revert window cannot be compacted here (None: they can). That takes
-        a rewrite on an Iceberg branch of the table and a file swap on main through Iceberg's Java API."""
-        if self.on_nessie:
-            how, other = "a rewrite on an Iceberg branch of the table, which wapflow does not make on Nessie", ""
-        elif not self.java:
-            how = "Iceberg's Java API (a file swap on main), which a Spark Connect client does not have"
-            other = " or by `wap maintain` with a local master"
-        else:
-            return None
-        return (
-            f"main has runs within revert_window; compacting only the files before them needs {how}: "
-            f"compacted once those runs are older than revert_window{other}"
-        )
-
-    def _compact_before_window(self, edge: int, args: str) -> Any:
-        """Rewrite main's files as of `edge` on a branch of this pass, then swap the same files on main."""
-        branch = validate_branch(MAINTAIN_BRANCH_PREFIX + self.pass_id)
-        self._short_commit(
-            lambda: self.spark.sql(f"ALTER TABLE {self.ident} CREATE BRANCH {quote(branch)} AS OF VERSION {int(edge)}")
-        )
-        try:
-            row = self._call("rewrite_data_files", f"{args}, branch => {sql_string(branch)}")[0]
-            self.lh.tables.refresh(self.t)
-            rewritten = self.lh.tables.head(self.t, branch)
-            if rewritten is not None and rewritten != edge:
-                try:
-                    self._short_commit(lambda: self._swap_on_main(edge, int(rewritten)))
-                except Exception as e:
-                    if "Missing required files to delete" not in spark_errors.full_text(e):
-                        raise
-                    # A file of the rewrite left main meanwhile (a revert): nothing swapped; the rewritten
-                    # files are orphans for a later pass, and the next pass compacts again.
-                    self.lh.progress(f"{self.t}: main changed under the compaction; nothing swapped")
-                    return {**row.asDict(), "added_data_files_count": 0, "rewritten_data_files_count": 0}
-            return row
-        finally:
-            self._drop(branch)
-
-    def _swap_on_main(self, edge: int, rewritten: int) -> None:
-        jt = self._jtable()
-        snap = jt.snapshot(rewritten)
-        op = jt.newRewrite()
-        for f in _iterate(snap.removedDataFiles(jt.io())):
-            op.deleteFile(f)
-        for f in _iterate(snap.addedDataFiles(jt.io())):
-            op.addFile(f)
-        op.dataSequenceNumber(jt.snapshot(edge).sequenceNumber())  # the rows are as old as the edge's
-        op.validateFromSnapshot(edge)
-        op.set(MAINTENANCE_PROP, self.pass_id)
-        op.commit()
 
     def rewrite_manifests(self) -> dict[str, Any]:
         if not self.cfg.rewrite_manifests:
