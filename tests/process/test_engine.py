@@ -272,6 +272,8 @@ def _normal_doc(text: str) -> dict[str, Any]:
         doc.pop(key, None)
     if isinstance(doc.get("error"), dict):
         doc["error"].pop("log", None)
+    for c in doc.get("checks") or []:  # the two sides' files hold other rows: a sample's columns, not its values
+        c["samples"] = [sorted(s) for s in c.get("samples") or []]
     return doc
 
 
