@@ -160,3 +160,16 @@ def test_a_held_pipeline_run_is_approved_or_rejected_as_a_whole(lakehouse_factor
     wapflow.reject(lh, again.run_id, reason="not today", by="ana")
     assert {t: main_of(lh, t).metadata.current_snapshot_id for t in TABLES} == before
     assert refs(lh, "sales.orders") == {"main"} and refs(lh, "sales.big_orders") == {"main"}
+
+
+def test_the_example_project_a_user_copies_publishes(lakehouse_factory: Any, tmp_path: Path) -> None:
+    import shutil
+    import tomllib
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "sdp"
+    shutil.copytree(example, tmp_path / "sdp", ignore=shutil.ignore_patterns("lakehouse", "storage"))
+    tables = tomllib.loads((example / "wap.toml").read_text())["tables"]
+    lh = lakehouse_factory(tables)
+    res = wapflow.run_pipeline(lh, tmp_path / "sdp")  # the folder: its spark-pipeline.yml
+    assert res.status == "published", res.message
+    assert len(rows(lh, "shop.orders")) == 5 and len(rows(lh, "shop.daily")) == 3
