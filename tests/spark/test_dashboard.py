@@ -175,6 +175,11 @@ def _metrics(at: Any) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def _drawn(at: Any) -> str:
+    """What the page drew, for a failure's message: its headers, metrics and errors."""
+    return f"headers {[h.value for h in at.header]}, metrics {_metrics(at)}, errors {[e.value for e in at.error]}"
+
+
 def test_overview_page(app: Any, lake: Lake):
     from wapflow.runs.alerts import AlertLog
 
@@ -251,7 +256,8 @@ def test_run_page_unknown_run_says_so(app: Any):
     app.radio(key="page").set_value("Run").run()
     app.text_input(key="run_id").input("20991231t000000_000000").run()
     assert not app.exception
-    assert next(e.value for e in app.error).startswith("no run 20991231t000000_000000 in the run store")
+    errors = [e.value for e in app.error]
+    assert errors and errors[0].startswith("no run 20991231t000000_000000 in the run store"), _drawn(app)
 
 
 def test_branch_page(app: Any, lake: Lake):
@@ -261,6 +267,7 @@ def test_branch_page(app: Any, lake: Lake):
     app.text_input(key="branch").input(lake.branch).run()  # pasting it works the same
     assert not app.exception and not app.error
     m = _metrics(app)
+    assert "Rows added" in m, _drawn(app)
     assert (m["Rows added"], m["Failed checks"], m["Run status"]) == (str(DIRTY_ROWS), "1", "blocked")
     assert any(c.value.startswith(f"left by run {lake.blocked_run} ") for c in app.caption)
     nulls = next(d.value for d in app.dataframe if "nulls" in d.value.columns)

@@ -617,12 +617,17 @@ def main() -> None:
         st.error(str(e))
         return
     st.sidebar.caption(f"refreshes every {REFRESH_SECONDS:g} s")
-    body(config, page, choice)
+    st.session_state["shown"] = {"page": page, "choice": choice}
+    body(config)
 
 
 @st.fragment(run_every=REFRESH_SECONDS)
-def body(config: str | None, page: str, choice: str) -> None:
-    """The page itself: rerun on its own, with a fresh change token, so new runs appear."""
+def body(config: str | None) -> None:
+    """The page itself: rerun on its own, with a fresh change token, so new runs appear. The page and the pick
+    are read from the session, as the sidebar left them at its last run, so a rerun of this fragment alone
+    shows the page the sidebar names, never one picked before."""
+    shown = st.session_state.get("shown") or {}
+    page, choice = str(shown.get("page") or PAGES[0]), str(shown.get("choice") or "")
     try:
         tok = token()
         if page == "Overview":
