@@ -12,7 +12,6 @@ import random
 import signal
 import sqlite3
 import subprocess
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from support.cli_harness import WAP, Reader, env, wap, write_config
+from support.sdp_project import project
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -32,40 +32,6 @@ checks = [{ check = "not_null", column = "id" }]
 [tables."sales.big_orders"]
 checks = [{ check = "row_count", min = 1 }]
 """
-ORDERS_PY = """
-from pyspark import pipelines as dp
-from pyspark.sql import SparkSession
-
-spark = SparkSession.active()
-
-
-@dp.materialized_view
-def orders():
-    return spark.range(int(spark.conf.get("demo.rows"))).selectExpr("id", "id * 10 AS amount")
-"""
-BIG_SQL = "CREATE MATERIALIZED VIEW big_orders AS SELECT * FROM orders WHERE amount >= 100;\n"
-
-
-def _spec(root: Path, rows: int) -> Path:
-    (root / "transformations").mkdir(parents=True, exist_ok=True)
-    (root / "transformations" / "orders.py").write_text(ORDERS_PY)
-    (root / "transformations" / "big.sql").write_text(BIG_SQL)
-    spec = root / "spark-pipeline.yml"
-    spec.write_text(
-        textwrap.dedent(
-            f"""\
-            name: shop
-            storage: storage
-            database: sales
-            configuration:
-              demo.rows: "{rows}"
-            libraries:
-              - glob:
-                  include: transformations/**
-            """
-        )
-    )
-    return spec
 
 
 class Watcher(threading.Thread):
@@ -118,7 +84,7 @@ def _kill_after(cmd: list[str], seconds: float) -> int:
 def test_a_pipeline_killed_at_each_step_and_at_random_publishes_whole_runs_exactly_once(tmp_path: Path) -> None:
     folder = tmp_path / "lake"
     cfg = write_config(folder, TABLES, catalog=CATALOG)
-    spec = _spec(tmp_path / "shop", 20)
+    spec = project(tmp_path / "shop", rows=20)
     first = wap("pipelines", "run", "--spec", str(spec), "--config", str(cfg))
     assert first.code == 0, first.text
     watcher = Watcher(folder)
@@ -126,7 +92,7 @@ def test_a_pipeline_killed_at_each_step_and_at_random_publishes_whole_runs_exact
     rng = random.Random(SEED)
     print(f"WAP_SDP_KILL_SEED={SEED}")
     try:
-        _spec(tmp_path / "shop", 30)  # a refresh: each view a delete, then an append, on the branch
+        project(tmp_path / "shop", rows=30)  # a refresh: each view a delete, then an append, on the branch
         for point in ("pipeline:ran", "publish:group-staged", "publish:moved"):
             killed = wap("pipelines", "run", "--spec", str(spec), "--config", str(cfg), WAP_CRASH_AT=point)
             assert killed.code == -signal.SIGKILL, (point, killed.text)
@@ -134,7 +100,7 @@ def test_a_pipeline_killed_at_each_step_and_at_random_publishes_whole_runs_exact
         assert done.code == 0, done.text
         cmd = [WAP, "pipelines", "run", "--spec", str(spec), "--config", str(cfg)]
         for rows in range(40, 40 + 10 * RANDOM_KILLS, 10):
-            _spec(tmp_path / "shop", rows)
+            project(tmp_path / "shop", rows=rows)
             _kill_after(cmd, rng.uniform(3.0, 12.0))
             again = wap("pipelines", "run", "--spec", str(spec), "--config", str(cfg))
             assert again.code == 0, again.text

@@ -157,13 +157,21 @@ class BarMeter:
 # Nessie hashes): printed whole, never wrapped or cut.
 ID_COLUMNS = frozenset({"run_id", "group_id", "branch", "table", "table_name", "snapshot_id", "pass_id", "hash", "id"})
 # Columns of one short word (a status, a count): never wrapped (`publis/hed` reads worse than a wider table).
-WORD_COLUMNS = frozenset({"status", "state", "rows", "attempts", "severity", "action", "kind"})
+WORD_COLUMNS = frozenset({"status", "state", "rows", "attempts", "severity", "action", "kind", "review", "took"})
 # Columns of free text in a list: one line of at most this many characters, cut with "…" (`wap report`, `wap files
 # --json` and the dashboard give the whole text).
 TEXT_COLUMNS = frozenset({"reason", "message", "error"})
 TEXT_CELL = 60
 # The least width (characters) the other columns shrink to before a table grows wider than the terminal.
 SHRINK_FLOOR = 5
+# The least width a free-text column keeps in a table that drops optional columns to fit (rows_table's
+# `optional`): narrower, its words would break inside.
+TEXT_FLOOR = 24
+
+
+def is_time(column: str) -> bool:
+    """A time column (`started_at`, `run_at`): one value, never wrapped (`2026-1 / 2-02` reads as two)."""
+    return column.endswith("_at")
 
 
 class IdTable(Table):
@@ -215,7 +223,7 @@ def id_table(
         if c in whole:
             longest = max([len(c)] + [Text.from_markup(r[i]).cell_len for r in rows])
             t.add_column(c, no_wrap=True, overflow="ignore", min_width=longest)
-        elif c in WORD_COLUMNS:
+        elif c in WORD_COLUMNS or is_time(c):
             t.add_column(escape(c.replace("_", " ") if words else c), no_wrap=True, overflow="ignore")
         else:
             t.add_column(escape(c.replace("_", " ") if words else c), overflow="fold")
@@ -239,11 +247,46 @@ def cell(v: Any, *, grouped: bool = True) -> str:
     return render.text(v, none="")
 
 
-def rows_table(title: str | None, rows: Sequence[Any], columns: Sequence[str], ids: Iterable[str] = ()) -> Table:
-    """Rows (dicts, e.g. from wapflow.service) as a table of the named columns, ids whole (id_table)."""
+def rows_table(
+    title: str | None,
+    rows: Sequence[Any],
+    columns: Sequence[str],
+    ids: Iterable[str] = (),
+    *,
+    optional: Sequence[str] = (),
+    more: str = "--json shows them",
+) -> Table:
+    """Rows (dicts, e.g. from wapflow.service) as a table of the named columns, ids whole (id_table). Columns in
+    `optional` are left out, in that order, while the table is wider than the terminal (its ids, words and times
+    whole, its text TEXT_FLOOR wide); a caption names them and `more`, where they are."""
     ids = list(ids)
-    cells = [[escape(_short(c, cell(r.get(c), grouped=not is_id(c, ids)))) for c in columns] for r in rows]
-    return id_table(title, columns, cells, ids, words=True)
+    cells = {c: [escape(_short(c, cell(r.get(c), grouped=not is_id(c, ids)))) for r in rows] for c in columns}
+    whole, width = ID_COLUMNS | set(ids), out.width
+    dropped: list[str] = []
+    for c in (c for c in optional if c in cells):  # left out in order until the table fits...
+        if _least([c for c in columns if c not in dropped], cells, whole) <= width:
+            break
+        dropped.append(c)
+    for c in reversed(list(dropped)):  # ...then each one that fits again taken back, the last left out first
+        if _least([x for x in columns if x not in dropped or x == c], cells, whole) <= width:
+            dropped.remove(c)
+    shown = [c for c in columns if c not in dropped]
+    t = id_table(title, shown, [[cells[c][i] for c in shown] for i in range(len(rows))], ids, words=True)
+    if dropped:
+        names = ", ".join(c.replace("_", " ") for c in dropped)
+        t.caption, t.caption_justify = escape(f"not shown at {width} columns: {names} ({more})"), "left"
+    return t
+
+
+def _least(columns: Sequence[str], cells: dict[str, list[str]], whole: Iterable[str]) -> int:
+    """The width a table of these columns needs with nothing wrapped inside a value: ids, words and times at
+    their longest, free text at TEXT_FLOOR (or its longest cell, if shorter); plus padding and borders."""
+    total, whole = 1, set(whole)
+    for c in columns:
+        longest = max([len(w) for w in c.replace("_", " ").split()] + [Text.from_markup(x).cell_len for x in cells[c]])
+        keep = c in whole or c in WORD_COLUMNS or is_time(c)
+        total += (longest if keep else min(longest, TEXT_FLOOR)) + 3
+    return total
 
 
 def _short(column: str, text: str) -> str:

@@ -78,7 +78,9 @@ def _show_runs(listing: RunsListing, *, grouped: bool) -> None:
         columns.append("review")
     if any(r.get("reason") for r in rows):  # why a run failed: the widest column, so the first to wrap
         columns.append("reason")
-    out.print(rows_table("runs", rows, columns))
+    # Left out first when the terminal is too narrow for them all: a run's report has every one of them.
+    optional = ["review", "took", "started_at", "failed_checks", "reason"]
+    out.print(rows_table("runs", rows, columns, optional=optional, more="`wap report RUN_ID` or --json shows them"))
     for r in listing["runs"]:
         if r["resume"]:
             out.print(f"run {r['run_id']} was interrupted (its process is gone); resume it with: {r['resume']}")
