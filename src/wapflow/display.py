@@ -23,6 +23,23 @@ _WHOLE_BELOW = 1e15  # floats whole below this show as integers
 _EPOCH_DAY = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)
 
+# Columns whose values a person copies into the next command (run ids, branches, tables, snapshot and alert ids,
+# Nessie hashes): shown whole, never wrapped or cut, in the CLI's tables and the dashboard's grids.
+ID_COLUMNS = frozenset({"run_id", "group_id", "branch", "table", "table_name", "snapshot_id", "pass_id", "hash", "id"})
+# Columns of one short word (a status, a count, a duration): never wrapped or cut either (`publis/hed`,
+# `awaiting_re…` read worse than a wider table).
+WORD_COLUMNS = frozenset({"status", "state", "rows", "attempts", "severity", "action", "kind", "review", "took"})
+
+
+def is_time(column: str) -> bool:
+    """A time column (`started_at`, `run_at`): one value, never wrapped (`2026-1 / 2-02` reads as two)."""
+    return column.endswith("_at")
+
+
+def is_whole(column: str) -> bool:
+    """Whether a column's cells are shown whole: ids (ID_COLUMNS, any `..._id`), words and times."""
+    return column in ID_COLUMNS or column.endswith("_id") or column in WORD_COLUMNS or is_time(column)
+
 
 def number(v: float | int | Decimal, *, grouped: bool = False) -> str:
     """A number for people: a whole number exactly (`grouped`: with thousands separators, `12,001`), anything

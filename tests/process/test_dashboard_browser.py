@@ -192,6 +192,15 @@ def test_a_person_sees_main_rows_and_the_blocked_check(server: str, browser: Any
         store.close()
 
 
+# The values the page cuts: a metric's value or a bold word (a status, a table name) with an element of it
+# narrower than its text (Streamlit ends a metric's value with "…").
+CUT_VALUES = """
+return [...document.querySelectorAll('[data-testid="stMetricValue"], [data-testid="stMarkdownContainer"] strong')]
+  .filter(m => [m, ...m.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+  .map(m => m.textContent)
+"""
+
+
 def test_a_person_approves_a_held_run_with_one_click(
     spark: Any, browser: Any, tmp_path: Path, landing: Path, oidc_provider: OidcProvider
 ):
@@ -220,6 +229,14 @@ def test_a_person_approves_a_held_run_with_one_click(
     run = json.loads(r.stdout)["run_id"]
     assert r.exit_code == 6, r.output
     with _serve(cfg, tmp_path, TEST_OIDC_SECRET=CLIENT_SECRET) as url:
+        # The held run's page: its status and table read whole, not cut with "…".
+        # At 1100 pixels, where st.metric cut it to "awaiting_re…".
+        browser.set_window_size(1100, 1000)
+        browser.get(f"{url}/?{urlencode({'page': 'Run', 'run_id': run})}")
+        _wait_for(browser, f"run {run}")
+        _metrics(browser, {"Status": "awaiting_review", "Rows written": "50"})
+        assert browser.execute_script(CUT_VALUES) == [], browser.execute_script(CUT_VALUES)
+        browser.set_window_size(1400, 1000)
         review = f"{url}/?{urlencode({'page': 'Review'})}"
         browser.get(review)
         _wait_for(browser, "Runs awaiting review", f"run {run}", "Log in with Test IdP to approve or reject")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from support.apptest import app_test
 from support.catalogs import catalog_config
 from support.cli_harness import wap
 from support.data import trips_file
@@ -22,13 +23,11 @@ from wapflow._dev.tls_proxy import Authority
 
 TOKEN = "rest-token-secret-4e91b7"
 WRONG = "wrong-token-secret-8a02d3"
-APP = Path(__file__).resolve().parents[2] / "src" / "wapflow" / "dashboard" / "app.py"
 
 
 def _page(monkeypatch: pytest.MonkeyPatch, cfg: Path, token: str, page: str, **pick: str) -> list[str]:
     """Every text the dashboard shows on `page` (AppTest), with $WAP_REST_TOKEN = token."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("WAP_CONFIG", str(cfg))
     monkeypatch.setenv("WAP_REST_TOKEN", token)
@@ -36,7 +35,7 @@ def _page(monkeypatch: pytest.MonkeyPatch, cfg: Path, token: str, page: str, **p
     st.cache_data.clear()
     st.cache_resource.clear()
     try:
-        at = AppTest.from_file(str(APP), default_timeout=120)
+        at = app_test(120)
         at.query_params["page"] = page
         for key, value in pick.items():
             at.query_params[key] = value

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,14 @@ mode = "merge"
 key = ["day"]
 checks = [{{ check = "not_null", column = "day" }}]
 """
+
+
+@pytest.fixture
+def instance() -> Iterator[Any]:
+    """An ephemeral Dagster instance, disposed after the test: its in-memory SQLite connections are closed here,
+    not left to the garbage collector, which may run their finalizers in a later test's thread."""
+    with dg.DagsterInstance.ephemeral() as inst:
+        yield inst
 
 
 def _lake(tmp_path: Path, review: str = "never") -> tuple[Path, LazyReader]:
@@ -78,10 +87,9 @@ def test_assets_and_checks_come_from_wap_toml(tmp_path):
     assert {tuple(d.path) for d in models.asset_deps[dg.AssetKey(["gold", "daily"])]} == {("raw", "trips")}
 
 
-def test_clean_file_materializes_both_dirty_one_blocks_downstream(spark, tmp_path):
+def test_clean_file_materializes_both_dirty_one_blocks_downstream(spark, tmp_path, instance):
     cfg, reader = _lake(tmp_path)
     landing = tmp_path / "landing"
-    instance = dg.DagsterInstance.ephemeral()
     ok = _materialize(cfg, [str(trips_file(landing, "a.parquet", 40))], instance)
     assert ok.success
     mats = {tuple(e.asset_key.path) for e in ok.asset_materializations_for_node("raw_trips")}
@@ -117,9 +125,8 @@ def test_clean_file_materializes_both_dirty_one_blocks_downstream(spark, tmp_pat
     assert records.asset_materialization.metadata["snapshot_id"].value == snapshot
 
 
-def test_held_review_warns_and_leaves_downstream_pending(spark, tmp_path):
+def test_held_review_warns_and_leaves_downstream_pending(spark, tmp_path, instance):
     cfg, reader = _lake(tmp_path, review="always")
-    instance = dg.DagsterInstance.ephemeral()
     res = _materialize(cfg, [str(trips_file(tmp_path / "landing", "a.parquet", 30))], instance)
     assert res.success  # nothing failed: a person decides
     checks = _checks(res)
@@ -163,7 +170,9 @@ checks = [{ check = "row_count", min = 1 }]
 """
 
 
-def test_an_sdp_pipeline_is_one_multi_asset_its_datasets_checked_and_a_block_materializes_none(spark, tmp_path):
+def test_an_sdp_pipeline_is_one_multi_asset_its_datasets_checked_and_a_block_materializes_none(
+    spark, tmp_path, instance
+):
     from support.sdp_project import project
     from wapflow.integrations.dagster import WapflowResource, wap_assets
 
@@ -174,7 +183,6 @@ def test_an_sdp_pipeline_is_one_multi_asset_its_datasets_checked_and_a_block_mat
     assets = wap_assets(cfg, pipelines={str(spec): ["sales.orders", "sales.big_orders"]})
     (pipe,) = [a for a in assets if ("sales", "orders") in {tuple(k.path) for k in a.keys}]
     assert {tuple(k.path) for k in pipe.keys} == {("sales", "orders"), ("sales", "big_orders")}
-    instance = dg.DagsterInstance.ephemeral()
     resources = {"wapflow": WapflowResource(config=str(cfg))}
     ok = dg.materialize([pipe], resources=resources, instance=instance, raise_on_error=False)
     assert ok.success

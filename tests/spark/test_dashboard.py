@@ -22,13 +22,13 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
+from support.apptest import app_test
 from support.dashboard_lake import CLEAN_ROWS, DIRTY_ROWS, WATCHED, Lake, TrendLake, build, build_trends
 from wapflow.cli import app as cli_app
 from wapflow.config import load_config
 from wapflow.runs.store import RunRecord, RunStore
 
 pytestmark = pytest.mark.spark
-APP = Path(__file__).resolve().parents[2] / "src" / "wapflow" / "dashboard" / "app.py"
 NOT_NULL = "not_null(passenger_count)"
 
 
@@ -41,12 +41,11 @@ def lake(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Lake:
 def app(lake: Lake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """A fresh AppTest on the lake, with Streamlit's caches cleared so no case sees another's reads."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("WAP_CONFIG", str(lake.config))
     st.cache_data.clear()
     st.cache_resource.clear()
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = app_test()
     yield at
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -175,9 +174,16 @@ def _metrics(at: Any) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
 
+def _words(at: Any) -> dict[str, str]:
+    """The page's label-over-value words (a status, a table name): label -> the value as a person reads it."""
+    found = (re.fullmatch(r"(.+?)  \n\*\*(.+)\*\*", str(m.value)) for m in at.markdown)
+    return {f[1]: re.sub(r"\\(.)", r"\1", f[2]) for f in found if f}
+
+
 def _drawn(at: Any) -> str:
     """What the page drew, for a failure's message: its headers, metrics and errors."""
-    return f"headers {[h.value for h in at.header]}, metrics {_metrics(at)}, errors {[e.value for e in at.error]}"
+    drawn = {**_metrics(at), **_words(at)}
+    return f"headers {[h.value for h in at.header]}, metrics {drawn}, errors {[e.value for e in at.error]}"
 
 
 def test_overview_page(app: Any, lake: Lake):
@@ -231,14 +237,20 @@ def test_run_page_shows_the_blocked_check_and_commands(app: Any, lake: Lake):
     app.radio(key="page").set_value("Run").run()
     app.text_input(key="run_id").input(lake.blocked_run).run()
     assert not app.exception and not app.error
-    m = _metrics(app)
-    assert (m["Status"], m["Rows written"]) == ("blocked", str(DIRTY_ROWS))
+    m = {**_metrics(app), **_words(app)}
+    assert (m["Status"], m["Table"], m["Rows written"]) == ("blocked", "nyc.trips", str(DIRTY_ROWS))
     checks = next(d.value for d in app.dataframe if "threshold" in d.value.columns)
     row = checks[checks["name"] == NOT_NULL].iloc[0]
     assert row["status"] == "failed" and row["failing_rows"] == lake.dirty_nulls["passenger_count"]
     assert f"**{NOT_NULL}**: {lake.dirty_nulls['passenger_count']} failing rows" in [x.value for x in app.markdown]
     codes = [c.value for c in app.code]
     assert f"wap discard {lake.branch} --table nyc.trips" in codes and f"wap retry {lake.blocked_run}" in codes
+    # The recent runs' grid: its ids and statuses as wide as their longest value (Streamlit's width cuts them).
+    recent = next(d for d in app.dataframe if {"run_id", "tables", "status"} <= set(d.value.columns))
+    widths = json.loads(recent.proto.columns)
+    for column in ("run_id", "status"):
+        longest = max(len(str(v)) for v in [column, *recent.value[column]])
+        assert widths[column]["width"] >= 8 * longest, widths
 
 
 def test_a_link_opens_a_page_on_a_run(app: Any, lake: Lake):
@@ -248,7 +260,7 @@ def test_a_link_opens_a_page_on_a_run(app: Any, lake: Lake):
     app.run()
     assert not app.exception and not app.error
     assert app.radio(key="page").value == "Run" and app.text_input(key="run_id").value == lake.blocked_run
-    assert _metrics(app)["Status"] == "blocked"
+    assert _words(app)["Status"] == "blocked"
 
 
 def test_run_page_unknown_run_says_so(app: Any):
@@ -266,7 +278,7 @@ def test_branch_page(app: Any, lake: Lake):
     assert app.selectbox(key="branch_pick").value == lake.branch  # picked from the kept ones
     app.text_input(key="branch").input(lake.branch).run()  # pasting it works the same
     assert not app.exception and not app.error
-    m = _metrics(app)
+    m = {**_metrics(app), **_words(app)}
     assert "Rows added" in m, _drawn(app)
     assert (m["Rows added"], m["Failed checks"], m["Run status"]) == (str(DIRTY_ROWS), "1", "blocked")
     assert any(c.value.startswith(f"left by run {lake.blocked_run} ") for c in app.caption)
@@ -348,13 +360,12 @@ def trends(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> TrendLake:
 def trend_app(trends: TrendLake, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """AppTest on the trend lakehouse, served on loopback (approve and reject shown without a login)."""
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("WAP_CONFIG", str(trends.config))
     monkeypatch.setenv("WAP_DASHBOARD_HOST", "127.0.0.1")
     st.cache_data.clear()
     st.cache_resource.clear()
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = app_test()
     yield at
     st.cache_data.clear()
     st.cache_resource.clear()

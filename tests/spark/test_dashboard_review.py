@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from support.apptest import app_test
 from support.data import trips_file
 from support.typer_cli import wap
 from wapflow.config import load_config
@@ -20,7 +21,6 @@ from wapflow.errors import EXIT_REVIEW
 from wapflow.runs.store import RunStore
 
 pytestmark = pytest.mark.spark
-APP = Path(__file__).resolve().parents[2] / "src" / "wapflow" / "dashboard" / "app.py"
 TOKEN = "s3cret-token-for-the-test"
 
 
@@ -59,7 +59,6 @@ def _app(
     lake: Held, monkeypatch: pytest.MonkeyPatch, host: str, token: str | None = None, user: dict[str, Any] | None = None
 ) -> Any:
     import streamlit as st
-    from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("WAP_CONFIG", str(lake.config))
     monkeypatch.setenv("WAP_DASHBOARD_HOST", host)
@@ -69,7 +68,7 @@ def _app(
         monkeypatch.setenv("WAP_DASHBOARD_TOKEN", token)
     st.cache_data.clear()
     st.cache_resource.clear()
-    at = AppTest.from_file(str(APP), default_timeout=240)
+    at = app_test(240)
     if user is not None:
         at.user = user  # what st.user holds: Streamlit's login sets it from the provider's id token
     at.run()

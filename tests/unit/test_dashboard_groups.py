@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
+from support.apptest import app_test
 from support.run_groups import BLOCKED, FAILED, FK, HELD, MODEL_ERROR, SINGLE, make_store
-
-APP = Path(__file__).resolve().parents[2] / "src" / "wapflow" / "dashboard" / "app.py"
 
 
 @pytest.fixture
@@ -30,9 +29,8 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def run_page(run_id: str | None = None) -> Any:
-    from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at = app_test().run()
     at.radio(key="page").set_value("Run").run()
     if run_id is not None:
         at.text_input(key="run_id").input(run_id).run()
@@ -67,7 +65,7 @@ def test_recent_runs_show_a_group_as_one_row_with_its_tables(lake: Path) -> None
 def test_a_group_shows_each_table_and_the_one_that_stopped_it(lake: Path) -> None:
     at = run_page(BLOCKED)
     shown = texts(at)
-    assert f"multi-table run {BLOCKED}" in shown and "Status blocked" in shown and "Tables 2" in shown
+    assert f"multi-table run {BLOCKED}" in shown and "Status  \n**blocked**" in shown and "Tables 2" in shown
     tables = frames(at)[0]
     assert list(tables["table"]) == ["shop.orders", "shop.lines"]
     assert list(tables["run_id"]) == [f"{BLOCKED}-1", f"{BLOCKED}-2"]

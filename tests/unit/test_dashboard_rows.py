@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from support.apptest import app_test
 from wapflow.config import load_config
 from wapflow.runs.store import RunRecord, RunStore
 
-APP = Path(__file__).resolve().parents[2] / "src" / "wapflow" / "dashboard" / "app.py"
 T0 = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 # (run id, days after T0): ids sorted alphabetically are not the runs in time.
 RUNS = [("zz_first", 0), ("aa_second", 1), ("mm_third", 2)]
@@ -61,9 +61,7 @@ def lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 
 def _app() -> Any:
-    from streamlit.testing.v1 import AppTest
-
-    return AppTest.from_file(str(APP), default_timeout=60)
+    return app_test()
 
 
 def _charts(at: Any) -> list[tuple[dict[str, Any], pa.Table]]:

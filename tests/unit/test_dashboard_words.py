@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from support.apptest import app_test
 from wapflow.config import load_config
 from wapflow.runs.store import RunRecord, RunStore
 
-APP = Path(__file__).resolve().parents[2] / "src" / "wapflow" / "dashboard" / "app.py"
 T0 = datetime(2026, 11, 28, 14, 34, 35, tzinfo=UTC)
 BAND = {"value": 759.308, "band": [212.5, 1150.2], "median": 480.0, "mad": 116.0, "history": 12}
 CHECKS = [
@@ -65,9 +65,8 @@ def cells(at: Any) -> list[str]:
 
 
 def page(name: str, run_id: str | None = None) -> Any:
-    from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    at = app_test().run()
     at.radio(key="page").set_value(name).run()
     if run_id is not None:
         at.text_input(key="run_id").input(run_id).run()

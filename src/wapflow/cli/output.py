@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wapflow import display
+from wapflow.display import ID_COLUMNS, WORD_COLUMNS, is_time
 from wapflow.errors import WapError
 from wapflow.service import render
 
@@ -153,11 +154,6 @@ class BarMeter:
         self.bar, self.task = None, None
 
 
-# Columns whose values a person copies into the next command (run ids, branches, tables, snapshot and alert ids,
-# Nessie hashes): printed whole, never wrapped or cut.
-ID_COLUMNS = frozenset({"run_id", "group_id", "branch", "table", "table_name", "snapshot_id", "pass_id", "hash", "id"})
-# Columns of one short word (a status, a count): never wrapped (`publis/hed` reads worse than a wider table).
-WORD_COLUMNS = frozenset({"status", "state", "rows", "attempts", "severity", "action", "kind", "review", "took"})
 # Columns of free text in a list: one line of at most this many characters, cut with "…" (`wap report`, `wap files
 # --json` and the dashboard give the whole text).
 TEXT_COLUMNS = frozenset({"reason", "message", "error"})
@@ -167,11 +163,6 @@ SHRINK_FLOOR = 5
 # The least width a free-text column keeps in a table that drops optional columns to fit (rows_table's
 # `optional`): narrower, its words would break inside.
 TEXT_FLOOR = 24
-
-
-def is_time(column: str) -> bool:
-    """A time column (`started_at`, `run_at`): one value, never wrapped (`2026-1 / 2-02` reads as two)."""
-    return column.endswith("_at")
 
 
 class IdTable(Table):

@@ -19,6 +19,7 @@ from typing import Any
 import streamlit as st
 
 from wapflow.dashboard import charts
+from wapflow.display import is_whole
 from wapflow.errors import WapError
 from wapflow.service import dashboard as svc
 from wapflow.service import dashboard_login as login
@@ -138,6 +139,32 @@ def _frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> dict
     return out
 
 
+# A grid's cell, in pixels per character and around its text: a column of ids, names, statuses or times is as
+# wide as its longest value (Streamlit's own width cuts `awaiting_review` and a run id with "…").
+CELL_CHAR_PX, CELL_PAD_PX = 8, 28
+
+
+def _grid(data: dict[str, list[Any]]) -> None:
+    """A table of rows (from _frame), its id, name, status and time columns never cut."""
+    widths = {
+        c: st.column_config.Column(width=CELL_CHAR_PX * max(len(str(v)) for v in [c, *values]) + CELL_PAD_PX)
+        for c, values in data.items()
+        if is_whole(c)
+    }
+    st.dataframe(data, hide_index=True, column_config=widths)
+
+
+def _word(col: Any, label: str, value: str) -> None:
+    """A label over a one-word value (a status, a table name), read like st.metric's but never cut with "…":
+    st.metric ends a value its column cannot hold (`awaiting_re…` at 1100 pixels); text wraps instead."""
+    col.markdown(f"{label}  \n**{_md(value)}**")
+
+
+def _md(text: str) -> str:
+    """`text` with Markdown's marks escaped, so a name is shown as it is."""
+    return "".join("\\" + ch if ch in "\\`*_{}[]<>()#+-.!|~:$" else ch for ch in text)
+
+
 def _note(note: str | None) -> None:
     if note:
         st.info(note)
@@ -165,7 +192,7 @@ def show_overview(config: str | None, tok: str) -> None:
         for col, t in zip(st.columns(len(readable)), readable, strict=True):
             col.metric(f"{t['table']} rows on main", t["rows_on_main"])
     st.subheader("Tables")
-    st.dataframe(_frame(doc["tables"]), hide_index=True)
+    _grid(_frame(doc["tables"]))
     st.subheader("Runs per day by status")
     if doc["runs_per_day"]:
         st.altair_chart(charts.runs_per_day(doc["runs_per_day"]), width="stretch")
@@ -173,18 +200,18 @@ def show_overview(config: str | None, tok: str) -> None:
         st.caption("no runs yet")
     st.subheader("Files by ledger state")
     if doc["files_by_state"]:
-        st.dataframe(_frame(doc["files_by_state"]), hide_index=True)
+        _grid(_frame(doc["files_by_state"]))
     else:
         st.caption("no files in the ledger (no `wap ingest` / `wap watch` yet)")
     st.subheader("Branches kept for inspection")
     if kept:
-        st.dataframe(_frame(kept), hide_index=True)
+        _grid(_frame(kept))
     else:
         st.caption("none")
     st.subheader("Alerts sent")
     if doc["alerts"]:
         st.caption("the newest 50 deliveries (a failed one says why; never the URL)")
-        st.dataframe(_frame(doc["alerts"]), hide_index=True)
+        _grid(_frame(doc["alerts"]))
     else:
         st.caption("none (alerts are configured in [alerts] of wap.toml)")
 
@@ -208,7 +235,7 @@ def show_table(config: str | None, tok: str, table: str) -> None:
         cols[0].metric("Rows on main", doc["rows_on_main"])
         cols[1].metric("Snapshots on main", len(doc["history"]))
     st.subheader("main's snapshots")
-    st.dataframe(_frame(doc["history"]), hide_index=True)
+    _grid(_frame(doc["history"]))
     checks = doc["checks"]
     st.subheader("Checks over time")
     if not checks:
@@ -226,12 +253,12 @@ def show_table(config: str | None, tok: str, table: str) -> None:
         if rates:
             st.caption("null rate per check (null_rate checks)")
             st.altair_chart(charts.over_time(rates, "null_rate", "null rate", series="check"), width="stretch")
-        st.dataframe(_frame(checks), hide_index=True)
+        _grid(_frame(checks))
     warned = {c["run_id"] for c in checks if c.get("check_status") == "warned"}
     show_trends(config, tok, table, warned)
     st.subheader("Schema changes")
     if doc["schema_changes"]:
-        st.dataframe(_frame(doc["schema_changes"]), hide_index=True)
+        _grid(_frame(doc["schema_changes"]))
     else:
         st.caption("none")
 
@@ -362,7 +389,7 @@ def show_review(config: str | None, tok: str) -> None:
         }
         for r in rows
     ]
-    st.dataframe(_frame(shown), hide_index=True)
+    _grid(_frame(shown))
     user = None
     if allowed and kind == "oidc" and oidc is not None:
         user = logged_in(oidc.provider, oidc.allow)
@@ -453,7 +480,7 @@ def show_trends(config: str | None, tok: str, table: str, warned: set[str]) -> N
                 "or recomputed (the run recorded none)"
             )
             columns = ["run_at", "run_id", "status", "value", "band_low", "band_high", "band", "model", "seasonality"]
-            st.dataframe(_frame(marked, columns), hide_index=True)
+            _grid(_frame(marked, columns))
 
 
 def show_run(config: str | None, tok: str, run_id: str) -> None:
@@ -467,15 +494,15 @@ def show_run(config: str | None, tok: str, run_id: str) -> None:
         show_one_run(config, tok, run_id)
     st.subheader("Recent runs")
     st.caption("a multi-table run is one row, its tables and their status listed; pick or paste its id")
-    st.dataframe(_frame(runs_list(config, tok)), hide_index=True)
+    _grid(_frame(runs_list(config, tok)))
 
 
 def show_group(doc: dict[str, Any]) -> None:
     """A multi-table run: the whole, each table, the checks of the tables that stopped it, timings, commands."""
     name = f" {doc['name']}" if doc["name"] else ""
     st.header(f"multi-table run{name} {doc['group_id']}")
-    cols = st.columns(4)
-    cols[0].metric("Status", doc["status"])
+    cols = st.columns([3, 1, 2, 1])
+    _word(cols[0], "Status", doc["status"])
     cols[1].metric("Tables", len(doc["tables"]))
     cols[2].metric("Rows written", doc["rows_written"] if doc["rows_written"] is not None else "-")
     cols[3].metric("Took", doc["took"] or "-")
@@ -490,22 +517,22 @@ def show_group(doc: dict[str, Any]) -> None:
     elif doc["reason"]:
         st.warning(doc["reason"])
     st.subheader("Tables")
-    st.dataframe(_frame(doc["table_rows"]), hide_index=True)
+    _grid(_frame(doc["table_rows"]))
     for t in doc["stopped_by"]:
         failing = [c for c in t["checks"] if c.get("status") == "failed"]
         if not failing:
             continue
         st.markdown(f"**{t['table']}** stopped it (run `{t['run_id']}`)")
         shown = ["name", "status", "observed", "threshold", "failing_rows", "source"]
-        st.dataframe(_frame([{k: c.get(k) for k in shown} for c in t["checks"]], shown), hide_index=True)
+        _grid(_frame([{k: c.get(k) for k in shown} for c in t["checks"]], shown))
         for c in failing:
             if c.get("samples"):
-                st.dataframe(_frame(c["samples"]), hide_index=True)
+                _grid(_frame(c["samples"]))
             if c.get("sql"):
                 st.code(c["sql"], language="sql")
     st.subheader("Timings (seconds)")
     if doc["timing_rows"]:
-        st.dataframe(_frame(doc["timing_rows"], ["table", "step", "seconds"]), hide_index=True)
+        _grid(_frame(doc["timing_rows"], ["table", "step", "seconds"]))
     else:
         st.caption("none recorded")
     st.subheader("Branch and commands")
@@ -524,26 +551,26 @@ def show_one_run(config: str | None, tok: str, run_id: str) -> None:
             f"the {doc['table']} part of multi-table run {doc['group_id']}: its tables publish together or not at "
             "all (paste its id in the picker to see every table)"
         )
-    cols = st.columns(3)
-    cols[0].metric("Status", doc["status"])
-    cols[1].metric("Table", doc["table"])
+    cols = st.columns([3, 4, 2])
+    _word(cols[0], "Status", doc["status"])
+    _word(cols[1], "Table", doc["table"])
     cols[2].metric("Rows written", doc["rows_written"] if doc["rows_written"] is not None else "-")
     if doc["error"]:
         st.error(f"{doc['error'].get('step')}: {doc['error'].get('message')}")
     st.subheader("Checks")
     shown = ["name", "status", "observed", "threshold", "failing_rows", "source"]
-    st.dataframe(_frame([{k: c.get(k) for k in shown} for c in doc["checks"]], shown), hide_index=True)
+    _grid(_frame([{k: c.get(k) for k in shown} for c in doc["checks"]], shown))
     for c in doc["checks"]:
         if c.get("status") in ("failed", "warned", "quarantined") and (c.get("samples") or c.get("sql")):
             st.markdown(f"**{c['name']}**: {c.get('failing_rows')} failing rows")
             if c.get("samples"):
-                st.dataframe(_frame(c["samples"]), hide_index=True)
+                _grid(_frame(c["samples"]))
             if c.get("sql"):
                 st.code(c["sql"], language="sql")
     st.subheader("Files")
-    st.dataframe(_frame([{"file": f} for f in doc["files"]]), hide_index=True)
+    _grid(_frame([{"file": f} for f in doc["files"]]))
     if doc["ledger_files"]:
-        st.dataframe(_frame(doc["ledger_files"]), hide_index=True)
+        _grid(_frame(doc["ledger_files"]))
     st.subheader("Timings (seconds)")
     if doc["timing_rows"]:
         st.bar_chart(_frame(doc["timing_rows"]), x="step", y="seconds", sort=False)  # in step order
@@ -567,17 +594,17 @@ def show_branch(config: str | None, tok: str, branch: str) -> None:
     for t in doc["tables"]:
         st.subheader(t["table"])
         _note(t["note"])
-        cols = st.columns(3)
+        cols = st.columns([2, 2, 3])
         cols[0].metric("Rows added", t["rows_added"] if t["rows_added"] is not None else "-")
         cols[1].metric("Failed checks", len(t["failed_checks"]))
-        cols[2].metric("Run status", t["status"])
+        _word(cols[2], "Run status", t["status"])
         st.caption(f"left by run {t['run_id']} (see the Run page for its report and commands)")
         if t["failed_checks"]:
             shown = ["name", "observed", "threshold", "failing_rows"]
-            st.dataframe(_frame([{k: c.get(k) for k in shown} for c in t["failed_checks"]], shown), hide_index=True)
+            _grid(_frame([{k: c.get(k) for k in shown} for c in t["failed_checks"]], shown))
         if t["null_counts"]:
             st.caption("nulls per column of the new rows")
-            st.dataframe(_frame(t["null_counts"]), hide_index=True)
+            _grid(_frame(t["null_counts"]))
             st.bar_chart(_frame(t["null_counts"]), x="column", y="nulls")
 
 
@@ -617,17 +644,12 @@ def main() -> None:
         st.error(str(e))
         return
     st.sidebar.caption(f"refreshes every {REFRESH_SECONDS:g} s")
-    st.session_state["shown"] = {"page": page, "choice": choice}
-    body(config)
+    body(config, page, choice)
 
 
 @st.fragment(run_every=REFRESH_SECONDS)
-def body(config: str | None) -> None:
-    """The page itself: rerun on its own, with a fresh change token, so new runs appear. The page and the pick
-    are read from the session, as the sidebar left them at its last run, so a rerun of this fragment alone
-    shows the page the sidebar names, never one picked before."""
-    shown = st.session_state.get("shown") or {}
-    page, choice = str(shown.get("page") or PAGES[0]), str(shown.get("choice") or "")
+def body(config: str | None, page: str, choice: str) -> None:
+    """The page itself: rerun on its own, with a fresh change token, so new runs appear."""
     try:
         tok = token()
         if page == "Overview":
