@@ -36,9 +36,14 @@ def is_time(column: str) -> bool:
     return column.endswith("_at")
 
 
+def is_id(column: str) -> bool:
+    """Whether a column holds ids (ID_COLUMNS, any `..._id`): copied as they are, their numbers never grouped."""
+    return column in ID_COLUMNS or column.endswith("_id")
+
+
 def is_whole(column: str) -> bool:
-    """Whether a column's cells are shown whole: ids (ID_COLUMNS, any `..._id`), words and times."""
-    return column in ID_COLUMNS or column.endswith("_id") or column in WORD_COLUMNS or is_time(column)
+    """Whether a column's cells are shown whole: ids, words and times."""
+    return is_id(column) or column in WORD_COLUMNS or is_time(column)
 
 
 def number(v: float | int | Decimal, *, grouped: bool = False) -> str:

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wapflow import display
-from wapflow.display import ID_COLUMNS, WORD_COLUMNS, is_time
+from wapflow.display import ID_COLUMNS, is_whole
 from wapflow.errors import WapError
 from wapflow.service import render
 
@@ -214,7 +214,7 @@ def id_table(
         if c in whole:
             longest = max([len(c)] + [Text.from_markup(r[i]).cell_len for r in rows])
             t.add_column(c, no_wrap=True, overflow="ignore", min_width=longest)
-        elif c in WORD_COLUMNS or is_time(c):
+        elif is_whole(c):  # words, times and other ids (`..._id`)
             t.add_column(escape(c.replace("_", " ") if words else c), no_wrap=True, overflow="ignore")
         else:
             t.add_column(escape(c.replace("_", " ") if words else c), overflow="fold")
@@ -226,7 +226,7 @@ def id_table(
 def is_id(column: str, ids: Iterable[str] = ()) -> bool:
     """Whether a column holds ids (ID_COLUMNS, `ids`, any `..._id`): their numbers print as they are, never grouped
     (a snapshot id is copied into the next command; 12001 is an order id, not twelve thousand of something)."""
-    return column in ID_COLUMNS or column in set(ids) or column.endswith("_id")
+    return display.is_id(column) or column in set(ids)
 
 
 def cell(v: Any, *, grouped: bool = True) -> str:
@@ -252,16 +252,13 @@ def rows_table(
     whole, its text TEXT_FLOOR wide); a caption names them and `more`, where they are."""
     ids = list(ids)
     cells = {c: [escape(_short(c, cell(r.get(c), grouped=not is_id(c, ids)))) for r in rows] for c in columns}
-    whole, width = ID_COLUMNS | set(ids), out.width
-    dropped: list[str] = []
-    for c in (c for c in optional if c in cells):  # left out in order until the table fits...
-        if _least([c for c in columns if c not in dropped], cells, whole) <= width:
-            break
-        dropped.append(c)
-    for c in reversed(list(dropped)):  # ...then each one that fits again taken back, the last left out first
-        if _least([x for x in columns if x not in dropped or x == c], cells, whole) <= width:
-            dropped.remove(c)
-    shown = [c for c in columns if c not in dropped]
+    whole, width = set(ids), out.width
+    kept = [c for c in columns if c not in optional]
+    for extra in reversed([c for c in optional if c in cells]):  # the last left out first: taken while it fits
+        if _least([*kept, extra], cells, whole) <= width:
+            kept.append(extra)
+    shown = [c for c in columns if c in kept]
+    dropped = [c for c in optional if c in cells and c not in kept]
     t = id_table(title, shown, [[cells[c][i] for c in shown] for i in range(len(rows))], ids, words=True)
     if dropped:
         names = ", ".join(c.replace("_", " ") for c in dropped)
@@ -269,14 +266,14 @@ def rows_table(
     return t
 
 
-def _least(columns: Sequence[str], cells: dict[str, list[str]], whole: Iterable[str]) -> int:
-    """The width a table of these columns needs with nothing wrapped inside a value: ids, words and times at
-    their longest, free text at TEXT_FLOOR (or its longest cell, if shorter); plus padding and borders."""
-    total, whole = 1, set(whole)
+def _least(columns: Sequence[str], cells: dict[str, list[str]], ids: set[str]) -> int:
+    """The width a table of these columns needs with nothing wrapped inside a value: ids (wapflow.display's and
+    `ids`), words and times at their longest, free text at TEXT_FLOOR (or its longest cell, if shorter); plus
+    padding and borders."""
+    total = 1
     for c in columns:
         longest = max([len(w) for w in c.replace("_", " ").split()] + [Text.from_markup(x).cell_len for x in cells[c]])
-        keep = c in whole or c in WORD_COLUMNS or is_time(c)
-        total += (longest if keep else min(longest, TEXT_FLOOR)) + 3
+        total += (longest if c in ids or is_whole(c) else min(longest, TEXT_FLOOR)) + 3
     return total
 
 
