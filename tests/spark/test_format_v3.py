@@ -421,6 +421,10 @@ def test_revert_on_v3_finds_a_runs_rows_by_lineage_after_compaction(lakehouse_fa
     res = maintain(lh, "nyc.trips", now=datetime.now(UTC))
     assert res.tables[0].figures("compact")["rewritten_data_files"] >= 3, res.to_dict()
     assert not files & _live_files(lh, "nyc.trips")  # every run's files rewritten
+    # ... and their snapshots expired although revert_window is 7 days: on v3 the run's record keeps its lineage.
+    kept = {s.snapshot_id for s in _table(lh, "nyc.trips").snapshots()}
+    assert not kept & {r.snapshot_id for r in runs}, (kept, res.tables[0].figures("expire_snapshots"))
+    assert [lh.store.get(r.run_id).lineage["nyc.trips"]["rows"] for r in runs] == [10, 10, 10]
 
     out = revert(lh, runs[1].run_id)
     assert out["rows_removed"]["nyc.trips"] == 10 and not out["rows_changed_since"], out

@@ -9,7 +9,7 @@ import pytest
 
 from wapflow.config import parse_config, parse_duration
 from wapflow.errors import ConfigError
-from wapflow.lakehouse.model import Ref, Snapshot
+from wapflow.lakehouse.model import RUN_ID_PROP, Ref, Snapshot
 from wapflow.maintain.plan import DELETE_RATIO, DataFile, plan_compaction, plan_expiry, stale_branches
 from wapflow.runs.store import RunRecord
 
@@ -86,6 +86,52 @@ def test_main_keeps_keep_last_and_everything_within_the_larger_window_as_one_pie
     assert plan.keep[20] == "head of branch main"
     assert plan.keep[16] == "within revert_window"
     assert plan.keep[19] == "keep_last"
+
+
+def test_on_v3_the_revert_window_keeps_no_history_but_a_run_still_recorded_running_keeps_its_snapshot():
+    snaps = _main_history(20)  # one a day
+    snaps[7] = _snap(7, 6, 1 + 13 * 24, **{RUN_ID_PROP: "killed-after-commit"})
+    refs = {"main": Ref("main", "BRANCH", 20)}
+    v2 = plan_expiry(
+        snaps, refs, now=NOW, expire_older_than=timedelta(days=2), keep_last=2, revert_window=timedelta(days=5)
+    )
+    v3 = plan_expiry(
+        snaps,
+        refs,
+        now=NOW,
+        expire_older_than=timedelta(days=2),
+        keep_last=2,
+        revert_window=timedelta(days=5),
+        history_for_revert=False,
+        unsettled={"killed-after-commit"},
+    )
+    assert sorted(v2.keep) == list(range(16, 21)) and v2.keep[16] == "within revert_window"
+    # v3: only expire_older_than (2 days) and keep_last hold main's history; revert goes by row lineage.
+    assert sorted(v3.keep) == [7, 19, 20]
+    assert v3.keep[7] == "run killed-after-commit is still recorded running"
+    assert "within revert_window" not in v3.keep.values()
+
+
+def test_on_v3_the_latest_merge_within_the_revert_window_keeps_its_parent_for_a_rollback():
+    snaps = _main_history(20)
+    snaps[20] = Snapshot(20, 19, NOW - timedelta(hours=1), "replace", {})  # a compaction after the merge
+    snaps[19] = Snapshot(19, 18, NOW - timedelta(hours=25), "overwrite", {})  # the merge, a day ago
+    refs = {"main": Ref("main", "BRANCH", 20)}
+
+    def plan(window: timedelta) -> set[int]:
+        kept = plan_expiry(
+            snaps,
+            refs,
+            now=NOW,
+            expire_older_than=timedelta(0),
+            keep_last=1,
+            revert_window=window,
+            history_for_revert=False,
+        )
+        return set(kept.keep)
+
+    assert plan(timedelta(days=5)) == {18, 19, 20}  # rolled back to 18 by `wap revert`
+    assert plan(timedelta(hours=2)) == {20}  # the merge is older than the window: nothing kept for it
 
 
 def test_keep_last_wins_over_age():

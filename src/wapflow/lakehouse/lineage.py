@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from wapflow.lakehouse.model import (
@@ -124,6 +124,23 @@ def on_main(tables: TableMetadata, table: TableName, run_id: str) -> list[int]:
             break
         if s.snapshot_id in mine or picked_from(s.summary) in mine:
             out.append(s.snapshot_id)
+    return out
+
+
+def runs_on_main(tables: TableMetadata, table: TableName, run_ids: Collection[str]) -> dict[str, list[int]]:
+    """on_main for several runs in one walk of main's history: each run's snapshots there, newest first
+    (runs with none are left out)."""
+    snaps = tables.snapshots(table)
+    wanted = set(run_ids)
+    out: dict[str, list[int]] = {}
+    reverted: set[str] = set()
+    for s in tables.ancestry(snaps, tables.head(table, "main")):
+        gone = s.summary.get(REVERTED_PROP)
+        if gone in wanted:
+            reverted.add(gone)
+        run = run_of(snaps, s)
+        if run in wanted and run not in reverted:
+            out.setdefault(run, []).append(s.snapshot_id)
     return out
 
 

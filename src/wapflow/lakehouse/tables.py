@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.errors import UsageError, WapError
 from wapflow.lakehouse.commits import Commits, IcebergGateway, commits_for
+from wapflow.lakehouse.lineage import runs_on_main
 from wapflow.lakehouse.model import (
     DEFAULT_FORMAT_VERSION,
     FORMAT_VERSION_PROP,
+    LINEAGE_FROM_VERSION,
     METADATA_DELETE_AFTER_COMMIT_PROP,
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
     WAP_ENABLED_PROP,
@@ -161,6 +163,46 @@ class Tables(SnapshotReads):
         rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.ident(table)} ({sql_string(FORMAT_VERSION_PROP)})").collect()
         value = str(rows[0]["value"]) if rows else "1"
         return int(value) if value.isdigit() else 1
+
+    def runs_lineage(
+        self, table: TableName, run_ids: Collection[str], head: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """On a v3 table, what row lineage says of each run's commits on main (main at `head`, when the caller
+        just moved it): their sequence numbers and rows (RunRecord.lineage), by which `wap revert` finds the
+        rows once the snapshots are expired. Empty on an older format; runs main holds nothing of, and merges or
+        replaces (reverted by rollback), are left out."""
+        if not run_ids or self.current_format_version(table) < LINEAGE_FROM_VERSION:
+            return {}
+        if head is not None and self.head(table, "main") != head:
+            self.refresh(table)
+        known = self.snapshots(table)
+        return {
+            run: {
+                "sequence_numbers": sorted({self.sequence_number(table, s) for s in mine}),
+                "rows": sum(known[s].added_records for s in mine if s in known),
+            }
+            for run, mine in runs_on_main(self, table, run_ids).items()
+            # An append's rows are its own; a merge's commit also rewrites rows it did not change.
+            if all(s in known and known[s].operation in (None, "append") for s in mine)
+        }
+
+    def sequence_number(self, table: TableName, snapshot_id: int) -> int:
+        """A commit's sequence number, the `_last_updated_sequence_number` of the rows it wrote on a v3 table:
+        from the table's metadata, or (a Spark Connect client, no metadata JSON) from the entries it added, as
+        Iceberg's `all_entries` metadata table lists them."""
+        known = self.snapshots(table).get(snapshot_id)
+        if known is not None and known.sequence_number is not None:
+            return known.sequence_number
+        rows = self.spark.sql(
+            f"SELECT max(sequence_number) FROM {table.metadata_sql(self.catalog, 'all_entries')} "
+            f"WHERE snapshot_id = {int(snapshot_id)} AND status = 1"
+        ).collect()
+        if not rows or rows[0][0] is None:
+            raise UsageError(
+                f"the sequence number of snapshot {snapshot_id} of {table} is not found: its rows cannot be told apart",
+                hint=f"main is unchanged; see `wap history {table.dotted}`",
+            )
+        return int(rows[0][0])
 
     def delete_by_lineage(
         self, table: TableName, sequence_numbers: Sequence[int], properties: Mapping[str, str]

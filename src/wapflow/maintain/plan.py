@@ -5,8 +5,14 @@ The one rule of this module: never expire what wapflow still needs. Kept, with t
 
 - every ref's head (Iceberg refuses otherwise);
 - main's newest `keep_last` snapshots, and all of main's history newer than the older of
-  `expire_older_than` and `revert_window`: `wap revert` and an idempotent re-run (`find_published`) walk
-  main's history from its head back to a run's snapshot, so that history is kept whole, never with holes;
+  `expire_older_than` and `revert_window`: on a v2 table `wap revert` walks main's history from its head
+  back to a run's snapshot, so that history is kept whole, never with holes. On a v3 table
+  (`history_for_revert` False) revert_window keeps only main's latest change other than an append (a merge:
+  rolled back to its parent) with what came after it: an append's rows are found by the row lineage its record
+  keeps, and an idempotent re-run by its record (`_expired_publish`), so main's history costs each commit no
+  more than `expire_older_than` asks;
+- the snapshots of runs recorded as still running (`unsettled`): a run killed between its commit on main
+  and its record finds its rows on main when resumed, and publishes nothing twice;
 - each other branch's snapshots back to where it left main, that point included (a blocked run's
   report, resume and `wap retry` read its rows as the increment from that base);
 - the snapshot a kept snapshot was cherry-picked from (it carries the run's id: `lineage.run_of`);
@@ -18,11 +24,11 @@ a real run removes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from wapflow.lakehouse.lineage import picked_from
+from wapflow.lakehouse.lineage import picked_from, run_of
 from wapflow.lakehouse.model import Ref, Snapshot
 from wapflow.runs.store import RunRecord
 from wapflow.vocabulary import KEPT_STATUSES
@@ -49,6 +55,19 @@ def _chain(snaps: Mapping[int, Snapshot], head: int | None) -> list[Snapshot]:
     return out
 
 
+def _keep_latest_change(chain: list[Snapshot], keep: dict[int, str], since: datetime) -> None:
+    """v3: a merge or replace is reverted by rolling main back to the snapshot before it, while only
+    compactions (`replace`: the same rows) came after it; so main's newest change other than an append, when it
+    is within revert_window, is kept with its parent and the compactions after it. Appends need no snapshot."""
+    for i, s in enumerate(chain):
+        if s.operation == "replace":
+            continue
+        if s.operation not in (None, "append") and s.committed_at >= since:
+            for kept in chain[: i + 2]:
+                keep.setdefault(kept.snapshot_id, "the latest change, revertable by rollback within revert_window")
+        return
+
+
 def plan_expiry(
     snaps: Mapping[int, Snapshot],
     refs: Mapping[str, Ref],
@@ -57,13 +76,20 @@ def plan_expiry(
     expire_older_than: timedelta,
     keep_last: int,
     revert_window: timedelta,
+    history_for_revert: bool = True,
+    unsettled: Collection[str] = (),
 ) -> ExpiryPlan:
     """The snapshots to expire and why each other one stays (`now`: the same clock as the snapshots' times)."""
     cutoff = now - expire_older_than
-    history_cutoff = now - max(expire_older_than, revert_window)
+    history_cutoff = now - max(expire_older_than, revert_window if history_for_revert else timedelta(0))
     keep: dict[int, str] = {}
     for r in refs.values():
         keep.setdefault(r.snapshot_id, f"head of {r.type.lower()} {r.name}")
+    if unsettled:
+        for s in snaps.values():
+            run = run_of(snaps, s)
+            if run is not None and run in unsettled:
+                keep.setdefault(s.snapshot_id, f"run {run} is still recorded running")
     main = refs.get("main")
     on_main: set[int] = set()
     if main is not None:
@@ -78,6 +104,8 @@ def plan_expiry(
                 keep.setdefault(s.snapshot_id, "within revert_window")
             else:
                 break  # everything older on main goes: main's history stays one piece
+        if not history_for_revert:
+            _keep_latest_change(chain, keep, now - revert_window)
     for r in refs.values():
         if r.name == "main" or r.type != "BRANCH":
             continue

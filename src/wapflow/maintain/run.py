@@ -55,6 +55,7 @@ from wapflow.lakehouse.lakehouse import Lakehouse
 from wapflow.lakehouse.model import (
     FORMAT_VERSION_PROP,
     FORMAT_VERSIONS,
+    LINEAGE_FROM_VERSION,
     METADATA_DELETE_AFTER_COMMIT_PROP,
     METADATA_PREVIOUS_VERSIONS_MAX_PROP,
     row_change_properties,
@@ -65,7 +66,7 @@ from wapflow.runs.locks import publish_lock
 from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, sql_string
-from wapflow.vocabulary import MAINTAIN_BRANCH_PREFIX
+from wapflow.vocabulary import MAINTAIN_BRANCH_PREFIX, QUARANTINE_SUFFIX
 
 EXPIRE_CHUNK = 500  # snapshot ids per expiry commit: each commit holds the publish lock briefly
 ACTIONS = ("properties", "drop_branches", "compact", "rewrite_manifests", "expire_snapshots", "remove_orphans")
@@ -419,6 +420,7 @@ class TableMaintenance(Compaction):
 
     def _plan(self) -> Any:
         self.lh.tables.refresh(self.t)
+        base = self.t.dotted.removesuffix(QUARANTINE_SUFFIX)  # a quarantine table's runs are its table's
         return plan_expiry(
             self.lh.tables.snapshots(self.t),
             self.lh.tables.refs(self.t),
@@ -426,13 +428,37 @@ class TableMaintenance(Compaction):
             expire_older_than=timedelta(seconds=self.cfg.seconds("expire_older_than") or 0),
             keep_last=self.cfg.keep_last,
             revert_window=timedelta(seconds=self.cfg.seconds("revert_window") or 0),
+            # v3: `wap revert` finds a run's rows by the row lineage its record keeps, not by main's history.
+            history_for_revert=self.lh.tables.current_format_version(self.t) < LINEAGE_FROM_VERSION,
+            unsettled=self.lh.store.running(base),
         )
+
+    def _record_lineage(self) -> int:
+        """On a v3 table, the row lineage of runs within revert_window whose records lack it (published on v2
+        before an upgrade, or by an older wapflow) is recorded from main's history before any of it expires,
+        so they stay revertable. The runs recorded."""
+        if self.dry_run or self.lh.tables.current_format_version(self.t) < LINEAGE_FROM_VERSION:
+            return 0
+        window = timedelta(seconds=self.cfg.seconds("revert_window") or 0)
+        base = self.t.dotted.removesuffix(QUARANTINE_SUFFIX)
+        lacking = [
+            r.run_id
+            for r in self.lh.store.published_since(base, self.now_utc - window)
+            if self.t.dotted not in (r.lineage or {})
+        ]
+        found = self.lh.tables.runs_lineage(self.t, lacking)
+        for run_id, lineage in found.items():
+            self.lh.store.add_lineage(run_id, {self.t.dotted: lineage})
+        return len(found)
 
     def expire(self) -> dict[str, Any]:
         if self.on_nessie:
             return {"skipped": "snapshot expiry is " + NESSIE_GC}
+        recorded = self._record_lineage()
         plan = self._plan()
         figures: dict[str, Any] = plan.to_dict()
+        if recorded:
+            figures["lineage_recorded"] = recorded
         if self.dry_run:
             figures["snapshot_ids"] = plan.expire[:100]
             return figures

@@ -59,6 +59,9 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         snaps = list(reversed(on_main(lh.tables, t, run_id)))  # oldest first
         if snaps:
             plan.append((t, snaps, _how(lh, t, snaps)))
+        elif (rec.lineage or {}).get(t.dotted) and _not_reverted_since(lh, t, run_id):
+            # A v3 append whose snapshots `wap maintain` expired: its rows by the lineage its record kept.
+            plan.append((t, [], LINEAGE))
     if any(how == FILES for _, _, how in plan):
         lh.tables.commits.check_remove_files()  # this session cannot remove files: say so before either table changes
     done: dict[str, int] = {}
@@ -67,11 +70,17 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
     crash_point("revert:planned")
     for t, snaps, how in plan:
         head = lh.tables.head(t)
-        done[t.dotted] = _STRATEGIES[how](lh, t, run_id, snaps)
+        recorded = (rec.lineage or {}).get(t.dotted) or {}
+        if how == LINEAGE:
+            seqs = [lh.tables.sequence_number(t, s) for s in snaps] if snaps else list(recorded["sequence_numbers"])
+            done[t.dotted] = _delete_by_lineage(lh, t, run_id, seqs)
+        else:
+            done[t.dotted] = _STRATEGIES[how](lh, t, run_id, snaps)
         # A rollback moves main back to an older snapshot: what it took off is counted from main's head before.
         removed[t.dotted] = _rows_taken_off(lh, t, done[t.dotted], since=head if how == ROLLBACK else None)
         if how == LINEAGE:
-            added = sum(lh.tables.snapshots(t)[s].added_records for s in snaps)
+            known = lh.tables.snapshots(t)
+            added = sum(known[s].added_records for s in snaps) if snaps else int(recorded.get("rows") or 0)
             if added > removed[t.dotted]:
                 kept[t.dotted] = added - removed[t.dotted]
     for t in (table, quarantine):
@@ -83,10 +92,21 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
                 done[t.dotted] = sid
                 removed[t.dotted] = _rows_taken_off(lh, t, sid)
     if table.dotted not in done and rec.snapshot_id is not None and rec.snapshot_id not in lh.tables.snapshots(table):
+        v3 = lh.tables.current_format_version(table) >= LINEAGE_FROM_VERSION
         raise UsageError(
             f"run {run_id}'s snapshot {rec.snapshot_id} is no longer in the history of {table}: `wap maintain` "
-            "expired it (the run was published before [maintenance] revert_window)",
-            hint="main is unchanged; revert_window sets how long runs stay revertable",
+            + (
+                "expired it, and the run's record holds no row lineage to find its rows by (a merge or replace, "
+                "or a run published before wapflow recorded it)"
+                if v3
+                else "expired it (the run was published before [maintenance] revert_window)"
+            ),
+            hint="main is unchanged; "
+            + (
+                "a merge is revertable while its snapshot is kept ([maintenance] expire_older_than, keep_last)"
+                if v3
+                else "revert_window sets how long runs stay revertable"
+            ),
         )
     if table.dotted not in done:
         raise UsageError(
@@ -172,11 +192,16 @@ def _roll_back_change(lh: Lakehouse, table: TableName, run_id: str, snaps: list[
     return parent
 
 
-def _delete_by_lineage(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) -> int:
-    """An append on a v3 table: the rows its commits on main last wrote, by row lineage, wherever compaction
-    moved them (one new snapshot; a concurrent commit on main is kept: the delete is planned again)."""
+def _not_reverted_since(lh: Lakehouse, t: TableName, run_id: str) -> bool:
+    """No snapshot on main took run_id's rows off yet (a revert killed before it recorded so finishes below)."""
+    return _revert_commit(lh, t, run_id) is None
+
+
+def _delete_by_lineage(lh: Lakehouse, t: TableName, run_id: str, seqs: list[int]) -> int:
+    """An append on a v3 table: the rows its commits on main last wrote (their sequence numbers), by row
+    lineage, wherever compaction moved them, even once its snapshots are expired (one new snapshot; a concurrent
+    commit on main is kept: the delete is planned again)."""
     lh.progress(f"deleting run {run_id}'s rows from main of {t} by row lineage")
-    seqs = [_sequence_number(lh, t, s) for s in snaps]
 
     def lost() -> None:
         lh.tables.refresh(t)
@@ -188,24 +213,6 @@ def _delete_by_lineage(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int
         is_conflict=lambda e: spark_errors.commit_conflict(e) or spark_errors.concurrent_change(e),
         hint="main is unchanged; run `wap revert` again",
     )
-
-
-def _sequence_number(lh: Lakehouse, t: TableName, snapshot_id: int) -> int:
-    """The commit's sequence number: from the table's metadata, or (a Spark Connect client, no metadata JSON)
-    from the entries it added, as Iceberg's `all_entries` metadata table lists them."""
-    known = lh.tables.snapshots(t).get(snapshot_id)
-    if known is not None and known.sequence_number is not None:
-        return known.sequence_number
-    rows = lh.spark.sql(
-        f"SELECT max(sequence_number) FROM {t.metadata_sql(lh.catalog, 'all_entries')} "
-        f"WHERE snapshot_id = {int(snapshot_id)} AND status = 1"
-    ).collect()
-    if not rows or rows[0][0] is None:
-        raise UsageError(
-            f"the sequence number of snapshot {snapshot_id} of {t} is not found: its rows cannot be told apart",
-            hint="main is unchanged; see `wap history " + t.dotted + "`",
-        )
-    return int(rows[0][0])
 
 
 def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) -> int:
@@ -223,7 +230,7 @@ def _remove_files(lh: Lakehouse, t: TableName, run_id: str, snaps: list[int]) ->
         ) from None
 
 
-_STRATEGIES = {FILES: _remove_files, LINEAGE: _delete_by_lineage, ROLLBACK: _roll_back_change}
+_STRATEGIES = {FILES: _remove_files, ROLLBACK: _roll_back_change}  # LINEAGE: _delete_by_lineage, by sequence numbers
 
 
 def _rows_taken_off(lh: Lakehouse, table: TableName, snapshot_id: int, *, since: int | None = None) -> int:

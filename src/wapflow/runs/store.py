@@ -58,6 +58,9 @@ runs_table = sa.Table(
     sa.Column("reviewed_at", sa.DateTime(timezone=True)),
     # The multi-table run this table's run is part of (migration 0005); null for a run of one table.
     sa.Column("group_id", sa.String(256), index=True),
+    # JSON {table: {sequence_numbers, rows}} of a run published to v3 tables (migration 0009): what its rows'
+    # row lineage says, so `wap revert` finds them once maintenance expired the run's snapshots.
+    sa.Column("lineage", sa.Text),
 )
 
 
@@ -133,6 +136,8 @@ class RunRecord:
     review_reason: str | None = None  # why, in their words
     reviewed_at: datetime | None = None
     group_id: str | None = None  # the multi-table run this run is part of (`wap run-tables`)
+    # On v3 tables, per table the run published to: {"sequence_numbers": [...], "rows": n} (RunLineage)
+    lineage: dict[str, dict[str, Any]] | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -176,6 +181,7 @@ class RunRecord:
             "review_reason": self.review_reason,
             "reviewed_at": self.reviewed_at,
             "group_id": self.group_id,
+            "lineage": json.dumps(self.lineage) if self.lineage else None,
         }
 
     @classmethod
@@ -205,6 +211,7 @@ class RunRecord:
             review_reason=m["review_reason"],
             reviewed_at=m["reviewed_at"],
             group_id=m["group_id"],
+            lineage=json.loads(m["lineage"]) if m.get("lineage") else None,
         )
 
 
@@ -361,6 +368,28 @@ class RunStore:
         wanted = sorted(map(_identity, file_ids), key=repr)
         same = [r for r in records if r.interrupted and sorted(map(_identity, r.file_ids), key=repr) == wanted]
         return max(same, key=lambda r: r.started_at) if same else None
+
+    def published_since(self, table: str, since: datetime) -> list[RunRecord]:
+        """`table`'s runs recorded published that started at or after `since`."""
+        t = runs_table
+        q = sa.select(t).where(t.c.table_name == table, t.c.status == "published", t.c.started_at >= since)
+        with self.engine.connect() as conn:
+            return [RunRecord.from_row(r) for r in conn.execute(q).all()]
+
+    def add_lineage(self, run_id: str, lineage: dict[str, dict[str, Any]]) -> None:
+        """Merge these tables' row lineage into a run's record (RunRecord.lineage), its other columns untouched."""
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(runs_table.c.lineage).where(runs_table.c.run_id == run_id)).first()
+            if row is None:
+                return
+            merged = {**(json.loads(row[0]) if row[0] else {}), **lineage}
+            conn.execute(runs_table.update().where(runs_table.c.run_id == run_id).values(lineage=json.dumps(merged)))
+
+    def running(self, table: str) -> set[str]:
+        """The ids of `table`'s runs recorded as running (alive, or interrupted and not yet resumed)."""
+        q = sa.select(runs_table.c.run_id).where(runs_table.c.table_name == table, runs_table.c.status == "running")
+        with self.engine.connect() as conn:
+            return {str(r[0]) for r in conn.execute(q).all()}
 
     def list(self, table: str | None = None, limit: int = 100) -> list[RunRecord]:
         q = sa.select(runs_table).order_by(runs_table.c.started_at.desc()).limit(limit)

@@ -11,7 +11,7 @@ main only cleans up."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wapflow.errors import CommitConflict, PublishConflict, UsageError
 from wapflow.faults import crash_point
@@ -325,6 +325,7 @@ def mark_published(run: Run, snapshot_id: int | None, via: str) -> None:
     run.published_via = via
     if via == "already" or run.report is None:
         return
+    _record_lineage(run, snapshot_id)
     warned = len(run.report.warned)
     change = next((c for c in run.report.checks if c.check == "changes"), None)
     what = f"{run.record.rows_written} row(s) to {run.target}"
@@ -339,6 +340,20 @@ def mark_published(run: Run, snapshot_id: int | None, via: str) -> None:
         run.message += f"; {run.report.quarantined_rows} row(s) quarantined in {run.quarantine}"
     if run.record.review == APPROVED:
         run.message += f"; approved by {run.record.review_by}: {run.record.review_reason}"
+
+
+def _record_lineage(run: Run, snapshot_id: int | None) -> None:
+    """On v3 tables, the sequence numbers of the run's rows on main go into its record: `wap revert` finds the
+    rows by them once `wap maintain` expired the run's snapshots (on v3 it keeps no history for revert_window)."""
+    tables = run.lh.tables
+    found: dict[str, dict[str, Any]] = {}
+    for t in (run.quarantine, run.target):
+        if t is None or not tables.exists(t):
+            continue
+        lineage = tables.runs_lineage(t, [run.run_id], snapshot_id if t == run.target else None)
+        if run.run_id in lineage:
+            found[t.dotted] = lineage[run.run_id]
+    run.record.lineage = found or None
 
 
 def _publish_staged(run: Run) -> PublishedRun:
