@@ -59,7 +59,7 @@ def revert(lh: Lakehouse, run_id: str) -> dict[str, Any]:
         snaps = list(reversed(on_main(lh.tables, t, run_id)))  # oldest first
         if snaps:
             plan.append((t, snaps, _how(lh, t, snaps)))
-        elif (rec.lineage or {}).get(t.dotted) and _not_reverted_since(lh, t, run_id):
+        elif (rec.lineage or {}).get(t.dotted) and _revert_commit(lh, t, run_id) is None:
             # A v3 append whose snapshots `wap maintain` expired: its rows by the lineage its record kept.
             plan.append((t, [], LINEAGE))
     if any(how == FILES for _, _, how in plan):
@@ -190,11 +190,6 @@ def _roll_back_change(lh: Lakehouse, table: TableName, run_id: str, snaps: list[
     lh.progress(f"rolling main of {table} back to snapshot {parent}, before run {run_id}'s change{rewrites}")
     lh.tables.roll_back(table, parent)
     return parent
-
-
-def _not_reverted_since(lh: Lakehouse, t: TableName, run_id: str) -> bool:
-    """No snapshot on main took run_id's rows off yet (a revert killed before it recorded so finishes below)."""
-    return _revert_commit(lh, t, run_id) is None
 
 
 def _delete_by_lineage(lh: Lakehouse, t: TableName, run_id: str, seqs: list[int]) -> int:
