@@ -156,6 +156,12 @@ def quarantine_table_name(table: str) -> str:
     return f"{table}{QUARANTINE_SUFFIX}"
 
 
+def table_of_quarantine(table: str) -> str:
+    """The table whose quarantine `table` is, or `table` itself: a quarantine table's runs, settings and
+    format are its table's."""
+    return table.removesuffix(QUARANTINE_SUFFIX)
+
+
 def staging_table_name(table: str, run_id: str) -> str:
     """Where a run's batch waits under schema = "add_columns" until publish (a bare table name; a group member's
     run id, `<run id>-<n>`, with an underscore for the dash, so the name is a plain identifier)."""

@@ -21,7 +21,7 @@ from wapflow.config.sources import Source, SourceConfig, WatchConfig
 from wapflow.config.tables import RunConfig, TableConfig
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.storage.settings import S3Config
-from wapflow.vocabulary import QUARANTINE_SUFFIX
+from wapflow.vocabulary import table_of_quarantine
 
 # The user's word a table without checks publishes on (WapConfig.audit_consent), as reports say it.
 NO_CHECKS_DECLARED = "checks = [] in wap.toml"
@@ -114,7 +114,7 @@ class WapConfig(_Strict):
     def format_version_for(self, name: str) -> int:
         """The format version a new table `name` is created with: its section's, else [lakehouse]'s; a
         quarantine table's is its table's."""
-        base = name.removesuffix(QUARANTINE_SUFFIX)
+        base = table_of_quarantine(name)
         tbl = self.tables.get(name) or self.tables.get(base)
         own = tbl.format_version if tbl is not None else None
         return own if own is not None else self.lakehouse.format_version

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from wapflow.lakehouse.lineage import picked_from, run_of
 from wapflow.lakehouse.model import Ref, Snapshot
 from wapflow.runs.store import RunRecord
-from wapflow.vocabulary import KEPT_STATUSES
+from wapflow.vocabulary import KEPT_STATUSES, table_of_quarantine
 
 
 @dataclass
@@ -139,7 +139,7 @@ def stale_branches(
     """Branches of `table` kept for inspection by a blocked or failed run that ended more than
     `keep_blocked_for` ago: (branch, its newest run). A branch no run of this table (or of the table whose
     quarantine it is) kept, or one a newer run still uses, is never touched."""
-    base = table[: -len("__quarantine")] if table.endswith("__quarantine") else table
+    base = table_of_quarantine(table)
     out: list[tuple[str, RunRecord]] = []
     for name in branches:
         runs = [r for r in runs_by_branch.get(name, []) if r.table_name in (table, base)]

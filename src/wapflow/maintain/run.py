@@ -66,7 +66,7 @@ from wapflow.runs.locks import publish_lock
 from wapflow.runs.maintenance import MaintenanceLog, MaintenanceRecord
 from wapflow.spark import errors as spark_errors
 from wapflow.sql.identifiers import TableName, sql_string
-from wapflow.vocabulary import MAINTAIN_BRANCH_PREFIX, QUARANTINE_SUFFIX
+from wapflow.vocabulary import MAINTAIN_BRANCH_PREFIX, table_of_quarantine
 
 EXPIRE_CHUNK = 500  # snapshot ids per expiry commit: each commit holds the publish lock briefly
 ACTIONS = ("properties", "drop_branches", "compact", "rewrite_manifests", "expire_snapshots", "remove_orphans")
@@ -420,7 +420,7 @@ class TableMaintenance(Compaction):
 
     def _plan(self) -> Any:
         self.lh.tables.refresh(self.t)
-        base = self.t.dotted.removesuffix(QUARANTINE_SUFFIX)  # a quarantine table's runs are its table's
+        base = table_of_quarantine(self.t.dotted)  # a quarantine table's runs are its table's
         return plan_expiry(
             self.lh.tables.snapshots(self.t),
             self.lh.tables.refs(self.t),
@@ -440,7 +440,7 @@ class TableMaintenance(Compaction):
         if self.dry_run or self.lh.tables.current_format_version(self.t) < LINEAGE_FROM_VERSION:
             return 0
         window = timedelta(seconds=self.cfg.seconds("revert_window") or 0)
-        base = self.t.dotted.removesuffix(QUARANTINE_SUFFIX)
+        base = table_of_quarantine(self.t.dotted)
         lacking = [
             r.run_id
             for r in self.lh.store.published_since(base, self.now_utc - window)
