@@ -6,8 +6,8 @@ Each day is judged by wapflow's own decision code, as a `wap run` judges it: Ano
 window, the metric's model) over the history MetricHistory.published reads from a SQLite run store, where each
 day is recorded as a run, published or blocked, with its batch's own day (the table's time_column: the runs
 themselves all start on one afternoon, a backfill of the year, so weekly seasonality has only the data's day);
-a blocked real day is then published by a run of its own (a person looked at it: it is real data), which
-enters the history as any published run does (--blocked-days kept: never). No Spark: the metrics a run
+a blocked real day is then approved (a person looked at it: it is real data) and enters the history as any
+published run does (--blocked-days: BLOCKED_DAYS says what else may become of it). No Spark: the metrics a run
 gathers (row count, null counts, the sum observed in the write) are computed with pyarrow, and
 tests/spark/test_bench_gates.py shows the verdicts equal those of real runs.
 
@@ -16,7 +16,7 @@ kind: a copy is judged against the history the real day is judged against, and t
 then enters the history as it would. A copy counts as detected by a check that fails it.
 
 Usage: .venv/bin/python benchmarks/bench_gates.py [--data flights,stops,pizza] [--warmup 14] [--fault-share 0.3]
-       [--seed 47] [--json]
+       [--seed 47] [--blocked-days published|kept|learnt] [--no-holidays] [--json]
 """
 
 from __future__ import annotations
@@ -106,18 +106,31 @@ class Gate:
         return out
 
     def record(
-        self, values: dict[str, Any], rows: int, run_at: datetime, batch_at: datetime, fm: FileMetrics, published: bool
+        self,
+        values: dict[str, Any],
+        rows: int,
+        run_at: datetime,
+        batch_at: datetime,
+        fm: FileMetrics,
+        statuses: dict[str, str],
+        *,
+        published: bool | None = None,
+        rejected: bool = False,
     ) -> None:
-        """The run as the run store keeps it: its status, and the metrics its audit recorded (a blocked run's
-        too; MetricHistory reads only published runs'): every column's null fraction from its files' metrics,
-        then the checks' own."""
+        """The run as the run store keeps it: its status (blocked where a check failed, unless `published`
+        says otherwise: a person published it), its checks' statuses, a person's rejection, and the metrics
+        its audit recorded (a blocked run's too; MetricHistory learns from those wapflow.runs.metrics says):
+        every column's null fraction from its files' metrics, then the checks' own."""
         self.runs += 1
         run_id = f"day{self.runs:04d}"
+        ok = not blocked(statuses) if published is None else published
+        checks = [{"name": n, "check": "anomaly", "status": st} for n, st in statuses.items()]
         with self.store.engine.begin() as conn:
             conn.execute(
                 runs_table.insert(),
-                {"run_id": run_id, "table_name": TABLE, "status": "published" if published else "blocked",
-                 "files": "[]", "checks": "[]", "timings": "{}", "started_at": run_at},
+                {"run_id": run_id, "table_name": TABLE, "status": "published" if ok else "blocked",
+                 "files": json.dumps([{"path": run_id}]), "checks": json.dumps(checks), "timings": "{}",
+                 "started_at": run_at, "review": "rejected" if rejected and not ok else None},
             )  # fmt: skip
         metrics: dict[tuple[str, str], float | str] = dict(file_metric_values(fm))
         for c in self.compiled:
@@ -142,6 +155,16 @@ class Outcome:
     gate: Gate | None = None  # the table's checks and history after the last day
 
 
+# What becomes of a blocked run: a person who looks at each (published: approves a real day, rejects a faulty
+# copy; kept: rejects every one, so no blocked day enters the history, as before issue 61), or nobody (learnt:
+# wapflow's default, the history learns from blocked runs only the history judged).
+BLOCKED_DAYS = {
+    "published": "a person approves each blocked real day (it enters the history) and rejects each faulty copy",
+    "kept": "a person rejects every blocked run: none enters the history (wapflow before issue 61)",
+    "learnt": "nobody decides: the history learns from blocked runs only the history judged (the default)",
+}
+
+
 def blocked(statuses: dict[str, str]) -> bool:
     return any(s == "failed" for s in statuses.values())
 
@@ -163,11 +186,15 @@ def simulate(
     fault_share: float,
     seed: int,
     folder: Path,
-    republish: bool = True,
+    blocked_days: str = "published",
     holidays: bool = True,
 ) -> Outcome:
-    """`republish`: a real day the gate blocked is then published by a run of its own (a person looked at it:
-    it is real data), as issue 47 asks of a team's history; without it, a blocked day never enters it."""
+    """`blocked_days` says what becomes of a blocked run (BLOCKED_DAYS). On a faulty day the faulty copy of
+    one kind (in turn) is delivered first, as a run of its own, and the real day is delivered again after it:
+    a copy the gate lets through is published and enters the history, a blocked one is rejected by the person
+    who looks (published, kept) or left as it is (learnt)."""
+    republish = blocked_days == "published"
+    decided = blocked_days != "learnt"
     gate = Gate(ds.checks, folder, ds.holidays if holidays else None)
     out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup, gate=gate)
     rng = np.random.default_rng(seed)
@@ -186,15 +213,21 @@ def simulate(
         if i >= warmup:
             out.real.append(statuses)
         if i in faulty:
-            for kind in ds.faults():
+            kinds = ds.faults()
+            delivered = kinds[sorted(faulty).index(i) % len(kinds)]
+            for kind in kinds:
                 # Each copy's own random stream: what one fault kind draws never moves another's picks.
                 own = np.random.default_rng([seed, i, FAULTS.index(kind)])
                 copy = inject(kind, ds, batch, earlier, own)
-                out.faults.setdefault(kind, []).append((gate.judge(copy, at, batch_at)[0], not blocked(statuses)))
-        gate.record(values, batch.num_rows, at, batch_at, fm, published=not blocked(statuses))
-        if republish and blocked(statuses):
-            # The same batch, published by a later run.
-            gate.record(values, batch.num_rows, at, batch_at, fm, published=True)
+                judged_copy, copy_values = gate.judge(copy, at, batch_at)
+                out.faults.setdefault(kind, []).append((judged_copy, not blocked(statuses)))
+                if kind == delivered:
+                    gate.record(copy_values, copy.num_rows, at, batch_at, file_metrics(copy), judged_copy,
+                                rejected=decided)  # fmt: skip
+        # A blocked real day: approved (the same run published), rejected, or left as it is.
+        approved = republish and blocked(statuses)
+        gate.record(values, batch.num_rows, at, batch_at, fm, statuses, published=True if approved else None,
+                    rejected=decided)  # fmt: skip
         earlier.append(batch)
     return out
 
@@ -303,10 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--blocked-days",
-        choices=("published", "kept"),
+        choices=tuple(BLOCKED_DAYS),
         default="published",
-        help="published: a blocked real day is published later by a run of its own and enters the history\n"
-        "(a person looked at it); kept: it never enters the history (before issue 47's history)",
+        help="\n".join(f"{k}: {v}" for k, v in BLOCKED_DAYS.items()),
     )
     p.add_argument(
         "--no-holidays",
@@ -334,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                 fault_share=args.fault_share,
                 seed=args.seed,
                 folder=Path(folder),
-                republish=args.blocked_days == "published",
+                blocked_days=args.blocked_days,
                 holidays=not args.no_holidays,
             )
         results.append(summary(o))

@@ -9,7 +9,8 @@ from here, and tests/unit/test_vocabulary.py fails when one is defined anywhere 
 from __future__ import annotations
 
 import re
-from typing import Final, Literal, get_args
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, Literal, get_args
 
 # --- Runs -------------------------------------------------------------------------------------------------
 # A run's outcome as people and exit codes see it; "running" until publish (or a failure) ends it.
@@ -30,6 +31,17 @@ RUN_BLOCKED: Final = "blocked"
 # Check types whose verdict judges a batch against the table's own history (a band learnt from past runs): a
 # person who knows the day was real may override them. Never a rule about the rows themselves (not_null, ...).
 OVERRIDABLE_CHECKS: frozenset[str] = frozenset({"anomaly", "volume"})
+
+
+def blocked_by_history_only(checks: Iterable[Mapping[str, Any]]) -> bool:
+    """A run's checks (its record's) failed, and every one that failed judged the batch against the table's
+    history (OVERRIDABLE_CHECKS): the batch broke no rule about its rows, it only looked unlike earlier ones.
+    Such a run is what `wap approve` may publish, and what the metric history learns from when nobody decides
+    (wapflow.runs.metrics: a new level seen again and again is learnt, not blocked for ever)."""
+    failed = [c for c in checks if c.get("status") == "failed"]
+    return bool(failed) and all(c.get("check") in OVERRIDABLE_CHECKS for c in failed)
+
+
 # The statuses a run ends at that no later step changes: a retried task with the same run id would only read
 # them back, so an orchestrator's retry of one of these is a new run.
 FINAL_STATUSES: frozenset[str] = frozenset({"blocked", "rejected", PUBLISHED})

@@ -52,6 +52,43 @@ def test_the_history_is_the_published_runs_newest_first(tmp_path: Path) -> None:
     assert h.published("nyc.trips", "null_fraction", "fare", 1) == [0.02]  # its old rows are gone
 
 
+def test_blocked_runs_only_the_history_judged_are_learnt_from_once_the_next_is_blocked_too(tmp_path: Path) -> None:
+    """Nobody approving, a storm week is learnt: a blocked run whose failed checks all judged the batch against
+    the history enters it once the next run was blocked that way too (the level held). Not one a rule blocked,
+    one a person decided on, one whose next run passed (a faulty delivery, then a good one), or one whose files
+    a later run published (counted once, as that run)."""
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    h = MetricHistory(store.engine)
+    band = [{"name": "anomaly(row_count)", "check": "anomaly", "status": "failed"}]
+    rule = [*band, {"name": "not_null(id)", "check": "not_null", "status": "failed"}]
+    runs: list[tuple[str, str, list[dict[str, str]], str | None]] = [
+        ("p0", "published", [], None),
+        ("b1", "blocked", band, None),  # learnt: b2 was blocked by the history too
+        ("b2", "blocked", band, None),  # b3 was blocked by a rule
+        ("b3", "blocked", rule, None),
+        ("b4", "blocked", band, "rejected"),  # a person decided
+        ("b5", "blocked", band, None),  # its files published by p7
+        ("b6", "blocked", band, None),  # p7 passed
+        ("p7", "published", [], None),
+        ("h8", "awaiting_review", [], None),
+    ]
+    for i, (rid, status, checks, review) in enumerate(runs):
+        at = T0 + timedelta(days=i)
+        files = [{"path": "f5" if rid == "p7" else f"f{i}"}]
+        store.save(
+            RunRecord(
+                run_id=rid, table_name="t.days", status=status, started_at=at, checks=checks, review=review,
+                files=files,
+            )
+        )  # fmt: skip
+        h.record(rid, "t.days", at, {("row_count", ""): float(i), ("values", "kind"): json.dumps({rid: 1})})
+    got = h.published("t.days", "row_count", "", 10)
+    assert got == [7.0, 1.0, 0.0] and got.runs == ("p7", "b1", "p0")
+    assert got.left_out == {"blocked": 5, "awaiting_review": 1} and got.learnt == 1
+    assert h.published("t.days", "row_count", "", 2).runs == ("p7", "b1")
+    assert h.published_texts("t.days", "values", "kind", 10) == [json.dumps({r: 1}) for r in ("p7", "b1", "p0")]
+
+
 def test_metric_rows_filter_limit_and_errors(tmp_path: Path) -> None:
     store = store_with_runs(tmp_path)
     rows = metric_rows(store, "nyc.trips", metric="row_count", limit=3)

@@ -155,15 +155,21 @@ TAIL_MEMORY_RUNS = 60
 
 
 class History(list[float]):
-    """A metric's values over the runs a band is made of (newest first), with those runs' ids and how many
-    runs of the same span were left out, by status (wapflow.runs.metrics.MetricHistory.published)."""
+    """A metric's values over the runs a band is made of (newest first), with those runs' ids, how many of
+    them were blocked runs nobody decided on (`learnt`), and how many runs of the same span were left out, by
+    status (wapflow.runs.metrics.MetricHistory.published)."""
 
     def __init__(
-        self, values: Iterable[float] = (), runs: Sequence[str] = (), left_out: dict[str, int] | None = None
+        self,
+        values: Iterable[float] = (),
+        runs: Sequence[str] = (),
+        left_out: dict[str, int] | None = None,
+        learnt: int = 0,
     ) -> None:
         super().__init__(values)
         self.runs = tuple(runs)
         self.left_out = dict(left_out or {})
+        self.learnt = learnt
 
 
 def made_of(history: Sequence[float], limit: int) -> dict[str, Any]:
@@ -173,6 +179,8 @@ def made_of(history: Sequence[float], limit: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if runs:
         out["runs"] = list(runs[:limit])
+    if learnt := getattr(history, "learnt", 0):
+        out["learnt_from_blocked"] = learnt
     if left_out:
         out["left_out"] = ", ".join(f"{n} {status}" for status, n in sorted(left_out.items()))
     return out

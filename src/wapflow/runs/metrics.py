@@ -13,6 +13,7 @@ A table of its own (`wap_metrics`, added by migration 0003 of wapflow/runs/migra
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ import sqlalchemy as sa
 from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.runs.store import runs_table
 from wapflow.vocabulary import PUBLISHED as PUBLISHED
+from wapflow.vocabulary import RUN_BLOCKED, blocked_by_history_only
 
 if TYPE_CHECKING:
     from wapflow.audit.anomaly import History
@@ -77,6 +79,60 @@ def _day_of(t: sa.Table) -> sa.ColumnElement[Any]:
 
 def _joined() -> sa.FromClause:
     return metrics_table.outerjoin(runs_table, runs_table.c.run_id == metrics_table.c.run_id)
+
+
+# What a run's record says of whether the metric history learns from it (_learns_from).
+_LEARNING = (
+    _status().label("status"),
+    runs_table.c.checks.label("run_checks"),
+    runs_table.c.review.label("run_review"),
+    runs_table.c.files.label("run_files"),
+)
+
+
+def _learns_from(rows: Iterable[Any]) -> list[Any]:
+    """The rows (newest first, with _LEARNING's columns) of runs the history learns from: every published run,
+    and a blocked run nobody decided on whose failed checks all judged the batch against the history
+    (vocabulary.blocked_by_history_only), once the next run of the series was blocked that way too, unless a
+    run published the same files.
+
+    Without them a new level (a storm week, a new customer) is blocked for ever once nobody approves its first
+    day: each later day is judged against a history that never saw it (issue 61: a quarter of real days
+    blocked). The next run's block is what says the level held: a faulty delivery followed by a good one is
+    never learnt (with every blocked run learnt, flights' faults stayed in the year's tails and detection fell
+    from 99% to 30%), a fault delivered again and again is learnt as the source's new level after half a window
+    of blocked runs, each of them alerted."""
+    rows = list(rows)
+    published_files = {r.run_files for r in rows if r.status == PUBLISHED and r.run_files not in (None, "[]")}
+
+    def blocked_by_history(r: Any) -> bool:
+        return (
+            r.status == RUN_BLOCKED
+            and r.run_review is None
+            and blocked_by_history_only(json.loads(r.run_checks or "[]"))
+        )
+
+    held = [blocked_by_history(r) for r in rows]
+    return [
+        r
+        for k, r in enumerate(rows)
+        if r.status == PUBLISHED or (held[k] and k > 0 and held[k - 1] and r.run_files not in published_files)
+    ]
+
+
+def _pages(conn: sa.Connection, q: sa.Select[Any], limit: int, *, paged: bool) -> Iterator[list[Any]]:
+    """The query's rows in pages of a few times `limit` (most runs are learnt from: one page is the rule),
+    or all at once where `paged` is false (the weekday is picked in Python)."""
+    if not paged:
+        yield list(conn.execute(q))
+        return
+    size, offset = max(2 * limit, limit + 8), 0
+    while True:
+        page = list(conn.execute(q.limit(size).offset(offset)))
+        yield page
+        if len(page) < size:
+            return
+        offset += size
 
 
 class MetricHistory:
@@ -170,14 +226,14 @@ class MetricHistory:
         return [(str(r["run_id"]), str(r["metric"]), str(r["column_name"])) for r in rows]
 
     def published(self, table: str, metric: str, column: str, limit: int, weekday: int | None = None) -> History:
-        """The metric's values over the table's last `limit` published runs, newest first; with `weekday` (0
-        Monday .. 6 Sunday), over its last `limit` published runs of that weekday: their batch's own day where
-        their table names a time column (batch_at), else the day they started (UTC).
+        """The metric's values over the table's last `limit` runs the history learns from (`_learns_from`),
+        newest first; with `weekday` (0 Monday .. 6 Sunday), over its last `limit` such runs of that weekday:
+        their batch's own day where their table names a time column (batch_at), else the day they started (UTC).
 
-        Published whichever way: at once, after a warning, approved by a person (`wap approve` audits and
-        records the run again, then publishes it), or a blocked batch published later by a run of its own (that
-        run's metrics). The History also names those runs and counts the runs of the same span left out, by
-        status (blocked, awaiting review...): what a report says the band was made of."""
+        Published whichever way (at once, after a warning, approved by a person, or a blocked batch published
+        later by a run of its own), and blocked runs nobody decided on that only the history judged unlike
+        earlier ones. The History also names those runs and counts the runs of the same span left out, by
+        status (blocked by a rule, awaiting review...): what a report says the band was made of."""
         from wapflow.audit.anomaly import History, weekday_of
 
         t = metrics_table
@@ -188,54 +244,64 @@ class MetricHistory:
             t.c.value.is_not(None),
         )
         q = (
-            sa.select(t.c.run_at, t.c.value, t.c.run_id, t.c.batch_at)
+            sa.select(t.c.run_at, t.c.value, t.c.run_id, t.c.batch_at, *_LEARNING)
             .select_from(_joined())
-            .where(*series, _status() == PUBLISHED)
+            .where(*series)
             .order_by(t.c.run_at.desc(), t.c.run_id.desc())
         )
         day = None if weekday is None else _weekday(_day_of(t), self.engine.dialect.name)
         if day is not None:
             q = q.where(day == weekday)
-        if weekday is None or day is not None:
-            q = q.limit(limit)
         with self.engine.connect() as conn:
             # Picked again here: on a database without a weekday expression, here only (reading the whole series).
-            rows = [
-                (at, float(v), str(rid))
-                for at, v, rid, batch_at in conn.execute(q)
-                if weekday is None or weekday_of(batch_at or at) == weekday
-            ][:limit]
+            # Read in pages, newest first, until `limit` runs the history learns from are found.
+            learnt: list[Any] = []
             left_out: dict[str, int] = {}
+            seen: list[Any] = []
+            for page in _pages(conn, q, limit, paged=weekday is None or day is not None):
+                for r in page:
+                    if weekday is not None and weekday_of(r.batch_at or r.run_at) != weekday:
+                        continue
+                    seen.append(r)
+                learnt = _learns_from(seen)[:limit]
+                if len(learnt) == limit:
+                    break
+            rows = [(r.run_at, float(r.value), str(r.run_id)) for r in learnt]
             if rows:
-                others = (
-                    sa.select(_status(), t.c.run_at, t.c.batch_at)
-                    .select_from(_joined())
-                    .where(*series, _status() != PUBLISHED, t.c.run_at >= rows[-1][0])
-                )
-                for status, at, batch_at in conn.execute(others):
-                    if weekday is None or weekday_of(batch_at or at) == weekday:
-                        left_out[str(status)] = left_out.get(str(status), 0) + 1
-        return History([v for _, v, _ in rows], runs=tuple(rid for _, _, rid in rows), left_out=left_out)
+                kept = {rid for _, _, rid in rows}
+                for r in seen:
+                    if r.run_id not in kept and r.run_at >= rows[-1][0]:
+                        status = str(r.status)
+                        left_out[status] = left_out.get(status, 0) + 1
+        blocked = sum(1 for r in learnt if r.status != PUBLISHED)
+        return History(
+            [v for _, v, _ in rows], runs=tuple(rid for _, _, rid in rows), left_out=left_out, learnt=blocked
+        )
 
     def published_texts(self, table: str, metric: str, column: str, limit: int) -> list[str]:
         """A text metric's values (a category column's set of values as JSON) over the table's last `limit`
         published runs, newest first."""
         t = metrics_table
         q = (
-            sa.select(t.c.text)
+            sa.select(t.c.text, t.c.run_id, *_LEARNING)
             .select_from(_joined())
             .where(
                 t.c.table_name == table,
                 t.c.metric == metric,
                 t.c.column_name == column.lower(),
                 t.c.text.is_not(None),
-                _status() == PUBLISHED,
             )
             .order_by(t.c.run_at.desc(), t.c.run_id.desc())
-            .limit(limit)
         )
+        texts: list[str] = []
         with self.engine.connect() as conn:
-            return [str(v) for v in conn.execute(q).scalars()]
+            seen: list[Any] = []
+            for page in _pages(conn, q, limit, paged=True):
+                seen.extend(page)
+                texts = [str(r.text) for r in _learns_from(seen)][:limit]
+                if len(texts) == limit:
+                    break
+        return texts
 
     def last_published_schema(self, table: str) -> dict[str, str] | None:
         """The columns and types of the table's last published run that recorded them."""

@@ -27,7 +27,7 @@ from wapflow.errors import AlreadyDecided, NotFound, UsageError
 from wapflow.pipeline.state import AWAITING_REVIEW, RUN_REJECTED, new_state
 from wapflow.runs.store import APPROVED, REJECTED, Decision, RunRecord, RunStore, current_owner, runs_table
 from wapflow.service.runs import find_run
-from wapflow.vocabulary import OVERRIDABLE_CHECKS, RUN_BLOCKED
+from wapflow.vocabulary import OVERRIDABLE_CHECKS, RUN_BLOCKED, blocked_by_history_only
 
 if TYPE_CHECKING:
     from wapflow.lakehouse.lakehouse import Lakehouse
@@ -195,9 +195,9 @@ def _approve_blocked(lh: Lakehouse, rec: RunRecord, why: str, who: str) -> RunRe
     from wapflow.pipeline.steps.record import result
 
     _not_a_member(rec, "approve")
-    failed = [c for c in rec.checks if c.get("status") == "failed"]
-    rules = [str(c.get("name")) for c in failed if c.get("check") not in OVERRIDABLE_CHECKS]
-    if rules or not failed:
+    if not blocked_by_history_only(rec.checks):
+        failed = [c for c in rec.checks if c.get("status") == "failed"]
+        rules = [str(c.get("name")) for c in failed if c.get("check") not in OVERRIDABLE_CHECKS]
         raise UsageError(
             f"run {rec.run_id} was blocked by {', '.join(rules) or 'no check'}: no approval overrides that (only "
             f"checks that judge a batch against the table's history: {', '.join(sorted(OVERRIDABLE_CHECKS))})",
