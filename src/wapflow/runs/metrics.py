@@ -93,30 +93,30 @@ _LEARNING = (
 def _learns_from(rows: Iterable[Any]) -> list[Any]:
     """The rows (newest first, with _LEARNING's columns) of runs the history learns from: every published run,
     and a blocked run nobody decided on whose failed checks all judged the batch against the history
-    (vocabulary.blocked_by_history_only), once the next run of the series was blocked that way too, unless a
-    run published the same files.
+    (vocabulary.blocked_by_history_only), once the next run of the series was blocked by one of the same
+    checks too, unless a run published the same files.
 
     Without them a new level (a storm week, a new customer) is blocked for ever once nobody approves its first
     day: each later day is judged against a history that never saw it (issue 61: a quarter of real days
-    blocked). The next run's block is what says the level held: a faulty delivery followed by a good one is
-    never learnt (with every blocked run learnt, flights' faults stayed in the year's tails and detection fell
-    from 99% to 30%), a fault delivered again and again is learnt as the source's new level after half a window
-    of blocked runs, each of them alerted."""
+    blocked). The next run's block by the same check is what says the level held: a faulty delivery followed
+    by a good one, or by another fault, is never learnt (with every blocked run learnt, flights' faults stayed
+    in the year's tails and detection fell from 99% to 30%); a fault delivered again and again is learnt as
+    the source's new level after half a window of blocked runs, each of them alerted."""
     rows = list(rows)
     published_files = {r.run_files for r in rows if r.status == PUBLISHED and r.run_files not in (None, "[]")}
 
-    def blocked_by_history(r: Any) -> bool:
-        return (
-            r.status == RUN_BLOCKED
-            and r.run_review is None
-            and blocked_by_history_only(json.loads(r.run_checks or "[]"))
-        )
+    def failed_by_history(r: Any) -> frozenset[str]:
+        """The checks that blocked the run, where all of them judged it against the history; else none."""
+        checks = json.loads(r.run_checks or "[]") if r.status == RUN_BLOCKED and r.run_review is None else []
+        if not blocked_by_history_only(checks):
+            return frozenset()
+        return frozenset(str(c.get("name")) for c in checks if c.get("status") == "failed")
 
-    held = [blocked_by_history(r) for r in rows]
+    held = [failed_by_history(r) for r in rows]
     return [
         r
         for k, r in enumerate(rows)
-        if r.status == PUBLISHED or (held[k] and k > 0 and held[k - 1] and r.run_files not in published_files)
+        if r.status == PUBLISHED or (k > 0 and held[k] & held[k - 1] and r.run_files not in published_files)
     ]
 
 

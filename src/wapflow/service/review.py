@@ -195,8 +195,8 @@ def _approve_blocked(lh: Lakehouse, rec: RunRecord, why: str, who: str) -> RunRe
     from wapflow.pipeline.steps.record import result
 
     _not_a_member(rec, "approve")
+    failed = [c for c in rec.checks if c.get("status") == "failed"]
     if not blocked_by_history_only(rec.checks):
-        failed = [c for c in rec.checks if c.get("status") == "failed"]
         rules = [str(c.get("name")) for c in failed if c.get("check") not in OVERRIDABLE_CHECKS]
         raise UsageError(
             f"run {rec.run_id} was blocked by {', '.join(rules) or 'no check'}: no approval overrides that (only "
