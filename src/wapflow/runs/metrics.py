@@ -93,8 +93,8 @@ _LEARNING = (
 def _learns_from(rows: Iterable[Any]) -> list[Any]:
     """The rows (newest first, with _LEARNING's columns) of runs the history learns from: every published run,
     and a blocked run nobody decided on whose failed checks all judged the batch against the history
-    (vocabulary.blocked_by_history_only), once the next run of the series was blocked by one of the same
-    checks too, unless a run published the same files.
+    (vocabulary.blocked_by_history_only), once the next run of the series (of a weekly band: of the same
+    weekday) was blocked by one of the same checks too, unless a run published the same files.
 
     Without them a new level (a storm week, a new customer) is blocked for ever once nobody approves its first
     day: each later day is judged against a history that never saw it (issue 61: a quarter of real days
@@ -255,7 +255,7 @@ class MetricHistory:
         with self.engine.connect() as conn:
             # Picked again here: on a database without a weekday expression, here only (reading the whole series).
             # Read in pages, newest first, until `limit` runs the history learns from are found.
-            learnt: list[Any] = []
+            used: list[Any] = []
             left_out: dict[str, int] = {}
             seen: list[Any] = []
             for page in _pages(conn, q, limit, paged=weekday is None or day is not None):
@@ -263,17 +263,17 @@ class MetricHistory:
                     if weekday is not None and weekday_of(r.batch_at or r.run_at) != weekday:
                         continue
                     seen.append(r)
-                learnt = _learns_from(seen)[:limit]
-                if len(learnt) == limit:
+                used = _learns_from(seen)[:limit]
+                if len(used) == limit:
                     break
-            rows = [(r.run_at, float(r.value), str(r.run_id)) for r in learnt]
+            rows = [(r.run_at, float(r.value), str(r.run_id)) for r in used]
             if rows:
                 kept = {rid for _, _, rid in rows}
                 for r in seen:
                     if r.run_id not in kept and r.run_at >= rows[-1][0]:
                         status = str(r.status)
                         left_out[status] = left_out.get(status, 0) + 1
-        blocked = sum(1 for r in learnt if r.status != PUBLISHED)
+        blocked = sum(1 for r in used if r.status != PUBLISHED)
         return History(
             [v for _, v, _ in rows], runs=tuple(rid for _, _, rid in rows), left_out=left_out, learnt=blocked
         )
