@@ -15,8 +15,13 @@ Faults are injected into copies of a fixed, seeded share of the days after the w
 kind: a copy is judged against the history the real day is judged against, and the real day (not the copy)
 then enters the history as it would. A copy counts as detected by a check that fails it.
 
+With --control-totals, the producer also writes a manifest of each real day (_manifest.json: its rows and the
+sums of its numeric columns) beside the day's parquet file, and a control_totals check reads it, through the
+check's own code and wapflow.storage; a faulty copy is delivered with the real day's manifest (the fault happened
+after the producer counted: in transit, in an extract, in a re-delivery). Only its sums are pyarrow's, not Spark's.
+
 Usage: .venv/bin/python benchmarks/bench_gates.py [--data flights,stops,pizza] [--warmup 14] [--fault-share 0.3]
-       [--seed 47] [--blocked-days published|kept|learnt] [--no-holidays] [--json]
+       [--seed 47] [--blocked-days published|kept|learnt] [--no-holidays] [--control-totals] [--json]
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -43,12 +50,15 @@ from gates_data import DATASETS, FAULT_LABELS, FAULTS, DataSet, file_metrics, ga
 from wapflow.audit.anomaly import day_at, file_metric_values
 from wapflow.audit.calendars import holiday_near
 from wapflow.audit.checks import AuditContext, Compiled
+from wapflow.audit.checktype import Delivery
 from wapflow.audit.metrics import FileMetrics
-from wapflow.audit.spec import AnomalyCheck
+from wapflow.audit.spec import AnomalyCheck, ControlTotalsCheck
 from wapflow.runs.metrics import MetricHistory
 from wapflow.runs.store import RunStore, runs_table
+from wapflow.storage import Storage
 
 TABLE = "bench.daily"
+CONTROL = "control_totals"
 # Which default check is meant to see each fault kind: the rest no default anomaly check looks at.
 TARGETS = {
     "volume_drop": "row_count",
@@ -64,7 +74,10 @@ class Gate:
     """A table's anomaly checks and its metric history in a run store of its own: judges batches the way the
     audit step of a run does, and records the real ones as runs."""
 
-    def __init__(self, checks: list[dict[str, Any]], folder: Path, holidays: str | None = None) -> None:
+    def __init__(
+        self, checks: list[dict[str, Any]], folder: Path, holidays: str | None = None, *, control: bool = False
+    ) -> None:
+        self.folder = folder
         self.store = RunStore(f"sqlite:///{folder / 'runs.db'}")
         self.history = MetricHistory(self.store.engine)
         self.checks = [AnomalyCheck.model_validate(spec) for spec in checks]
@@ -77,6 +90,34 @@ class Gate:
         self.names = [chk.display_name() for chk in self.checks]
         self.holidays = holidays
         self.runs = 0
+        self.storage = Storage()
+        self.control: Compiled | None = None
+        if control:
+            chk = ControlTotalsCheck(check=CONTROL)
+            self.control = Compiled(len(self.checks), chk, None, None, None, "", {})  # type: ignore[arg-type]
+            self.names.append(chk.display_name())
+
+    def deliver(self, batch: pa.Table, name: str, declared: pa.Table) -> Path:
+        """The batch as a landed file (folder `name`) beside the producer's manifest of `declared` (the real day):
+        its rows and the sums of its numeric columns."""
+        folder = self.folder / "landing" / name
+        folder.mkdir(parents=True)
+        pq.write_table(batch, folder / "data.parquet")
+        sums = {n: v for n, v in numeric_sums(declared).items() if v is not None}
+        (folder / "_manifest.json").write_text(json.dumps({"rows": declared.num_rows, "sums": sums}))
+        return folder / "data.parquet"
+
+    def controlled(self, batch: pa.Table, landed: Path) -> str:
+        """control_totals' status for the landed file: the check's own code reads its manifest."""
+        assert self.control is not None
+        c, chk = self.control, self.control.check
+        assert isinstance(chk, ControlTotalsCheck)
+        delivery = Delivery(
+            files=[(str(landed), landed.stat().st_size)], read=self.storage.read_if_exists, digest=self.storage.digest
+        )
+        values = chk.gathered(c, delivery, batch.column_names, lambda cols: {n: numeric_sums(batch)[n] for n in cols})
+        v = chk.verdict(c, values, batch.num_rows, AuditContext(delivery=delivery))
+        return "passed" if v.ok else ("warned" if v.warn_only else "failed")
 
     def judge(self, batch: pa.Table, run_at: datetime, batch_at: datetime) -> tuple[dict[str, str], dict[str, Any]]:
         """Each check's status (passed, warned, failed) for the batch, and the values the audit gathered."""
@@ -99,7 +140,7 @@ class Gate:
             holiday=holiday_near(batch_at.date(), self.holidays) if self.holidays else None,
         )
         out = {}
-        for name, c in zip(self.names, self.compiled, strict=True):
+        for name, c in zip(self.names[: len(self.compiled)], self.compiled, strict=True):
             v = c.check.verdict(c, values, rows, ctx)
             warns = c.check.severity == "warn" or v.warn_only
             out[name] = "passed" if v.ok else ("warned" if warns else "failed")
@@ -124,7 +165,9 @@ class Gate:
         self.runs += 1
         run_id = f"day{self.runs:04d}"
         ok = not blocked(statuses) if published is None else published
-        checks = [{"name": n, "check": "anomaly", "status": st} for n, st in statuses.items()]
+        checks = [
+            {"name": n, "check": CONTROL if n == CONTROL else "anomaly", "status": st} for n, st in statuses.items()
+        ]
         with self.store.engine.begin() as conn:
             conn.execute(
                 runs_table.insert(),
@@ -136,6 +179,16 @@ class Gate:
         for c in self.compiled:
             metrics.update(c.check.measured(c, values, rows))
         self.history.record(run_id, TABLE, run_at, metrics, batch_at)
+
+
+def numeric_sums(t: pa.Table) -> dict[str, Any]:
+    """Each integer or float column's sum (None over only NULLs): what a producer declares and Spark would add."""
+    out: dict[str, Any] = {}
+    for name in t.column_names:
+        col = t.column(name)
+        if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+            out[name] = pc.sum(col).as_py() if t.num_rows else 0
+    return out
 
 
 @dataclass
@@ -188,6 +241,7 @@ def simulate(
     folder: Path,
     blocked_days: str = "published",
     holidays: bool = True,
+    control: bool = False,
 ) -> Outcome:
     """`blocked_days` says what becomes of a blocked run (BLOCKED_DAYS). On a faulty day the faulty copy of
     one kind (in turn) is delivered first, as a run of its own, and the real day is delivered again after it:
@@ -195,7 +249,7 @@ def simulate(
     who looks (published, kept) or left as it is (learnt)."""
     republish = blocked_days == "published"
     decided = blocked_days != "learnt"
-    gate = Gate(ds.checks, folder, ds.holidays if holidays else None)
+    gate = Gate(ds.checks, folder, ds.holidays if holidays else None, control=control)
     out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup, gate=gate)
     rng = np.random.default_rng(seed)
     judged = list(range(warmup, len(ds.days)))
@@ -210,6 +264,8 @@ def simulate(
         t0 = time.perf_counter()
         statuses = gate.decide(values, batch.num_rows, at, batch_at, fm)
         out.decide_s.append(time.perf_counter() - t0)
+        if control:
+            statuses[CONTROL] = gate.controlled(batch, gate.deliver(batch, f"day{i:04d}", batch))
         if i >= warmup:
             out.real.append(statuses)
         if i in faulty:
@@ -220,6 +276,8 @@ def simulate(
                 own = np.random.default_rng([seed, i, FAULTS.index(kind)])
                 copy = inject(kind, ds, batch, earlier, own)
                 judged_copy, copy_values = gate.judge(copy, at, batch_at)
+                if control:
+                    judged_copy[CONTROL] = gate.controlled(copy, gate.deliver(copy, f"day{i:04d}-{kind}", batch))
                 out.faults.setdefault(kind, []).append((judged_copy, not blocked(statuses)))
                 if kind == delivered:
                     gate.record(copy_values, copy.num_rows, at, batch_at, file_metrics(copy), judged_copy,
@@ -345,6 +403,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help='judge without the tables\' holiday calendar (holidays = "US"), as a table that names none',
     )
+    p.add_argument(
+        "--control-totals",
+        action="store_true",
+        help="the producer writes each real day's manifest (rows, numeric sums); a control_totals check reads it",
+    )
     p.add_argument("--json", action="store_true", help="print the results as one JSON object on the last line")
     args = p.parse_args(argv)
     names = [n.strip() for n in args.data.split(",") if n.strip()]
@@ -368,6 +431,7 @@ def main(argv: list[str] | None = None) -> int:
                 folder=Path(folder),
                 blocked_days=args.blocked_days,
                 holidays=not args.no_holidays,
+                control=args.control_totals,
             )
         results.append(summary(o))
         sys.stderr.write(f"{name}: {len(ds.days)} days in {time.perf_counter() - t0:.1f}s\n")
@@ -377,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         say(json.dumps({"warmup": args.warmup, "fault_share": args.fault_share, "seed": args.seed,
                           "blocked_days": args.blocked_days, "sensitivity": args.sensitivity,
-                          "holidays": not args.no_holidays,
+                          "holidays": not args.no_holidays, "control_totals": args.control_totals,
                           "datasets": results}))  # fmt: skip
     return 0
 

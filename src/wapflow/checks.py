@@ -116,6 +116,26 @@ def reconcile(
     )
 
 
+def control_totals(
+    manifest: str = "_manifest.json",
+    *,
+    sums: list[str] | None = None,
+    tolerance: float = 0.0,
+    abs_tolerance: float = 0.0,
+    without_manifest: Literal["block", "warn"] = "block",
+    **kw: Unpack[Options],
+) -> B.ControlTotalsCheck:
+    return B.ControlTotalsCheck(
+        check="control_totals",
+        manifest=manifest,
+        sums=sums,
+        tolerance=tolerance,
+        abs_tolerance=abs_tolerance,
+        without_manifest=without_manifest,
+        **kw,
+    )
+
+
 def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> B.FreshnessCheck:
     return B.FreshnessCheck(check="freshness", column=column, max_age=max_age, **kw)
 

@@ -31,6 +31,9 @@ RUN_BLOCKED: Final = "blocked"
 # Check types whose verdict judges a batch against the table's own history (a band learnt from past runs): a
 # person who knows the day was real may override them. Never a rule about the rows themselves (not_null, ...).
 OVERRIDABLE_CHECKS: frozenset[str] = frozenset({"anomaly", "volume"})
+# Check types whose pass is the producer's word that the batch is what it sent (its manifest's rows and sums):
+# a run they passed that only the history blocked is a real day, learnt at once when nobody decides.
+VOUCHING_CHECKS: frozenset[str] = frozenset({"control_totals"})
 
 
 def blocked_by_history_only(checks: Iterable[Mapping[str, Any]]) -> bool:
@@ -40,6 +43,11 @@ def blocked_by_history_only(checks: Iterable[Mapping[str, Any]]) -> bool:
     (wapflow.runs.metrics: a new level seen again and again is learnt, not blocked for ever)."""
     failed = [c for c in checks if c.get("status") == "failed"]
     return bool(failed) and all(c.get("check") in OVERRIDABLE_CHECKS for c in failed)
+
+
+def vouched_for(checks: Iterable[Mapping[str, Any]]) -> bool:
+    """A check of the run's record read what its producer declared and agreed (VOUCHING_CHECKS passed)."""
+    return any(c.get("check") in VOUCHING_CHECKS and c.get("status") == "passed" for c in checks)
 
 
 # The statuses a run ends at that no later step changes: a retried task with the same run id would only read

@@ -50,3 +50,49 @@ def test_a_real_s3_server_publishes_blocks_and_reads_back(spark, weed_s3: WeedEn
     arrow = table.scan().to_arrow()
     assert arrow.num_rows == 300 and arrow.column("passenger_count").null_count == 0
     assert set(table.refs()) == {"main", bad.branch}
+
+
+def test_control_totals_read_the_producers_manifest_on_a_real_s3_server(spark, weed_s3: WeedEnv, tmp_path: Path):
+    """The manifest beside the objects (control_totals): read from the bucket, its sha256 against the object's
+    own bytes streamed back, skipped by the prefix's listing; a delivery one object short blocks, main unchanged."""
+    import hashlib
+    import io
+    import json
+
+    import pyarrow.parquet as pq
+
+    from wapflow import checks as C
+    from wapflow.demo.generate import generate_trips
+
+    landing, lake = weed_s3.buckets()
+    s3 = weed_s3.client()
+
+    def deliver(prefix: str, parts: dict[str, int], *, declared: dict[str, int] | None = None) -> None:
+        files = {}
+        for name, rows in parts.items():
+            buf = io.BytesIO()
+            start = 1000 * (ord(name[0]) - ord("a") + 1)  # trip ids of their own: a.parquet from 1000, b from 2000
+            pq.write_table(generate_trips(rows, start_id=start, seed=rows), buf)
+            s3.put_object(Bucket=landing, Key=f"{prefix}/{name}", Body=buf.getvalue())
+            files[name] = {"rows": rows, "sha256": hashlib.sha256(buf.getvalue()).hexdigest()}
+        for name, rows in (declared or {}).items():
+            files[name] = {"rows": rows}
+        s3.put_object(Bucket=landing, Key=f"{prefix}/_manifest.json", Body=json.dumps({"files": files}).encode())
+
+    deliver("ctl/day1", {"a.parquet": 120, "b.parquet": 80})
+    deliver("ctl/day2", {"c.parquet": 50}, declared={"d.parquet": 70})  # d never landed
+    lh = lakehouse(spark, tmp_path, weed_s3, lake=lake, catalog="weed_ctl", keys=weed_s3.admin)
+    check = [C.control_totals()]
+
+    ok = run_wap(lh, "nyc.trips", [f"s3://{landing}/ctl/day1/"], extra_checks=check)
+    assert ok.status == "published", ok.message
+    assert ok.rows_written == 200 and len(ok.files) == 2  # the manifest is not read as rows
+    [line] = [c for c in ok.checks if c["check"] == "control_totals"]
+    assert line["status"] == "passed" and line["observed"] == "rows 200 = declared"
+
+    short = run_wap(lh, "nyc.trips", [f"s3://{landing}/ctl/day2/"], extra_checks=check)
+    assert short.status == "blocked" and lh.tables.head(TABLE) == ok.snapshot_id
+    [line] = [c for c in short.checks if c["check"] == "control_totals"]
+    assert line["status"] == "failed"
+    assert line["observed"].startswith(f"1 file(s) named in s3://{landing}/ctl/day2/_manifest.json not in this batch")
+    assert "rows 50, declared 120 (difference 70, 58.33%)" in line["observed"]

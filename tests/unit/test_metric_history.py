@@ -89,6 +89,44 @@ def test_blocked_runs_only_the_history_judged_are_learnt_from_once_the_next_is_b
     assert h.published_texts("t.days", "values", "kind", 10) == [json.dumps({r: 1}) for r in ("p7", "b1", "p0")]
 
 
+def test_a_run_a_rule_blocked_between_two_the_history_blocked_does_not_break_the_series(tmp_path: Path) -> None:
+    """A short delivery control_totals blocked (say a faulty copy, delivered again whole the next run) says
+    nothing of the level: the blocked run before it is learnt once the run after it was blocked the same way."""
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    h = MetricHistory(store.engine)
+    band = [{"name": "anomaly(row_count)", "check": "anomaly", "status": "failed"}]
+    short = [{"name": "control_totals", "check": "control_totals", "status": "failed"}]
+    runs = [("p0", "published", []), ("b1", "blocked", band), ("r2", "blocked", short), ("b3", "blocked", band),
+            ("p4", "published", [])]  # fmt: skip
+    for i, (rid, status, checks) in enumerate(runs):
+        at = T0 + timedelta(days=i)
+        store.save(RunRecord(run_id=rid, table_name="t.days", status=status, started_at=at, checks=checks,
+                             files=[{"path": f"f{i}"}]))  # fmt: skip
+        h.record(rid, "t.days", at, {("row_count", ""): float(i)})
+    got = h.published("t.days", "row_count", "", 10)
+    assert got.runs == ("p4", "b1", "p0") and got.learnt == 1  # r2 never; b3's next run (p4) passed
+
+
+def test_a_run_only_the_history_blocked_whose_producers_totals_agreed_is_learnt_at_once(tmp_path: Path) -> None:
+    """control_totals passed: the producer says the batch is what it sent, so a band's block of it is a real
+    day's level, learnt with no next run to confirm it. Not where a rule failed it too, or a person decided."""
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
+    h = MetricHistory(store.engine)
+    agreed = {"name": "control_totals", "check": "control_totals", "status": "passed"}
+    band = {"name": "anomaly(row_count)", "check": "anomaly", "status": "failed"}
+    rule = {"name": "not_null(id)", "check": "not_null", "status": "failed"}
+    runs = [("p0", "published", [agreed], None), ("v1", "blocked", [agreed, band], None),
+            ("v2", "blocked", [agreed, band, rule], None), ("v3", "blocked", [agreed, band], "rejected"),
+            ("p4", "published", [agreed], None)]  # fmt: skip
+    for i, (rid, status, checks, review) in enumerate(runs):
+        at = T0 + timedelta(days=i)
+        store.save(RunRecord(run_id=rid, table_name="t.days", status=status, started_at=at, checks=checks,
+                             review=review, files=[{"path": f"f{i}"}]))  # fmt: skip
+        h.record(rid, "t.days", at, {("row_count", ""): float(i)})
+    got = h.published("t.days", "row_count", "", 10)
+    assert got.runs == ("p4", "v1", "p0") and got.learnt == 1
+
+
 def test_metric_rows_filter_limit_and_errors(tmp_path: Path) -> None:
     store = store_with_runs(tmp_path)
     rows = metric_rows(store, "nyc.trips", metric="row_count", limit=3)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import tomllib
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -26,8 +27,24 @@ NOW = datetime(2026, 11, 28, 14, 34, 35, tzinfo=UTC)  # a Saturday
 # its checks, one that fails them, and one with nothing (an empty batch, a mean of no rows).
 # The newest timestamp (c0_max) is judged by freshness against the clock, not NOW: an hour and 30 days ago.
 CLOCK = datetime.now(UTC)
-PASSING = {"c0_f": 0, "c0_n": 480, "c0_max": CLOCK - timedelta(hours=1), "c0_v": 480.25, "c0_s": 480250.0, "c0_c": 1000}
+# control_totals: what the manifests declared (rows, sums) and what the files said against them.
+MANIFEST = {"missing": [], "sums_skipped": False, "manifests": ["/landing/day1/_manifest.json"]}
+PASSING = {
+    "c0_f": 0,
+    "c0_n": 480,
+    "c0_max": CLOCK - timedelta(hours=1),
+    "c0_v": 480.25,
+    "c0_s": 480250.0,
+    "c0_c": 1000,
+    "c0_ct": {**MANIFEST, "problems": [], "rows": 480, "sums": [("amount", Decimal("12.50"), Decimal("12.50"))]},
+}
 FAILING = {
+    "c0_ct": {
+        **MANIFEST,
+        "problems": ["1 file(s) named in /landing/day1/_manifest.json not in this batch: b.csv"],
+        "rows": 1200,
+        "sums": [("amount", 7.6e5, Decimal("912000.5"))],
+    },
     "c0_f": 370,
     "c0_n": 1000,
     "c0_max": CLOCK - timedelta(days=30),

@@ -131,6 +131,16 @@ class Compiled:
         return F.col(quote(self.mapping[name]))
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """The files a run read, as its producer delivered them, and how to read files beside them (its manifest)."""
+
+    files: list[tuple[str, int | None]]  # (uri, bytes) of each file the run read
+    read: Callable[[str], bytes | None]  # a small file's content, None when nothing is there
+    digest: Callable[[str, str], str]  # (uri, "sha256" | "md5") -> the file's hex digest
+    quarantined: int = 0  # rows of the batch a quarantine held back from the table (delivered all the same)
+
+
 @dataclass
 class AuditContext:
     """What evaluation may look at beyond the new rows."""
@@ -164,6 +174,8 @@ class AuditContext:
     # The new rows of another table of the same multi-table run, by name (None: a run of one table). Checks across
     # the group (reconcile) read a sibling's staged batch here; main_table reads a sibling's staged table.
     batch_of: Callable[[TableName], DataFrame] | None = None
+    # The run's files and their producer's manifests (control_totals); None: the batch is a DataFrame.
+    delivery: Delivery | None = None
 
     def day(self) -> datetime:
         """The time an anomaly check's seasonality judges the batch by: its own day where its table names a time

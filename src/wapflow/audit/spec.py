@@ -13,6 +13,7 @@ from pydantic import Field
 
 from wapflow.audit.batch_checks import (
     AnomalyCheck,
+    ControlTotalsCheck,
     CustomSqlCheck,
     ForeignKeyCheck,
     FreshnessCheck,
@@ -43,6 +44,7 @@ __all__ = [
     "AnomalyCheck",
     "BetweenCheck",
     "Check",
+    "ControlTotalsCheck",
     "CustomSqlCheck",
     "ExpressionCheck",
     "ForeignKeyCheck",
@@ -75,6 +77,7 @@ _BUILTIN: tuple[type[CheckType], ...] = (
     UniqueInTableCheck,
     ForeignKeyCheck,
     ReconcileCheck,
+    ControlTotalsCheck,
     FreshnessCheck,
     VolumeCheck,
     AnomalyCheck,

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from wapflow.runs.schema import METADATA, ensure_schema
 from wapflow.runs.store import runs_table
 from wapflow.vocabulary import PUBLISHED as PUBLISHED
-from wapflow.vocabulary import RUN_BLOCKED, blocked_by_history_only
+from wapflow.vocabulary import RUN_BLOCKED, blocked_by_history_only, vouched_for
 
 if TYPE_CHECKING:
     from wapflow.audit.anomaly import History
@@ -94,7 +94,9 @@ def _learns_from(rows: Iterable[Any]) -> list[Any]:
     """The rows (newest first, with _LEARNING's columns) of runs the history learns from: every published run,
     and a blocked run nobody decided on whose failed checks all judged the batch against the history
     (vocabulary.blocked_by_history_only), once the next run of the series (of a weekly band: of the same
-    weekday) was blocked by one of the same checks too, unless a run published the same files.
+    weekday) was blocked by one of the same checks too, unless a run published the same files. A run a rule
+    blocked (a check not the history's failed: a short delivery, a NULL key) is not of the series; one whose
+    producer's totals agreed (vocabulary.vouched_for: control_totals passed) needs no next run to confirm it.
 
     Without them a new level (a storm week, a new customer) is blocked for ever once nobody approves its first
     day: each later day is judged against a history that never saw it (issue 61: a quarter of real days
@@ -112,11 +114,25 @@ def _learns_from(rows: Iterable[Any]) -> list[Any]:
             return frozenset()
         return frozenset(str(c.get("name")) for c in checks if c.get("status") == "failed")
 
-    held = [failed_by_history(r) for r in rows]
+    def blocked_by_a_rule(r: Any) -> bool:
+        """Blocked, nobody deciding, by a check that is not the history's (control_totals, not_null...): it says
+        nothing of the level, so the series' next run is the one after it."""
+        if r.status != RUN_BLOCKED or r.run_review is not None:
+            return False
+        failed = [c for c in json.loads(r.run_checks or "[]") if c.get("status") == "failed"]
+        return bool(failed) and not blocked_by_history_only(failed)
+
+    def vouched(r: Any) -> bool:
+        """Only the history blocked it, and its producer's totals agreed: a real day, nothing to confirm."""
+        return bool(failed_by_history(r)) and vouched_for(json.loads(r.run_checks or "[]"))
+
+    series = [r for r in rows if not blocked_by_a_rule(r)]
+    held = [failed_by_history(r) for r in series]
     return [
         r
-        for k, r in enumerate(rows)
-        if r.status == PUBLISHED or (k > 0 and held[k] & held[k - 1] and r.run_files not in published_files)
+        for k, r in enumerate(series)
+        if r.status == PUBLISHED
+        or (r.run_files not in published_files and (vouched(r) or (k > 0 and held[k] & held[k - 1])))
     ]
 
 

@@ -8,6 +8,7 @@ use, so local-only work never imports boto3.
 from __future__ import annotations
 
 import builtins
+import hashlib
 from pathlib import Path
 
 from wapflow.errors import ConfigError
@@ -61,6 +62,28 @@ class Storage:
             return self.s3.read(location)
         self.store_for(location)  # other schemes: the same ConfigError as listing them
         return Path(location.removeprefix("file://").removeprefix("file:")).read_bytes()
+
+    def read_if_exists(self, location: str) -> bytes | None:
+        """read_bytes, or None when nothing is at `location` (a manifest a producer may not have sent)."""
+        if is_s3_uri(location):
+            return self.s3.read_if_exists(location)
+        try:
+            return self.read_bytes(location)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def digest(self, location: str, algorithm: str) -> str:
+        """The hex digest ("sha256", "md5") of one file's content, read in 1 MiB chunks (any size)."""
+        h = hashlib.new(algorithm)
+        if is_s3_uri(location):
+            for chunk in self.s3.chunks(location):
+                h.update(chunk)
+            return h.hexdigest()
+        self.store_for(location)
+        with Path(location.removeprefix("file://").removeprefix("file:")).open("rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
 
     def secret_values(self) -> builtins.list[str]:
         return self.s3_settings.secret_values()

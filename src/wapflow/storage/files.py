@@ -22,6 +22,16 @@ from wapflow.errors import InputError, MissingInput
 GLOB_CHARS = frozenset("*?[")
 COPYING_SUFFIX = "._COPYING_"  # what `hadoop fs -put` / `hdfs dfs -cp` name a file while it is written
 S3_URI_PREFIXES = ("s3://", "s3a://")
+# A producer's delivery manifest beside its data files (what it declares it sent, read by the control_totals
+# check): `_manifest.json` / `_manifest.csv` for a folder, `<file>.manifest.json` / `.manifest.csv` for one file.
+# Never data: listings skip them, so a folder's run does not read its own manifest as rows.
+MANIFEST_NAMES = ("_manifest.json", "_manifest.csv")
+MANIFEST_SUFFIXES = (".manifest.json", ".manifest.csv")
+
+
+def is_manifest_name(name: str) -> bool:
+    """A delivery manifest's file name (MANIFEST_NAMES, or ending in one of MANIFEST_SUFFIXES)."""
+    return name in MANIFEST_NAMES or name.endswith(MANIFEST_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -151,6 +161,8 @@ def bookkeeping(name: str) -> tuple[str, bool] | None:
         return "parquet summary file", True
     if name.endswith(".crc"):
         return "checksum file", True
+    if is_manifest_name(name):
+        return "delivery manifest", False
     if name.endswith(COPYING_SUFFIX):
         return None  # an unfinished copy: never skipped quietly (see unfinished_copy_error)
     if name.startswith("."):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -362,6 +362,21 @@ class S3Store:
         except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
             raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
         return body
+
+    def read_if_exists(self, uri: str) -> bytes | None:
+        """read(), or None when the key does not exist (a missing bucket or denied access still raise)."""
+        if self._head(parse_s3_uri(uri), parse_s3_uri(uri).key) is None:
+            return None
+        return self.read(uri)
+
+    def chunks(self, uri: str) -> Iterator[bytes]:
+        """An object's content in 1 MiB chunks, streamed (a checksum of a file of any size)."""
+        loc = parse_s3_uri(uri)
+        try:
+            body = self.client.get_object(Bucket=loc.bucket, Key=loc.key)["Body"]
+            yield from body.iter_chunks(1 << 20)
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
 
     # --- whole objects moved: a landed file adopted into a table (wapflow.pipeline.steps.adopt) ----------
 

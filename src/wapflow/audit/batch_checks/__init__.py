@@ -1,9 +1,9 @@
 """Batch-level check types: one verdict for the whole batch (a rate, a count, a key, a join, a query).
 
 One module per family of check: bounds (null_rate, row_count, freshness, max_change), keys (unique,
-unique_in_table, foreign_key), reconcile, history (volume, anomaly, schema_change: judged against the table's
-published runs) and custom_sql. Every name is exported from here too: callers import them from
-wapflow.audit.batch_checks, and audit.spec registers the classes.
+unique_in_table, foreign_key), reconcile, control (control_totals: the producer's manifest), history
+(volume, anomaly, schema_change: judged against the table's published runs) and custom_sql. Every name is
+exported from here too: callers import them from wapflow.audit.batch_checks, and audit.spec registers them.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from wapflow.audit.batch_checks.bounds import (
     NullRateCheck,
     RowCountCheck,
 )
+from wapflow.audit.batch_checks.control import ControlTotalsCheck
 from wapflow.audit.batch_checks.custom_sql import CustomSqlCheck
 from wapflow.audit.batch_checks.history import (
     MEANS,
@@ -44,6 +45,7 @@ __all__ = [
     "FLOAT_SLACK",
     "MEANS",
     "AnomalyCheck",
+    "ControlTotalsCheck",
     "CustomSqlCheck",
     "ForeignKeyCheck",
     "FreshnessCheck",

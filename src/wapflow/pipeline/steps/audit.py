@@ -20,7 +20,7 @@ from wapflow.audit.anomaly import (
 from wapflow.audit.batch_checks import schema_of
 from wapflow.audit.calendars import holiday_near
 from wapflow.audit.checks import AuditPlan, FileMetrics, evaluate
-from wapflow.audit.checktype import AuditContext
+from wapflow.audit.checktype import AuditContext, Delivery
 from wapflow.audit.report import AuditReport, CheckResult
 from wapflow.config import Check
 from wapflow.errors import ConfigError, WapError, did_you_mean
@@ -123,6 +123,7 @@ def audit(run: Run) -> AuditReport:
                 holiday=_holiday(run, batch_at),
                 table_after=_table_after(run, written),
                 batch_of=_sibling_batches(run),
+                delivery=_delivery(run, quarantined),
             )
             try:
                 run.report = evaluate(run.plan, added, observed=run.observed, ctx=ctx)
@@ -181,6 +182,19 @@ def _batch_inputs(run: Run, written: WriteOutcome) -> Iterator[None]:
     finally:
         run.inputs.close()
         run.inputs = None
+
+
+def _delivery(run: Run, quarantined: int) -> Delivery | None:
+    """The run's files and how to read their producer's manifests (control_totals); None for a DataFrame batch."""
+    if not run.files:
+        return None
+    storage = run.lh.storage
+    return Delivery(
+        files=[(f.uri, f.size) for f in run.files],
+        read=storage.read_if_exists,
+        digest=storage.digest,
+        quarantined=quarantined,
+    )
 
 
 def run_changes(run: Run, written: WriteOutcome) -> Changes:

@@ -1,0 +1,162 @@
+"""control_totals on real Spark and real files: a delivery checked against the manifest its producer wrote beside
+it (rows, sums, the files it names, their sizes and sha256). Whole runs publish an exact delivery and block a
+short one with main unchanged (read back by PyIceberg); the other faults are audited against the same files
+with the audit step's own Delivery (wapflow.storage's reads), which costs no Iceberg write per case."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from support.data import write_parquet
+from support.embedded_reader import reader
+from wapflow.audit.checks import AuditPlan, evaluate
+from wapflow.audit.checktype import AuditContext, Delivery
+from wapflow.audit.report import CheckResult
+from wapflow.audit.spec import ControlTotalsCheck
+from wapflow.pipeline import run_wap
+from wapflow.sql.identifiers import TableName
+from wapflow.storage import Storage
+
+pytestmark = pytest.mark.spark
+ORDERS = TableName.parse("shop.orders")
+
+
+def orders(path: Path, ids: range, cents: int = 250) -> Path:
+    """Orders id, amount (decimal 12,2: id * cents / 100) as a parquet file."""
+    amounts = [Decimal(i * cents) / 100 for i in ids]
+    table = pa.table({"order_id": pa.array(list(ids), pa.int64()), "amount": pa.array(amounts, pa.decimal128(12, 2))})
+    return write_parquet(path, table)
+
+
+def declare(folder: Path, files: list[Path], *, rows: int | None = None, extra: dict[str, Any] | None = None) -> Path:
+    """The producer's _manifest.json for these files, from their own content: rows, sum(amount), bytes, sha256."""
+    tables = [pq.read_table(f) for f in files]
+    total = sum((sum(t.column("amount").to_pylist(), Decimal(0)) for t in tables), Decimal(0))
+    entries = {
+        f.name: {"rows": t.num_rows, "bytes": f.stat().st_size, "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+        for f, t in zip(files, tables, strict=True)
+    }
+    doc: dict[str, Any] = {"rows": rows if rows is not None else sum(t.num_rows for t in tables), "files": entries}
+    doc["sums"] = {"amount": str(total)}
+    doc.update(extra or {})
+    path = folder / "_manifest.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def check_of(spark: Any, files: list[Path], **params: Any) -> CheckResult:
+    """The check's line of an audit of these files' rows, with the Delivery the audit step gives a run."""
+    storage = Storage()
+    df = spark.read.parquet(*[str(f) for f in files]) if files else None
+    chk = ControlTotalsCheck(check="control_totals", **params)
+    delivery = Delivery(
+        files=[(str(f), f.stat().st_size) for f in files], read=storage.read_if_exists, digest=storage.digest
+    )
+    plan = AuditPlan([chk], df.columns, table=ORDERS.dotted)
+    [line] = evaluate(plan, df, ctx=AuditContext(this_table=ORDERS, delivery=delivery)).checks
+    return line
+
+
+def test_an_exact_delivery_publishes_and_a_short_one_blocks_with_both_figures(spark, lakehouse_factory, tmp_path):
+    day1, day2 = tmp_path / "landing" / "day1", tmp_path / "landing" / "day2"
+    a, b = orders(day1 / "a.parquet", range(1, 61)), orders(day1 / "b.parquet", range(61, 101))
+    declare(day1, [a, b])
+    c = orders(day2 / "c.parquet", range(101, 151))
+    declare(day2, [c], rows=60)  # the producer sent 60 rows; 50 landed
+    lh = lakehouse_factory({"shop.orders": {"checks": [{"check": "control_totals", "sums": ["amount"]}]}})
+
+    ok = run_wap(lh, "shop.orders", [str(day1)])  # the folder: its manifest is skipped, never read as rows
+    assert ok.status == "published", ok.message
+    assert ok.rows_written == 100
+    [line] = ok.checks
+    assert line["status"] == "passed" and line["observed"] == "rows 100 = declared; sum(amount) 12625.00 = declared"
+
+    short = run_wap(lh, "shop.orders", [str(day2)])
+    assert short.status == "blocked" and short.exit_code == 1
+    [line] = short.checks
+    assert line["status"] == "failed"
+    assert line["observed"].startswith("rows 50, declared 60 (difference 10, 16.67%)")
+    assert line["sql"].startswith("SELECT count(*), sum(`amount`) FROM ")
+    assert c.is_file()  # the source is kept
+
+    table = reader(lh).load_table("shop.orders")
+    assert table.current_snapshot().snapshot_id == ok.snapshot_id  # main unchanged by the blocked run
+    assert table.scan().to_arrow().num_rows == 100
+
+
+@pytest.mark.parametrize(
+    "fault, expected",
+    [
+        ("a file sent twice", ["rows 160, declared 100", "1 file(s) of this batch not named in"]),
+        ("a file that never landed", ["1 file(s) named in", "not in this batch: b.parquet"]),
+        ("a truncated file", ["a.parquet is ", "bytes; its manifest declares", "a.parquet's sha256 is"]),
+        ("a changed amount", ["sum(amount) 12626.00, declared 12625.00 (difference 1.00, 0.01%)"]),
+        ("no manifest", ["no manifest at "]),
+        ("a manifest that is not JSON", ["cannot be read: it is not valid JSON"]),
+        ("a sum of a column the table lacks", ["declares a sum of amt, a column the batch does not have"]),
+    ],
+)
+def test_each_fault_of_a_delivery_fails_the_check_saying_what_differs(spark, tmp_path, fault, expected):
+    day = tmp_path / "day"
+    a, b = orders(day / "a.parquet", range(1, 61)), orders(day / "b.parquet", range(61, 101))
+    manifest = declare(day, [a, b])
+    files = [a, b]
+    if fault == "a file sent twice":
+        files.append(Path(shutil.copy(a, day / "a-copy.parquet")))
+    elif fault == "a file that never landed":
+        b.unlink()
+        files = [a]
+    elif fault == "a truncated file":
+        orders(a, range(1, 31))  # rewritten shorter after the manifest was written
+    elif fault == "a changed amount":
+        write_parquet(
+            b,
+            pa.table(
+                {
+                    "order_id": pa.array(list(range(61, 101)), pa.int64()),
+                    "amount": pa.array(
+                        [Decimal(i * 250) / 100 + (1 if i == 70 else 0) for i in range(61, 101)], pa.decimal128(12, 2)
+                    ),
+                }
+            ),
+        )
+        doc = json.loads(manifest.read_text())
+        del doc["files"]  # totals only: the producer declares no per-file sizes here
+        manifest.write_text(json.dumps(doc))
+    elif fault == "no manifest":
+        manifest.unlink()
+    elif fault == "a manifest that is not JSON":
+        manifest.write_text('{"rows": 100,')
+    elif fault == "a sum of a column the table lacks":
+        manifest.write_text(json.dumps({"rows": 100, "sums": {"amt": "1"}}))
+    line = check_of(spark, files)
+    assert line.status == "failed", line.observed
+    for text in expected:
+        assert text in line.observed, (text, line.observed)
+
+
+def test_a_missing_manifest_only_warns_when_told_and_a_csv_manifest_per_file_counts(spark, tmp_path):
+    day = tmp_path / "day"
+    a, b = orders(day / "a.parquet", range(1, 61)), orders(day / "b.parquet", range(61, 101))
+    warned = check_of(spark, [a, b], without_manifest="warn")
+    assert warned.status == "warned" and warned.observed.startswith(f"no manifest at {day}/_manifest.json")
+
+    for f, n, total in ((a, 60, "4575.00"), (b, 40, "8050.00")):
+        Path(f"{f}.manifest.csv").write_text(f"file,rows,amount\n{f.name},{n},{total}\n")
+    line = check_of(spark, [a, b], manifest="{name}.manifest.csv", sums=["amount"])
+    assert line.status == "passed", line.observed
+    assert line.observed == "rows 100 = declared; sum(amount) 12625.00 = declared"
+    Path(f"{b}.manifest.csv").write_text(f"file,rows,amount\n{b.name},41,8050.00\n")
+    line = check_of(spark, [a, b], manifest="{name}.manifest.csv", tolerance=0.01)
+    assert line.status == "passed", line.observed  # 100 of 101 declared: within 1%
+    assert line.observed.startswith("rows 100, declared 101 (difference 1, 0.99%)")
+    assert check_of(spark, [a, b], manifest="{name}.manifest.csv").status == "failed"
