@@ -75,7 +75,13 @@ class Gate:
     audit step of a run does, and records the real ones as runs."""
 
     def __init__(
-        self, checks: list[dict[str, Any]], folder: Path, holidays: str | None = None, *, control: bool = False
+        self,
+        checks: list[dict[str, Any]],
+        folder: Path,
+        holidays: str | None = None,
+        *,
+        control: bool = False,
+        control_sums: list[str] | None = None,
     ) -> None:
         self.folder = folder
         self.store = RunStore(f"sqlite:///{folder / 'runs.db'}")
@@ -93,7 +99,8 @@ class Gate:
         self.storage = Storage()
         self.control: Compiled | None = None
         if control:
-            chk = ControlTotalsCheck(check=CONTROL)
+            # The sums its manifest declares, named: what a user who knows the producer's manifest writes.
+            chk = ControlTotalsCheck(check=CONTROL, name=CONTROL, sums=control_sums)
             self.control = Compiled(len(self.checks), chk, None, None, None, "", {})  # type: ignore[arg-type]
             self.names.append(chk.display_name())
 
@@ -103,7 +110,7 @@ class Gate:
         folder = self.folder / "landing" / name
         folder.mkdir(parents=True)
         pq.write_table(batch, folder / "data.parquet")
-        sums = {n: v for n, v in numeric_sums(declared).items() if v is not None}
+        sums = numeric_sums(declared)
         (folder / "_manifest.json").write_text(json.dumps({"rows": declared.num_rows, "sums": sums}))
         return folder / "data.parquet"
 
@@ -165,8 +172,12 @@ class Gate:
         self.runs += 1
         run_id = f"day{self.runs:04d}"
         ok = not blocked(statuses) if published is None else published
+        ctl = self.control.check.columns() if self.control is not None else []
         checks = [
-            {"name": n, "check": CONTROL if n == CONTROL else "anomaly", "status": st} for n, st in statuses.items()
+            {"name": n, "check": "anomaly", "status": st}
+            if n != CONTROL
+            else {"name": n, "check": CONTROL, "status": st, "columns": ctl}
+            for n, st in statuses.items()
         ]
         with self.store.engine.begin() as conn:
             conn.execute(
@@ -182,12 +193,13 @@ class Gate:
 
 
 def numeric_sums(t: pa.Table) -> dict[str, Any]:
-    """Each integer or float column's sum (None over only NULLs): what a producer declares and Spark would add."""
+    """Each integer or float column's sum (0 over only NULLs, as the check takes Spark's NULL sum): what a
+    producer declares."""
     out: dict[str, Any] = {}
     for name in t.column_names:
         col = t.column(name)
         if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
-            out[name] = pc.sum(col).as_py() if t.num_rows else 0
+            out[name] = pc.sum(col).as_py() or 0
     return out
 
 
@@ -249,7 +261,8 @@ def simulate(
     who looks (published, kept) or left as it is (learnt)."""
     republish = blocked_days == "published"
     decided = blocked_days != "learnt"
-    gate = Gate(ds.checks, folder, ds.holidays if holidays else None, control=control)
+    sums = list(numeric_sums(ds.days[0][1])) if control else None
+    gate = Gate(ds.checks, folder, ds.holidays if holidays else None, control=control, control_sums=sums)
     out = Outcome(ds.name, ds.source, gate.names, len(ds.days), warmup, gate=gate)
     rng = np.random.default_rng(seed)
     judged = list(range(warmup, len(ds.days)))

@@ -45,9 +45,23 @@ def blocked_by_history_only(checks: Iterable[Mapping[str, Any]]) -> bool:
     return bool(failed) and all(c.get("check") in OVERRIDABLE_CHECKS for c in failed)
 
 
-def vouched_for(checks: Iterable[Mapping[str, Any]]) -> bool:
-    """A check of the run's record read what its producer declared and agreed (VOUCHING_CHECKS passed)."""
-    return any(c.get("check") in VOUCHING_CHECKS and c.get("status") == "passed" for c in checks)
+# The batch metrics a producer's totals pin down: its rows, and a column's sum (and so its mean) where the
+# vouching check compared that column's sum (its record's `columns`).
+VOUCHED_METRICS: frozenset[str] = frozenset({"row_count"})
+VOUCHED_COLUMN_METRICS: frozenset[str] = frozenset({"sum", "mean"})
+
+
+def vouched_for(checks: Iterable[Mapping[str, Any]], metric: str, column: str = "") -> bool:
+    """A check of the run's record read what its producer declared and agreed (VOUCHING_CHECKS passed) on this
+    metric of the batch: its rows, or the sum of this column (a category's values or a null fraction it never
+    saw)."""
+    for c in checks:
+        if c.get("check") not in VOUCHING_CHECKS or c.get("status") != "passed":
+            continue
+        cols = {str(x).lower() for x in c.get("columns") or []}
+        if metric in VOUCHED_METRICS or (metric in VOUCHED_COLUMN_METRICS and column.lower() in cols):
+            return True
+    return False
 
 
 # The statuses a run ends at that no later step changes: a retried task with the same run id would only read

@@ -16,6 +16,7 @@ still open; the last, not full, is published when the query ends.
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import re
 import signal
@@ -38,7 +39,8 @@ FILES, ROWS = 8, 50
 # Killed at the next point of the first batch that reaches it: main moved (the run store not told yet), the rows
 # committed on the run's branch, the audit stored (nothing published).
 CHAIN = ["publish:moved", "write:appended", "audit"]
-RANDOM_KILLS = 2
+# At random moments after the chain (WAP_STREAM_KILLS: more of them; each is one more driver JVM, ~10 s).
+RANDOM_KILLS = int(os.environ.get("WAP_STREAM_KILLS", "1"))
 # publish_every=3: killed once main carries the first run of three batches (the run store says so, the staging
 # folder not yet), then while the next run's rows are on its branch, then once at random.
 EVERY = 3

@@ -112,7 +112,7 @@ def test_a_run_only_the_history_blocked_whose_producers_totals_agreed_is_learnt_
     day's level, learnt with no next run to confirm it. Not where a rule failed it too, or a person decided."""
     store = RunStore(f"sqlite:///{tmp_path / 'runs.db'}")
     h = MetricHistory(store.engine)
-    agreed = {"name": "control_totals", "check": "control_totals", "status": "passed"}
+    agreed = {"name": "control_totals", "check": "control_totals", "status": "passed", "columns": ["amount"]}
     band = {"name": "anomaly(row_count)", "check": "anomaly", "status": "failed"}
     rule = {"name": "not_null(id)", "check": "not_null", "status": "failed"}
     runs = [("p0", "published", [agreed], None), ("v1", "blocked", [agreed, band], None),
@@ -122,9 +122,13 @@ def test_a_run_only_the_history_blocked_whose_producers_totals_agreed_is_learnt_
         at = T0 + timedelta(days=i)
         store.save(RunRecord(run_id=rid, table_name="t.days", status=status, started_at=at, checks=checks,
                              review=review, files=[{"path": f"f{i}"}]))  # fmt: skip
-        h.record(rid, "t.days", at, {("row_count", ""): float(i)})
+        h.record(rid, "t.days", at, {("row_count", ""): float(i), ("mean", "amount"): 1.0, ("mean", "fee"): 1.0,
+                                     ("null_fraction", "amount"): 0.0})  # fmt: skip
     got = h.published("t.days", "row_count", "", 10)
     assert got.runs == ("p4", "v1", "p0") and got.learnt == 1
+    assert h.published("t.days", "mean", "amount", 10).runs == ("p4", "v1", "p0")  # its sum was compared
+    for metric, column in (("mean", "fee"), ("null_fraction", "amount")):  # what the producer did not declare
+        assert h.published("t.days", metric, column, 10).runs == ("p4", "p0"), (metric, column)
 
 
 def test_metric_rows_filter_limit_and_errors(tmp_path: Path) -> None:

@@ -90,13 +90,14 @@ _LEARNING = (
 )
 
 
-def _learns_from(rows: Iterable[Any]) -> list[Any]:
+def _learns_from(rows: Iterable[Any], metric: str = "", column: str = "") -> list[Any]:
     """The rows (newest first, with _LEARNING's columns) of runs the history learns from: every published run,
     and a blocked run nobody decided on whose failed checks all judged the batch against the history
     (vocabulary.blocked_by_history_only), once the next run of the series (of a weekly band: of the same
     weekday) was blocked by one of the same checks too, unless a run published the same files. A run a rule
     blocked (a check not the history's failed: a short delivery, a NULL key) is not of the series; one whose
-    producer's totals agreed (vocabulary.vouched_for: control_totals passed) needs no next run to confirm it.
+    producer's totals agreed on this metric (vocabulary.vouched_for: control_totals passed, and it compared the
+    rows, or this column's sum) needs no next run to confirm it.
 
     Without them a new level (a storm week, a new customer) is blocked for ever once nobody approves its first
     day: each later day is judged against a history that never saw it (issue 61: a quarter of real days
@@ -124,7 +125,7 @@ def _learns_from(rows: Iterable[Any]) -> list[Any]:
 
     def vouched(r: Any) -> bool:
         """Only the history blocked it, and its producer's totals agreed: a real day, nothing to confirm."""
-        return bool(failed_by_history(r)) and vouched_for(json.loads(r.run_checks or "[]"))
+        return bool(failed_by_history(r)) and vouched_for(json.loads(r.run_checks or "[]"), metric, column)
 
     series = [r for r in rows if not blocked_by_a_rule(r)]
     held = [failed_by_history(r) for r in series]
@@ -279,7 +280,7 @@ class MetricHistory:
                     if weekday is not None and weekday_of(r.batch_at or r.run_at) != weekday:
                         continue
                     seen.append(r)
-                used = _learns_from(seen)[:limit]
+                used = _learns_from(seen, metric, column)[:limit]
                 if len(used) == limit:
                     break
             rows = [(r.run_at, float(r.value), str(r.run_id)) for r in used]
