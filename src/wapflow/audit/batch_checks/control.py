@@ -25,8 +25,8 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from wapflow import display
-from wapflow.audit.batch_checks.reconcile import reconciles
-from wapflow.audit.checktype import Against, CheckType, Evidence, Rule, Verdict
+from wapflow.audit.batch_checks.reconcile import Tolerant
+from wapflow.audit.checktype import Against, Evidence, Rule, Verdict
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.storage.files import MANIFEST_NAMES, MANIFEST_SUFFIXES, is_manifest_name
 
@@ -175,7 +175,7 @@ def _listed(names: list[str]) -> str:
     return ", ".join(names[:_SHOWN]) + more
 
 
-class ControlTotalsCheck(CheckType):
+class ControlTotalsCheck(Tolerant):
     """The batch's rows, column sums and files against the manifest its producer sent beside the files."""
 
     check: Literal["control_totals"]
@@ -190,18 +190,6 @@ class ControlTotalsCheck(CheckType):
     sums: list[str] | None = Field(
         default=None,
         description="columns whose sums are compared, each declared by the manifest (default: every sum it declares)",
-    )
-    tolerance: float = Field(
-        default=0.0,
-        ge=0,
-        allow_inf_nan=False,
-        description="the difference allowed, as a fraction of the declared figure",
-    )
-    abs_tolerance: float = Field(
-        default=0.0,
-        ge=0,
-        allow_inf_nan=False,
-        description="the difference allowed, in rows or the column's units; the larger of the two tolerances applies",
     )
     without_manifest: Literal["block", "warn"] = Field(
         default="block", description="a file of the batch whose manifest is not there: block the run, or warn"
@@ -252,12 +240,7 @@ class ControlTotalsCheck(CheckType):
                 )
 
     def compile(self, mapping: dict[str, str]) -> Rule:
-        allowed = [f"{format(self.tolerance * 100, '.4g')}%"] if self.tolerance else []
-        allowed += [format(self.abs_tolerance, ".12g")] if self.abs_tolerance else []
-        if not allowed:
-            return Rule(None, None, "= the producer's manifest")
-        within = allowed[0] if len(allowed) == 1 else f"the larger of {' and '.join(allowed)}"
-        return Rule(None, None, f"within {within} of the producer's manifest")
+        return self.within("the producer's manifest")
 
     # --- evaluation -------------------------------------------------------------------------------
 
@@ -397,14 +380,14 @@ class ControlTotalsCheck(CheckType):
         delivered = rows + quarantined
         declared_rows = got.get("rows")
         if declared_rows is not None:
-            ok, diff = reconciles(delivered, declared_rows, self.tolerance, self.abs_tolerance)
+            ok, diff = self.agrees(delivered, declared_rows)
             held = f" ({quarantined} of them quarantined)" if quarantined else ""
             figures.append(_figure("rows", delivered, declared_rows, diff, held))
             if not ok:
                 problems.append(figures.pop())
         for col, mine, theirs in got.get("sums", []):
             declared = float(theirs) if isinstance(mine, float) else theirs
-            ok, diff = reconciles(mine, declared, self.tolerance, self.abs_tolerance)
+            ok, diff = self.agrees(mine, declared)
             figures.append(_figure(f"sum({col})", mine, theirs, diff, ""))
             if not ok:
                 problems.append(figures.pop())

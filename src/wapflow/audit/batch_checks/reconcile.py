@@ -31,7 +31,39 @@ if TYPE_CHECKING:
 FLOAT_SLACK = 1e-9
 
 
-class ReconcileCheck(CheckType):
+class Tolerant(CheckType):
+    """A check comparing the batch's figures with figures it is given (another table's, a producer's): equal, or
+    within the larger of a relative and an absolute tolerance (reconciles)."""
+
+    tolerance: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="the difference allowed, as a fraction of the figure compared with (0.01: 1%)",
+    )
+    abs_tolerance: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="the difference allowed, in the figure's units (rows, or the column's); the larger of the two "
+        "tolerances applies",
+    )
+
+    def within(self, other: str) -> Rule:
+        """The threshold the report shows: '= <other>' or 'within 1% of <other>'."""
+        allowed = [f"{format(self.tolerance * 100, '.4g')}%"] if self.tolerance else []
+        allowed += [format(self.abs_tolerance, ".12g")] if self.abs_tolerance else []
+        if not allowed:
+            return Rule(None, None, f"= {other}")
+        within = allowed[0] if len(allowed) == 1 else f"the larger of {' and '.join(allowed)}"
+        return Rule(None, None, f"within {within} of {other}")
+
+    def agrees(self, mine: Any, theirs: Any) -> tuple[bool, Any]:
+        """reconciles() under this check's tolerances."""
+        return reconciles(mine, theirs, self.tolerance, self.abs_tolerance)
+
+
+class ReconcileCheck(Tolerant):
     """The batch's rows, or a column's sum, against the new rows of another table of the same multi-table run."""
 
     check: Literal["reconcile"]
@@ -44,20 +76,6 @@ class ReconcileCheck(CheckType):
     against_column: str | None = Field(
         default=None, description='metric = "sum": the column of the other table (default: `column`)'
     )
-    tolerance: float = Field(
-        default=0.0,
-        ge=0,
-        allow_inf_nan=False,
-        description="the difference allowed, as a fraction of the other table's figure (0.01: 1%)",
-    )
-    abs_tolerance: float = Field(
-        default=0.0,
-        ge=0,
-        allow_inf_nan=False,
-        description="the difference allowed, in the metric's units (rows, or the column's); the larger of the two "
-        "tolerances applies",
-    )
-
     description: ClassVar[str] = (
         "Fails when the batch's rows, or a column's sum, differ from those of another table's new rows in the "
         "same multi-table run by more than the tolerance: |this - other| <= max(tolerance * |other|, abs_tolerance)."
@@ -125,13 +143,7 @@ class ReconcileCheck(CheckType):
             )
 
     def compile(self, mapping: dict[str, str]) -> Rule:
-        other = f"{self._figure(self.other_column)} of {self.against}"
-        allowed = [f"{format(self.tolerance * 100, '.4g')}%"] if self.tolerance else []
-        allowed += [format(self.abs_tolerance, ".12g")] if self.abs_tolerance else []
-        if not allowed:
-            return Rule(None, None, f"= {other}")
-        within = allowed[0] if len(allowed) == 1 else f"the larger of {' and '.join(allowed)}"
-        return Rule(None, None, f"within {within} of {other}")
+        return self.within(f"{self._figure(self.other_column)} of {self.against}")
 
     def measure(self, added: DataFrame, c: Compiled, ctx: AuditContext) -> tuple[dict[str, Any], Evidence]:
         from wapflow.sql.identifiers import TableName
@@ -193,7 +205,7 @@ class ReconcileCheck(CheckType):
         # A figure not gathered is a sum over no rows, as `measure` counts one: 0.
         mine, theirs = (values.get(f"{c.key}_{k}") for k in ("v", "a"))
         mine, theirs = 0 if mine is None else mine, 0 if theirs is None else theirs
-        ok, diff = reconciles(mine, theirs, self.tolerance, self.abs_tolerance)
+        ok, diff = self.agrees(mine, theirs)
         this = ctx.this_table.dotted if ctx.this_table else "this table"
         share = f" ({display.percent(float(diff) / abs(float(theirs)))})" if theirs else ""  # of the other's figure
         observed = (
