@@ -45,7 +45,18 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gates_data import DATASETS, FAULT_LABELS, FAULTS, DataSet, file_metrics, gathered, inject
+from gates_data import (
+    DATASETS,
+    FAULT_LABELS,
+    FAULTS,
+    USUAL_DAYS,
+    DataSet,
+    file_metrics,
+    gathered,
+    inject,
+    mean,
+    null_fraction,
+)
 
 from wapflow.audit.anomaly import day_at, file_metric_values
 from wapflow.audit.calendars import holiday_near
@@ -218,6 +229,9 @@ class Outcome:
     )  # kind -> (statuses, real passed)
     decide_s: list[float] = field(default_factory=list)
     gate: Gate | None = None  # the table's checks and history after the last day
+    # The hindsight detector's score (score()) of each judged real day, and of each faulty copy, per fault kind.
+    real_scores: dict[str, list[float]] = field(default_factory=dict)
+    copy_scores: dict[str, list[float]] = field(default_factory=dict)
 
 
 # What becomes of a blocked run: a person who looks at each (published: approves a real day, rejects a faulty
@@ -281,6 +295,9 @@ def simulate(
             statuses[CONTROL] = gate.controlled(batch, gate.deliver(batch, f"day{i:04d}", batch))
         if i >= warmup:
             out.real.append(statuses)
+            for kind in ds.faults():
+                if (sc := score(kind, ds, batch, earlier)) is not None:
+                    out.real_scores.setdefault(kind, []).append(sc)
         if i in faulty:
             kinds = ds.faults()
             delivered = kinds[sorted(faulty).index(i) % len(kinds)]
@@ -292,6 +309,8 @@ def simulate(
                 if control:
                     judged_copy[CONTROL] = gate.controlled(copy, gate.deliver(copy, f"day{i:04d}-{kind}", batch))
                 out.faults.setdefault(kind, []).append((judged_copy, not blocked(statuses)))
+                if (sc := score(kind, ds, copy, earlier)) is not None:
+                    out.copy_scores.setdefault(kind, []).append(sc)
                 if kind == delivered:
                     gate.record(copy_values, copy.num_rows, at, batch_at, file_metrics(copy), judged_copy,
                                 rejected=decided)  # fmt: skip
@@ -301,6 +320,38 @@ def simulate(
                     rejected=decided)  # fmt: skip
         earlier.append(batch)
     return out
+
+
+def score(kind: str, ds: DataSet, t: pa.Table, earlier: list[pa.Table]) -> float | None:
+    """How far the batch is from the last USUAL_DAYS real days on the one metric a fault kind moves, signed so
+    that higher is more suspect: the hindsight detector issue 61's ceiling is made of. None where it has no one
+    number (a category's values) or no history yet."""
+    before = earlier[-USUAL_DAYS:]
+    if len(before) < 2:
+        return None
+    if kind == "volume_drop":
+        return -t.num_rows / statistics.median(d.num_rows for d in before)
+    if kind == "null_spike" and ds.null_column:
+        return null_fraction(t, ds.null_column) - statistics.median(null_fraction(d, ds.null_column) for d in before)
+    if kind == "mean_shift" and ds.mean_column:
+        means = [m for d in before if (m := mean(d, ds.mean_column)) is not None]
+        now = mean(t, ds.mean_column)
+        spread = statistics.stdev(means) if len(means) > 1 else 0.0
+        return None if now is None or not spread else abs(now - statistics.median(means)) / spread
+    if kind == "duplicates":
+        return 1 - t.group_by(t.column_names).aggregate([]).num_rows / t.num_rows if t.num_rows else 0.0
+    return None
+
+
+def ceiling(real: list[float], copies: list[float], fp_rate: float) -> float | None:
+    """The detection of the best one-sided threshold on the score, chosen with hindsight, that blocks no more
+    real days than `fp_rate`: the share of copies scored above the real days' (1 - fp_rate) quantile."""
+    if not real or not copies:
+        return None
+    allowed = int(fp_rate * len(real))  # real days it may block
+    ranked = sorted(real, reverse=True)
+    threshold = ranked[allowed] if allowed < len(ranked) else float("-inf")
+    return sum(c > threshold for c in copies) / len(copies)
 
 
 def summary(o: Outcome) -> dict[str, Any]:
@@ -320,6 +371,8 @@ def summary(o: Outcome) -> dict[str, Any]:
             "gate": sum(blocked(s) for s, _ in copies),
             "copies_real_passed": len(passed_days),  # copies of days the gate let through
             "gate_real_passed": sum(blocked(s) for s in passed_days),
+            # The hindsight threshold's detection at the gate's false-positive rate (None: no one-number score).
+            "ceiling": ceiling(o.real_scores.get(kind, []), o.copy_scores.get(kind, []), gate / n if n else 0.0),
         }
     ms = sorted(t * 1000 for t in o.decide_s)
     return {
@@ -388,6 +441,13 @@ def print_side_by_side(results: list[dict[str, Any]]) -> None:
             f = s["faults"].get(kind)
             cells.append("-" if f is None else (f"{f['gate'] / f['copies']:.1%}" + ("" if f["covered_by"] else "*")))
         say(f"  {'detected: ' + FAULT_LABELS[kind]:<40}" + "".join(f"{c:>18}" for c in cells))
+    for kind in kinds:
+        cells = []
+        for s in results:
+            f = s["faults"].get(kind)
+            top = None if f is None else f.get("ceiling")
+            cells.append("-" if top is None else f"{top:.1%} ({f['gate'] / f['copies'] / top:.0%})" if top else "0.0%")
+        say(f"  {'hindsight threshold (ours of it): ' + FAULT_LABELS[kind]:<40}" + "".join(f"{c:>18}" for c in cells))
     say(f"  {'decision ms per run (median)':<40}" + "".join(f"{s['decide_ms']['median']:>18.2f}" for s in results))
     say("  * not covered by any default check: blocked only where another metric moved")
 
