@@ -102,6 +102,7 @@ def test_an_exact_delivery_publishes_and_a_short_one_blocks_with_both_figures(sp
         ("a changed amount", ["sum(amount) 12626.00, declared 12625.00 (difference 1.00, 0.01%)"]),
         ("no manifest", ["no manifest at "]),
         ("a manifest that is not JSON", ["cannot be read: it is not valid JSON"]),
+        ("a folder where the manifest should be", ["_manifest.json cannot be read: Is a directory"]),
         ("a sum of a column the table lacks", ["declares a sum of amt, a column the batch does not have"]),
     ],
 )
@@ -134,6 +135,9 @@ def test_each_fault_of_a_delivery_fails_the_check_saying_what_differs(spark, tmp
         manifest.write_text(json.dumps(doc))
     elif fault == "no manifest":
         manifest.unlink()
+    elif fault == "a folder where the manifest should be":
+        manifest.unlink()
+        manifest.mkdir()
     elif fault == "a manifest that is not JSON":
         manifest.write_text('{"rows": 100,')
     elif fault == "a sum of a column the table lacks":

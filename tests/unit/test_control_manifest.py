@@ -94,6 +94,7 @@ def test_a_folder_listing_skips_manifests_and_storage_reads_and_digests_them(tmp
     ]
     assert storage.read_if_exists(str(tmp_path / "_manifest.json")) == b'{"rows": 1}'
     assert storage.read_if_exists(str(tmp_path / "missing" / "_manifest.json")) is None
+    assert storage.read_if_exists(str(tmp_path / "a.csv" / "_manifest.json")) is None  # under a file: not there
     data = (tmp_path / "a.csv").read_bytes()
     assert storage.digest(str(tmp_path / "a.csv"), "sha256") == hashlib.sha256(data).hexdigest()
     assert storage.digest(str(tmp_path / "a.csv"), "md5") == hashlib.md5(data).hexdigest()

@@ -297,7 +297,11 @@ class ControlTotalsCheck(Tolerant):
         missing: list[str] = []
         problems: list[str] = []
         for m in by_manifest:
-            data = delivery.read(m)
+            try:
+                data = delivery.read(m)
+            except OSError as e:  # a folder where the manifest should be, a file this user may not read
+                problems.append(f"manifest {m} cannot be read: {e.strerror or type(e).__name__}")
+                continue
             if data is None:
                 missing.append(m)
                 continue
