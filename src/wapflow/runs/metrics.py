@@ -124,8 +124,8 @@ def _learns_from(rows: Iterable[Any], metric: str = "", column: str = "") -> lis
         return bool(failed) and not blocked_by_history_only(failed)
 
     def vouched(r: Any) -> bool:
-        """Only the history blocked it, and its producer's totals agreed: a real day, nothing to confirm."""
-        return bool(failed_by_history(r)) and vouched_for(json.loads(r.run_checks or "[]"), metric, column)
+        """Its producer's totals agreed on this metric: a real day's level, nothing to confirm."""
+        return vouched_for(json.loads(r.run_checks or "[]"), metric, column)
 
     series = [r for r in rows if not blocked_by_a_rule(r)]
     held = [failed_by_history(r) for r in series]
@@ -133,7 +133,7 @@ def _learns_from(rows: Iterable[Any], metric: str = "", column: str = "") -> lis
         r
         for k, r in enumerate(series)
         if r.status == PUBLISHED
-        or (r.run_files not in published_files and (vouched(r) or (k > 0 and held[k] & held[k - 1])))
+        or (r.run_files not in published_files and held[k] and (vouched(r) or (k > 0 and held[k] & held[k - 1])))
     ]
 
 

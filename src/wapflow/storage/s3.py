@@ -365,7 +365,8 @@ class S3Store:
 
     def read_if_exists(self, uri: str) -> bytes | None:
         """read(), or None when the key does not exist (a missing bucket or denied access still raise)."""
-        if self._head(parse_s3_uri(uri), parse_s3_uri(uri).key) is None:
+        loc = parse_s3_uri(uri)
+        if self._head(loc, loc.key) is None:
             return None
         return self.read(uri)
 

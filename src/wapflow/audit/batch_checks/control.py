@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from wapflow import display
-from wapflow.audit.batch_checks.reconcile import Tolerant
+from wapflow.audit.batch_checks.reconcile import Tolerant, shown
 from wapflow.audit.checktype import Against, Evidence, Rule, Verdict
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.storage.files import MANIFEST_NAMES, MANIFEST_SUFFIXES, is_manifest_name
@@ -412,10 +412,6 @@ class ControlTotalsCheck(Tolerant):
 
 def _figure(what: str, mine: Any, theirs: Any, diff: Any, extra: str) -> str:
     if not diff:
-        return f"{what} {_shown(mine)} = declared{extra}"
+        return f"{what} {shown(mine)} = declared{extra}"
     share = f", {display.percent(float(diff) / abs(float(theirs)))}" if theirs else ""
-    return f"{what} {_shown(mine)}, declared {_shown(theirs)} (difference {_shown(diff)}{share}){extra}"
-
-
-def _shown(v: Any) -> str:
-    return format(v, ".12g") if isinstance(v, float) else str(v)
+    return f"{what} {shown(mine)}, declared {shown(theirs)} (difference {shown(diff)}{share}){extra}"

@@ -209,8 +209,8 @@ class ReconcileCheck(Tolerant):
         this = ctx.this_table.dotted if ctx.this_table else "this table"
         share = f" ({display.percent(float(diff) / abs(float(theirs)))})" if theirs else ""  # of the other's figure
         observed = (
-            f"{this} {self._figure(self.column)} = {_shown(mine)}; {self.against} {self._figure(self.other_column)} "
-            f"= {_shown(theirs)}; difference {_difference(diff)}{share}"
+            f"{this} {self._figure(self.column)} = {shown(mine)}; {self.against} {self._figure(self.other_column)} "
+            f"= {shown(theirs)}; difference {_difference(diff)}{share}"
         )
         return Verdict(ok, observed, 0)
 
@@ -230,7 +230,7 @@ def reconciles(mine: Any, theirs: Any, tolerance: float, abs_tolerance: float) -
     return exact <= limit, exact
 
 
-def _shown(v: Any) -> str:
+def shown(v: Any) -> str:
     """A figure as reports print it: counts and decimals as they are, floats to 12 significant digits (a float
     sum is compared to FLOAT_SLACK of itself, so its digits matter)."""
     return format(v, ".12g") if isinstance(v, float) else str(v)
