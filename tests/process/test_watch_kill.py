@@ -1,8 +1,8 @@
 """SIGKILL a real `wap watch` worker inside each step of a batch's durable workflow, restart it, and let it
 finish: DBOS resumes the interrupted workflow at the step it was in, and every file's rows are on main
 exactly once (read back with PyIceberg), no branch is left, the ledger agrees with main's history, no run is
-left `running`, and every workflow ended SUCCESS. Each resumed run sends one `recovered` alert (to a local
-receiver), however often it was killed and resumed.
+left `running`, and every workflow ended SUCCESS. Each resumed run records one `recovered` alert, however
+often it was killed and resumed, sent to a local receiver unless the worker was killed while sending it.
 """
 
 from __future__ import annotations
@@ -103,4 +103,9 @@ def test_sigkill_watch_inside_each_step_then_finish_exactly_once(tmp_path: Path)
     assert recovered and len(recovered) == len(set(recovered)), recovered
     assert {run for _, run in recovered} <= {r["run_id"] for r in rows}
     alerts = wap("alerts", "list", "--config", str(cfg), "--json").doc["alerts"]
-    assert sorted((a["run_id"], a["status"]) for a in alerts) == sorted((run, "sent") for _, run in recovered)
+    assert len(alerts) == len({a["run_id"] for a in alerts}), alerts  # one row per resumed run
+    # A worker killed between claiming an alert and sending it (the resumed workflow reached its kill point
+    # while the alert was on its way) leaves the row 'pending': never sent again, since it may have arrived
+    # (at most once). Every other row was sent, and the receiver holds exactly those.
+    assert {a["status"] for a in alerts} <= {"sent", "pending"}, alerts
+    assert sorted(a["run_id"] for a in alerts if a["status"] == "sent") == sorted(run for _, run in recovered)

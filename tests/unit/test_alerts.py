@@ -157,6 +157,28 @@ def test_which_run_outcomes_alert() -> None:
     (ev,) = events_for_run(published, quarantine_rate_above=0.05)
     assert ev.event == "quarantine_rate" and ev.failed_checks[-1].observed == 0.1
     assert ev.failed_checks[-1].threshold == "<= 0.05" and "10 of 100 row(s) quarantined" in ev.message
+    assert "(10.00%), above 5.00%" in ev.message
+
+
+def test_alert_texts_print_figures_with_the_one_formatter_and_the_json_keeps_the_values() -> None:
+    """Counts grouped (12,001, not 12001.0 or 1.2e+04), ratios to 4 significant digits, in Slack's text and the
+    quarantine message; the webhook's JSON carries the values as measured."""
+    checks = [
+        {"name": "row_count", "check": "row_count", "status": "failed", "observed": 12001.0, "threshold": ">= 20000"},
+        {"name": "volume", "check": "volume", "status": "failed", "observed": 0.16666666666, "threshold": ">= 0.5"},
+        {"name": "not_null(x)", "check": "not_null", "status": "failed", "observed": 123456, "threshold": "= 0",
+         "failing_rows": 123456},
+    ]  # fmt: skip
+    ev = from_run(_blocked_result(checks=checks), "blocked")
+    text = next(b["text"]["text"] for b in slack_payload(ev)["blocks"] if "Failed checks" in b.get("text", {}).get("text", ""))
+    assert "`row_count`: observed *12,001*, threshold &gt;= 20000" in text
+    assert "`volume`: observed *0.1667*" in text
+    assert "observed *123,456*, threshold = 0 (123,456 failing row(s))" in text
+    body = webhook_payload(ev)
+    assert [c["observed"] for c in body["failed_checks"]] == [12001.0, 0.16666666666, 123456]
+    big = _blocked_result(status="published", checks=[], rows_written=1_000_000, quarantined_rows=234_567)
+    (q,) = events_for_run(big, quarantine_rate_above=0.05)
+    assert q.message.startswith("234,567 of 1,234,567 row(s) quarantined (19.00%), above 5.00%"), q.message
 
 
 # --- delivery ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from wapflow.display import number, percent
 from wapflow.pipeline.result import RunResult
 from wapflow.pipeline.retry import retryable
 from wapflow.runs.store import RunRecord
@@ -210,9 +211,10 @@ def events_for_run(
     limit = quarantine_rate_above
     if res.status == "published" and limit is not None and rate is not None and rate > limit:
         quarantined = res.quarantined_rows or 0
+        whole = quarantined + (res.rows_written or 0)
         msg = (
-            f"{quarantined} of {quarantined + (res.rows_written or 0)} row(s) quarantined ({rate:.1%}), "
-            f"above {limit:.1%}"
+            f"{number(quarantined, grouped=True)} of {number(whole, grouped=True)} row(s) quarantined "
+            f"({percent(rate)}), above {percent(limit)}"
         )
         ev = from_run(res, "quarantine_rate", source=source, key=key, message=msg)
         ev.failed_checks.append(FailedCheck(name="quarantine_rate", observed=round(rate, 6), threshold=f"<= {limit}"))

@@ -12,6 +12,7 @@ from typing import Any
 
 from wapflow import __version__
 from wapflow.alerts.event import AlertEvent
+from wapflow.display import number
 
 SCHEMA = "wapflow.alert/v1"
 HEADER_MAX = 150
@@ -30,7 +31,17 @@ def _esc(text: str) -> str:
 
 
 def _value(v: Any) -> str:
-    return json.dumps(v, default=str) if not isinstance(v, str) else v
+    """An observed value as people read it (wapflow.display: `12,001`, `0.1667`, never `1.2e+04`); the JSON
+    payload keeps the machine value."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return number(v, grouped=True)
+    return json.dumps(v, default=str)
+
+
+def _count(n: Any) -> str:
+    return number(n, grouped=True) if isinstance(n, int | float) and not isinstance(n, bool) else str(n)
 
 
 def fallback_text(ev: AlertEvent) -> str:
@@ -50,8 +61,8 @@ def _diff_text(diff: dict[str, Any]) -> str:
     if not rows:  # no figures recorded: the summary's own words
         return "*What publishing changes*\n" + _esc(str(diff.get("text") or "?"))
     kinds = ("added", "updated", "deleted", "replaced")
-    figures = [f"{rows.get(k, 0)} {k}" for k in kinds if rows.get(k) or k == "added"]
-    lines = ["*What publishing changes*", "rows: " + ", ".join(figures) + f" (main has {rows.get('main_rows', '?')})"]
+    figures = [f"{_count(rows.get(k, 0))} {k}" for k in kinds if rows.get(k) or k == "added"]
+    lines = ["*What publishing changes*", "rows: " + ", ".join(figures) + f" (main has {_count(rows.get('main_rows', '?'))})"]
     lines += [f"• {_esc(n)}" for n in diff.get("notable") or []]
     if diff.get("more_notable"):
         lines.append(f"• … {diff['more_notable']} more column change(s)")
@@ -86,7 +97,7 @@ def slack_payload(ev: AlertEvent) -> dict[str, Any]:
     if ev.failed_checks:
         lines = [
             f"• `{_esc(c.name)}`: observed *{_esc(_value(c.observed))}*, threshold {_esc(c.threshold or '-')}"
-            + (f" ({c.failing_rows} failing row(s))" if c.failing_rows else "")
+            + (f" ({_count(c.failing_rows)} failing row(s))" if c.failing_rows else "")
             for c in ev.failed_checks
         ]
         blocks.append(_section("*Failed checks*\n" + "\n".join(lines)))
