@@ -176,16 +176,20 @@ def run_tables(
     branch: str | None = None,
     run_id: str | None = None,
     no_checks: bool = False,
+    again: bool = False,
 ) -> MultiRunResult:
     """Several tables in one run: each written to its sandbox and audited (checks across them included), then
     every table published in one atomic commit, or none (`wap run-tables`). Refused (ConfigError, exit 2) before
-    anything is written on a catalog that cannot commit several tables at once. A blocked or failed group is
+    anything is written on a catalog that cannot commit several tables at once. A file a table published already
+    (the same path, size and version) fails the run before anything is written (exit 2, naming the run that
+    published it) unless `again=True` (`--again`), as in `run`. A blocked or failed group is
     alerted once per table whose own checks or step failed (not for the tables it held back)."""
     from wapflow.pipeline.driver import drive
     from wapflow.pipeline.group import group_result, tables_group
 
     specs = [(t, [str(f) for f in files]) for t, files in tables]
-    res = group_result(lh, drive(lh, tables_group(lh, specs, branch=branch, run_id=run_id, no_checks=no_checks)))
+    group = tables_group(lh, specs, branch=branch, run_id=run_id, no_checks=no_checks, once=not again)
+    res = group_result(lh, drive(lh, group))
     _alert_group(lh, res)
     return res
 

@@ -76,6 +76,33 @@ def test_new_files_are_published_once_and_known_ones_skipped(source, landing):
     assert len(_ids(reader)) == 170 and len(lh.ledger.rows("trips", state="published")) == 5
 
 
+def test_a_file_wap_run_published_already_is_settled_with_that_run_not_published_twice(source, landing):
+    """`wap run` of a file, then its source's ingest: the ledger takes it as published by that run (same path,
+    size and version), nothing is published twice; the other file runs; rewritten, the file is new data."""
+    from wapflow import api
+
+    lh, reader = source()
+    early = trips_file(landing, "early.parquet", 30, start_id=1)
+    first = api.run(lh, "nyc.trips", [str(early)])
+    assert first.status == "published", first.message
+    head = reader.main("nyc.trips")
+    trips_file(landing, "later.parquet", 20, start_id=100)
+    res = ingest(lh, "trips")
+    assert res.exit_code == 0 and len(res.runs) == 1, res.message()
+    rows = {Path(r.uri).name: r for r in lh.ledger.rows("trips")}
+    assert rows["early.parquet"].state == "published" and rows["early.parquet"].run_id == first.run_id
+    assert rows["early.parquet"].snapshot_id == head
+    assert f"already by run {first.run_id}" in str(rows["early.parquet"].reason)
+    assert rows["later.parquet"].state == "published" and rows["later.parquet"].run_id == res.runs[0].run_id
+    assert _ids(reader) == [*range(1, 31), *range(100, 120)]  # each row once
+
+    trips_file(landing, "early.parquet", 5, start_id=500)  # rewritten: another version of the file
+    os.utime(landing / "early.parquet", ns=(1, 1))
+    again = ingest(lh, "trips")
+    assert again.exit_code == 0 and len(again.runs) == 1, again.message()
+    assert len(_ids(reader)) == 55
+
+
 def test_one_bad_file_does_not_hold_back_the_others(source, landing):
     """Among 12 files one is corrupt and one fails an error check: the batches that hold them are split in
     halves until each bad file runs alone; the 10 good files are published, each once."""

@@ -137,3 +137,11 @@ sql = '''{BAD_MODEL}'''
     member = wap("report", f"{blocked}-2")
     assert member.exit_code == 0 and f"part of multi-table run {blocked}" in member.stdout
     assert json.loads(wap("report", f"{blocked}-2", "--json").stdout)["group_id"] == blocked
+
+    # The published group's files given again: refused, exit 2, naming the run; --again publishes them.
+    o1, l1 = landing / "o1.parquet", landing / "l1.parquet"
+    twice = wap("run-tables", f"shop.orders={o1}", f"shop.lines={l1}")
+    assert twice.exit_code == 2 and f"by run {published}-1" in twice.output, twice.output
+    assert "--again" in twice.output
+    forced = wap("run-tables", f"shop.orders={o1}", f"shop.lines={l1}", "--again", "--json")
+    assert forced.exit_code == 0 and json.loads(forced.stdout)["status"] == "published", forced.output

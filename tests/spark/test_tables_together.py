@@ -285,3 +285,32 @@ def test_rejecting_a_held_group_drops_every_tables_branch(lakehouse_factory, lan
     assert refs(lh, ORDERS) == {"main"} and refs(lh, LINES) == {"main"}
     assert main_rows(lh, ORDERS) == 0 and main_rows(lh, LINES) == 0
     assert {m.status for m in lh.store.group(held.run_id)} == {"rejected"}
+
+
+def test_a_file_a_table_published_already_fails_the_group_unless_again(shop, landing):
+    """The same file given to `run-tables` again (as to `wap run`): the whole run fails before anything is
+    written, exit 2, naming the run that published it, every main unchanged; the file rewritten is new data;
+    again=True (`--again`) publishes the same file once more."""
+    from wapflow import api
+
+    lh = shop
+    o, line_file = orders(landing, "o.parquet", [1, 2]), lines(landing, "l.parquet", [1, 2])
+    first = api.run_tables(lh, [("shop.orders", [o]), ("shop.lines", [line_file])])
+    assert first.status == "published", first.message
+    by = next(r.run_id for r in first.tables if r.table == "shop.orders")
+    heads = {t: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id for t in (ORDERS, LINES)}
+
+    refused = api.run_tables(lh, [("shop.orders", [o]), ("shop.lines", [lines(landing, "l2.parquet", [2])])])
+    assert refused.status == "failed" and refused.exit_code == 2, refused.message
+    assert f"{o} by run {by}" in refused.message and "published to shop.orders already" in refused.message
+    after = {t: reader(lh).load_table((*t.namespace, t.name)).metadata.current_snapshot_id for t in (ORDERS, LINES)}
+    assert after == heads and main_rows(lh, ORDERS) == 2 and main_rows(lh, LINES) == 2
+
+    rewritten = orders(landing, "o.parquet", [3, 4, 5])  # the same path, other rows: a new delivery
+    res = api.run_tables(lh, [("shop.orders", [rewritten]), ("shop.lines", [lines(landing, "l3.parquet", [3])])])
+    assert res.status == "published", res.message
+    assert main_rows(lh, ORDERS) == 5
+
+    forced = api.run_tables(lh, [("shop.orders", [rewritten]), ("shop.lines", [line_file])], again=True)
+    assert forced.status == "published", forced.message
+    assert main_rows(lh, ORDERS) == 8 and main_rows(lh, LINES) == 5

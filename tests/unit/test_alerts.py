@@ -170,7 +170,8 @@ def test_alert_texts_print_figures_with_the_one_formatter_and_the_json_keeps_the
          "failing_rows": 123456},
     ]  # fmt: skip
     ev = from_run(_blocked_result(checks=checks), "blocked")
-    text = next(b["text"]["text"] for b in slack_payload(ev)["blocks"] if "Failed checks" in b.get("text", {}).get("text", ""))
+    texts = [b["text"]["text"] for b in slack_payload(ev)["blocks"] if "text" in b and "text" in b["text"]]
+    text = next(t for t in texts if t.startswith("*Failed checks*"))
     assert "`row_count`: observed *12,001*, threshold &gt;= 20000" in text
     assert "`volume`: observed *0.1667*" in text
     assert "observed *123,456*, threshold = 0 (123,456 failing row(s))" in text

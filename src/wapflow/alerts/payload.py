@@ -62,7 +62,10 @@ def _diff_text(diff: dict[str, Any]) -> str:
         return "*What publishing changes*\n" + _esc(str(diff.get("text") or "?"))
     kinds = ("added", "updated", "deleted", "replaced")
     figures = [f"{_count(rows.get(k, 0))} {k}" for k in kinds if rows.get(k) or k == "added"]
-    lines = ["*What publishing changes*", "rows: " + ", ".join(figures) + f" (main has {_count(rows.get('main_rows', '?'))})"]
+    lines = [
+        "*What publishing changes*",
+        "rows: " + ", ".join(figures) + f" (main has {_count(rows.get('main_rows', '?'))})",
+    ]
     lines += [f"• {_esc(n)}" for n in diff.get("notable") or []]
     if diff.get("more_notable"):
         lines.append(f"• … {diff['more_notable']} more column change(s)")

@@ -19,6 +19,14 @@ NoChecksOpt = Annotated[
         "without it, or checks = [], such a run fails before writing (exit 2). A table's checks still run.",
     ),
 ]
+AgainOpt = Annotated[
+    bool,
+    typer.Option(
+        "--again",
+        help="Publish files a table published already (the same path, size and version); without it such a run "
+        "is refused (exit 2) naming the run that published them.",
+    ),
+]
 
 
 def run(
@@ -32,14 +40,7 @@ def run(
         str | None, typer.Option("--run-id", help="Re-run (or resume) this run id; never publishes twice.")
     ] = None,
     no_checks: NoChecksOpt = False,
-    again: Annotated[
-        bool,
-        typer.Option(
-            "--again",
-            help="Publish files this table published already (the same path, size and version); without it "
-            "such a run is refused (exit 2) naming the run that published them.",
-        ),
-    ] = False,
+    again: AgainOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -90,6 +91,7 @@ def run_tables(
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
     no_checks: NoChecksOpt = False,
+    again: AgainOpt = False,
     config: Annotated[str | None, typer.Option("--config", "-c")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -108,7 +110,9 @@ def run_tables(
             parsed, run_branch = load_config(config).run_specs(run)
             branch = branch or run_branch
         parsed += _parse_specs(specs or [])
-        res = api.run_tables(open_lakehouse(config, o), parsed, branch=branch, run_id=run_id, no_checks=no_checks)
+        res = api.run_tables(
+            open_lakehouse(config, o), parsed, branch=branch, run_id=run_id, no_checks=no_checks, again=again
+        )
     except WapError as e:
         o.fail(e)
 
@@ -123,6 +127,7 @@ def run_models(
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
     no_checks: NoChecksOpt = False,
+    again: AgainOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

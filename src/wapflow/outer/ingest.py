@@ -275,7 +275,22 @@ class Ingest:
         self.out.new += added
         if added:
             self.lh.progress(f"source {self.name}: {added} new file(s) of {self.out.listed or added}")
+            self._published_before(fresh)
         return added
+
+    def _published_before(self, fresh: list[tuple[str, FileIdentity]]) -> None:
+        """Fresh files a run of this table published already, by identity (path, size, version: a `wap run` of
+        the file before its source's ingest saw it): settled `published` with that run, never published twice.
+        The same file rewritten is a new version, and runs."""
+        table = TableName.parse(self.src.table).dotted
+        keys: dict[tuple[Any, ...], str] = {(f.uri, f.size, f.version): k for k, f in fresh}
+        for f, rec in self.lh.store.published_with(table, [f.to_dict() for _, f in fresh]):
+            key = keys.get((f.get("uri"), f.get("size"), f.get("version")))
+            if key is None:
+                continue
+            why = f"published to {table} already by run {rec.run_id} (the same path, size and version)"
+            self.ledger.settle([key], "published", run_id=rec.run_id, snapshot_id=rec.snapshot_id, reason=why)
+            self.lh.progress(f"{f.get('uri')}: {why}")
 
     # --- batching --------------------------------------------------------------------------
 

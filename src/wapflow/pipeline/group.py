@@ -265,10 +265,12 @@ def tables_group(
     branch: str | None = None,
     run_id: str | None = None,
     no_checks: bool = False,
+    once: bool = False,
 ) -> GroupState:
     """A run of several tables, each with its files (`no_checks`: a table without checks may publish without,
-    --no-checks). Refused before anything is written: no table, a table twice, a catalog that cannot commit
-    them together, a check naming a table neither in the run nor in the catalog."""
+    --no-checks; `once`: a file a table published already is refused, as by `wap run` without --again).
+    Refused before anything is written: no table, a table twice, a catalog that cannot commit them together,
+    a check naming a table neither in the run nor in the catalog."""
     if not specs:
         raise UsageError("no tables given", hint="e.g. wap run-tables orders=orders.parquet items=items.parquet")
     names = [TableName.parse(t).dotted for t, _ in specs]
@@ -279,7 +281,7 @@ def tables_group(
     rid = validate_run_id(run_id) if run_id else new_run_id()
     where = validate_branch(branch) if branch else run_branch(rid)
     members = [
-        new_state(t, srcs, branch=where, run_id=f"{rid}-{i + 1}", no_checks=no_checks)
+        new_state(t, srcs, branch=where, run_id=f"{rid}-{i + 1}", no_checks=no_checks, once=once)
         for i, (t, srcs) in enumerate(specs)
     ]
     return GroupState(run_id=rid, branch=where, members=members)

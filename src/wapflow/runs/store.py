@@ -243,6 +243,9 @@ class _Row:
         self._mapping = mapping
 
 
+_URIS_PER_QUERY = 200  # file uris one query of published_with looks for
+
+
 def _identity(file_id: dict[str, Any]) -> tuple[Any, ...]:
     """A file's identity in a run record (FileIdentity's equality: uri, size, version; not when it was modified)."""
     return (file_id.get("uri"), file_id.get("size"), file_id.get("version"))
@@ -339,13 +342,22 @@ class RunStore:
         wanted = {_identity(f): f for f in file_ids}
         if not wanted:
             return []
-        q = sa.select(runs_table).where(
-            runs_table.c.table_name == table,
-            runs_table.c.status == "published",
-            sa.or_(*(runs_table.c.file_ids.contains(json.dumps(f["uri"]), autoescape=True) for f in file_ids)),
-        )
+        uris = sorted({str(f["uri"]) for f in file_ids})
+        rows: dict[str, Any] = {}
         with self.engine.connect() as conn:
-            records = sorted((RunRecord.from_row(r) for r in conn.execute(q).all()), key=lambda r: r.started_at)
+            for i in range(0, len(uris), _URIS_PER_QUERY):  # SQLite parses a long OR as a tree 1,000 deep at most
+                q = sa.select(runs_table).where(
+                    runs_table.c.table_name == table,
+                    runs_table.c.status == "published",
+                    sa.or_(
+                        *(
+                            runs_table.c.file_ids.contains(json.dumps(u), autoescape=True)
+                            for u in uris[i : i + _URIS_PER_QUERY]
+                        )
+                    ),
+                )
+                rows.update({r._mapping["run_id"]: r for r in conn.execute(q).all()})
+        records = sorted((RunRecord.from_row(r) for r in rows.values()), key=lambda r: r.started_at)
         found: dict[tuple[Any, ...], tuple[dict[str, Any], RunRecord]] = {}
         for rec in records:
             for f in rec.file_ids:
@@ -361,7 +373,9 @@ class RunStore:
         q = sa.select(runs_table).where(
             runs_table.c.table_name.in_(tables),
             runs_table.c.status == "running",
-            *(runs_table.c.file_ids.contains(json.dumps(f["uri"]), autoescape=True) for f in file_ids),
+            # One uri narrows the query (the runs running are few); the identities decide. All of them here
+            # would be an AND SQLite parses as a tree 1,000 deep at most.
+            runs_table.c.file_ids.contains(json.dumps(file_ids[0]["uri"]), autoescape=True),
         )
         with self.engine.connect() as conn:
             records = [RunRecord.from_row(r) for r in conn.execute(q).all()]

@@ -1,0 +1,48 @@
+"""Which files a table published already, by identity (uri, size, version), from the run store: what `wap run`
+refuses, `wap run-tables` fails and `wap ingest` settles with the run that published them. No JVM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wapflow.runs.store import RunRecord, RunStore
+
+
+def _ids(n: int, *, size: int = 10, version: str = "v1", start: int = 0) -> list[dict[str, object]]:
+    return [{"uri": f"/landing/f{i:05d}.parquet", "size": size, "version": version} for i in range(start, start + n)]
+
+
+def test_thousands_of_files_are_found_by_identity_only(tmp_path: Path) -> None:
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    first = RunRecord("r1", "nyc.trips", "published", snapshot_id=11)
+    first.file_ids = _ids(1500)  # more uris than SQLite's 1,000-deep expression tree holds in one OR
+    store.save(first)
+    other = RunRecord("r2", "nyc.other", "published", snapshot_id=12)
+    other.file_ids = _ids(10, start=2000)
+    store.save(other)
+    blocked = RunRecord("r3", "nyc.trips", "blocked")
+    blocked.file_ids = _ids(10, start=3000)
+    store.save(blocked)
+
+    asked = _ids(1500) + _ids(5, start=2000) + _ids(5, start=3000)
+    found = store.published_with("nyc.trips", asked)
+    assert len(found) == 1500 and {rec.run_id for _, rec in found} == {"r1"}
+    assert {f["uri"] for f, _ in found} == {f["uri"] for f in _ids(1500)}
+    # Another size or version is another file (rewritten in place); another table's or a blocked run's is not it.
+    assert store.published_with("nyc.trips", _ids(3, size=11) + _ids(3, version="v2")) == []
+    assert store.published_with("nyc.trips", []) == []
+    store.close()
+
+
+def test_the_interrupted_run_of_thousands_of_files_is_found_by_exactly_those_files(tmp_path: Path) -> None:
+    import socket
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    dead = {"host": socket.gethostname(), "pid": 2**22 + 17, "start": 1.0}  # above Linux's pid_max: no process
+    rec = RunRecord("r1", "nyc.trips", "running")
+    rec.file_ids, rec.owner = _ids(1500), dead
+    store.save(rec)
+    assert store.interrupted_with(["nyc.trips"], _ids(1500)) is not None
+    assert store.interrupted_with(["nyc.trips"], _ids(1500)[:-1]) is None  # not exactly its files
+    assert store.interrupted_with(["nyc.trips"], _ids(1500, size=11)) is None
+    store.close()
