@@ -164,3 +164,51 @@ def test_a_missing_manifest_only_warns_when_told_and_a_csv_manifest_per_file_cou
     assert line.status == "passed", line.observed  # 100 of 101 declared: within 1%
     assert line.observed.startswith("rows 100, declared 101 (difference 1, 0.99%)")
     assert check_of(spark, [a, b], manifest="{name}.manifest.csv").status == "failed"
+
+
+def test_ingest_waits_for_whole_deliveries_and_batches_each_whole(spark, lakehouse_factory, tmp_path):
+    """`wait`: `wap ingest` holds a landed file until its manifest is there and every file it names has landed
+    (exit 5, saying why and until when, nothing in the ledger, main unchanged), then runs the delivery in one
+    batch whatever max_files_per_run says; after the wait, an incomplete delivery runs and the check blocks it."""
+    import os
+    import time
+
+    from wapflow.config import SourceConfig
+    from wapflow.outer.ingest import ingest
+
+    landing = tmp_path / "landing"
+    check = {"check": "control_totals", "sums": ["amount"], "wait": "1h"}
+    lh = lakehouse_factory({"shop.orders": {"checks": [check]}})
+    lh.config.sources["orders"] = SourceConfig(
+        table="shop.orders", location=str(landing), settle_seconds=0, max_files_per_run=2
+    )
+    day1 = landing / "day1"
+    a, b = orders(day1 / "a.parquet", range(1, 31)), orders(day1 / "b.parquet", range(31, 61))
+
+    early = ingest(lh, "orders")  # two files, no manifest yet
+    assert early.exit_code == 5 and early.held.files == 2 and early.files == [], early.message()
+    assert "held until their delivery is complete" in early.message() and "no manifest at" in early.message()
+    assert lh.ledger.rows("orders") == [] and not reader(lh).table_exists("shop.orders")
+
+    c = orders(day1 / "c.parquet", range(61, 91))
+    declare(day1, [a, b, c])
+    c.unlink()  # the manifest names c, which has not landed yet
+    assert "names 1 file(s) not landed yet: c.parquet" in ingest(lh, "orders").message()
+    orders(day1 / "c.parquet", range(61, 91))
+    whole = ingest(lh, "orders")
+    assert whole.exit_code == 0 and len(whole.runs) == 1, whole.message()  # 3 files, one batch (limit 2)
+    assert whole.runs[0].status == "published" and whole.runs[0].rows_written == 90
+    assert len(reader(lh).load_table("shop.orders").scan().to_arrow()) == 90
+
+    day2 = landing / "day2"
+    d = orders(day2 / "d.parquet", range(91, 101))
+    orders(day2 / "e.parquet", range(101, 111))
+    declare(day2, [d, day2 / "e.parquet"])
+    (day2 / "e.parquet").unlink()  # e never lands
+    old = time.time() - 7200
+    os.utime(d, (old, old))  # d landed two hours ago: the hour's wait is over
+    late = ingest(lh, "orders")
+    assert late.exit_code == 1 and late.held.files == 0, late.message()
+    [line] = late.runs[0].checks
+    assert line["status"] == "failed" and "1 file(s) named in" in line["observed"] and "e.parquet" in line["observed"]
+    assert len(reader(lh).load_table("shop.orders").scan().to_arrow()) == 90  # main unchanged

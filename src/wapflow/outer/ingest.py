@@ -50,6 +50,7 @@ from wapflow.errors import (
 )
 from wapflow.faults import crash_point
 from wapflow.lakehouse.lakehouse import Lakehouse
+from wapflow.outer.deliveries import Deliveries, Held
 from wapflow.pipeline import RunResult, drive, new_state, quarantine_of
 from wapflow.pipeline import result as run_result
 from wapflow.pipeline.models import run_batch
@@ -89,6 +90,7 @@ class IngestResult:
     new: int = 0  # files the ledger had not seen
     unsettled: int = 0  # local files still changing (not taken this time)
     settle_seconds: float = 0.0  # the source's settle_seconds, for the message about unsettled files
+    held: Held = field(default_factory=Held)  # files whose delivery is not complete yet (control_totals wait)
     runs: list[RunResult] = field(default_factory=list)
     planned: list[list[str]] = field(default_factory=list)  # --dry-run: the batches that would run, in order
     files: list[LedgerRow] = field(default_factory=list)  # every file this call ran, as the ledger has it now
@@ -106,7 +108,7 @@ class IngestResult:
         """0: every file run was published (or nothing new); 1: some blocked; 3: some failed; 5: files left
         that were still being written, so a one-off job (cron, CI) must run again (a retry helps)."""
         code = files_exit_code({f.state for f in self.files}, self.files)
-        if code == EXIT_PUBLISHED and self.unsettled and not self.planned:
+        if code == EXIT_PUBLISHED and (self.unsettled or self.held.files) and not self.planned:
             return EXIT_TRANSIENT
         return code
 
@@ -125,11 +127,16 @@ class IngestResult:
         if self.planned:
             n = sum(len(b) for b in self.planned)
             return f"dry run: {n} file(s) of source {self.source} would run in {len(self.planned)} batch(es)"
-        still = (
-            f"{self.unsettled} file(s) are still being written (changed within the last "
-            f"{self.settle_seconds:g}s, settle_seconds); run again after {self.settle_seconds:g}s"
-            if self.unsettled
-            else ""
+        still = "; ".join(
+            w
+            for w in (
+                f"{self.unsettled} file(s) are still being written (changed within the last "
+                f"{self.settle_seconds:g}s, settle_seconds); run again after {self.settle_seconds:g}s"
+                if self.unsettled
+                else "",
+                self._held(),
+            )
+            if w
         )
         if not self.files:
             if still:
@@ -140,6 +147,15 @@ class IngestResult:
             f"source {self.source} -> {self.table}: {len(self.files)} file(s) in {len(self.runs)} run(s): "
             + ", ".join(parts)
             + (f"; {still}" if still else "")
+        )
+
+    def _held(self) -> str:
+        h = self.held
+        if not h.files or h.until is None:
+            return ""
+        return (
+            f"{h.files} file(s) held until their delivery is complete ({'; '.join(h.why[:2])}): taken when it is, "
+            f"or at {h.until:%Y-%m-%d %H:%M:%S} UTC whatever came (control_totals wait); run again then"
         )
 
     def _failed(self) -> str:
@@ -164,6 +180,7 @@ class IngestResult:
             "listed": self.listed,
             "new": self.new,
             "unsettled": self.unsettled,
+            "held": self.held.files,
             "counts": self.counts,
             "failed_before": self.failed_before,
             "runs": [r.to_dict() for r in self.runs],
@@ -211,6 +228,10 @@ class Ingest:
         self.alerts: list[AlertEvent] = []  # collected while settling, sent by flush_alerts()
         # The models that read the source's table (and theirs): run with each batch, published with it in one commit.
         self.models = models_of(lh, source)
+        # The table's control_totals check that waits for whole deliveries (a manifest and the files it names).
+        self.deliveries = Deliveries.of(
+            lh.config.table(source.table, source=source.name).checks, lh.storage.read_if_exists
+        )
 
     # --- listing ---------------------------------------------------------------------------
 
@@ -245,6 +266,8 @@ class Ingest:
                 self._settled_by = max(self._settled_by or f.modified + settle, f.modified + settle)
                 continue
             fresh.append((k, f))
+        if self.deliveries is not None:
+            fresh, self.out.held = self.deliveries.hold(fresh, {f.uri for f in listing.files})
         return fresh
 
     def _pending(self) -> list[LedgerRow]:
@@ -258,7 +281,11 @@ class Ingest:
         """Files an event named (their identity read from the store): pending, as if a listing found them.
         A key the ledger knows (a duplicated event, an unchanged upload) adds nothing. Returns how many
         were new."""
-        return self._record([(self.key(f), f) for f in found if self.in_window(f.modified)])
+        fresh = [(self.key(f), f) for f in found if self.in_window(f.modified)]
+        if self.deliveries is not None:  # a file held is taken by a later listing (relist_seconds)
+            landed = {f.uri for f in found} | {r.uri for r in self.ledger.rows(self.name)}
+            fresh, _ = self.deliveries.hold(fresh, landed)
+        return self._record(fresh)
 
     def _record(self, fresh: list[tuple[str, FileIdentity]]) -> int:
         """Record fresh files as pending. A pending file rewritten before it ran is superseded by its new
@@ -299,6 +326,15 @@ class Ingest:
         limit and go only with files of the same limit, at most that many (the older half first)."""
         first = pending[0]
         limit = min(first.batch_limit or self.src.max_files_per_run, self.src.max_files_per_run)
+        if self.deliveries is not None and first.batch_limit is None:  # whole deliveries (not a split's halves)
+            whole = [r for r in pending if r.batch_limit is None]
+            return self.deliveries.batch(
+                whole,
+                lambda r: r.uri,
+                lambda trial, r: (
+                    len(trial) < limit and sum(x.size or 0 for x in trial) + (r.size or 0) <= self.src.max_bytes_per_run
+                ),
+            )
         batch: list[LedgerRow] = []
         size = 0
         for row in pending:

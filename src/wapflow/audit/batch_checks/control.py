@@ -29,6 +29,7 @@ from wapflow.audit.batch_checks.reconcile import Tolerant, shown
 from wapflow.audit.checktype import Against, Evidence, Rule, Verdict
 from wapflow.errors import ConfigError, did_you_mean
 from wapflow.storage.files import MANIFEST_NAMES, MANIFEST_SUFFIXES, is_manifest_name
+from wapflow.vocabulary import parse_duration
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -194,6 +195,12 @@ class ControlTotalsCheck(Tolerant):
     without_manifest: Literal["block", "warn"] = Field(
         default="block", description="a file of the batch whose manifest is not there: block the run, or warn"
     )
+    wait: str | None = Field(
+        default=None,
+        description="how long `wap ingest` and `wap watch` hold a landed file whose manifest, or a file its manifest "
+        "names, has not landed yet (a duration from when the file landed: 30m, 2h); a delivery's files then go in "
+        "one batch. After the wait the files run and the check judges what came; `wap run` never waits",
+    )
 
     description: ClassVar[str] = (
         "Fails when the batch differs from what its producer declared in a manifest beside the files (JSON or "
@@ -220,6 +227,19 @@ class ControlTotalsCheck(Tolerant):
                 f"{' or '.join(MANIFEST_SUFFIXES)}, so that listings skip it rather than read it as data"
             )
             raise PydanticCustomError("manifest_pattern", "{reason}", {"reason": reason})
+        return v
+
+    @field_validator("wait")
+    @classmethod
+    def _wait(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            seconds = parse_duration(v)
+        except ValueError as e:
+            raise PydanticCustomError("duration", "{reason}", {"reason": f"wait: {e}"}) from None
+        if seconds <= 0:
+            raise PydanticCustomError("duration", "{reason}", {"reason": f"wait {v!r} is not a positive duration"})
         return v
 
     def default_name(self) -> str:
