@@ -154,6 +154,15 @@ def test_wap_doctor_reaches_the_rest_catalog(rest_catalog, tmp_path):
     catalog = [f for f in json.loads(p.stdout)["findings"] if f["part"] == "catalog"]
     assert p.code == 0 and [f["status"] for f in catalog] == ["ok"], p.text
     assert f"{rest_catalog.url}/v1/config answers 200" in catalog[0]["detail"]
+    # Iceberg's reference server lists the multi-table commit, which it applies table by table: a warning.
+    (group,) = [f for f in json.loads(p.stdout)["findings"] if f["part"] == "group commit"]
+    assert group["status"] == "warn" and "not known to commit a group atomically" in group["detail"], group
+    assert "rest_group_commit" in group["fix"]
+    said = rest_config(tmp_path / "said", rest_catalog.url, "rest_nyc.doctor")
+    said.write_text(said.read_text().replace("[lakehouse]\n", '[lakehouse]\nrest_group_commit = "table_by_table"\n', 1))
+    p = wap("doctor", "--config", str(said), "--json")
+    (group,) = [f for f in json.loads(p.stdout)["findings"] if f["part"] == "group commit"]
+    assert group["status"] == "warn" and "commits a group table by table" in group["detail"], p.text
     port = free_port()
     bad = rest_config(tmp_path / "bad", f"http://127.0.0.1:{port}", "rest_nyc.doctor")
     p = wap("doctor", "--config", str(bad), "--json")

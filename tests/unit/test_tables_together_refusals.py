@@ -80,3 +80,22 @@ def test_a_table_twice_is_refused(tmp_path):
     lh = Lakehouse(parse_config({"lakehouse": {"warehouse": str(tmp_path / "wh")}}))
     with pytest.raises(UsageError, match="appears twice"):
         tables_group(lh, [("shop.orders", ["a.parquet"]), ("shop.orders", ["b.parquet"])])
+
+
+def test_a_rest_servers_group_commit_is_atomic_only_where_known_or_said() -> None:
+    """Nessie's Iceberg REST endpoint is told by its configuration's nessie.* keys; any other server's atomicity
+    is what [lakehouse] rest_group_commit says, or not known (its report says so)."""
+    from wapflow.errors import ConfigError
+    from wapflow.lakehouse.group_commit import rest_atomicity
+
+    uri = "http://127.0.0.1:8181"
+    assert rest_atomicity({"nessie.is-nessie-catalog": "true", "uri": uri}, None, uri) == (True, None)
+    assert rest_atomicity({"uri": uri}, "atomic", uri) == (True, None)
+    atomic, caveat = rest_atomicity({"uri": uri}, None, uri)
+    assert atomic is None and caveat is not None and "is not known to commit a group atomically" in caveat
+    assert "rest_group_commit" in caveat and uri in caveat
+    atomic, caveat = rest_atomicity({"nessie.x": "1"}, "table_by_table", uri)  # what wap.toml says comes first
+    assert atomic is False and caveat is not None and "table by table" in caveat
+    assert parse_config({"lakehouse": {"rest_group_commit": "atomic"}}).lakehouse.rest_group_commit == "atomic"
+    with pytest.raises(ConfigError, match="rest_group_commit"):
+        parse_config({"lakehouse": {"rest_group_commit": "sometimes"}})

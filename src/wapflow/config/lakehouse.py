@@ -63,6 +63,13 @@ class LakehouseConfig(_Strict):
     # certificate (catalog = "rest" or "nessie") or a Spark Connect server's (sc://...;use_ssl=true): trusted
     # besides the public CAs, by wapflow, by Spark's JVM and by the Spark Connect client's gRPC channel.
     ca_bundle: str | None = None
+    rest_group_commit: Literal["atomic", "table_by_table"] | None = Field(
+        default=None,
+        description="how the REST catalog server applies a multi-table commit (`wap run-tables`): `atomic`, in one "
+        "transaction (Nessie's Iceberg REST endpoint, Apache Polaris, Lakekeeper), or `table_by_table`: every "
+        "table validated, then committed one by one (Iceberg's reference server). Unset: wapflow knows Nessie's "
+        "by its configuration; through any other server a group's report says its atomicity is not known",
+    )
 
     @field_validator("catalog_name")
     @classmethod

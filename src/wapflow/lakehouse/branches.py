@@ -117,7 +117,7 @@ class TableBranchCatalog(CatalogReads):
         if self.catalog_cache:
             for sl in slices:  # committed outside Spark: a cached table must load the new metadata
                 self.tables.refresh(sl.table)
-        return PublishedRun(done["method"], done["heads"])
+        return PublishedRun(done["method"], done["heads"], caveat=done.get("caveat"))
 
     def list_branches(self, table: TableName | None = None) -> builtins.list[BranchInfo]:
         view = self.direct()

@@ -85,6 +85,10 @@ class GroupCommit(Protocol):
 
     def commit(self, moves: Sequence[TableMove]) -> None: ...
 
+    def caveat(self) -> str | None:
+        """What the group's report must say of this catalog's commit (None: one atomic commit)."""
+        ...
+
 
 class _Loaded:
     """The metadata PyIceberg loaded, as a source of wapflow's reads of it (find_published)."""
@@ -258,7 +262,8 @@ def publish_group(
     )
     methods = {m.method for m in moves} - {"already"}
     method = "cherry_pick" if "cherry_pick" in methods else next(iter(methods), "already")
-    return {"heads": {m.table.dotted: m.head for m in moves}, "method": method}
+    caveat = committer.caveat() if method != "already" else None
+    return {"heads": {m.table.dotted: m.head for m in moves}, "method": method, "caveat": caveat}
 
 
 class _Opened:
@@ -281,6 +286,9 @@ class SqlGroupCommit(_Opened):
 
     def where(self) -> str:
         return "the JDBC catalog"
+
+    def caveat(self) -> str | None:
+        return None  # one database transaction
 
     def check(self) -> None:
         return None
@@ -329,12 +337,16 @@ class SqlGroupCommit(_Opened):
 class RestGroupCommit(_Opened):
     """Iceberg REST's multi-table commit: every table's requirements and updates in one request."""
 
-    def __init__(self, catalog: Catalog | Callable[[], Catalog], uri: str) -> None:
+    def __init__(self, catalog: Catalog | Callable[[], Catalog], uri: str, declared: str | None = None) -> None:
         super().__init__(catalog)
         self.uri = uri
+        self.declared = declared  # [lakehouse] rest_group_commit
 
     def where(self) -> str:
         return f"the REST catalog at {self.uri}"
+
+    def caveat(self) -> str | None:
+        return rest_atomicity(self.catalog.properties, self.declared, self.uri)[1]
 
     def check(self) -> None:
         from pyiceberg.catalog.rest import RestCatalog
@@ -397,7 +409,7 @@ def group_commit_for(cfg: WapConfig) -> GroupCommit | str:
     kind = cfg.lakehouse.catalog
     rest = rest_properties(cfg)
     if rest is not None:
-        return RestGroupCommit(lambda: open_catalog(cfg, why=why), rest.get("uri", ""))
+        return RestGroupCommit(lambda: open_catalog(cfg, why=why), rest.get("uri", ""), cfg.lakehouse.rest_group_commit)
     if jdbc_catalog_url(cfg) is not None:
         return SqlGroupCommit(lambda: open_catalog(cfg, why=why))
     reasons = {
@@ -409,4 +421,27 @@ def group_commit_for(cfg: WapConfig) -> GroupCommit | str:
         kind,
         f'catalog = "{kind}" offers wapflow no commit spanning tables (a JDBC catalog, a REST catalog with '
         "multi-table commits, or Nessie does)",
+    )
+
+
+# Keys a REST server's GET /v1/config carries that name it as Nessie's Iceberg REST endpoint (one Nessie commit).
+NESSIE_CONFIG_PREFIX = "nessie."
+
+
+def rest_atomicity(properties: Mapping[str, Any], declared: str | None, uri: str) -> tuple[bool | None, str | None]:
+    """Whether the REST server at `uri` commits a group atomically (None: not known), and the caveat a group's
+    report carries when it does not or may not. `properties`: the client's, with the server's GET /v1/config
+    defaults and overrides merged in; `declared`: [lakehouse] rest_group_commit."""
+    if declared == "atomic":
+        return True, None
+    if declared == "table_by_table":
+        return False, (
+            f"the REST server at {uri} commits a group table by table (rest_group_commit): one that stops between "
+            "two tables leaves the tables before it on main"
+        )
+    if any(str(k).startswith(NESSIE_CONFIG_PREFIX) for k in properties):
+        return True, None
+    return None, (
+        f"the REST server at {uri} is not known to commit a group atomically (Iceberg's reference server validates "
+        "every table, then commits them one by one); set [lakehouse] rest_group_commit to say which it does"
     )

@@ -62,6 +62,7 @@ class PublishedRun:
     method: str  # fast_forward | cherry_pick | merge | merge_reapplied | already
     heads: dict[str, int | None]  # main's snapshot of each table of the run, after the publish
     leftover: str | None = None  # main moved, but cleaning the sandbox up failed: what is left and why
+    caveat: str | None = None  # what a reader of the report must know of how the catalog committed (not atomic)
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,8 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
         token = props.get("token") or os.environ.get(REST_TOKEN_ENV)
         config_url = uri.rstrip("/") + "/v1/config"
         found.append(_http_get(cfg, config_url, token, REST_TOKEN_SETTING, "start the REST catalog"))
+        if found[-1].status == "ok":
+            found.append(_rest_group_commit(cfg, config_url, token))
     elif kind == "hive" and uri.startswith("thrift://"):
         u = urlsplit(uri)
         why = _reachable(u.hostname or "", u.port or 9083)
@@ -281,6 +283,38 @@ def _http_get(cfg: WapConfig, url: str, token: str | None, token_setting: str, s
     if r.status_code >= 400:
         return Finding("catalog", "fail", f"{url} answers {r.status_code}", "check the uri")
     return Finding("catalog", "ok", f"{url} answers {r.status_code}")
+
+
+def _rest_group_commit(cfg: WapConfig, config_url: str, token: str | None) -> Finding:
+    """How the REST server applies a multi-table commit (`wap run-tables`), from its GET /v1/config and
+    [lakehouse] rest_group_commit."""
+    from wapflow.lakehouse.group_commit import TRANSACTIONS_ENDPOINT, rest_atomicity
+    from wapflow.lakehouse.tls import ssl_context
+
+    part = "group commit"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        doc = httpx.get(config_url, headers=headers, timeout=_TIMEOUT, verify=ssl_context(cfg)).json()
+    except (httpx.HTTPError, ValueError) as e:
+        return Finding(part, "skip", f"{config_url}: its configuration could not be read ({type(e).__name__})")
+    properties = {**(doc.get("defaults") or {}), **(doc.get("overrides") or {})} if isinstance(doc, dict) else {}
+    endpoints = doc.get("endpoints") if isinstance(doc, dict) else None
+    uri = cfg.lakehouse.catalog_properties.get("uri", "")
+    if isinstance(endpoints, list) and TRANSACTIONS_ENDPOINT not in {str(e) for e in endpoints}:
+        return Finding(
+            part, "warn", f"the REST server at {uri} lists no multi-table commit: `wap run-tables` is refused",
+            "run tables one at a time, or use a server with multi-table commits, a JDBC catalog or Nessie",
+        )  # fmt: skip
+    atomic, caveat = rest_atomicity(properties, cfg.lakehouse.rest_group_commit, uri)
+    if atomic:
+        how = "as wap.toml says (rest_group_commit)" if cfg.lakehouse.rest_group_commit else "Nessie's: one commit"
+        return Finding(part, "ok", f"the REST server at {uri} commits a group atomically ({how})")
+    fix = (
+        "use a server that commits groups atomically (Nessie, Polaris, Lakekeeper) if a partly published group matters"
+        if atomic is False
+        else 'once you know your server: [lakehouse] rest_group_commit = "atomic" or "table_by_table"'
+    )
+    return Finding(part, "warn", caveat or "", fix)
 
 
 # --- wapflow's own state ---------------------------------------------------------------------------------

@@ -114,7 +114,8 @@ def publish(group: Group) -> None:
     if group.several:
         tables = ", ".join(r.target.dotted for r in runs)
         again = f" (applied again {group.reapplied} time(s): main moved)" if group.reapplied else ""
-        group.end(f"published {tables} in one commit{again}")
+        caveat = f"; {done.caveat}" if done.caveat else ""
+        group.end(f"published {tables} in one commit{again}{caveat}")
     else:
         group.end(runs[0].message)
 
