@@ -75,6 +75,15 @@ def number(v: float | int | Decimal, *, grouped: bool = False) -> str:
     return f"{r:{sep}.{digits}f}".rstrip("0").rstrip(".")
 
 
+def rounded(v: float) -> float:
+    """A float as `number` shows it, kept a number (a grid sorts it): to SIGNIFICANT significant digits, the whole
+    part never rounded away; whole, tiny, huge and non-finite values unchanged."""
+    f = float(v)
+    if not math.isfinite(f) or f.is_integer() or abs(f) < TINY or abs(f) >= _WHOLE_BELOW:
+        return f
+    return round(f, max(0, SIGNIFICANT - 1 - math.floor(math.log10(abs(f)))))
+
+
 def percent(share: float) -> str:
     """A share of a whole (0.0123) as a percentage to 2 decimals (`1.23%`); a share below 0.005% but not 0 as
     `< 0.01%`, so a tiny difference does not read as none."""

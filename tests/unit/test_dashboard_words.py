@@ -86,3 +86,20 @@ def test_the_run_page_shows_observed_values_and_nulls_in_words(store: str) -> No
 def test_overview_and_table_pages_show_no_none(store: str, name: str) -> None:
     shown = cells(page(name))
     assert shown and not [c for c in shown if REPR.search(c)], shown
+
+
+def test_grids_show_counts_grouped_ids_as_they_are_and_ratios_as_the_cli_does(store: str) -> None:
+    """Every numeric column of the Table page: counts with thousands separated in the browser (localized), an
+    `..._id` column plain; floats at the CLI's 4 significant digits (wapflow.display), still numbers that sort."""
+    import json as _json
+
+    at = page("Table")
+    configs = {}
+    for d in at.dataframe:
+        configs.update(_json.loads(d.proto.columns or "{}"))
+        for col in d.value.columns:
+            floats = [v for v in d.value[col] if isinstance(v, float)]
+            assert all(v == round(v, 4) or abs(v) >= 1000 for v in floats), (col, floats)
+    formats = {c: (cfg.get("type_config") or {}).get("format") for c, cfg in configs.items()}
+    assert formats["rows_written"] == "localized", formats
+    assert all(f == "plain" for c, f in formats.items() if c.endswith("_id") and f is not None), formats

@@ -203,3 +203,12 @@ def test_ids_in_tables_are_never_grouped(monkeypatch: pytest.MonkeyPatch) -> Non
     _show_diff(doc)
     shown = console.export_text()
     assert "10001 → 12001" in shown and "1.2e+04" not in shown and "2,000" in shown, shown
+
+
+def test_rounded_keeps_a_number_as_number_shows_it() -> None:
+    from wapflow.display import number, rounded
+
+    for v in (0.16666666, 12.3456, 759.308, 0.000123456, 1234567.89, -2.71828):
+        assert number(rounded(v)) == number(v), v
+    assert rounded(0.16666666) == 0.1667 and rounded(1234567.89) == 1234568.0
+    assert rounded(3.0) == 3.0 and rounded(1e-9) == 1e-9 and rounded(float("inf")) == float("inf")

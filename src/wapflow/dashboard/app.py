@@ -19,7 +19,7 @@ from typing import Any
 import streamlit as st
 
 from wapflow.dashboard import charts
-from wapflow.display import is_whole
+from wapflow.display import is_id, is_whole, rounded
 from wapflow.errors import WapError
 from wapflow.service import dashboard as svc
 from wapflow.service import dashboard_login as login
@@ -125,6 +125,8 @@ def _cell(v: Any) -> Any:
     (wapflow.service.render), so Arrow can hold it."""
     if isinstance(v, int) and abs(v) > 2**53:  # snapshot ids: a browser's numbers would round them
         return str(v)
+    if isinstance(v, float):
+        return rounded(v)  # 0.1667, as the CLI prints it (wapflow.display), still a number the grid sorts
     return v if v is None or isinstance(v, str | int | float | bool | datetime) else render.text(v)
 
 
@@ -144,14 +146,22 @@ def _frame(rows: list[dict[str, Any]], columns: list[str] | None = None) -> dict
 CELL_CHAR_PX, CELL_PAD_PX = 8, 28
 
 
+def _numbers(values: list[Any]) -> bool:
+    return bool(values) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
 def _grid(data: dict[str, list[Any]]) -> None:
-    """A table of rows (from _frame), its id, name, status and time columns never cut."""
-    widths = {
-        c: st.column_config.Column(width=CELL_CHAR_PX * max(len(str(v)) for v in [c, *values]) + CELL_PAD_PX)
-        for c, values in data.items()
-        if is_whole(c)
-    }
-    st.dataframe(data, hide_index=True, column_config=widths)
+    """A table of rows (from _frame), its id, name, status and time columns never cut; counts with thousands
+    separated (12,001), ids as they are (an order id 12001), as in the CLI's tables (wapflow.display)."""
+    config: dict[str, Any] = {}
+    for c, values in data.items():
+        width = CELL_CHAR_PX * max(len(str(v)) for v in [c, *values]) + CELL_PAD_PX if is_whole(c) else None
+        if _numbers(values):
+            fmt = "plain" if is_id(c) else "localized"
+            config[c] = st.column_config.NumberColumn(format=fmt, width=width)
+        elif width is not None:
+            config[c] = st.column_config.Column(width=width)
+    st.dataframe(data, hide_index=True, column_config=config)
 
 
 def _word(col: Any, label: str, value: str) -> None:
