@@ -173,3 +173,29 @@ def test_the_example_project_a_user_copies_publishes(lakehouse_factory: Any, tmp
     res = wapflow.run_pipeline(lh, tmp_path / "sdp")  # the folder: its spark-pipeline.yml
     assert res.status == "published", res.message
     assert len(rows(lh, "shop.orders")) == 5 and len(rows(lh, "shop.daily")) == 3
+
+
+def test_a_stopped_pipeline_session_collected_later_leaves_the_next_runs_session_alone(
+    lakehouse_factory: Any,
+) -> None:
+    """PySpark's Connect session closes its client again when garbage-collected, shutting down the release thread
+    pool every session shares; from one of that pool's threads the shutdown waits for itself and the next query
+    hangs (the suite hung so on 2026-12-04). A pipeline run's session, once stopped, closes nothing more."""
+    from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as Reattach
+
+    from wapflow.sdp import engine
+
+    lh = lakehouse_factory(TABLES)
+    first = engine.session(lh, {})
+    assert first.sql("SELECT 1 AS one").collect()[0].one == 1
+    engine.close(first)
+    second = engine.session(lh, {})
+    try:
+        assert second.sql("SELECT 2 AS two").collect()[0].two == 2
+        pool = Reattach._release_thread_pool_instance
+        assert pool is not None
+        first.__del__()  # what garbage collection does, from whichever thread it runs in
+        assert Reattach._release_thread_pool_instance is pool  # not shut down under the live session
+        assert second.sql("SELECT 3 AS three").collect()[0].three == 3
+    finally:
+        engine.close(second)

@@ -76,6 +76,22 @@ def session(lh: Lakehouse, confs: dict[str, str]) -> Any:
     return cs
 
 
+def close(cs: Any) -> None:
+    """Stop a pipeline run's Connect session, and keep its garbage collection from closing anything again.
+    PySpark's `__del__` closes the client once more, and that shuts down the release thread pool every Connect
+    session of the process shares, from whichever thread collects the session. From one of the pool's own
+    threads, the shutdown waits for itself while holding the lock every next query takes: the next run hangs
+    (seen in the test suite on 2026-12-04, in PySpark 4.1)."""
+    try:
+        cs.stop()
+    finally:
+        cs.client.close = _closed_already
+
+
+def _closed_already() -> None:
+    """What a stopped pipeline session's client does when asked to close again: nothing."""
+
+
 @contextmanager
 def as_active(url: str) -> Iterator[None]:
     """While a pipeline's files are imported, `SparkSession.active()` and `builder.getOrCreate()` in them give

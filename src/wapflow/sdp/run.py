@@ -112,7 +112,7 @@ def run_pipeline(
         marker.clear()
         raise e.at(run_id=rid, step="write") from None
     finally:
-        cs.stop()
+        engine.close(cs)
     if dry:
         return DryRun(str(proj.spec_path), [_dataset_doc(d, database) for d in proj.datasets.values()])
     crash_point("pipeline:ran")
