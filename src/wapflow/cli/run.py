@@ -127,7 +127,6 @@ def run_models(
     ] = None,
     run_id: Annotated[str | None, typer.Option("--run-id", help="Re-run (or resume) this run id.")] = None,
     no_checks: NoChecksOpt = False,
-    again: AgainOpt = False,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -282,7 +282,7 @@ class Ingest:
         A key the ledger knows (a duplicated event, an unchanged upload) adds nothing. Returns how many
         were new."""
         fresh = [(self.key(f), f) for f in found if self.in_window(f.modified)]
-        if self.deliveries is not None:  # a file held is taken by a later listing (relist_seconds)
+        if self.deliveries is not None and fresh:  # a file held is taken by a later listing (relist_seconds)
             landed = {f.uri for f in found} | {r.uri for r in self.ledger.rows(self.name)}
             fresh, _ = self.deliveries.hold(fresh, landed)
         return self._record(fresh)

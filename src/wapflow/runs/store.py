@@ -243,7 +243,7 @@ class _Row:
         self._mapping = mapping
 
 
-_URIS_PER_QUERY = 200  # file uris one query of published_with looks for
+_URIS_PER_QUERY = 20  # up to this many files, published_with asks the database by uri; more: one pass over runs
 
 
 def _identity(file_id: dict[str, Any]) -> tuple[Any, ...]:
@@ -343,21 +343,25 @@ class RunStore:
         if not wanted:
             return []
         uris = sorted({str(f["uri"]) for f in file_ids})
-        rows: dict[str, Any] = {}
+        t = runs_table.c
+        mine = (t.table_name == table, t.status == "published")
         with self.engine.connect() as conn:
-            for i in range(0, len(uris), _URIS_PER_QUERY):  # SQLite parses a long OR as a tree 1,000 deep at most
-                q = sa.select(runs_table).where(
-                    runs_table.c.table_name == table,
-                    runs_table.c.status == "published",
-                    sa.or_(
-                        *(
-                            runs_table.c.file_ids.contains(json.dumps(u), autoescape=True)
-                            for u in uris[i : i + _URIS_PER_QUERY]
-                        )
-                    ),
-                )
-                rows.update({r._mapping["run_id"]: r for r in conn.execute(q).all()})
-        records = sorted((RunRecord.from_row(r) for r in rows.values()), key=lambda r: r.started_at)
+            if len(uris) <= _URIS_PER_QUERY:  # a few files: the database finds the runs naming them
+                named = sa.or_(*(t.file_ids.contains(json.dumps(u), autoescape=True) for u in uris))
+                rows = conn.execute(sa.select(runs_table).where(*mine, named)).all()
+            else:
+                # Many (a backfill's listing): one pass over the table's runs' file lists here costs what one
+                # LIKE per file would cost for every run (measured: 500 files against 10,000 runs), and keeps
+                # clear of SQLite's limit on an expression's depth (1,000).
+                hits = [
+                    rid
+                    for rid, ids in conn.execute(sa.select(t.run_id, t.file_ids).where(*mine, t.file_ids.is_not(None)))
+                    if any(_identity(f) in wanted for f in json.loads(ids or "[]"))
+                ]
+                rows = []
+                for k in range(0, len(hits), 500):
+                    rows += conn.execute(sa.select(runs_table).where(t.run_id.in_(hits[k : k + 500]))).all()
+        records = sorted((RunRecord.from_row(r) for r in rows), key=lambda r: r.started_at)
         found: dict[tuple[Any, ...], tuple[dict[str, Any], RunRecord]] = {}
         for rec in records:
             for f in rec.file_ids:

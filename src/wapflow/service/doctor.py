@@ -211,7 +211,7 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
         found.append(
             _http_get(
                 cfg, nessie_uri(cfg) + "/config", nessie_token(cfg), TOKEN_SETTING, "start Nessie (`wap nessie up`)"
-            )
+            )[0]
         )
     elif kind == "rest":
         from wapflow.lakehouse.catalog_props import REST_TOKEN_ENV, REST_TOKEN_SETTING
@@ -220,9 +220,10 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
             return [Finding("catalog", "fail", 'catalog = "rest" without catalog_properties.uri', "set the uri")]
         token = props.get("token") or os.environ.get(REST_TOKEN_ENV)
         config_url = uri.rstrip("/") + "/v1/config"
-        found.append(_http_get(cfg, config_url, token, REST_TOKEN_SETTING, "start the REST catalog"))
-        if found[-1].status == "ok":
-            found.append(_rest_group_commit(cfg, config_url, token))
+        reached, answer = _http_get(cfg, config_url, token, REST_TOKEN_SETTING, "start the REST catalog")
+        found.append(reached)
+        if reached.status == "ok" and answer is not None:
+            found.append(_rest_group_commit(cfg, answer))
     elif kind == "hive" and uri.startswith("thrift://"):
         u = urlsplit(uri)
         why = _reachable(u.hostname or "", u.port or 9083)
@@ -261,7 +262,10 @@ def _catalog(cfg: WapConfig) -> list[Finding]:
     return found
 
 
-def _http_get(cfg: WapConfig, url: str, token: str | None, token_setting: str, start: str) -> Finding:
+def _http_get(
+    cfg: WapConfig, url: str, token: str | None, token_setting: str, start: str
+) -> tuple[Finding, httpx.Response | None]:
+    """The catalog server's finding from one GET of `url`, and its answer when it gave one (None otherwise)."""
     from wapflow.lakehouse.tls import ca_bundle, ssl_context
     from wapflow.spark import errors as spark_errors
 
@@ -272,31 +276,31 @@ def _http_get(cfg: WapConfig, url: str, token: str | None, token_setting: str, s
         untrusted = spark_errors.tls_untrusted(e)
         if untrusted is not None:
             err = spark_errors.untrusted_tls_error(url, untrusted)
-            return Finding("catalog", "fail", err.message, err.hint or "")
-        return Finding("catalog", "fail", f"{url}: {_first_line(e) or type(e).__name__}", f"{start}, or fix the uri")
+            return Finding("catalog", "fail", err.message, err.hint or ""), None
+        return Finding(
+            "catalog", "fail", f"{url}: {_first_line(e) or type(e).__name__}", f"{start}, or fix the uri"
+        ), None
     if r.status_code in (401, 403):
         err = spark_errors.unauthorised_error(url, token_setting, f"reading its configuration (HTTP {r.status_code})")
-        return Finding("catalog", "fail", err.message, err.hint or "")
+        return Finding("catalog", "fail", err.message, err.hint or ""), r
     bundle = ca_bundle(cfg)
     if url.startswith("https://") and bundle is not None:
-        return Finding("catalog", "ok", f"{url} answers {r.status_code} (TLS verified, CA bundle {bundle})")
+        return Finding("catalog", "ok", f"{url} answers {r.status_code} (TLS verified, CA bundle {bundle})"), r
     if r.status_code >= 400:
-        return Finding("catalog", "fail", f"{url} answers {r.status_code}", "check the uri")
-    return Finding("catalog", "ok", f"{url} answers {r.status_code}")
+        return Finding("catalog", "fail", f"{url} answers {r.status_code}", "check the uri"), r
+    return Finding("catalog", "ok", f"{url} answers {r.status_code}"), r
 
 
-def _rest_group_commit(cfg: WapConfig, config_url: str, token: str | None) -> Finding:
-    """How the REST server applies a multi-table commit (`wap run-tables`), from its GET /v1/config and
-    [lakehouse] rest_group_commit."""
+def _rest_group_commit(cfg: WapConfig, answer: httpx.Response) -> Finding:
+    """How the REST server applies a multi-table commit (`wap run-tables`), from its answer to GET /v1/config
+    and [lakehouse] rest_group_commit."""
     from wapflow.lakehouse.group_commit import TRANSACTIONS_ENDPOINT, rest_atomicity
-    from wapflow.lakehouse.tls import ssl_context
 
     part = "group commit"
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        doc = httpx.get(config_url, headers=headers, timeout=_TIMEOUT, verify=ssl_context(cfg)).json()
-    except (httpx.HTTPError, ValueError) as e:
-        return Finding(part, "skip", f"{config_url}: its configuration could not be read ({type(e).__name__})")
+        doc = answer.json()
+    except ValueError as e:
+        return Finding(part, "skip", f"{answer.url}: its configuration is not JSON ({type(e).__name__})")
     properties = {**(doc.get("defaults") or {}), **(doc.get("overrides") or {})} if isinstance(doc, dict) else {}
     endpoints = doc.get("endpoints") if isinstance(doc, dict) else None
     uri = cfg.lakehouse.catalog_properties.get("uri", "")
