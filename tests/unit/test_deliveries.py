@@ -66,3 +66,15 @@ def test_whole_deliveries_make_a_batch_and_a_big_one_goes_alone() -> None:
 def test_only_a_check_that_waits_makes_deliveries() -> None:
     assert Deliveries.of([ControlTotalsCheck(check="control_totals")], lambda uri: None) is None
     assert Deliveries.of([], lambda uri: None) is None
+
+
+def test_a_wait_that_is_not_a_duration_is_a_config_error_naming_it() -> None:
+    import pytest
+
+    from wapflow.config import parse_config
+    from wapflow.errors import ConfigError
+
+    for bad, said in (("soon", "is not a duration"), ("0s", "is not a positive duration")):
+        with pytest.raises(ConfigError, match=said) as e:
+            parse_config({"tables": {"shop.orders": {"checks": [{"check": "control_totals", "wait": bad}]}}})
+        assert "wait" in str(e.value)

@@ -46,3 +46,25 @@ def test_the_interrupted_run_of_thousands_of_files_is_found_by_exactly_those_fil
     assert store.interrupted_with(["nyc.trips"], _ids(1500)[:-1]) is None  # not exactly its files
     assert store.interrupted_with(["nyc.trips"], _ids(1500, size=11)) is None
     store.close()
+
+
+def test_the_ledger_records_a_file_published_already_as_published_in_the_same_insert(tmp_path: Path) -> None:
+    """What `wap ingest` does with an unseen file another command published: it enters the ledger `published`
+    with that run, never `pending` first (a crash between the two would publish it again)."""
+    from datetime import UTC, datetime
+
+    from wapflow.runs.ledger import Ledger
+    from wapflow.storage.files import FileIdentity
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    ledger = Ledger(store.engine)
+    now = datetime.now(UTC)
+    files = [(f"trips:{n}", FileIdentity(f"/l/{n}.parquet", 10, "v1", now)) for n in ("a", "b")]
+    done = {"trips:a": {"run_id": "r1", "snapshot_id": 11, "reason": "published to nyc.trips already by run r1"}}
+    assert ledger.add("trips", files, published=done) == 2
+    rows = {r.key: r for r in ledger.rows("trips")}
+    assert (rows["trips:a"].state, rows["trips:a"].run_id, rows["trips:a"].snapshot_id) == ("published", "r1", 11)
+    assert rows["trips:a"].reason == done["trips:a"]["reason"]
+    assert (rows["trips:b"].state, rows["trips:b"].run_id, rows["trips:b"].reason) == ("pending", None, None)
+    assert ledger.add("trips", files) == 0  # known keys stay as they are
+    store.close()

@@ -298,26 +298,31 @@ class Ingest:
                     why = f"replaced by a newer version ({f.version}) before it ran"
                     self.ledger.settle([old.key], "skipped", reason=why)
                     self.lh.progress(f"{f.uri}: {why}")
-        added = self.ledger.add(self.name, fresh)
+        before = self._published_before(fresh)
+        added = self.ledger.add(self.name, fresh, published=before)
         self.out.new += added
         if added:
             self.lh.progress(f"source {self.name}: {added} new file(s) of {self.out.listed or added}")
-            self._published_before(fresh)
+            for k, f in fresh:
+                if k in before:
+                    self.lh.progress(f"{f.uri}: {before[k]['reason']}")
         return added
 
-    def _published_before(self, fresh: list[tuple[str, FileIdentity]]) -> None:
+    def _published_before(self, fresh: list[tuple[str, FileIdentity]]) -> dict[str, dict[str, Any]]:
         """Fresh files a run of this table published already, by identity (path, size, version: a `wap run` of
-        the file before its source's ingest saw it): settled `published` with that run, never published twice.
-        The same file rewritten is a new version, and runs."""
+        the file before its source's ingest saw it), each with that run: recorded `published` as they enter
+        the ledger, never published twice. The same file rewritten is a new version, and runs."""
+        if not fresh:
+            return {}
         table = TableName.parse(self.src.table).dotted
         keys: dict[tuple[Any, ...], str] = {(f.uri, f.size, f.version): k for k, f in fresh}
+        out: dict[str, dict[str, Any]] = {}
         for f, rec in self.lh.store.published_with(table, [f.to_dict() for _, f in fresh]):
             key = keys.get((f.get("uri"), f.get("size"), f.get("version")))
-            if key is None:
-                continue
-            why = f"published to {table} already by run {rec.run_id} (the same path, size and version)"
-            self.ledger.settle([key], "published", run_id=rec.run_id, snapshot_id=rec.snapshot_id, reason=why)
-            self.lh.progress(f"{f.get('uri')}: {why}")
+            if key is not None:
+                why = f"published to {table} already by run {rec.run_id} (the same path, size and version)"
+                out[key] = {"run_id": rec.run_id, "snapshot_id": rec.snapshot_id, "reason": why}
+        return out
 
     # --- batching --------------------------------------------------------------------------
 

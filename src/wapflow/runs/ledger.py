@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -219,9 +219,16 @@ class Ledger:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def add(self, source: str, files: Sequence[tuple[str, FileIdentity]]) -> int:
+    def add(
+        self,
+        source: str,
+        files: Sequence[tuple[str, FileIdentity]],
+        published: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> int:
         """Record newly listed files as pending; keys already known are left as they are. Returns how many
-        were new."""
+        were new. `published`: keys recorded `published` at once instead, with their run_id, snapshot_id and
+        reason (files another command published already: in the same transaction, so no crash leaves them
+        pending to be published twice)."""
         if not files:
             return 0
         now = datetime.now(UTC)
@@ -248,6 +255,13 @@ class Ledger:
                 for k, f in sorted(dict(files).items())  # sorted: two listings inserting at once cannot deadlock
                 if k not in known
             ]
+            for row in new:  # every row the same keys: one executemany
+                done = (published or {}).get(str(row["key"]))
+                row["run_id"] = done.get("run_id") if done else None
+                row["snapshot_id"] = done.get("snapshot_id") if done else None
+                row["reason"] = done.get("reason") if done else None
+                if done:
+                    row["state"] = "published"
             if new:
                 conn.execute(_insert_new(conn), new)
         return len(new)
