@@ -28,6 +28,15 @@ class FileMetrics:
     lower: dict[str, Any] = field(default_factory=dict)  # None: unknown for some file
     upper: dict[str, Any] = field(default_factory=dict)
     columns: set[str] = field(default_factory=set)  # columns some file holds values of (a value count)
+    # Live on a branch: the rows a reader of its head gets (the snapshot's count, deletes applied). `rows` is the
+    # data files' records, the denominator of their null counts; on a merge-on-read (v3) table it also counts
+    # the rows that deletion vectors removed. None: not a branch's head, or a snapshot without a total.
+    reader_rows: int | None = None
+
+    @property
+    def rows_read(self) -> int:
+        """The rows a reader gets: reader_rows where known, else the files' records."""
+        return self.reader_rows if self.reader_rows is not None else self.rows
 
 
 def summed_file_metrics(files: Iterable[tuple[int, Mapping[str, Any]]]) -> FileMetrics:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from wapflow.audit.metrics import FileMetrics, summed_file_metrics
 from wapflow.display import time_bound
+from wapflow.lakehouse.model import rows_at, snapshots_of
 from wapflow.storage.settings import is_s3_uri
 
 if TYPE_CHECKING:
@@ -117,8 +118,10 @@ class ManifestMetrics:
         return _summed(_schema(meta), files)
 
     def live(self, meta: dict[str, Any], snapshot_id: int) -> FileMetrics:
-        """Summed over the data files live in a snapshot (a branch's head)."""
-        return _summed(_schema(meta), live_entries(self.io(), _manifest_lists(meta)[snapshot_id]))
+        """Summed over the data files live in a snapshot (a branch's head), with the rows a reader of it gets."""
+        fm = _summed(_schema(meta), live_entries(self.io(), _manifest_lists(meta)[snapshot_id]))
+        fm.reader_rows = rows_at(snapshots_of(meta), snapshot_id)
+        return fm
 
 
 def _summed(schema: Schema, files: Iterable[DataFile]) -> FileMetrics:

@@ -23,6 +23,7 @@ from wapflow.lakehouse.model import (
     Snapshot,
     refs_of,
     row_change_properties,
+    rows_at,
     snapshot_property_confs,
     snapshots_of,
 )
@@ -403,13 +404,16 @@ class Tables(SnapshotReads):
                 return self.manifests.live(meta, ref.snapshot_id)
             except (OSError, WapError):  # a manifest this process cannot read: Spark's own reading may
                 pass
-        if self.head(table, branch) is None:
+        head = self.head(table, branch)
+        if head is None:
             return FileMetrics(rows=0)
         rows = self.spark.sql(
             f"SELECT record_count AS rc, readable_metrics AS m "
             f"FROM {table.metadata_sql(self.catalog, 'files')} VERSION AS OF {sql_string(branch)} WHERE content = 0"
         ).collect()
-        return summed_file_metrics((int(r["rc"]), r["m"].asDict() if r["m"] is not None else {}) for r in rows)
+        fm = summed_file_metrics((int(r["rc"]), r["m"].asDict() if r["m"] is not None else {}) for r in rows)
+        fm.reader_rows = rows_at(self.snapshots(table), head)
+        return fm
 
     def list_tables(self) -> list[TableName]:
         found: list[TableName] = []

@@ -187,7 +187,7 @@ def diff(lh: Lakehouse, run_or_branch: str) -> DiffDoc:
     table = TableName.parse(rec.table_name)
     with reading(f"reading the file metrics of {table}'s main"):
         main = main_file_metrics(lh, table)
-    rows = run_rows(rec, batch, main.rows)
+    rows = run_rows(rec, batch, main.rows_read)
     then = f"; approve with `wap approve {rec.run_id} --reason ...`" if rec.status == AWAITING_REVIEW else ""
     measured = "" if batch else " (its audit recorded no column metrics)"
     return {
