@@ -169,6 +169,31 @@ def _interrupted_run(lh: Lakehouse, table: str, files: Sequence[str | os.PathLik
     return rec.run_id
 
 
+def _interrupted_group(lh: Lakehouse, specs: Sequence[tuple[str, Sequence[str]]], branch: str | None) -> str | None:
+    """The id of an interrupted multi-table run of these tables, in this order, each over exactly these files
+    (RunStore.interrupted_group): the same `wap run-tables` resumes it, as `wap run` does."""
+    from wapflow.files.resolve import resolve_files
+    from wapflow.sql.identifiers import TableName
+
+    places = []
+    for table, files in specs:
+        try:
+            found = resolve_files([str(f) for f in files], storage=lh.storage)
+            names = sorted({table, TableName.parse(table).dotted})
+        except WapError:
+            return None
+        places.append((names, [f.to_dict() for f in found]))
+    recs = lh.store.interrupted_group(places, branch)
+    if not recs:
+        return None
+    first = min(recs, key=lambda r: r.started_at)
+    assert first.group_id is not None
+    lh.progress(
+        f"resuming run {first.group_id}: the same tables and files, interrupted at {first.started_at:%Y-%m-%d %H:%M:%S}"
+    )
+    return first.group_id
+
+
 def run_tables(
     lh: Lakehouse,
     tables: Sequence[tuple[str, Sequence[str | os.PathLike[str]]]],
@@ -188,6 +213,8 @@ def run_tables(
     from wapflow.pipeline.group import group_result, tables_group
 
     specs = [(t, [str(f) for f in files]) for t, files in tables]
+    if run_id is None:
+        run_id = _interrupted_group(lh, specs, branch)
     group = tables_group(lh, specs, branch=branch, run_id=run_id, no_checks=no_checks, once=not again)
     res = group_result(lh, drive(lh, group))
     _alert_group(lh, res)

@@ -11,8 +11,8 @@
    sets how many (default 30; 50 before 2026-12-03, when CI's suite ran over its 40 minutes).
 2. `wap run-tables` SIGKILLed at each of its crash points (wapflow.faults, the group commit's included), one
    after another, each process resuming the run the previous one left: before the commit no main changed,
-   after it every main holds the run; then the same command with the same --run-id exits 0, every table's
-   rows on main exactly once, no branch left.
+   after it every main holds the run; then the same command exits 0, every table's rows on main exactly once,
+   no branch left. The chain on tables with rows gives no --run-id: each command resumes the run by its files.
 3. A one-table `wap run` into a table of a group while the group publishes, both orders (WAP_PAUSE_AT stops
    one of them inside the publish lock; /proc shows the other waiting for it): both publish, no row is lost or
    doubled, and each publishes the way its order implies (the second one onto a moved main).
@@ -349,12 +349,20 @@ def test_sigkill_at_each_step_of_a_group_run_then_the_same_command_publishes_it_
     tables = [f"{ns}.{t}" for t in files]
     before = {t: reader.rows(t) if reader.exists(t) else [] for t in tables}
     heads = {t: reader.main(t) if reader.exists(t) else None for t in tables}
-    command = ["run-tables", *(f"{ns}.{t}={f}" for t, f in files.items()), "--run-id", run_id, "--config", str(cfg)]
+    # The second chain gives no --run-id: the same command resumes the interrupted run by its tables and files.
+    by_files = chain == "tables with rows"
+    named = [] if by_files else ["--run-id", run_id]
+    command = ["run-tables", *(f"{ns}.{t}={f}" for t, f in files.items()), *named, "--config", str(cfg)]
 
-    for point in CHAINS[chain]:
+    for k, point in enumerate(CHAINS[chain]):
         killed = wap(*command, WAP_CRASH_AT=point)
         assert killed.code == -signal.SIGKILL, (point, killed.text)
         assert "Traceback" not in killed.stderr, killed.stderr
+        if by_files and k == 0:  # the run the first process began, as `wap runs` shows it
+            listed = wap("runs", "--json", "--config", str(cfg))
+            (run_id,) = [g["group_id"] for g in listed.doc["groups"] if g["status"] == "interrupted"]
+        elif by_files:
+            assert f"resuming run {run_id}" in killed.stderr, (point, killed.stderr[-2000:])
         on_main = {t: _run_ids(reader, t) if reader.exists(t) else Counter() for t in tables}
         if point in AFTER_COMMIT:  # every table holds the run, once
             assert [ids[f"{run_id}-{i}"] for i, ids in enumerate(on_main.values(), start=1)] == [1, 1], on_main
@@ -368,9 +376,12 @@ def test_sigkill_at_each_step_of_a_group_run_then_the_same_command_publishes_it_
             assert not any(r.startswith(run_id) for ids in on_main.values() for r in ids), (point, on_main)
 
     done = wap(*command, "--json")
-    assert done.code == 0, done.text
-    assert done.doc["status"] == "published", done.doc
-    if CHAINS[chain][-1] in AFTER_COMMIT:
+    if by_files:  # killed after recording the publish: the run is done; its files are refused, naming it
+        assert done.code == 2 and f"by run {run_id}-1" in done.text, done.text
+    else:
+        assert done.code == 0, done.text
+        assert done.doc["status"] == "published" and done.doc["run_id"] == run_id, done.doc
+    if CHAINS[chain][-1] in AFTER_COMMIT and not by_files:
         assert {r["published_via"] for r in done.doc["tables"]} == {"already"}, done.doc
     for i, (t, f) in enumerate(zip(tables, files.values(), strict=True), start=1):
         new = pq.read_table(f).to_pylist()

@@ -48,6 +48,33 @@ def test_the_interrupted_run_of_thousands_of_files_is_found_by_exactly_those_fil
     store.close()
 
 
+def test_the_interrupted_group_is_found_by_its_tables_in_order_and_their_files(tmp_path: Path) -> None:
+    """`wap run-tables` of the same tables and files resumes the group: each place's run interrupted, published
+    over the same files (killed while recording), or never started; anything else starts a new run."""
+    import socket
+
+    store = RunStore(f"sqlite:///{tmp_path / 'runs.sqlite'}")
+    dead = {"host": socket.gethostname(), "pid": 2**22 + 17, "start": 1.0}
+    orders, lines = _ids(2), _ids(3, start=10)
+    first = RunRecord("g-1", "shop.orders", "running", group_id="g", branch="wap_g")
+    first.file_ids, first.owner = orders, dead
+    store.save(first)
+    places = [(["shop.orders"], orders), (["shop.lines"], lines)]
+    assert [r.run_id for r in store.interrupted_group(places)] == ["g-1"]  # shop.lines not started yet
+    assert store.interrupted_group(places, "wap_g") != [] and store.interrupted_group(places, "other") == []
+    assert store.interrupted_group(places[::-1]) == []  # another order: shop.orders was the run's first
+    assert store.interrupted_group([(["shop.orders"], orders[:1]), places[1]]) == []  # other files
+    second = RunRecord("g-2", "shop.lines", "published", group_id="g", branch="wap_g")
+    second.file_ids = lines
+    store.save(second)
+    assert [r.run_id for r in store.interrupted_group(places)] == ["g-1"]  # killed while recording the publish
+    assert store.interrupted_group(places[:1]) == []  # the run had a second table
+    second.file_ids = _ids(3, start=20)
+    store.save(second)
+    assert store.interrupted_group(places) == []  # its second table ran other files
+    store.close()
+
+
 def test_the_ledger_records_a_file_published_already_as_published_in_the_same_insert(tmp_path: Path) -> None:
     """What `wap ingest` does with an unseen file another command published: it enters the ledger `published`
     with that run, never `pending` first (a crash between the two would publish it again)."""

@@ -387,6 +387,29 @@ class RunStore:
         same = [r for r in records if r.interrupted and sorted(map(_identity, r.file_ids), key=repr) == wanted]
         return max(same, key=lambda r: r.started_at) if same else None
 
+    def interrupted_group(
+        self, places: list[tuple[list[str], list[dict[str, Any]]]], branch: str | None = None
+    ) -> list[RunRecord]:
+        """The interrupted tables' runs of one multi-table run over these places (each: the names of its table,
+        its files' identities), the run `wap run-tables` of the same tables and files resumes; [] if none.
+        The table at place n ran as `<group>-<n>`; each such record is interrupted over the same files, or
+        published over them (killed while recording the publish), or absent (not started). Nothing matches
+        when two places name different runs, or the run had another table, other files or (given) branch."""
+        found = [self.interrupted_with(names, ids) for names, ids in places]
+        groups = {r.group_id for r in found if r is not None and (branch is None or r.branch == branch)}
+        if len(groups) != 1 or None in groups:
+            return []
+        (gid,) = groups
+        for i, (names, ids) in enumerate([*places, ([], [])]):  # and no table beyond the last
+            rec = self.get(f"{gid}-{i + 1}")
+            mine = found[i] if i < len(found) else None
+            if rec is None or (mine is not None and mine.run_id == rec.run_id):
+                continue
+            same = sorted(map(_identity, rec.file_ids), key=repr) == sorted(map(_identity, ids), key=repr)
+            if not (rec.status == "published" and rec.table_name in names and same):
+                return []
+        return [r for r in found if r is not None]
+
     def published_since(self, table: str, since: datetime) -> list[RunRecord]:
         """`table`'s runs recorded published that started at or after `since`."""
         t = runs_table
