@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install airflow-venv airflow-example dagster-example setup demo demo-s3 dashboard screenshots test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly bench-gates bench-groups bench-stream docs-serve serve bench-connect bench-cold bench-bulk bench-cluster pg-up pg-down clean
+.PHONY: install airflow-venv airflow-example dagster-example setup demo demo-s3 dashboard screenshots test test-fast lint docs bench bench-audit bench-nessie bench-ledger bench-store bench-outer bench-metadata bench-partition bench-merge bench-maintain bench-anomaly bench-gates bench-groups bench-stream docs-serve serve bench-connect bench-cold bench-bulk bench-cluster pg-up pg-down clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "wapflow needs Python 3.11+; set PYTHON=python3.11 (or newer)")'
@@ -107,6 +107,10 @@ bench-nessie: setup
 
 bench-ledger: setup
 	$(BIN)/python benchmarks/bench_ledger.py
+
+# wapflow's own tables after a year: run store, ledger and metric history queries at 2,000 and 10,000 runs (no JVM).
+bench-store: install
+	$(BIN)/python benchmarks/bench_store.py
 
 bench-outer: setup
 	$(BIN)/python benchmarks/bench_outer.py

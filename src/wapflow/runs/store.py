@@ -61,6 +61,11 @@ runs_table = sa.Table(
     # JSON {table: {sequence_numbers, rows}} of a run published to v3 tables (migration 0009): what its rows'
     # row lineage says, so `wap revert` finds them once maintenance expired the run's snapshots.
     sa.Column("lineage", sa.Text),
+    # Listings newest first, a branch's runs, a table's running runs (migration 0010).
+    sa.Index("ix_wap_runs_started_at", "started_at"),
+    sa.Index("ix_wap_runs_table_started", "table_name", "started_at"),
+    sa.Index("ix_wap_runs_branch", "branch"),
+    sa.Index("ix_wap_runs_table_status", "table_name", "status"),
 )
 
 
