@@ -128,7 +128,9 @@ def main() -> int:
         print(f"| query | {args.young:,} runs (ms) | {args.runs:,} runs (ms) | ratio | flat |")
         print("|---|---|---|---|---|")
         for r in rows:
-            print(f"| {r['query']} | {r['young_ms']} | {r['old_ms']} | {r['ratio']}x | {'yes' if r['flat'] else 'NO'} |")
+            print(
+                f"| {r['query']} | {r['young_ms']} | {r['old_ms']} | {r['ratio']}x | {'yes' if r['flat'] else 'NO'} |"
+            )
     return 0 if all(r["flat"] for r in rows) else 1
 
 

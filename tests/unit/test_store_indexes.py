@@ -12,9 +12,9 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-from bench_store import fill, queries  # noqa: E402
+from bench_store import fill, queries
 
-from wapflow.runs.store import runs_table  # noqa: E402
+from wapflow.runs.store import runs_table
 
 
 def _plan(engine: sa.Engine, stmt: Any) -> str:
