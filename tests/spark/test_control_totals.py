@@ -212,3 +212,31 @@ def test_ingest_waits_for_whole_deliveries_and_batches_each_whole(spark, lakehou
     [line] = late.runs[0].checks
     assert line["status"] == "failed" and "1 file(s) named in" in line["observed"] and "e.parquet" in line["observed"]
     assert len(reader(lh).load_table("shop.orders").scan().to_arrow()) == 90  # main unchanged
+
+
+def test_files_that_declare_their_own_totals_in_their_metadata_publish_or_block(spark, lakehouse_factory, tmp_path):
+    """declared_in = "metadata": each file's own attributes (here local user.* attributes; on S3 x-amz-meta-*)
+    declare its rows and sums; an exact file publishes, one that lost rows on the way blocks, main unchanged."""
+    import os
+
+    def stamped(path: Path, rows: int, total: Decimal) -> Path:
+        os.setxattr(path, "user.rows", str(rows).encode())
+        os.setxattr(path, "user.sum-amount", str(total).encode())
+        return path
+
+    landing = tmp_path / "landing"
+    a = stamped(orders(landing / "a.parquet", range(1, 61)), 60, Decimal("4575.00"))
+    check = {"check": "control_totals", "declared_in": "metadata", "sums": ["amount"]}
+    lh = lakehouse_factory({"shop.orders": {"checks": [check]}})
+    ok = run_wap(lh, "shop.orders", [str(a)])
+    assert ok.status == "published", ok.message
+    [line] = ok.checks
+    assert line["observed"] == "rows 60 = declared; sum(amount) 4575.00 = declared", line
+
+    b = stamped(orders(landing / "b.parquet", range(61, 101)), 41, Decimal("8050.00"))  # one row lost
+    short = run_wap(lh, "shop.orders", [str(b)])
+    assert short.status == "blocked" and short.exit_code == 1, short.message
+    [line] = short.checks
+    assert line["observed"].startswith("rows 40, declared 41 (difference 1, 2.44%)"), line
+    table = reader(lh).load_table("shop.orders")
+    assert table.current_snapshot().snapshot_id == ok.snapshot_id and table.scan().to_arrow().num_rows == 60

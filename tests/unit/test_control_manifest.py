@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -98,3 +99,77 @@ def test_a_folder_listing_skips_manifests_and_storage_reads_and_digests_them(tmp
     data = (tmp_path / "a.csv").read_bytes()
     assert storage.digest(str(tmp_path / "a.csv"), "sha256") == hashlib.sha256(data).hexdigest()
     assert storage.digest(str(tmp_path / "a.csv"), "md5") == hashlib.md5(data).hexdigest()
+
+
+# --- declared_in = "metadata": each file declares its own totals ---------------------------------------------------
+
+
+def _judge(chk: ControlTotalsCheck, files: list[tuple[str, int | None]], storage: Storage, sums: dict[str, Any]):
+    """The check's verdict on a batch of these files, `sums` standing for Spark's sums of the batch's columns."""
+    from wapflow.audit.checktype import AuditContext, Compiled, Delivery
+
+    c = Compiled(0, chk, None, None, None, "", {})  # type: ignore[arg-type]
+    ctx = AuditContext(delivery=Delivery(files, storage.read_if_exists, storage.digest, metadata=storage.user_metadata))
+    assert ctx.delivery is not None
+    values = chk.gathered(c, ctx.delivery, ["id", "amount"], lambda cols: {k: sums[k] for k in cols})
+    return chk.verdict(c, values, int(sums["rows"]), ctx)
+
+
+def test_a_files_own_metadata_declares_its_rows_sums_and_checksum(tmp_path: Path):
+    import os
+
+    chk = ControlTotalsCheck(check="control_totals", declared_in="metadata")
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    a.write_bytes(b"a" * 10)
+    b.write_bytes(b"b" * 20)
+    os.setxattr(a, "user.rows", b"60")
+    os.setxattr(a, "user.sum-amount", b"4575.00")
+    os.setxattr(a, "user.sha256", hashlib.sha256(b"a" * 10).hexdigest().encode())
+    os.setxattr(a, "user.origin", b"the producer's own name, left alone")
+    os.setxattr(b, "user.rows", b"40")
+    os.setxattr(b, "user.sum_amount", b"8050.00")
+    st = Storage()
+    files: list[tuple[str, int | None]] = [(str(a), 10), (str(b), 20)]
+    ok = _judge(chk, files, st, {"rows": 100, "amount": Decimal("12625.00")})
+    assert ok.ok, ok.observed
+    assert "rows 100 = declared" in str(ok.observed) and "sum(amount)" in str(ok.observed)
+    short = _judge(chk, files, st, {"rows": 99, "amount": Decimal("12625.00")})
+    assert not short.ok and "rows 99, declared 100 (difference 1, 1.00%)" in str(short.observed), short.observed
+    a.write_bytes(b"x" * 10)  # replaced in place: the same size, another content
+    os.setxattr(a, "user.sha256", hashlib.sha256(b"a" * 10).hexdigest().encode())
+    swapped = _judge(chk, files, st, {"rows": 100, "amount": Decimal("12625.00")})
+    assert not swapped.ok and "a.parquet's sha256 is" in str(swapped.observed), swapped.observed
+    # A file that declares nothing: blocks, or warns with without_manifest = "warn".
+    c = tmp_path / "c.parquet"
+    c.write_bytes(b"c")
+    bare = _judge(chk, [(str(c), 1)], st, {"rows": 5, "amount": 0})
+    assert (
+        not bare.ok and not bare.warn_only and f"no rows or sums declared in the metadata of {c}" in str(bare.observed)
+    )
+    warn = ControlTotalsCheck(check="control_totals", declared_in="metadata", without_manifest="warn")
+    assert _judge(warn, [(str(c), 1)], st, {"rows": 5, "amount": 0}).warn_only
+    os.setxattr(c, "user.rows", b"many")
+    bad = _judge(chk, [(str(c), 1)], st, {"rows": 5, "amount": 0})
+    assert not bad.ok and "c.parquet's metadata's rows is 'many', not a number" in str(bad.observed), bad.observed
+
+
+def test_an_s3_objects_user_metadata_declares_its_totals(s3env):
+    from wapflow.config import parse_config
+
+    landing, _ = s3env.buckets()
+    c = s3env.client()
+    c.put_object(Bucket=landing, Key="d/a.parquet", Body=b"a" * 10, Metadata={"rows": "60", "sum-amount": "4575.00"})
+    c.put_object(Bucket=landing, Key="d/b.parquet", Body=b"b" * 20, Metadata={"Rows": "40", "Sum-Amount": "8050"})
+    st = Storage(parse_config({"s3": {"endpoint": s3env.endpoint, **s3env.admin.as_dict()}}).s3)
+    chk = ControlTotalsCheck(check="control_totals", declared_in="metadata")
+    files: list[tuple[str, int | None]] = [(f"s3://{landing}/d/a.parquet", 10), (f"s3://{landing}/d/b.parquet", 20)]
+    assert st.user_metadata(files[1][0]) == {"rows": "40", "sum-amount": "8050"}
+    assert _judge(chk, files, st, {"rows": 100, "amount": Decimal("12625.00")}).ok
+    long = _judge(chk, files, st, {"rows": 200, "amount": Decimal("25250.00")})  # a duplicated delivery
+    assert not long.ok and "rows 200, declared 100" in str(long.observed), long.observed
+    assert st.user_metadata(f"s3://{landing}/d/none.parquet") is None
+
+
+def test_waiting_for_metadata_is_refused_in_wap_tomls_words():
+    with pytest.raises(ValidationError, match="a file's metadata lands with the file, so there is nothing to wait"):
+        ControlTotalsCheck(check="control_totals", declared_in="metadata", wait="30m")

@@ -139,6 +139,8 @@ class Delivery:
     read: Callable[[str], bytes | None]  # a small file's content, None when nothing is there
     digest: Callable[[str, str], str]  # (uri, "sha256" | "md5") -> the file's hex digest
     quarantined: int = 0  # rows of the batch a quarantine held back from the table (delivered all the same)
+    # uri -> what its producer attached to the file (S3 user metadata, local user.* attributes); None: no file.
+    metadata: Callable[[str], dict[str, str] | None] | None = None
 
 
 @dataclass

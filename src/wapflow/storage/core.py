@@ -8,7 +8,9 @@ use, so local-only work never imports boto3.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
+import os
 from pathlib import Path
 
 from wapflow.errors import ConfigError
@@ -71,6 +73,26 @@ class Storage:
             return self.read_bytes(location)
         except (FileNotFoundError, NotADirectoryError):
             return None
+
+    def user_metadata(self, location: str) -> dict[str, str] | None:
+        """What the producer attached to one file: an S3 object's user metadata (x-amz-meta-*), a local file's
+        `user.*` extended attributes (without the prefix); names lower-cased. None when there is no such file."""
+        if is_s3_uri(location):
+            return self.s3.user_metadata(location)
+        self.store_for(location)
+        path = location.removeprefix("file://").removeprefix("file:")
+        try:
+            names = os.listxattr(path)
+        except FileNotFoundError:
+            return None
+        except OSError:  # a filesystem without extended attributes holds none
+            return {}
+        out = {}
+        for name in names:
+            if name.startswith("user."):
+                with contextlib.suppress(OSError):
+                    out[name.removeprefix("user.").lower()] = os.getxattr(path, name).decode("utf-8", "replace")
+        return out
 
     def digest(self, location: str, algorithm: str) -> str:
         """The hex digest ("sha256", "md5") of one file's content, read in 1 MiB chunks (any size)."""

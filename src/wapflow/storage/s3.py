@@ -370,6 +370,21 @@ class S3Store:
             return None
         return self.read(uri)
 
+    def user_metadata(self, uri: str) -> dict[str, str] | None:
+        """The object's user metadata (x-amz-meta-*, names lower-cased as S3 keeps them); None if no object."""
+        from botocore.exceptions import ClientError
+
+        loc = parse_s3_uri(uri)
+        try:
+            h = self.client.head_object(Bucket=loc.bucket, Key=loc.key)
+        except ClientError as e:
+            if str(e.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._head_error(e, action="read", bucket=loc.bucket, key=loc.key) from None
+        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
+            raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
+        return {str(k).lower(): str(v) for k, v in (h.get("Metadata") or {}).items()}
+
     def chunks(self, uri: str) -> Iterator[bytes]:
         """An object's content in 1 MiB chunks, streamed (a checksum of a file of any size)."""
         loc = parse_s3_uri(uri)

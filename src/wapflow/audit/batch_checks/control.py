@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from wapflow import display
 from wapflow.audit.batch_checks.reconcile import Tolerant, shown
 from wapflow.audit.checktype import Against, Evidence, Rule, Verdict
-from wapflow.errors import ConfigError, did_you_mean
+from wapflow.errors import ConfigError, WapError, did_you_mean
 from wapflow.storage.files import MANIFEST_NAMES, MANIFEST_SUFFIXES, is_manifest_name
 from wapflow.vocabulary import parse_duration
 
@@ -171,6 +171,26 @@ def _parse_csv(uri: str, text: str) -> Declared:
     return Declared(uri, rows=sum(f.rows or 0 for f in files.values()) if counted else None, sums=totals, files=files)
 
 
+# A file's own metadata declares its totals under these names (S3: x-amz-meta-rows, x-amz-meta-sum-amount; a
+# local file: user.rows, user.sum-amount); other names are the producer's and left alone.
+SUM_PREFIXES = ("sum-", "sum_")
+
+
+def parse_metadata(uri: str, metadata: dict[str, str]) -> Declared | None:
+    """What one file's metadata declares about it (rows, bytes, sha256, md5, sum-<column>), or None when it
+    declares none of them; ManifestError for a value that is not one."""
+    md = {k.lower(): v for k, v in metadata.items()}
+    sums = {k[len(p) :]: v for k, v in md.items() for p in SUM_PREFIXES if k.startswith(p) and len(k) > len(p)}
+    known = {k: md[k] for k in ("rows", "bytes", *DIGESTS) if k in md}
+    if not sums and not known:
+        return None
+    name = uri.rpartition("/")[2]
+    f = _file(name, known, f"{name}'s metadata")
+    out = Declared(uri, rows=f.rows, files={name: f})
+    out.sums = {col: _number(v, f"{name}'s metadata sum of {col}") for col, v in sums.items()}
+    return out
+
+
 def _listed(names: list[str]) -> str:
     more = f", and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
     return ", ".join(names[:_SHOWN]) + more
@@ -193,7 +213,15 @@ class ControlTotalsCheck(Tolerant):
         description="columns whose sums are compared, each declared by the manifest (default: every sum it declares)",
     )
     without_manifest: Literal["block", "warn"] = Field(
-        default="block", description="a file of the batch whose manifest is not there: block the run, or warn"
+        default="block",
+        description="a file of the batch whose manifest is not there (declared_in = metadata: whose metadata declares "
+        "no rows or sums): block the run, or warn",
+    )
+    declared_in: Literal["manifest", "metadata"] = Field(
+        default="manifest",
+        description='where the producer declares its totals: "manifest", a file beside the data (`manifest`); '
+        '"metadata", each file\'s own metadata (S3: x-amz-meta-rows, x-amz-meta-sum-<column>, -bytes, -sha256, '
+        "-md5; a local file: the same names as user.* extended attributes)",
     )
     wait: str | None = Field(
         default=None,
@@ -241,6 +269,20 @@ class ControlTotalsCheck(Tolerant):
         if seconds <= 0:
             raise PydanticCustomError("duration", "{reason}", {"reason": f"wait {v!r} is not a positive duration"})
         return v
+
+    @model_validator(mode="after")
+    def _nothing_to_wait_for(self) -> ControlTotalsCheck:
+        if self.wait is not None and self.declared_in == "metadata":
+            reason = (
+                f'wait {self.wait!r} with declared_in = "metadata": a file\'s metadata lands with the file, so '
+                "there is nothing to wait for (leave wait out)"
+            )
+            raise PydanticCustomError("control_totals_wait", "{reason}", {"reason": reason})
+        return self
+
+    def declaration_of(self, uri: str) -> str:
+        """Where the totals covering the data file `uri` are declared: its manifest, or the file itself."""
+        return uri if self.declared_in == "metadata" else manifest_for(self.manifest, uri)
 
     def default_name(self) -> str:
         return "control_totals" + (f"(rows, {', '.join(f'sum({s})' for s in self.sums)})" if self.sums else "")
@@ -310,9 +352,11 @@ class ControlTotalsCheck(Tolerant):
         }
 
     def _manifests(self, delivery: Delivery) -> dict[str, Any]:
+        if self.declared_in == "metadata":
+            return self._metadata(delivery)
         by_manifest: dict[str, list[str]] = {}
         for uri, _size in delivery.files:
-            by_manifest.setdefault(manifest_for(self.manifest, uri), []).append(uri)
+            by_manifest.setdefault(self.declaration_of(uri), []).append(uri)
         declared: list[Declared] = []
         missing: list[str] = []
         problems: list[str] = []
@@ -331,6 +375,28 @@ class ControlTotalsCheck(Tolerant):
                 problems.append(f"manifest {m} cannot be read: {e}")
         return {"declared": declared, "missing": missing, "problems": problems}
 
+    def _metadata(self, delivery: Delivery) -> dict[str, Any]:
+        """Each file's own declaration, from its metadata; a file that declares nothing is `missing`."""
+        declared: list[Declared] = []
+        missing: list[str] = []
+        problems: list[str] = []
+        for uri, _size in delivery.files:
+            try:
+                md = delivery.metadata(uri) if delivery.metadata is not None else {}
+            except (OSError, WapError) as e:
+                problems.append(f"the metadata of {uri} cannot be read: {getattr(e, 'strerror', None) or e}")
+                continue
+            try:
+                d = parse_metadata(uri, md or {})
+            except ManifestError as e:
+                problems.append(f"the metadata of {uri} cannot be read: {e}")
+                continue
+            if d is None:
+                missing.append(uri)
+            else:
+                declared.append(d)
+        return {"declared": declared, "missing": missing, "problems": problems}
+
     def _files(self, delivery: Delivery, declared: list[Declared]) -> list[str]:
         """What the manifests' file lists say against the files that landed in this batch."""
         sizes = dict(delivery.files)
@@ -339,7 +405,7 @@ class ControlTotalsCheck(Tolerant):
             if d.files is None:
                 continue
             folder = d.uri.rpartition("/")[0]
-            mine = [u for u in sizes if manifest_for(self.manifest, u) == d.uri]
+            mine = [u for u in sizes if self.declaration_of(u) == d.uri]
             named = {f"{folder}/{n}": f for n, f in d.files.items()}
             not_landed = [n for n, _ in sorted(d.files.items()) if f"{folder}/{n}" not in sizes]
             not_named = sorted(u.rpartition("/")[2] for u in mine if u not in named)
@@ -396,7 +462,10 @@ class ControlTotalsCheck(Tolerant):
         missing: list[str] = got.get("missing", [])
         problems: list[str] = list(got.get("problems", []))
         if missing:
-            text = f"no manifest at {_listed(missing)}"
+            if self.declared_in == "metadata":
+                text = f"no rows or sums declared in the metadata of {_listed(missing)}"
+            else:
+                text = f"no manifest at {_listed(missing)}"
             if self.without_manifest == "warn" and not problems:
                 return Verdict(False, text + " (without_manifest = warn)", 0, warn_only=True)
             return Verdict(False, "; ".join([text, *problems]), 0)

@@ -194,6 +194,7 @@ def _delivery(run: Run, quarantined: int) -> Delivery | None:
         read=storage.read_if_exists,
         digest=storage.digest,
         quarantined=quarantined,
+        metadata=storage.user_metadata,
     )
 
 
