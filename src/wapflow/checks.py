@@ -119,21 +119,16 @@ def reconcile(
 def control_totals(
     manifest: str = "_manifest.json",
     *,
+    declared_in: Literal["manifest", "metadata"] = "manifest",
     sums: list[str] | None = None,
     tolerance: float = 0.0,
     abs_tolerance: float = 0.0,
     without_manifest: Literal["block", "warn"] = "block",
+    wait: str | None = None,
     **kw: Unpack[Options],
 ) -> B.ControlTotalsCheck:
-    return B.ControlTotalsCheck(
-        check="control_totals",
-        manifest=manifest,
-        sums=sums,
-        tolerance=tolerance,
-        abs_tolerance=abs_tolerance,
-        without_manifest=without_manifest,
-        **kw,
-    )
+    params = {k: v for k, v in locals().items() if k != "kw"}  # every parameter above, as named
+    return B.ControlTotalsCheck(check="control_totals", **params, **kw)
 
 
 def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> B.FreshnessCheck:
