@@ -119,7 +119,8 @@ def reconcile(
 def control_totals(
     manifest: str = "_manifest.json",
     *,
-    declared_in: Literal["manifest", "metadata"] = "manifest",
+    declared_in: Literal["manifest", "metadata", "table"] = "manifest",
+    control_table: str | None = None,
     sums: list[str] | None = None,
     tolerance: float = 0.0,
     abs_tolerance: float = 0.0,

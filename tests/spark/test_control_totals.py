@@ -240,3 +240,36 @@ def test_files_that_declare_their_own_totals_in_their_metadata_publish_or_block(
     assert line["observed"].startswith("rows 40, declared 41 (difference 1, 2.44%)"), line
     table = reader(lh).load_table("shop.orders")
     assert table.current_snapshot().snapshot_id == ok.snapshot_id and table.scan().to_arrow().num_rows == 60
+
+
+def test_a_control_table_row_per_file_declares_the_delivery(spark, lakehouse_factory, tmp_path):
+    """declared_in = "table": the producer writes a row per file it sends into a control table of the catalog
+    (its name or URI, rows, the sums of columns, and columns of its own); a file without a row, a short file and
+    two rows for one file each block, an exact delivery publishes."""
+    landing = tmp_path / "landing"
+    check = {"check": "control_totals", "declared_in": "table", "control_table": "ops.deliveries"}
+    lh = lakehouse_factory({"shop.orders": {"checks": [check]}})
+    t = f"{lh.catalog}.ops.deliveries"
+    lh.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {lh.catalog}.ops")
+    lh.spark.sql(f"CREATE TABLE {t} (file STRING, rows BIGINT, amount DECIMAL(12,2), batch_no INT) USING iceberg")
+    a = orders(landing / "a.parquet", range(1, 61))
+    b = orders(landing / "b.parquet", range(61, 101))
+    lh.spark.sql(f"INSERT INTO {t} VALUES ('a.parquet', 60, 4575.00, 7), ('{b}', 41, 8050.00, 7)")
+
+    ok = run_wap(lh, "shop.orders", [str(a)])
+    assert ok.status == "published", ok.message
+    [line] = ok.checks
+    assert line["observed"] == "rows 60 = declared; sum(amount) 4575.00 = declared", line  # batch_no: the producer's
+
+    short = run_wap(lh, "shop.orders", [str(b)])  # its row (by URI) declares 41 rows; 40 came
+    assert short.status == "blocked", short.message
+    assert short.checks[0]["observed"].startswith("rows 40, declared 41 (difference 1, 2.44%)"), short.checks
+
+    c = orders(landing / "c.parquet", range(101, 111))
+    none = run_wap(lh, "shop.orders", [str(c)])
+    assert none.status == "blocked" and f"no row in control_table ops.deliveries for {c}" in none.checks[0]["observed"]
+    lh.spark.sql(f"INSERT INTO {t} VALUES ('c.parquet', 10, 1325.00, 8), ('c.parquet', 10, 1325.00, 9)")
+    twice = run_wap(lh, "shop.orders", [str(c)])
+    assert twice.status == "blocked" and "has 2 rows for c.parquet" in twice.checks[0]["observed"], twice.checks
+    table = reader(lh).load_table("shop.orders")
+    assert table.current_snapshot().snapshot_id == ok.snapshot_id and table.scan().to_arrow().num_rows == 60

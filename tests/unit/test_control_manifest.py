@@ -173,3 +173,16 @@ def test_an_s3_objects_user_metadata_declares_its_totals(s3env):
 def test_waiting_for_metadata_is_refused_in_wap_tomls_words():
     with pytest.raises(ValidationError, match="a file's metadata lands with the file, so there is nothing to wait"):
         ControlTotalsCheck(check="control_totals", declared_in="metadata", wait="30m")
+
+
+@pytest.mark.parametrize(
+    "params, says",
+    [
+        ({"declared_in": "table"}, 'declared_in = "table" needs control_table'),
+        ({"control_table": "ops.deliveries"}, "control_table 'ops.deliveries' is read only with declared_in"),
+        ({"declared_in": "table", "control_table": "ops.d", "wait": "1h"}, "only a manifest is waited for"),
+    ],
+)
+def test_a_control_table_is_named_with_declared_in_table_and_never_waited_for(params, says):
+    with pytest.raises(ValidationError, match=says):
+        ControlTotalsCheck(check="control_totals", **params)

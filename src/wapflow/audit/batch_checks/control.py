@@ -217,11 +217,18 @@ class ControlTotalsCheck(Tolerant):
         description="a file of the batch whose manifest is not there (declared_in = metadata: whose metadata declares "
         "no rows or sums): block the run, or warn",
     )
-    declared_in: Literal["manifest", "metadata"] = Field(
+    declared_in: Literal["manifest", "metadata", "table"] = Field(
         default="manifest",
         description='where the producer declares its totals: "manifest", a file beside the data (`manifest`); '
         '"metadata", each file\'s own metadata (S3: x-amz-meta-rows, x-amz-meta-sum-<column>, -bytes, -sha256, '
-        "-md5; a local file: the same names as user.* extended attributes)",
+        '-md5; a local file: the same names as user.* extended attributes); "table", a row per file of '
+        "`control_table`",
+    )
+    control_table: str | None = Field(
+        default=None,
+        description='with declared_in = "table": the table (in the catalog, read on main) where the producer '
+        "writes a row per file it sends: `file` (its name or whole URI), any of `rows`, `bytes`, `sha256`, `md5`, "
+        "and other numeric columns, each the sum of the table's column of that name over the file",
     )
     wait: str | None = Field(
         default=None,
@@ -272,6 +279,16 @@ class ControlTotalsCheck(Tolerant):
 
     @model_validator(mode="after")
     def _nothing_to_wait_for(self) -> ControlTotalsCheck:
+        if (self.declared_in == "table") != (self.control_table is not None):
+            reason = (
+                'declared_in = "table" needs control_table, the table that holds a row per file'
+                if self.control_table is None
+                else f'control_table {self.control_table!r} is read only with declared_in = "table"'
+            )
+            raise PydanticCustomError("control_totals_table", "{reason}", {"reason": reason})
+        if self.wait is not None and self.declared_in == "table":
+            reason = f'wait {self.wait!r} with declared_in = "table": only a manifest is waited for (leave wait out)'
+            raise PydanticCustomError("control_totals_wait", "{reason}", {"reason": reason})
         if self.wait is not None and self.declared_in == "metadata":
             reason = (
                 f'wait {self.wait!r} with declared_in = "metadata": a file\'s metadata lands with the file, so '
@@ -282,7 +299,7 @@ class ControlTotalsCheck(Tolerant):
 
     def declaration_of(self, uri: str) -> str:
         """Where the totals covering the data file `uri` are declared: its manifest, or the file itself."""
-        return uri if self.declared_in == "metadata" else manifest_for(self.manifest, uri)
+        return manifest_for(self.manifest, uri) if self.declared_in == "manifest" else uri
 
     def default_name(self) -> str:
         return "control_totals" + (f"(rows, {', '.join(f'sum({s})' for s in self.sums)})" if self.sums else "")
@@ -314,7 +331,38 @@ class ControlTotalsCheck(Tolerant):
                 "beside the run's files, and this batch is not files (a DataFrame given in Python)",
                 hint="declare control_totals on tables fed by files (wap run, wap ingest, wap watch)",
             )
-        return self.gathered(c, delivery, added.columns, lambda wanted: self._sums(added, wanted)), "scan"
+        rows = self._control_rows(ctx, delivery) if self.declared_in == "table" else None
+        got = self.gathered(c, delivery, added.columns, lambda wanted: self._sums(added, wanted), control_rows=rows)
+        return got, "scan"
+
+    def _control_rows(self, ctx: AuditContext, delivery: Delivery) -> list[dict[str, Any]]:
+        """The control table's rows naming a file of the batch (by URI or name), read on its main."""
+        from pyspark.sql import functions as F
+
+        from wapflow.sql.identifiers import TableName, quote
+
+        assert self.control_table is not None
+        where = self.where(ctx.this_table.dotted if ctx.this_table else None)
+        if ctx.main_table is None:
+            raise ConfigError(f"{where}: control_table {self.control_table} cannot be read in this audit")
+        try:
+            name = TableName.parse(self.control_table)
+            df = ctx.main_table(name)
+        except WapError as e:
+            raise ConfigError(
+                f"{where}: control_table {self.control_table} cannot be read: {e}",
+                hint="name a table in the catalog that the producer writes a row per file into",
+            ) from None
+        fields = {f.name.lower(): f.name for f in df.schema.fields}
+        if "file" not in fields:
+            raise ConfigError(
+                f"{where}: control_table {self.control_table} has no `file` column (it has "
+                f"{', '.join(sorted(fields.values()))})",
+                hint="the control table holds a row per file: file, and any of rows, bytes, sha256, md5 and sums",
+            )
+        keys = sorted({k for uri, _ in delivery.files for k in (uri, uri.rpartition("/")[2])})
+        picked = df.where(F.col(quote(fields["file"])).isin(keys)).collect()
+        return [{k.lower(): v for k, v in r.asDict().items()} for r in picked]
 
     def gathered(
         self,
@@ -322,10 +370,16 @@ class ControlTotalsCheck(Tolerant):
         delivery: Delivery,
         columns: list[str],
         sums_of: Callable[[list[str]], dict[str, Any]],
+        *,
+        control_rows: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """What the verdict compares: the manifests' declarations and the files' facts, and the batch's sums of
-        the columns declared (`sums_of`: column -> its sum over the batch, 0 over no rows; Spark in a run)."""
-        found = self._manifests(delivery)
+        the columns declared (`sums_of`: column -> its sum over the batch, 0 over no rows; Spark in a run).
+        `control_rows`: with declared_in = "table", the control table's rows naming the batch's files."""
+        if self.declared_in == "table":
+            found = self._from_rows(delivery, control_rows or [], columns)
+        else:
+            found = self._manifests(delivery)
         problems: list[str] = list(found["problems"])
         declared: list[Declared] = found["declared"]
         sums: list[tuple[str, Any, Decimal]] = []
@@ -397,6 +451,41 @@ class ControlTotalsCheck(Tolerant):
                 declared.append(d)
         return {"declared": declared, "missing": missing, "problems": problems}
 
+    def _from_rows(self, delivery: Delivery, rows: list[dict[str, Any]], columns: list[str]) -> dict[str, Any]:
+        """Each file's declaration from its control table row (by URI, else by name); a file without one, or
+        named by two rows, is `missing` or a problem. Its sums: the numeric columns the batch has too, or
+        those `sums` names (a control table also holds the producer's own figures: a batch number, a time)."""
+        summed = {s.lower() for s in self.sums} if self.sums is not None else {c.lower() for c in columns}
+        declared: list[Declared] = []
+        missing: list[str] = []
+        problems: list[str] = []
+        for uri, _size in delivery.files:
+            name = uri.rpartition("/")[2]
+            mine = [r for r in rows if r.get("file") == uri] or [r for r in rows if r.get("file") == name]
+            if not mine:
+                missing.append(uri)
+                continue
+            if len(mine) > 1:
+                problems.append(f"control_table {self.control_table} has {len(mine)} rows for {name}")
+                continue
+            row = mine[0]
+            where = f"{self.control_table}'s row for {name}"
+            try:
+                f = _file(name, {k: row.get(k) for k in ("rows", "bytes", *DIGESTS)}, where)
+                sums = {
+                    k: _number(v, f"{where}: the sum of {k}")
+                    for k, v in row.items()
+                    if k in summed
+                    and k not in _CSV_KEYS
+                    and isinstance(v, int | float | Decimal)
+                    and not isinstance(v, bool)
+                }
+            except ManifestError as e:
+                problems.append(str(e))
+                continue
+            declared.append(Declared(uri, rows=f.rows, sums=sums, files={name: f}))
+        return {"declared": declared, "missing": missing, "problems": problems}
+
     def _files(self, delivery: Delivery, declared: list[Declared]) -> list[str]:
         """What the manifests' file lists say against the files that landed in this batch."""
         sizes = dict(delivery.files)
@@ -464,6 +553,8 @@ class ControlTotalsCheck(Tolerant):
         if missing:
             if self.declared_in == "metadata":
                 text = f"no rows or sums declared in the metadata of {_listed(missing)}"
+            elif self.declared_in == "table":
+                text = f"no row in control_table {self.control_table} for {_listed(missing)}"
             else:
                 text = f"no manifest at {_listed(missing)}"
             if self.without_manifest == "warn" and not problems:
