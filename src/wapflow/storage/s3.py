@@ -256,12 +256,12 @@ class S3Store:
             raise self.error_for(e, action="list", bucket=loc.bucket, key=prefix or None) from None
         return out
 
-    def _head(self, loc: S3Location, key: str) -> FileIdentity | None:
-        """The object's identity, None if it does not exist; denied access raises."""
+    def _head_object(self, loc: S3Location, key: str) -> dict[str, Any] | None:
+        """HEAD of the object, None if it does not exist (in a bucket that does); denied access raises."""
         from botocore.exceptions import ClientError
 
         try:
-            h = self.client.head_object(Bucket=loc.bucket, Key=key)
+            return dict(self.client.head_object(Bucket=loc.bucket, Key=key))
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code"))
             if code in ("404", "NoSuchKey", "NotFound"):
@@ -271,6 +271,12 @@ class S3Store:
             raise self._head_error(e, action="read", bucket=loc.bucket, key=key) from None
         except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
             raise self.error_for(e, action="read", bucket=loc.bucket, key=key) from None
+
+    def _head(self, loc: S3Location, key: str) -> FileIdentity | None:
+        """The object's identity, None if it does not exist; denied access raises."""
+        h = self._head_object(loc, key)
+        if h is None:
+            return None
         return self._identity(loc, key, h["ContentLength"], h.get("ETag", ""), h.get("LastModified"))
 
     def scan(self, location: str, *, what: str = "") -> Listing:
@@ -372,18 +378,9 @@ class S3Store:
 
     def user_metadata(self, uri: str) -> dict[str, str] | None:
         """The object's user metadata (x-amz-meta-*, names lower-cased as S3 keeps them); None if no object."""
-        from botocore.exceptions import ClientError
-
         loc = parse_s3_uri(uri)
-        try:
-            h = self.client.head_object(Bucket=loc.bucket, Key=loc.key)
-        except ClientError as e:
-            if str(e.response.get("Error", {}).get("Code")) in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise self._head_error(e, action="read", bucket=loc.bucket, key=loc.key) from None
-        except Exception as e:  # noqa: BLE001 - boto3/botocore raise many types; error_for names the S3 condition
-            raise self.error_for(e, action="read", bucket=loc.bucket, key=loc.key) from None
-        return {str(k).lower(): str(v) for k, v in (h.get("Metadata") or {}).items()}
+        h = self._head_object(loc, loc.key)
+        return None if h is None else {str(k).lower(): str(v) for k, v in (h.get("Metadata") or {}).items()}
 
     def chunks(self, uri: str) -> Iterator[bytes]:
         """An object's content in 1 MiB chunks, streamed (a checksum of a file of any size)."""
