@@ -57,6 +57,7 @@ from wapflow.pipeline.models import run_batch
 from wapflow.pipeline.retry import RetryPolicy, backoff, retryable
 from wapflow.pipeline.state import AWAITING_REVIEW
 from wapflow.runs.ledger import Ledger, LedgerRow, file_key
+from wapflow.runs.store import RunStore
 from wapflow.sql.identifiers import TableName
 from wapflow.storage.files import FileIdentity
 from wapflow.vocabulary import DISCARDED
@@ -298,7 +299,7 @@ class Ingest:
                     why = f"replaced by a newer version ({f.version}) before it ran"
                     self.ledger.settle([old.key], "skipped", reason=why)
                     self.lh.progress(f"{f.uri}: {why}")
-        before = self._published_before(fresh)
+        before = published_before(self.lh.store, self.src.table, fresh)
         added = self.ledger.add(self.name, fresh, published=before)
         self.out.new += added
         if added:
@@ -307,22 +308,6 @@ class Ingest:
                 if k in before:
                     self.lh.progress(f"{f.uri}: {before[k]['reason']}")
         return added
-
-    def _published_before(self, fresh: list[tuple[str, FileIdentity]]) -> dict[str, dict[str, Any]]:
-        """Fresh files a run of this table published already, by identity (path, size, version: a `wap run` of
-        the file before its source's ingest saw it), each with that run: recorded `published` as they enter
-        the ledger, never published twice. The same file rewritten is a new version, and runs."""
-        if not fresh:
-            return {}
-        table = TableName.parse(self.src.table).dotted
-        keys: dict[tuple[Any, ...], str] = {(f.uri, f.size, f.version): k for k, f in fresh}
-        out: dict[str, dict[str, Any]] = {}
-        for f, rec in self.lh.store.published_with(table, [f.to_dict() for _, f in fresh]):
-            key = keys.get((f.get("uri"), f.get("size"), f.get("version")))
-            if key is not None:
-                why = f"published to {table} already by run {rec.run_id} (the same path, size and version)"
-                out[key] = {"run_id": rec.run_id, "snapshot_id": rec.snapshot_id, "reason": why}
-        return out
 
     # --- batching --------------------------------------------------------------------------
 
@@ -514,7 +499,7 @@ class Ingest:
         already (the durable workflow retries in place), so its files fail."""
         keys = [r.key for r in batch]
         if res.status == "published":
-            swapped = self._swapped(res, batch)
+            swapped = {} if self.src.on_change == "ignore" else read_in_place(self.lh.store, res.run_id, batch)
             ok = [r.key for r in batch if r.uri not in swapped]
             self.ledger.settle(ok, "published", run_id=res.run_id, snapshot_id=res.snapshot_id)
             for row in batch:
@@ -575,18 +560,6 @@ class Ingest:
         if rec is not None:
             self.alerts.append(held_event(self.lh, rec, source=self.name, key=self._occurrence(res.run_id, batch)))
 
-    def _swapped(self, res: RunResult, batch: list[LedgerRow]) -> dict[str, FileIdentity]:
-        """Files rewritten between the listing and the run: the run read (and published) another version."""
-        if self.src.on_change == "ignore":
-            return {}  # a file is its name: whichever version was read, it is published
-        rec = self.lh.store.get(res.run_id)
-        read = {d["uri"]: FileIdentity.from_dict(d) for d in (rec.file_ids if rec else [])}
-        return {
-            r.uri: read[r.uri]
-            for r in batch
-            if r.uri in read and (read[r.uri].size, read[r.uri].version) != (r.size, r.version)
-        }
-
     def _record_swap(self, res: RunResult, row: LedgerRow, read: FileIdentity) -> None:
         """The version the run read is the one on main: record it published (a later listing must not run
         it again) and the listed version skipped, saying why, loudly."""
@@ -607,19 +580,7 @@ class Ingest:
     def _split(self, res: RunResult, batch: list[LedgerRow]) -> None:
         """A batch of several files that did not publish: drop its branch, run each half as a batch."""
         if res.branch:
-            tables = [TableName.parse(t) for t in [self.src.table, *self.models]]
-            try:
-                self.lh.iceberg.discard(res.branch, [*tables, *(quarantine_of(t) for t in tables)])
-            except Exception as e:  # noqa: BLE001 - a leftover branch is clutter, not a reason to stop
-                self.lh.progress(f"warning: could not drop branch {res.branch} of the split batch: {e}")
-            rec = self.lh.store.get(res.run_id)
-            recs = [rec] if rec is not None else []
-            if rec is not None and rec.group_id:
-                recs = self.lh.store.group(rec.group_id) or recs  # the models' records went with the batch
-            for r in recs:
-                r.branch_kept = False
-                r.status = DISCARDED if r.status == "blocked" else r.status
-                self.lh.store.save(r)
+            drop_split(self.lh, res, [TableName.parse(t) for t in [self.src.table, *self.models]])
         why = "blocked" if res.status == "blocked" else "failed on its input"
         half = (len(batch) + 1) // 2
         self.lh.progress(f"run {res.run_id} {why}: splitting its {len(batch)} files into batches of {half}")
@@ -693,3 +654,52 @@ def backfill(
     check_consent(lh, source, no_checks=no_checks)
     ing = Ingest(lh, source, since=since, until=until, no_checks=no_checks)
     return ing.plan() if dry_run else ing.run()
+
+
+def published_before(
+    store: RunStore, table_name: str, fresh: list[tuple[str, FileIdentity]]
+) -> dict[str, dict[str, Any]]:
+    """Fresh files (ledger key, identity) a run of this table published already, by identity (path, size,
+    version: a `wap run` of the file before its source's ingest saw it), each with that run: recorded
+    `published` as they enter the ledger, never published twice. The same file rewritten is a new version."""
+    if not fresh:
+        return {}
+    table = TableName.parse(table_name).dotted
+    keys: dict[tuple[Any, ...], str] = {(f.uri, f.size, f.version): k for k, f in fresh}
+    out: dict[str, dict[str, Any]] = {}
+    for f, rec in store.published_with(table, [f.to_dict() for _, f in fresh]):
+        key = keys.get((f.get("uri"), f.get("size"), f.get("version")))
+        if key is not None:
+            why = f"published to {table} already by run {rec.run_id} (the same path, size and version)"
+            out[key] = {"run_id": rec.run_id, "snapshot_id": rec.snapshot_id, "reason": why}
+    return out
+
+
+def read_in_place(store: RunStore, run_id: str, batch: list[LedgerRow]) -> dict[str, FileIdentity]:
+    """Files of the batch rewritten between the listing and the run: the run read (and published) another
+    version than the ledger lists, by uri."""
+    rec = store.get(run_id)
+    read = {d["uri"]: FileIdentity.from_dict(d) for d in (rec.file_ids if rec else [])}
+    return {
+        r.uri: read[r.uri]
+        for r in batch
+        if r.uri in read and (read[r.uri].size, read[r.uri].version) != (r.size, r.version)
+    }
+
+
+def drop_split(lh: Lakehouse, res: RunResult, tables: list[TableName]) -> None:
+    """A batch about to be split: its branch dropped from its tables (and their quarantines), and its runs'
+    records (the models' too) no longer keeping one; a blocked run is then discarded."""
+    assert res.branch is not None
+    try:
+        lh.iceberg.discard(res.branch, [*tables, *(quarantine_of(t) for t in tables)])
+    except Exception as e:  # noqa: BLE001 - a leftover branch is clutter, not a reason to stop
+        lh.progress(f"warning: could not drop branch {res.branch} of the split batch: {e}")
+    rec = lh.store.get(res.run_id)
+    recs = [rec] if rec is not None else []
+    if rec is not None and rec.group_id:
+        recs = lh.store.group(rec.group_id) or recs  # the models' records went with the batch
+    for r in recs:
+        r.branch_kept = False
+        r.status = DISCARDED if r.status == "blocked" else r.status
+        lh.store.save(r)
