@@ -6,7 +6,7 @@ run_wap(lh, "nyc.trips", files, extra_checks=[C.not_null("passenger_count"), C.u
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict, Unpack
+from typing import Any, Literal, TypedDict, Unpack
 
 from wapflow.audit import batch_checks as B
 from wapflow.audit import row_checks as R
@@ -30,6 +30,12 @@ class RowOptions(Options, total=False):
 # `min` and `max` shadow builtins on purpose: they are the keys wap.toml uses for the same checks.
 
 
+def _named(params: dict[str, Any]) -> dict[str, Any]:
+    """A helper's own parameters (its `locals()` on entry) as the check's fields of the same names; `kw`, the
+    options every check takes, is passed on by itself."""
+    return {k: v for k, v in params.items() if k != "kw"}
+
+
 def not_null(column: str, **kw: Unpack[RowOptions]) -> R.NotNullCheck:
     return R.NotNullCheck(check="not_null", column=column, **kw)
 
@@ -43,15 +49,7 @@ def between(
     max_inclusive: bool = True,
     **kw: Unpack[RowOptions],
 ) -> R.BetweenCheck:
-    return R.BetweenCheck(
-        check="between",
-        column=column,
-        min=min,
-        max=max,
-        min_inclusive=min_inclusive,
-        max_inclusive=max_inclusive,
-        **kw,
-    )
+    return R.BetweenCheck(check="between", **_named(locals()), **kw)
 
 
 def accepted_values(column: str, values: list[Scalar], **kw: Unpack[RowOptions]) -> R.AcceptedValuesCheck:
@@ -128,8 +126,7 @@ def control_totals(
     wait: str | None = None,
     **kw: Unpack[Options],
 ) -> B.ControlTotalsCheck:
-    params = {k: v for k, v in locals().items() if k != "kw"}  # every parameter above, as named
-    return B.ControlTotalsCheck(check="control_totals", **params, **kw)
+    return B.ControlTotalsCheck(check="control_totals", **_named(locals()), **kw)
 
 
 def freshness(column: str, max_age: str, **kw: Unpack[Options]) -> B.FreshnessCheck:
@@ -146,16 +143,7 @@ def volume(
     on_short_history: Literal["pass", "warn"] = "warn",
     **kw: Unpack[Options],
 ) -> B.VolumeCheck:
-    return B.VolumeCheck(
-        check="volume",
-        runs=runs,
-        tolerance=tolerance,
-        min_history=min_history,
-        sensitivity=sensitivity,
-        seasonality=seasonality,
-        on_short_history=on_short_history,
-        **kw,
-    )
+    return B.VolumeCheck(check="volume", **_named(locals()), **kw)
 
 
 def anomaly(
@@ -171,17 +159,7 @@ def anomaly(
     on_short_history: Literal["pass", "warn"] = "warn",
     **kw: Unpack[Options],
 ) -> B.AnomalyCheck:
-    return B.AnomalyCheck(
-        check="anomaly",
-        metric=metric,
-        column=column,
-        min_history=min_history,
-        sensitivity=sensitivity,
-        window=window,
-        seasonality=seasonality,
-        on_short_history=on_short_history,
-        **kw,
-    )
+    return B.AnomalyCheck(check="anomaly", **_named(locals()), **kw)
 
 
 def schema_change(
