@@ -273,3 +273,25 @@ def test_a_control_table_row_per_file_declares_the_delivery(spark, lakehouse_fac
     assert twice.status == "blocked" and "has 2 rows for c.parquet" in twice.checks[0]["observed"], twice.checks
     table = reader(lh).load_table("shop.orders")
     assert table.current_snapshot().snapshot_id == ok.snapshot_id and table.scan().to_arrow().num_rows == 60
+
+
+def test_a_csv_files_trailer_line_declares_it_and_is_never_read_as_a_row(spark, lakehouse_factory, tmp_path):
+    """declared_in = "trailer": each CSV ends with `#rows=...,sum-amount=...`, which the table's read_options
+    (`comment = "#"`) make Spark skip; an exact file publishes its rows only, a file cut short blocks."""
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    check = {"check": "control_totals", "declared_in": "trailer", "sums": ["amount"]}
+    lh = lakehouse_factory({"shop.orders": {"checks": [check], "read_options": {"comment": "#"}}})
+    body = "order_id,amount\n" + "".join(f"{i},{i * 2.5:.2f}\n" for i in range(1, 61))
+    a = landing / "a.csv"
+    a.write_text(body + "#rows=60,sum-amount=4575.00\n")
+    ok = run_wap(lh, "shop.orders", [str(a)])
+    assert ok.status == "published" and ok.rows_written == 60, ok.message
+    assert ok.checks[0]["observed"] == "rows 60 = declared; sum(amount) 4575.00 = declared", ok.checks
+
+    b = landing / "b.csv"
+    b.write_text("order_id,amount\n" + "".join(f"{i},1.00\n" for i in range(61, 70)) + "#rows=10,sum-amount=10.00\n")
+    short = run_wap(lh, "shop.orders", [str(b)])
+    assert short.status == "blocked", short.message
+    assert short.checks[0]["observed"].startswith("rows 9, declared 10 (difference 1, 10.00%)"), short.checks
+    assert reader(lh).load_table("shop.orders").scan().to_arrow().num_rows == 60

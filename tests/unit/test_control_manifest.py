@@ -5,6 +5,7 @@ a folder's listing skipping the manifest so a run never reads it as rows."""
 from __future__ import annotations
 
 import hashlib
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,8 @@ def _judge(chk: ControlTotalsCheck, files: list[tuple[str, int | None]], storage
     from wapflow.audit.checktype import AuditContext, Compiled, Delivery
 
     c = Compiled(0, chk, None, None, None, "", {})  # type: ignore[arg-type]
-    ctx = AuditContext(delivery=Delivery(files, storage.read_if_exists, storage.digest, metadata=storage.user_metadata))
+    read = Delivery(files, storage.read_if_exists, storage.digest, metadata=storage.user_metadata, tail=storage.tail)
+    ctx = AuditContext(delivery=read)
     assert ctx.delivery is not None
     values = chk.gathered(c, ctx.delivery, ["id", "amount"], lambda cols: {k: sums[k] for k in cols})
     return chk.verdict(c, values, int(sums["rows"]), ctx)
@@ -186,3 +188,40 @@ def test_waiting_for_metadata_is_refused_in_wap_tomls_words():
 def test_a_control_table_is_named_with_declared_in_table_and_never_waited_for(params, says):
     with pytest.raises(ValidationError, match=says):
         ControlTotalsCheck(check="control_totals", **params)
+
+
+def test_a_trailer_line_ending_each_file_declares_its_rows_and_sums(tmp_path: Path):
+    from wapflow.audit.batch_checks.control import parse_trailer
+
+    d = parse_trailer("/l/a.csv", b"id,amount\n1,2.50\n#rows=2, sum-amount=4.50; batch=7\n\n", "#")
+    assert d is not None and d.rows == 2 and d.sums == {"amount": Decimal("4.50")}  # batch: the producer's own
+    assert parse_trailer("/l/a.csv", b"id,amount\n1,2.50\n", "#") is None  # the last line is a row
+    assert parse_trailer("/l/a.csv", b"#note=hello\n", "#") is None  # declares no rows or sums
+
+    chk = ControlTotalsCheck(check="control_totals", declared_in="trailer")
+    a = tmp_path / "a.csv"
+    a.write_text("id,amount\n" + "".join(f"{i},2.50\n" for i in range(60)) + "#rows=60,sum-amount=150.00\n")
+    st = Storage()
+    assert _judge(chk, [(str(a), None)], st, {"rows": 60, "amount": Decimal("150.00")}).ok
+    cut = _judge(chk, [(str(a), None)], st, {"rows": 59, "amount": Decimal("147.50")})  # a row lost on the way
+    assert not cut.ok and "rows 59, declared 60" in str(cut.observed), cut.observed
+    b = tmp_path / "b.csv"
+    b.write_text("id,amount\n1,2.50\n")  # truncated before its trailer
+    none = _judge(chk, [(str(b), None)], st, {"rows": 1, "amount": Decimal("2.50")})
+    assert not none.ok and f"no trailer line starting with '#' declaring rows or sums ends {b}" in str(none.observed)
+    b.write_text("id,amount\n1,2.50\n#rows=one\n")
+    bad = _judge(chk, [(str(b), None)], st, {"rows": 1, "amount": Decimal("2.50")})
+    assert "b.csv's trailer's rows is 'one', not a number" in str(bad.observed), bad.observed
+
+
+def test_a_trailer_is_declared_only_where_spark_skips_it():
+    from wapflow.config import parse_config
+    from wapflow.errors import ConfigError
+
+    check = {"check": "control_totals", "declared_in": "trailer"}
+    with pytest.raises(
+        ConfigError, match=re.escape('needs read_options = { comment = "#" }: Spark must skip the trailer')
+    ):
+        parse_config({"tables": {"shop.orders": {"checks": [check]}}})
+    ok = parse_config({"tables": {"shop.orders": {"checks": [check], "read_options": {"comment": "#"}}}})
+    assert ok.table("shop.orders").checks[0].declared_in == "trailer"

@@ -141,6 +141,7 @@ class Delivery:
     quarantined: int = 0  # rows of the batch a quarantine held back from the table (delivered all the same)
     # uri -> what its producer attached to the file (S3 user metadata, local user.* attributes); None: no file.
     metadata: Callable[[str], dict[str, str] | None] | None = None
+    tail: Callable[[str], bytes] | None = None  # uri -> its last bytes (a trailer line)
 
 
 @dataclass

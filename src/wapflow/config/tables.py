@@ -189,6 +189,19 @@ class TableConfig(_Strict):
         return _read_only_condition(v, str(info.field_name))
 
     @model_validator(mode="after")
+    def _trailer_skipped(self) -> TableConfig:
+        """A control_totals trailer line must be skipped by Spark's reader (its `comment`), or it is a row."""
+        comment = {k.lower(): v for k, v in self.read_options.items()}.get("comment")
+        for chk in self.checks:
+            if getattr(chk, "declared_in", None) == "trailer" and comment != getattr(chk, "trailer", None):
+                mark = getattr(chk, "trailer", "#")
+                raise ValueError(
+                    f'control_totals with declared_in = "trailer" needs read_options = {{ comment = "{mark}" }}: '
+                    "Spark must skip the trailer line, or it is read as a row of the batch"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _mode(self) -> TableConfig:
         self.check_mode()
         return self

@@ -74,6 +74,16 @@ class Storage:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
+    def tail(self, location: str, n: int = 65536) -> bytes:
+        """The last n bytes of one file (its trailer line), a ranged read on S3."""
+        if is_s3_uri(location):
+            return self.s3.read_edges(location, n)[1]
+        self.store_for(location)
+        with Path(location.removeprefix("file://").removeprefix("file:")).open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read()
+
     def user_metadata(self, location: str) -> dict[str, str] | None:
         """What the producer attached to one file: an S3 object's user metadata (x-amz-meta-*), a local file's
         `user.*` extended attributes (without the prefix); names lower-cased. None when there is no such file."""

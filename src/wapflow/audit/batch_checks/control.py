@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -176,7 +177,7 @@ def _parse_csv(uri: str, text: str) -> Declared:
 SUM_PREFIXES = ("sum-", "sum_")
 
 
-def parse_metadata(uri: str, metadata: dict[str, str]) -> Declared | None:
+def parse_metadata(uri: str, metadata: dict[str, str], what: str = "metadata") -> Declared | None:
     """What one file's metadata declares about it (rows, bytes, sha256, md5, sum-<column>), or None when it
     declares none of them; ManifestError for a value that is not one."""
     md = {k.lower(): v for k, v in metadata.items()}
@@ -185,10 +186,23 @@ def parse_metadata(uri: str, metadata: dict[str, str]) -> Declared | None:
     if not sums and not known:
         return None
     name = uri.rpartition("/")[2]
-    f = _file(name, known, f"{name}'s metadata")
+    f = _file(name, known, f"{name}'s {what}")
     out = Declared(uri, rows=f.rows, files={name: f})
-    out.sums = {col: _number(v, f"{name}'s metadata sum of {col}") for col, v in sums.items()}
+    out.sums = {col: _number(v, f"{name}'s {what} sum of {col}") for col, v in sums.items()}
     return out
+
+
+def parse_trailer(uri: str, tail: bytes, prefix: str) -> Declared | None:
+    """What the trailer line ending a file declares (`#rows=1000,sum-amount=12625.00`: after `prefix`, names
+    and values split by commas, semicolons or spaces; the names of parse_metadata), or None when the file's
+    last line does not start with `prefix` or declares no rows or sums."""
+    lines = [ln.strip() for ln in tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+    if not lines or not lines[-1].startswith(prefix):
+        return None
+    pairs = [p for p in re.split(r"[,;\s]+", lines[-1][len(prefix) :]) if p]
+    md = dict(p.split("=", 1) for p in pairs if "=" in p)
+    named = {k: v for k, v in md.items() if k.lower() == "rows" or k.lower().startswith(SUM_PREFIXES)}
+    return parse_metadata(uri, named, "trailer")
 
 
 def _listed(names: list[str]) -> str:
@@ -217,12 +231,19 @@ class ControlTotalsCheck(Tolerant):
         description="a file of the batch whose manifest is not there (declared_in = metadata: whose metadata declares "
         "no rows or sums): block the run, or warn",
     )
-    declared_in: Literal["manifest", "metadata", "table"] = Field(
+    declared_in: Literal["manifest", "metadata", "table", "trailer"] = Field(
         default="manifest",
         description='where the producer declares its totals: "manifest", a file beside the data (`manifest`); '
         '"metadata", each file\'s own metadata (S3: x-amz-meta-rows, x-amz-meta-sum-<column>, -bytes, -sha256, '
         '-md5; a local file: the same names as user.* extended attributes); "table", a row per file of '
-        "`control_table`",
+        '`control_table`; "trailer", each file\'s last line (after `trailer`: rows=..., sum-<column>=...)',
+    )
+    trailer: str = Field(
+        default="#",
+        min_length=1,
+        max_length=1,
+        description='with declared_in = "trailer": the character the trailer line starts with; the table\'s '
+        "read_options must set the same `comment`, so Spark skips that line rather than read it as a row",
     )
     control_table: str | None = Field(
         default=None,
@@ -286,8 +307,11 @@ class ControlTotalsCheck(Tolerant):
                 else f'control_table {self.control_table!r} is read only with declared_in = "table"'
             )
             raise PydanticCustomError("control_totals_table", "{reason}", {"reason": reason})
-        if self.wait is not None and self.declared_in == "table":
-            reason = f'wait {self.wait!r} with declared_in = "table": only a manifest is waited for (leave wait out)'
+        if self.wait is not None and self.declared_in in ("table", "trailer"):
+            reason = (
+                f'wait {self.wait!r} with declared_in = "{self.declared_in}": only a manifest is waited for '
+                "(leave wait out)"
+            )
             raise PydanticCustomError("control_totals_wait", "{reason}", {"reason": reason})
         if self.wait is not None and self.declared_in == "metadata":
             reason = (
@@ -406,7 +430,7 @@ class ControlTotalsCheck(Tolerant):
         }
 
     def _manifests(self, delivery: Delivery) -> dict[str, Any]:
-        if self.declared_in == "metadata":
+        if self.declared_in in ("metadata", "trailer"):
             return self._metadata(delivery)
         by_manifest: dict[str, list[str]] = {}
         for uri, _size in delivery.files:
@@ -435,15 +459,17 @@ class ControlTotalsCheck(Tolerant):
         missing: list[str] = []
         problems: list[str] = []
         for uri, _size in delivery.files:
+            what = "trailer" if self.declared_in == "trailer" else "metadata"
             try:
-                md = delivery.metadata(uri) if delivery.metadata is not None else {}
+                if self.declared_in == "trailer":
+                    d = parse_trailer(uri, delivery.tail(uri) if delivery.tail else b"", self.trailer)
+                else:
+                    d = parse_metadata(uri, (delivery.metadata(uri) if delivery.metadata else None) or {})
             except (OSError, WapError) as e:
-                problems.append(f"the metadata of {uri} cannot be read: {getattr(e, 'strerror', None) or e}")
+                problems.append(f"the {what} of {uri} cannot be read: {getattr(e, 'strerror', None) or e}")
                 continue
-            try:
-                d = parse_metadata(uri, md or {})
             except ManifestError as e:
-                problems.append(f"the metadata of {uri} cannot be read: {e}")
+                problems.append(f"the {what} of {uri} cannot be read: {e}")
                 continue
             if d is None:
                 missing.append(uri)
@@ -553,6 +579,8 @@ class ControlTotalsCheck(Tolerant):
         if missing:
             if self.declared_in == "metadata":
                 text = f"no rows or sums declared in the metadata of {_listed(missing)}"
+            elif self.declared_in == "trailer":
+                text = f"no trailer line starting with {self.trailer!r} declaring rows or sums ends {_listed(missing)}"
             elif self.declared_in == "table":
                 text = f"no row in control_table {self.control_table} for {_listed(missing)}"
             else:

@@ -195,6 +195,7 @@ def _delivery(run: Run, quarantined: int) -> Delivery | None:
         digest=storage.digest,
         quarantined=quarantined,
         metadata=storage.user_metadata,
+        tail=storage.tail,
     )
 
 
