@@ -150,19 +150,26 @@ def run(
     return res
 
 
-def _interrupted_run(lh: Lakehouse, table: str, files: Sequence[str | os.PathLike[str]]) -> str | None:
-    """The run id of an interrupted run (stopped or killed, its process gone) of this table over exactly these
-    files: `wap run` of the same command resumes it, so no new run id and no kept branch to discard by hand. The
-    files are listed here once more (a stat each, an S3 listing); a listing that fails is prepare's to report."""
+def _place(
+    lh: Lakehouse, table: str, files: Sequence[str | os.PathLike[str]]
+) -> tuple[list[str], list[dict[str, Any]]] | None:
+    """A table's names (as given, and dotted) and the identities of its files, listed once more (a stat each, an
+    S3 listing) to find an interrupted run of them; None when the listing fails (prepare's to report)."""
     from wapflow.files.resolve import resolve_files
     from wapflow.sql.identifiers import TableName
 
     try:
         found = resolve_files([str(f) for f in files], storage=lh.storage)
-        names = sorted({table, TableName.parse(table).dotted})
+        return sorted({table, TableName.parse(table).dotted}), [f.to_dict() for f in found]
     except WapError:
         return None
-    rec = lh.store.interrupted_with(names, [f.to_dict() for f in found])
+
+
+def _interrupted_run(lh: Lakehouse, table: str, files: Sequence[str | os.PathLike[str]]) -> str | None:
+    """The run id of an interrupted run (stopped or killed, its process gone) of this table over exactly these
+    files: `wap run` of the same command resumes it, so no new run id and no kept branch to discard by hand."""
+    place = _place(lh, table, files)
+    rec = lh.store.interrupted_with(*place) if place is not None else None
     if rec is None:
         return None
     lh.progress(f"resuming run {rec.run_id}: the same files, interrupted at {rec.started_at:%Y-%m-%d %H:%M:%S}")
@@ -172,22 +179,13 @@ def _interrupted_run(lh: Lakehouse, table: str, files: Sequence[str | os.PathLik
 def _interrupted_group(lh: Lakehouse, specs: Sequence[tuple[str, Sequence[str]]], branch: str | None) -> str | None:
     """The id of an interrupted multi-table run of these tables, in this order, each over exactly these files
     (RunStore.interrupted_group): the same `wap run-tables` resumes it, as `wap run` does."""
-    from wapflow.files.resolve import resolve_files
-    from wapflow.sql.identifiers import TableName
-
-    places = []
-    for table, files in specs:
-        try:
-            found = resolve_files([str(f) for f in files], storage=lh.storage)
-            names = sorted({table, TableName.parse(table).dotted})
-        except WapError:
-            return None
-        places.append((names, [f.to_dict() for f in found]))
-    recs = lh.store.interrupted_group(places, branch)
+    places = [_place(lh, table, files) for table, files in specs]
+    if any(p is None for p in places):
+        return None
+    recs = lh.store.interrupted_group([p for p in places if p is not None], branch)
     if not recs:
         return None
     first = min(recs, key=lambda r: r.started_at)
-    assert first.group_id is not None
     lh.progress(
         f"resuming run {first.group_id}: the same tables and files, interrupted at {first.started_at:%Y-%m-%d %H:%M:%S}"
     )

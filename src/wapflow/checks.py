@@ -117,8 +117,9 @@ def reconcile(
 def control_totals(
     manifest: str = "_manifest.json",
     *,
-    declared_in: Literal["manifest", "metadata", "table"] = "manifest",
+    declared_in: Literal["manifest", "metadata", "table", "trailer"] = "manifest",
     control_table: str | None = None,
+    trailer: str = "#",
     sums: list[str] | None = None,
     tolerance: float = 0.0,
     abs_tolerance: float = 0.0,

@@ -259,7 +259,7 @@ def rows_table(
             kept.append(extra)
     shown = [c for c in columns if c in kept]
     if rows and _least(shown, cells, whole) > width:  # even the ids do not fit side by side: one record a row
-        return _records(title, columns, cells, whole)
+        return _records(title, columns, cells, whole, len(rows))
     dropped = [c for c in optional if c in cells and c not in kept]
     t = id_table(title, shown, [[cells[c][i] for c in shown] for i in range(len(rows))], ids, words=True)
     if dropped:
@@ -268,14 +268,13 @@ def rows_table(
     return t
 
 
-def _records(title: str | None, columns: Sequence[str], cells: dict[str, list[str]], ids: set[str]) -> Table:
+def _records(title: str | None, columns: Sequence[str], cells: dict[str, list[str]], ids: set[str], n: int) -> Table:
     """Rows for a terminal too narrow for them side by side: each row as its columns' names (in words) beside
     their values, a blank line between rows. Ids, words and times whole; free text wraps."""
     t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
     t.add_column(no_wrap=True, style="bold")
     kept = [Text.from_markup(x).cell_len for c in columns if c in ids or is_whole(c) for x in cells[c]]
     t.add_column(overflow="fold", min_width=max(kept, default=0) or None)  # an id never breaks
-    n = len(next(iter(cells.values()), []))
     for i in range(n):
         if i:
             t.add_row("", "")

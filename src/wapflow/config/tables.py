@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from wapflow.audit.spec import Check
+from wapflow.audit.spec import Check, ControlTotalsCheck
 from wapflow.config.base import _duration, _Strict
 from wapflow.config.maintenance import MaintenanceConfig
 from wapflow.errors import ConfigError
@@ -193,11 +193,10 @@ class TableConfig(_Strict):
         """A control_totals trailer line must be skipped by Spark's reader (its `comment`), or it is a row."""
         comment = {k.lower(): v for k, v in self.read_options.items()}.get("comment")
         for chk in self.checks:
-            if getattr(chk, "declared_in", None) == "trailer" and comment != getattr(chk, "trailer", None):
-                mark = getattr(chk, "trailer", "#")
+            if isinstance(chk, ControlTotalsCheck) and chk.declared_in == "trailer" and comment != chk.trailer:
                 raise ValueError(
-                    f'control_totals with declared_in = "trailer" needs read_options = {{ comment = "{mark}" }}: '
-                    "Spark must skip the trailer line, or it is read as a row of the batch"
+                    f'control_totals with declared_in = "trailer" needs read_options = {{ comment = "{chk.trailer}" '
+                    "}: Spark must skip the trailer line, or it is read as a row of the batch"
                 )
         return self
 

@@ -22,7 +22,8 @@ def check_parquet_magic(files: list[FileIdentity], storage: Storage | None = Non
         if s.size < 12:
             raise InputError(f"{s.uri} is not a parquet file (only {s.size} bytes)", hint="re-export the file")
         if is_s3_uri(s.uri):
-            head, tail = (storage or Storage()).s3.read_edges(s.uri, 4)
+            s3 = (storage or Storage()).s3
+            head, tail = s3.read_range(s.uri, "0-3"), s3.read_range(s.uri, "-4")  # two ranged GETs
         else:
             try:
                 with open(local_path(s) or s.uri, "rb") as f:

@@ -256,6 +256,11 @@ def _identity(file_id: dict[str, Any]) -> tuple[Any, ...]:
     return (file_id.get("uri"), file_id.get("size"), file_id.get("version"))
 
 
+def _same_files(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> bool:
+    """Two runs' files are the same files, by identity, in any order."""
+    return sorted(map(_identity, a), key=repr) == sorted(map(_identity, b), key=repr)
+
+
 class RunStore:
     """Run records in one database; every `wap` process opens its own and they share the file (WAL)."""
 
@@ -388,8 +393,7 @@ class RunStore:
         )
         with self.engine.connect() as conn:
             records = [RunRecord.from_row(r) for r in conn.execute(q).all()]
-        wanted = sorted(map(_identity, file_ids), key=repr)
-        same = [r for r in records if r.interrupted and sorted(map(_identity, r.file_ids), key=repr) == wanted]
+        same = [r for r in records if r.interrupted and _same_files(r.file_ids, file_ids)]
         return max(same, key=lambda r: r.started_at) if same else None
 
     def interrupted_group(
@@ -410,8 +414,7 @@ class RunStore:
             mine = found[i] if i < len(found) else None
             if rec is None or (mine is not None and mine.run_id == rec.run_id):
                 continue
-            same = sorted(map(_identity, rec.file_ids), key=repr) == sorted(map(_identity, ids), key=repr)
-            if not (rec.status == "published" and rec.table_name in names and same):
+            if not (rec.status == "published" and rec.table_name in names and _same_files(rec.file_ids, ids)):
                 return []
         return [r for r in found if r is not None]
 

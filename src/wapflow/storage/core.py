@@ -63,7 +63,7 @@ class Storage:
         if is_s3_uri(location):
             return self.s3.read(location)
         self.store_for(location)  # other schemes: the same ConfigError as listing them
-        return Path(location.removeprefix("file://").removeprefix("file:")).read_bytes()
+        return _local(location).read_bytes()
 
     def read_if_exists(self, location: str) -> bytes | None:
         """read_bytes, or None when nothing is at `location` (a manifest a producer may not have sent)."""
@@ -77,9 +77,9 @@ class Storage:
     def tail(self, location: str, n: int = 65536) -> bytes:
         """The last n bytes of one file (its trailer line), a ranged read on S3."""
         if is_s3_uri(location):
-            return self.s3.read_edges(location, n)[1]
+            return self.s3.read_range(location, f"-{n}")
         self.store_for(location)
-        with Path(location.removeprefix("file://").removeprefix("file:")).open("rb") as f:
+        with _local(location).open("rb") as f:
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - n))
             return f.read()
@@ -90,7 +90,7 @@ class Storage:
         if is_s3_uri(location):
             return self.s3.user_metadata(location)
         self.store_for(location)
-        path = location.removeprefix("file://").removeprefix("file:")
+        path = _local(location)
         try:
             names = os.listxattr(path)
         except FileNotFoundError:
@@ -112,10 +112,15 @@ class Storage:
                 h.update(chunk)
             return h.hexdigest()
         self.store_for(location)
-        with Path(location.removeprefix("file://").removeprefix("file:")).open("rb") as f:
+        with _local(location).open("rb") as f:
             while chunk := f.read(1 << 20):
                 h.update(chunk)
         return h.hexdigest()
 
     def secret_values(self) -> builtins.list[str]:
         return self.s3_settings.secret_values()
+
+
+def _local(location: str) -> Path:
+    """A local path, or a file: URI, as a path."""
+    return Path(location.removeprefix("file://").removeprefix("file:"))

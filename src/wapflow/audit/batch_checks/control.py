@@ -201,6 +201,7 @@ def parse_trailer(uri: str, tail: bytes, prefix: str) -> Declared | None:
         return None
     pairs = [p for p in re.split(r"[,;\s]+", lines[-1][len(prefix) :]) if p]
     md = dict(p.split("=", 1) for p in pairs if "=" in p)
+    # A trailer is part of its file: it cannot state the file's size or checksum, only rows and sums.
     named = {k: v for k, v in md.items() if k.lower() == "rows" or k.lower().startswith(SUM_PREFIXES)}
     return parse_metadata(uri, named, "trailer")
 
@@ -228,8 +229,8 @@ class ControlTotalsCheck(Tolerant):
     )
     without_manifest: Literal["block", "warn"] = Field(
         default="block",
-        description="a file of the batch whose manifest is not there (declared_in = metadata: whose metadata declares "
-        "no rows or sums): block the run, or warn",
+        description="a file of the batch whose manifest is not there (or, by declared_in, whose metadata or trailer "
+        "declares no rows or sums, or that has no row in control_table): block the run, or warn",
     )
     declared_in: Literal["manifest", "metadata", "table", "trailer"] = Field(
         default="manifest",
@@ -299,7 +300,9 @@ class ControlTotalsCheck(Tolerant):
         return v
 
     @model_validator(mode="after")
-    def _nothing_to_wait_for(self) -> ControlTotalsCheck:
+    def _declaration(self) -> ControlTotalsCheck:
+        """control_table with declared_in = "table" only; `wait` with a manifest only (the rest lands with the file
+        or is the producer's table)."""
         if (self.declared_in == "table") != (self.control_table is not None):
             reason = (
                 'declared_in = "table" needs control_table, the table that holds a row per file'
@@ -307,17 +310,12 @@ class ControlTotalsCheck(Tolerant):
                 else f'control_table {self.control_table!r} is read only with declared_in = "table"'
             )
             raise PydanticCustomError("control_totals_table", "{reason}", {"reason": reason})
-        if self.wait is not None and self.declared_in in ("table", "trailer"):
-            reason = (
-                f'wait {self.wait!r} with declared_in = "{self.declared_in}": only a manifest is waited for '
-                "(leave wait out)"
-            )
-            raise PydanticCustomError("control_totals_wait", "{reason}", {"reason": reason})
-        if self.wait is not None and self.declared_in == "metadata":
-            reason = (
-                f'wait {self.wait!r} with declared_in = "metadata": a file\'s metadata lands with the file, so '
-                "there is nothing to wait for (leave wait out)"
-            )
+        if self.wait is not None and self.declared_in != "manifest":
+            why = {
+                "metadata": "a file's metadata lands with the file, so there is nothing to wait for",
+                "trailer": "a file's trailer lands with the file, so there is nothing to wait for",
+            }.get(self.declared_in, "only a manifest is waited for")
+            reason = f'wait {self.wait!r} with declared_in = "{self.declared_in}": {why} (leave wait out)'
             raise PydanticCustomError("control_totals_wait", "{reason}", {"reason": reason})
         return self
 
@@ -402,8 +400,10 @@ class ControlTotalsCheck(Tolerant):
         `control_rows`: with declared_in = "table", the control table's rows naming the batch's files."""
         if self.declared_in == "table":
             found = self._from_rows(delivery, control_rows or [], columns)
-        else:
+        elif self.declared_in == "manifest":
             found = self._manifests(delivery)
+        else:
+            found = self._per_file(delivery)
         problems: list[str] = list(found["problems"])
         declared: list[Declared] = found["declared"]
         sums: list[tuple[str, Any, Decimal]] = []
@@ -430,8 +430,6 @@ class ControlTotalsCheck(Tolerant):
         }
 
     def _manifests(self, delivery: Delivery) -> dict[str, Any]:
-        if self.declared_in in ("metadata", "trailer"):
-            return self._metadata(delivery)
         by_manifest: dict[str, list[str]] = {}
         for uri, _size in delivery.files:
             by_manifest.setdefault(self.declaration_of(uri), []).append(uri)
@@ -453,8 +451,9 @@ class ControlTotalsCheck(Tolerant):
                 problems.append(f"manifest {m} cannot be read: {e}")
         return {"declared": declared, "missing": missing, "problems": problems}
 
-    def _metadata(self, delivery: Delivery) -> dict[str, Any]:
-        """Each file's own declaration, from its metadata; a file that declares nothing is `missing`."""
+    def _per_file(self, delivery: Delivery) -> dict[str, Any]:
+        """Each file's own declaration, from its metadata or its trailer line; a file declaring nothing is
+        `missing`."""
         declared: list[Declared] = []
         missing: list[str] = []
         problems: list[str] = []
